@@ -1,0 +1,135 @@
+#pragma once
+// A set of perf events open on one thread: as few groups as the kernel allows (normally one), each
+// read with a single read(). Events the kernel refuses stay closed with the reason kept.
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <kairos/plugins/perf/event_catalog.hpp>
+#include <kairos/plugins/perf/open_event.hpp>
+
+namespace kairos::perf {
+
+inline constexpr std::size_t max_events = 32;
+
+// Cumulative counts of every event of a set at one instant (position = order of the set).
+struct event_snapshot {
+  std::array<std::uint64_t, max_events> value{};
+  std::array<std::uint64_t, max_events> enabled_ns{};  // time the event was enabled
+  std::array<std::uint64_t, max_events> running_ns{};  // time it was on the PMU (< enabled: multiplexed)
+};
+
+// A number no other thread of the process ever gets (thread ids and thread_local addresses are
+// reused after a thread exits; this is not).
+inline std::uint64_t this_thread_serial() noexcept {
+  static std::atomic<std::uint64_t> next_serial{1};
+  thread_local const std::uint64_t serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+  return serial;
+}
+
+class thread_event_set {
+ public:
+  // Opens the catalog events `event_indices` (at most max_events) on the calling thread.
+  explicit thread_event_set(std::span<const int> event_indices)
+      : indices_(event_indices.begin(), event_indices.end()),
+        fds_(indices_.size(), -1),
+        user_space_only_(indices_.size(), false),
+        reasons_(indices_.size()) {
+    for (std::size_t position = 0; position < indices_.size() && position < max_events; ++position)
+      open_position(position);
+  }
+  ~thread_event_set() {
+    for (int fd : fds_)
+      if (fd >= 0) ::close(fd);
+  }
+  thread_event_set(const thread_event_set&) = delete;
+  thread_event_set& operator=(const thread_event_set&) = delete;
+
+  const std::vector<int>& event_indices() const noexcept { return indices_; }
+  std::size_t size() const noexcept { return indices_.size(); }
+  bool counting(std::size_t position) const noexcept { return fds_[position] >= 0; }
+  bool user_space_only(std::size_t position) const noexcept { return user_space_only_[position]; }
+  const std::string& unavailable_reason(std::size_t position) const { return reasons_[position]; }
+  std::size_t group_count() const noexcept { return groups_.size(); }
+  int leader_fd(std::size_t group) const noexcept { return groups_[group].leader_fd; }
+
+  // One read() per group, no allocation, async-signal-safe. Positions not counting read 0.
+  bool read(event_snapshot& snapshot) const noexcept {
+    bool complete = true;
+    for (const group& each : groups_) {
+      std::array<std::uint64_t, 3 + max_events> buffer;  // nr, enabled, running, values...
+      const auto wanted = static_cast<ssize_t>((3 + each.member_count) * sizeof(std::uint64_t));
+      if (::read(each.leader_fd, buffer.data(), static_cast<std::size_t>(wanted)) != wanted) {
+        complete = false;
+        continue;
+      }
+      for (std::size_t member = 0; member < each.member_count; ++member) {
+        const std::size_t position = each.positions[member];
+        snapshot.value[position] = buffer[3 + member];
+        snapshot.enabled_ns[position] = buffer[1];
+        snapshot.running_ns[position] = buffer[2];
+      }
+    }
+    return complete;
+  }
+
+ private:
+  struct group {
+    int leader_fd;
+    std::size_t member_count;
+    std::array<std::uint8_t, max_events> positions;  // read order → position in the set
+  };
+
+  // Joins the first group; if the kernel refuses the event there (a group it cannot schedule, or
+  // no group yet), opens it as the leader of a new group. A refused event takes nobody down.
+  void open_position(std::size_t position) {
+    const event_definition& event = event_catalog[static_cast<std::size_t>(indices_[position])];
+    open_result opened;
+    if (!groups_.empty()) {
+      opened = open_event(event, groups_.front().leader_fd);
+      if (opened.fd >= 0) {
+        add_member(groups_.front(), position, opened);
+        return;
+      }
+    }
+    opened = open_event(event, -1);
+    if (opened.fd < 0) {
+      reasons_[position] = explain_open_error(event, opened.error);
+      return;
+    }
+    groups_.push_back(group{opened.fd, 0, {}});
+    add_member(groups_.back(), position, opened);
+  }
+  void add_member(group& into, std::size_t position, const open_result& opened) {
+    fds_[position] = opened.fd;
+    user_space_only_[position] = opened.user_space_only;
+    into.positions[into.member_count++] = static_cast<std::uint8_t>(position);
+  }
+
+  std::vector<int> indices_;
+  std::vector<int> fds_;
+  std::vector<bool> user_space_only_;
+  std::vector<std::string> reasons_;
+  std::vector<group> groups_;
+};
+
+// The calling thread's open set for exactly these events, opened on first request and shared by
+// every perf_counters of this thread that asks for the same events; closed when the thread exits.
+inline thread_event_set& event_set_for_this_thread(std::span<const int> event_indices) {
+  thread_local std::vector<std::unique_ptr<thread_event_set>> open_sets;
+  for (auto& set : open_sets)
+    if (std::equal(set->event_indices().begin(), set->event_indices().end(),
+                   event_indices.begin(), event_indices.end()))
+      return *set;
+  return *open_sets.emplace_back(std::make_unique<thread_event_set>(event_indices));
+}
+
+}  // namespace kairos::perf

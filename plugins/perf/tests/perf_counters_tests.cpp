@@ -1,0 +1,198 @@
+// perf_counters on this machine, for real: software events count; hardware events either count
+// something sensible (a machine with a PMU) or are reported unavailable with the kernel's reason.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <sys/mman.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <kairos/component_tuple.hpp>
+#include <kairos/components/wall_clock.hpp>
+#include <kairos/plugins/perf.hpp>
+
+namespace {
+
+std::int64_t thread_cpu_time_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
+// Spins until this thread has used `cpu_ms` of CPU time: on a loaded machine the wall time grows,
+// the CPU time does not, so the expected task-clock stays exact.
+void spin_for_cpu_ms(std::int64_t cpu_ms) {
+  const std::int64_t until = thread_cpu_time_ns() + cpu_ms * 1'000'000;
+  volatile std::uint64_t sink = 0;
+  while (thread_cpu_time_ns() < until)
+    for (int i = 0; i < 1000; ++i) sink = sink + static_cast<std::uint64_t>(i);
+}
+
+std::string rejection_message(std::initializer_list<std::string_view> names) {
+  try {
+    kairos::perf_counters counters(names);
+  } catch (const std::invalid_argument& error) {
+    return error.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("perf_counters is available here because software events open") {
+  CHECK(kairos::perf_counters::available());
+  CHECK(kairos::perf_counters::unavailable_reason().empty());
+  CHECK(kairos::perf_counters::available("task-clock"));
+  CHECK(kairos::perf_counters::available("page-faults"));
+}
+
+TEST_CASE("task-clock over a 100 ms CPU spin reads 90 to 110 ms") {
+  kairos::perf_counters counters{"task-clock"};
+  counters.start();
+  spin_for_cpu_ms(100);
+  counters.stop();
+  const auto task_clock_ms = counters.value_of("task-clock");
+  REQUIRE(task_clock_ms.has_value());
+  CHECK(*task_clock_ms >= 90.0);
+  CHECK(*task_clock_ms <= 110.0);
+  CHECK(counters.units() == std::vector<std::string_view>{"ms"});
+}
+
+TEST_CASE("page-faults rise by at least half the pages when 64 MiB of fresh memory is touched") {
+  constexpr std::size_t bytes = 64u << 20;
+  constexpr std::size_t page = 4096;
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(memory != MAP_FAILED);
+  madvise(memory, bytes, MADV_NOHUGEPAGE);  // one fault per 4 KiB page, not per 2 MiB
+  kairos::perf_counters counters{"page-faults", "minor-faults", "major-faults"};
+  counters.start();
+  auto* bytes_of = static_cast<volatile char*>(memory);
+  for (std::size_t offset = 0; offset < bytes; offset += page) bytes_of[offset] = 1;
+  counters.stop();
+  munmap(memory, bytes);
+  const double pages = static_cast<double>(bytes / page);
+  CHECK(*counters.value_of("page-faults") >= pages / 2);
+  CHECK(*counters.value_of("page-faults") <= pages * 2);
+  CHECK(*counters.value_of("minor-faults") >= pages / 2);
+  CHECK(*counters.value_of("major-faults") <= pages / 100);
+}
+
+TEST_CASE("context-switches rise across sleeps") {
+  kairos::perf_counters counters{"context-switches"};
+  counters.start();
+  for (int sleep = 0; sleep < 20; ++sleep) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  counters.stop();
+  const auto statuses = counters.events();
+  REQUIRE(statuses.size() == 1);
+  REQUIRE(statuses[0].counting);
+  if (statuses[0].user_space_only) {
+    // perf_event_paranoid forced exclude_kernel=1, and a switch happens in the kernel: 0 is right.
+    MESSAGE("context-switches counted user-space only here (perf_event_paranoid)");
+    CHECK(*counters.value_of("context-switches") >= 0.0);
+  } else {
+    CHECK(*counters.value_of("context-switches") >= 20.0);
+  }
+}
+
+TEST_CASE("start and stop accumulate over phases and leave out what happens between them") {
+  kairos::perf_counters counters{"task-clock"};
+  counters.start();
+  spin_for_cpu_ms(30);
+  counters.stop();
+  spin_for_cpu_ms(100);  // between phases: not counted
+  counters.start();
+  spin_for_cpu_ms(30);
+  counters.stop();
+  CHECK(*counters.value_of("task-clock") >= 54.0);
+  CHECK(*counters.value_of("task-clock") <= 70.0);
+}
+
+TEST_CASE("hardware events either count sensibly or are unavailable with the kernel's reason") {
+  for (std::string_view name : {"instructions", "cycles", "branch-misses", "cache-misses"}) {
+    CAPTURE(name);
+    kairos::perf_counters counters{name};
+    counters.start();
+    spin_for_cpu_ms(20);
+    counters.stop();
+    if (kairos::perf_counters::available(name)) {
+      REQUIRE(counters.value_of(name).has_value());
+      if (name == "instructions" || name == "cycles") CHECK(*counters.value_of(name) > 1e6);
+      else CHECK(*counters.value_of(name) >= 0.0);
+    } else {
+      const std::string reason = kairos::perf_counters::unavailable_reason(name);
+      CHECK(reason.find(std::string{name} + ": ") == 0);
+      CHECK(reason.find('(') != std::string::npos);  // the errno's name, e.g. (ENOENT)
+      CHECK_FALSE(counters.value_of(name).has_value());
+      REQUIRE(counters.events().size() == 1);
+      CHECK_FALSE(counters.events()[0].counting);
+      CHECK(counters.events()[0].unavailable_reason == reason);
+      MESSAGE(reason);
+    }
+  }
+}
+
+TEST_CASE("an event that cannot count does not take the rest of the group down") {
+  // The unavailable event (if any here) comes first: it would have been the group leader.
+  kairos::perf_counters counters{"instructions", "task-clock", "page-faults", "cycles"};
+  counters.start();
+  spin_for_cpu_ms(50);
+  counters.stop();
+  REQUIRE(counters.value_of("task-clock").has_value());
+  CHECK(*counters.value_of("task-clock") >= 45.0);
+  CHECK(*counters.value_of("task-clock") <= 60.0);
+  CHECK(counters.value_of("page-faults").has_value());
+  const auto labels = counters.value_labels();
+  CHECK(labels.size() == counters.get().size());
+  for (const auto& status : counters.events())
+    CHECK(status.counting == kairos::perf_counters::available(status.name));
+}
+
+TEST_CASE("unknown event names are rejected with the list of valid ones") {
+  const std::string message = rejection_message({"task-clock", "instrucshuns"});
+  CHECK(message.find("[kairos] perf_counters: unknown event 'instrucshuns'") == 0);
+  CHECK(message.find("valid events: task-clock, cpu-clock, page-faults") != std::string::npos);
+  CHECK(message.find("instructions") != std::string::npos);
+  CHECK_FALSE(kairos::perf_counters::available("instrucshuns"));
+  CHECK(kairos::perf_counters::unavailable_reason("instrucshuns").find("valid events:") !=
+        std::string::npos);
+}
+
+TEST_CASE("perf's short aliases name the same events") {
+  kairos::perf_counters counters{"cs", "faults", "context-switches"};
+  CHECK(counters.events().size() == 2);  // cs and context-switches are one event
+  CHECK(counters.value_of("cs").has_value());
+}
+
+TEST_CASE("counters count only their own thread: another thread's spin is not counted") {
+  kairos::perf_counters this_thread_counters{"task-clock"};
+  double other_thread_task_clock_ms = 0.0;
+  this_thread_counters.start();
+  std::thread spinner{[&] {
+    kairos::perf_counters spinner_counters{"task-clock"};
+    spinner_counters.start();
+    spin_for_cpu_ms(150);
+    spinner_counters.stop();
+    other_thread_task_clock_ms = *spinner_counters.value_of("task-clock");
+  }};
+  spinner.join();
+  this_thread_counters.stop();
+  CHECK(other_thread_task_clock_ms >= 135.0);
+  CHECK(other_thread_task_clock_ms <= 165.0);
+  CHECK(*this_thread_counters.value_of("task-clock") < 50.0);
+}
+
+TEST_CASE("a bundle with perf_counters and a wall clock measures both") {
+  kairos::component_tuple<kairos::wall_clock, kairos::perf_counters> bundle{"spin"};
+  bundle.start();
+  spin_for_cpu_ms(20);
+  bundle.stop();
+  const auto& counters = bundle.component<kairos::perf_counters>();
+  CHECK(*counters.value_of("task-clock") >= 18.0);
+  CHECK(bundle.component<kairos::wall_clock>().get() >= 18.0);
+  CHECK(counters.events().size() == kairos::perf_counters::default_event_names.size());
+}
