@@ -1,0 +1,23 @@
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+#include <kairos/components/rusage_cache.hpp>
+
+namespace kairos {
+
+// CPU time the kernel spent on the process's behalf (getrusage; microsecond resolution).
+struct system_clock : rusage_component<system_clock, std::int64_t> {
+  static constexpr std::string_view label() { return "system_clock"; }
+  static constexpr std::string_view description() {
+    return "CPU time of the process in the kernel (system calls, faults)";
+  }
+  static constexpr std::string_view unit() { return "ms"; }
+
+  static std::int64_t read(const rusage_cache& cache) noexcept {
+    return rusage_cache::to_ns(cache.usage.ru_stime);
+  }
+  double get() const noexcept { return static_cast<double>(total()) * 1e-6; }
+};
+
+}  // namespace kairos

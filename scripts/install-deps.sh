@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kairos builds and tests with, only those that are missing:
+# the core's list below plus every plugins/*/debian-packages.txt (one package a line, # comments).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+packages=(
+  g++ cmake ninja-build pkg-config            # toolchain
+  libboost-dev libfmt-dev nlohmann-json3-dev  # core: Boost.Hana, fmt, nlohmann_json
+  doctest-dev libbenchmark-dev                # tests and benchmarks
+)
+for list in "$root"/plugins/*/debian-packages.txt; do
+  [ -f "$list" ] || continue
+  while read -r package _; do
+    [[ -z "$package" || "$package" == \#* ]] || packages+=("$package")
+  done < "$list"
+done
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "[kairos] installing missing Debian packages: ${missing[*]}"
+as_root=()
+[ "$(id -u)" -ne 0 ] && as_root=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,35 @@
+# Installs kairos into a scratch prefix, then configures and builds tests/install/consumer against
+# it twice: once with find_package(kairos CONFIG), once with pkg-config.
+file(REMOVE_RECURSE ${WORK_DIR})
+set(build ${WORK_DIR}/kairos-build)
+set(prefix ${WORK_DIR}/prefix)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "failed: ${ARGN}\n${out}")
+  endif()
+endfunction()
+
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${build} -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX}
+    -DCMAKE_INSTALL_PREFIX=${prefix} -DKAIROS_BUILD_TESTS=OFF -DKAIROS_BUILD_EXAMPLES=OFF
+    -DKAIROS_BUILD_BENCHMARKS=OFF)
+run(${CMAKE_COMMAND} --build ${build})
+run(${CMAKE_COMMAND} --install ${build})
+
+set(consumer ${WORK_DIR}/consumer-build)
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${consumer} -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix})
+run(${CMAKE_COMMAND} --build ${consumer})
+run(${consumer}/consumer)
+
+# pkg-config: compile the same program with the flags the installed kairos.pc gives.
+set(ENV{PKG_CONFIG_PATH} ${prefix}/share/pkgconfig)
+execute_process(COMMAND pkg-config --cflags --libs kairos OUTPUT_VARIABLE flags RESULT_VARIABLE status
+                OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "pkg-config does not find the installed kairos.pc")
+endif()
+separate_arguments(flags UNIX_COMMAND "${flags}")
+run(${CXX} ${SOURCE_DIR}/tests/install/consumer/consumer.cpp ${flags} -o ${WORK_DIR}/consumer-pkg-config)
+run(${WORK_DIR}/consumer-pkg-config)
