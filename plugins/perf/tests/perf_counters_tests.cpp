@@ -4,7 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -93,6 +95,7 @@ TEST_CASE("context-switches rise across sleeps") {
   if (statuses[0].user_space_only) {
     // perf_event_paranoid forced exclude_kernel=1, and a switch happens in the kernel: 0 is right.
     MESSAGE("context-switches counted user-space only here (perf_event_paranoid)");
+    CHECK(statuses[0].note.find("perf_event_paranoid=") != std::string::npos);
     CHECK(*counters.value_of("context-switches") >= 0.0);
   } else {
     CHECK(*counters.value_of("context-switches") >= 20.0);
@@ -195,4 +198,58 @@ TEST_CASE("a bundle with perf_counters and a wall clock measures both") {
   CHECK(*counters.value_of("task-clock") >= 18.0);
   CHECK(bundle.component<kairos::wall_clock>().get() >= 18.0);
   CHECK(counters.events().size() == kairos::perf_counters::default_event_names.size());
+}
+
+TEST_CASE("more hardware events than the PMU holds are multiplexed and scaled to the whole phase") {
+  if (!kairos::perf_counters::available("instructions")) {
+    MESSAGE("no hardware PMU here: " << kairos::perf_counters::unavailable_reason("instructions"));
+    CHECK_FALSE(kairos::perf_counters::unavailable_reason("instructions").empty());
+    return;
+  }
+  auto fixed_work = [] {
+    volatile std::uint64_t sink = 0;
+    for (std::uint64_t i = 0; i < 50'000'000; ++i) sink = sink + i;
+  };
+  kairos::perf_counters alone{"instructions"};
+  alone.start();
+  fixed_work();
+  alone.stop();
+  kairos::perf_counters crowded{"instructions", "cycles", "branch-instructions", "branch-misses",
+                                "cache-references", "cache-misses", "ref-cycles",
+                                "L1-dcache-loads", "L1-dcache-load-misses", "dTLB-load-misses",
+                                "iTLB-load-misses", "stalled-cycles-frontend"};
+  crowded.start();
+  fixed_work();
+  crowded.stop();
+  const double ratio = *crowded.value_of("instructions") / *alone.value_of("instructions");
+  CAPTURE(ratio);
+  CHECK(ratio > 0.7);
+  CHECK(ratio < 1.3);
+  bool any_multiplexed = false;
+  for (const auto& status : crowded.events())
+    if (status.counting && status.running_fraction < 0.99) any_multiplexed = true;
+  CHECK(any_multiplexed);  // 12 hardware events exceed every x86/Arm PMU's counters
+}
+
+TEST_CASE("an unprivileged thread is counted user-space only, or refused with the paranoid level") {
+  // In a child that drops root (or here directly when not root), open task-clock the way
+  // perf_counters does and report through the exit code.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (getuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(10);
+    const int paranoid = kairos::perf::perf_event_paranoid();
+    const auto& task_clock = kairos::perf::event_catalog[kairos::perf::find_event("task-clock")];
+    const kairos::perf::open_result opened = kairos::perf::open_event(task_clock, -1);
+    if (paranoid >= 3) {
+      const std::string reason = kairos::perf::explain_open_error(task_clock, opened.error);
+      _exit(opened.fd < 0 && reason.find("perf_event_paranoid=") != std::string::npos ? 0 : 11);
+    }
+    if (opened.fd < 0) _exit(12);
+    _exit(opened.user_space_only == (paranoid >= 2) ? 0 : 13);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

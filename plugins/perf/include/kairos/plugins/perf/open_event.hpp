@@ -30,6 +30,15 @@ inline int perf_event_paranoid() {
   return level;
 }
 
+// Whether the kernel registered a core PMU (x86: "cpu", or a hybrid CPU's "cpu_core"; Arm: "armv8_*").
+inline bool has_core_pmu() {
+  for (const char* directory : {"/sys/bus/event_source/devices/cpu",
+                                "/sys/bus/event_source/devices/cpu_core",
+                                "/sys/bus/event_source/devices/armv8_pmuv3"})
+    if (::access(directory, F_OK) == 0) return true;
+  return false;
+}
+
 struct open_result {
   int fd = -1;
   bool user_space_only = false;  // opened with exclude_kernel=1 because paranoid forbade more
@@ -41,16 +50,17 @@ inline int perf_event_open_syscall(perf_event_attr& attributes, int group_fd) no
                                   -1 /* any CPU */, group_fd, PERF_FLAG_FD_CLOEXEC));
 }
 
-// Opens `event` on the calling thread, counting from now, inside `group_fd`'s group (or as a
-// leader with -1). Kernel and user space are counted when allowed; when perf_event_paranoid
+// Opens `event` on the calling thread inside `group_fd`'s group (or as a leader with -1), counting
+// from now or, with `start_disabled`, from the first PERF_EVENT_IOC_ENABLE. Kernel and user space are counted when allowed; when perf_event_paranoid
 // refuses (EACCES/EPERM) the event is retried user-space only.
-inline open_result open_event(const event_definition& event, int group_fd) noexcept {
+inline open_result open_event(const event_definition& event, int group_fd,
+                              bool start_disabled = false) noexcept {
   perf_event_attr attributes{};
   attributes.size = sizeof(attributes);
   attributes.type = event.type;
   attributes.config = event.config;
   attributes.read_format = group_read_format;
-  attributes.disabled = 0;  // counts from the open; start/stop take differences of reads
+  attributes.disabled = start_disabled ? 1 : 0;
   attributes.inherit = 0;   // this thread only, not the threads it creates
   attributes.exclude_hv = 1;
   open_result result;
@@ -74,10 +84,13 @@ inline std::string explain_open_error(const event_definition& event, int error) 
   std::string meaning;
   switch (error) {
     case ENOENT:
-      meaning = event.kind == event_kind::software
-                    ? "this kernel does not know the event"
-                    : "the kernel has no PMU driver for hardware events here (typical of a VM "
-                      "without a virtual PMU)";
+      if (event.kind == event_kind::software)
+        meaning = "this kernel does not know the event";
+      else if (has_core_pmu())
+        meaning = "this CPU's PMU has no such generic event";
+      else
+        meaning = "the kernel has no PMU driver for hardware events here (typical of a VM "
+                  "without a virtual PMU)";
       break;
     case EOPNOTSUPP:
       meaning = "the PMU cannot count this event (or there is no hardware PMU: perf prints "

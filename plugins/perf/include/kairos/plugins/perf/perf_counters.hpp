@@ -54,7 +54,9 @@ struct event_status {
   std::string_view unit;
   bool counting = false;
   bool user_space_only = false;  // kernel-side activity not counted (perf_event_paranoid)
+  double running_fraction = 1.0;  // share of the measured time it was on the PMU (< 1: multiplexed)
   std::string unavailable_reason;
+  std::string note;  // what a counting event's numbers leave out, if anything
 };
 
 }  // namespace perf
@@ -96,6 +98,8 @@ class perf_counters {
     for (int index : requested_)
       if (probes[static_cast<std::size_t>(index)].available) counted_.push_back(index);
     totals_.assign(counted_.size(), 0.0);
+    enabled_ns_.assign(counted_.size(), 0);
+    running_ns_.assign(counted_.size(), 0);
   }
 
   // Whether perf_event_open counts anything here (the software task-clock opens).
@@ -122,16 +126,21 @@ class perf_counters {
       set_ = &perf::event_set_for_this_thread(counted_);
       set_thread_ = thread;
     }
+    set_->begin_phase();
     started_ = set_->read(at_start_);
+    if (!started_) set_->end_phase();
   }
 
-  // A stop on another thread than the start measures nothing (each thread has its own counters).
+  // A stop on another thread than the start measures nothing (each thread has its own counters),
+  // and leaves the start thread's hardware counters enabled.
   void stop() {
     if (!started_) return;
     started_ = false;
     if (perf::this_thread_serial() != set_thread_) return;
     perf::event_snapshot now;
-    if (!set_->read(now)) return;
+    const bool complete = set_->read(now);
+    set_->end_phase();
+    if (!complete) return;
     for (std::size_t position = 0; position < counted_.size(); ++position) {
       if (!set_->counting(position)) continue;
       const std::uint64_t counted = now.value[position] - at_start_.value[position];
@@ -143,6 +152,8 @@ class perf_counters {
       else if (running < enabled)  // multiplexed: extrapolate to the whole phase
         estimate *= static_cast<double>(enabled) / static_cast<double>(running);
       totals_[position] += estimate * event_at(position).scale;
+      enabled_ns_[position] += enabled;
+      running_ns_[position] += running;
     }
   }
 
@@ -177,13 +188,24 @@ class perf_counters {
       const auto& event = perf::event_catalog[static_cast<std::size_t>(index)];
       const auto& probe = probes[static_cast<std::size_t>(index)];
       perf::event_status status{event.name, event.unit, probe.available, probe.user_space_only,
-                                probe.unavailable_reason};
-      // Opened alone at probe time but refused inside this thread's set (e.g. out of fds).
-      const auto position = std::ranges::find(counted_, index) - counted_.begin();
-      if (set_ != nullptr && probe.available && !set_->counting(static_cast<std::size_t>(position))) {
-        status.counting = false;
-        status.unavailable_reason = set_->unavailable_reason(static_cast<std::size_t>(position));
+                                1.0, probe.unavailable_reason, {}};
+      const auto found = std::ranges::find(counted_, index);
+      if (found != counted_.end()) {
+        const auto position = static_cast<std::size_t>(found - counted_.begin());
+        if (enabled_ns_[position] > 0)
+          status.running_fraction = static_cast<double>(running_ns_[position]) /
+                                    static_cast<double>(enabled_ns_[position]);
+        // Opened alone at probe time but refused inside this thread's set (e.g. out of fds).
+        if (set_ != nullptr && !set_->counting(position)) {
+          status.counting = false;
+          status.unavailable_reason = set_->unavailable_reason(position);
+        }
       }
+      if (status.counting && status.user_space_only)
+        status.note = "user space only: perf_event_paranoid=" +
+                      std::to_string(perf::perf_event_paranoid()) +
+                      " and no root/CAP_PERFMON, so what the kernel does for the thread (context "
+                      "switches, kernel-mode faults and instructions) is not counted";
       statuses.push_back(std::move(status));
     }
     return statuses;
@@ -197,6 +219,8 @@ class perf_counters {
   std::vector<int> requested_;  // catalog indices, in the order asked for
   std::vector<int> counted_;    // those that open on this machine
   std::vector<double> totals_;  // per counted event, display units
+  std::vector<std::uint64_t> enabled_ns_;  // per counted event, summed over phases
+  std::vector<std::uint64_t> running_ns_;
   perf::thread_event_set* set_ = nullptr;  // the set open on set_thread_
   std::uint64_t set_thread_ = 0;
   bool started_ = false;

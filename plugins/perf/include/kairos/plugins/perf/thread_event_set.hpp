@@ -1,6 +1,10 @@
 #pragma once
-// A set of perf events open on one thread: as few groups as the kernel allows (normally one), each
-// read with a single read(). Events the kernel refuses stay closed with the reason kept.
+// A set of perf events open on one thread: one group of software events and as few groups of
+// hardware events as the PMU can hold at once, each read with a single read(). Events the kernel
+// refuses stay closed with the reason kept.
+// Software groups count from the open (they cost nothing while idle). Hardware groups count only
+// while a phase is open on the set: an idle set must not take PMU counters from the sets in use.
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +49,10 @@ class thread_event_set {
         reasons_(indices_.size()) {
     for (std::size_t position = 0; position < indices_.size() && position < max_events; ++position)
       open_position(position);
+    // Opened enabled, then switched off: the kernel checks that a hardware group fits on the PMU
+    // only against the siblings that are enabled, so opening them disabled would let an
+    // unschedulable group through.
+    switch_hardware_groups(PERF_EVENT_IOC_DISABLE);
   }
   ~thread_event_set() {
     for (int fd : fds_)
@@ -60,6 +68,15 @@ class thread_event_set {
   const std::string& unavailable_reason(std::size_t position) const { return reasons_[position]; }
   std::size_t group_count() const noexcept { return groups_.size(); }
   int leader_fd(std::size_t group) const noexcept { return groups_[group].leader_fd; }
+
+  // A phase begins/ends on this set (perf_counters::start/stop); hardware groups are enabled while
+  // at least one phase is open. Each costs one ioctl per hardware group on the first/last phase.
+  void begin_phase() noexcept {
+    if (open_phases_++ == 0) switch_hardware_groups(PERF_EVENT_IOC_ENABLE);
+  }
+  void end_phase() noexcept {
+    if (open_phases_ > 0 && --open_phases_ == 0) switch_hardware_groups(PERF_EVENT_IOC_DISABLE);
+  }
 
   // One read() per group, no allocation, async-signal-safe. Positions not counting read 0.
   bool read(event_snapshot& snapshot) const noexcept {
@@ -84,19 +101,24 @@ class thread_event_set {
  private:
   struct group {
     int leader_fd;
+    bool software;
     std::size_t member_count;
     std::array<std::uint8_t, max_events> positions;  // read order → position in the set
   };
 
-  // Joins the first group; if the kernel refuses the event there (a group it cannot schedule, or
-  // no group yet), opens it as the leader of a new group. A refused event takes nobody down.
+  // Joins the first group of its family that the kernel accepts it in; if none does (every
+  // hardware group has its counters full, or there is no group yet), leads a new group. A refused event
+  // takes nobody down. Software events never share a group with hardware ones: a hardware group is
+  // multiplexed when counters run short, and its software members would stop counting with it.
   void open_position(std::size_t position) {
     const event_definition& event = event_catalog[static_cast<std::size_t>(indices_[position])];
+    const bool software = event.kind == event_kind::software;
     open_result opened;
-    if (!groups_.empty()) {
-      opened = open_event(event, groups_.front().leader_fd);
+    for (group& candidate : groups_) {
+      if (candidate.software != software) continue;
+      opened = open_event(event, candidate.leader_fd);
       if (opened.fd >= 0) {
-        add_member(groups_.front(), position, opened);
+        add_member(candidate, position, opened);
         return;
       }
     }
@@ -105,7 +127,7 @@ class thread_event_set {
       reasons_[position] = explain_open_error(event, opened.error);
       return;
     }
-    groups_.push_back(group{opened.fd, 0, {}});
+    groups_.push_back(group{opened.fd, software, 0, {}});
     add_member(groups_.back(), position, opened);
   }
   void add_member(group& into, std::size_t position, const open_result& opened) {
@@ -114,11 +136,17 @@ class thread_event_set {
     into.positions[into.member_count++] = static_cast<std::uint8_t>(position);
   }
 
+  void switch_hardware_groups(unsigned long request) const noexcept {
+    for (const group& each : groups_)
+      if (!each.software) ::ioctl(each.leader_fd, request, PERF_IOC_FLAG_GROUP);
+  }
+
   std::vector<int> indices_;
   std::vector<int> fds_;
   std::vector<bool> user_space_only_;
   std::vector<std::string> reasons_;
   std::vector<group> groups_;
+  int open_phases_ = 0;
 };
 
 // The calling thread's open set for exactly these events, opened on first request and shared by
