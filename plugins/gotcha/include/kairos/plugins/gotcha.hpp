@@ -1,0 +1,248 @@
+#pragma once
+// kairos::gotcha<N, Bundle>: wraps up to N shared-library functions by symbol name, without
+// touching their source, by rewriting the GOT slots that bind them (see gotcha/patcher.hpp).
+//
+// Bundle form: around each call, on a Bundle labelled with the function's name:
+//   construct, start(), audit(args...), the original, audit(return value) (not for void), stop().
+// Replace form: when Bundle can be called as
+//   R operator()(const kairos::gotcha_data&, R (*original)(Args...), Args...)
+// the wrapper constructs it and calls it instead, and it decides whether and how to call the
+// original (the seed's fork/exit function-wrapper example).
+//
+//   using traced = kairos::gotcha<2, kairos::component_tuple<kairos::wall_clock>>;
+//   traced::wrap<0, int(const char*)>("puts");
+//   traced::wrap<1, std::size_t(const char*)>("strlen");
+//   ...
+//   traced::unwrap_all();
+#include <atomic>
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include <kairos/plugins/gotcha/gotcha_data.hpp>
+#include <kairos/plugins/gotcha/patcher.hpp>
+#include <kairos/plugins/gotcha/reentry_guard.hpp>
+
+#ifndef KAIROS_GOTCHA_AVAILABLE
+#define KAIROS_GOTCHA_AVAILABLE 0
+#endif
+
+namespace kairos {
+
+namespace gotcha_detail {
+// The bundle contract's best match, for any Bundle: b.f(args...), else b.f(), else nothing.
+// (kairos::component_tuple applies the same rule again to each of its members.)
+#define KAIROS_GOTCHA_OPERATION(name)                                  \
+  struct name##_operation {                                            \
+    template <class B, class... A>                                     \
+    static void call(B& bundle, A&... args) {                          \
+      if constexpr (requires { bundle.name(args...); })                \
+        bundle.name(args...);                                          \
+      else if constexpr (requires { bundle.name(); })                  \
+        bundle.name();                                                 \
+    }                                                                  \
+  };
+KAIROS_GOTCHA_OPERATION(start)
+KAIROS_GOTCHA_OPERATION(stop)
+KAIROS_GOTCHA_OPERATION(audit)
+#undef KAIROS_GOTCHA_OPERATION
+
+template <class Bundle, class Operation, class... Args>
+inline void call_best(Bundle& bundle, Operation, Args&... args) {
+  Operation::call(bundle, args...);
+}
+}  // namespace gotcha_detail
+
+template <std::size_t N, class Bundle, class Tag = void>
+struct gotcha {
+  static_assert(N > 0, "gotcha<N, ...> wraps at least one function");
+
+  static constexpr bool available_at_build = KAIROS_GOTCHA_AVAILABLE != 0;
+  static constexpr std::string_view label() { return "gotcha"; }
+  static constexpr std::string_view description() {
+    return "wraps shared-library functions by patching their GOT slots";
+  }
+  static bool available() { return available_at_build && gotcha_patcher::available(); }
+  static std::string unavailable_reason() {
+    if (available()) return {};
+    return "kairos::gotcha needs ELF dynamic linking on x86-64 Linux (dl_iterate_phdr, link.h); "
+           "this build has none, so nothing is wrapped";
+  }
+
+  // Wraps `symbol` ("name" or "name@VERSION") with slot I, whose function type is `Function`
+  // (e.g. `int(int, int)`). Prints the status's "[kairos]" message, if any, on stderr.
+  template <std::size_t I, class Function>
+  static gotcha_patcher::wrap_status wrap(std::string_view symbol) {
+    static_assert(I < N, "slot index out of range: gotcha<N, ...> has slots 0..N-1");
+    return slot<I, Function>::install(symbol);
+  }
+  // The same, taking the function type from a pointer: wrap<0>("puts", &std::puts).
+  template <std::size_t I, class R, class... Args>
+  static gotcha_patcher::wrap_status wrap(std::string_view symbol, R (*)(Args...)) {
+    return wrap<I, R(Args...)>(symbol);
+  }
+
+  // Records what start() will wrap, for use as a member of a bundle.
+  template <std::size_t I, class Function>
+  static void configure(std::string_view symbol) {
+    static_assert(I < N, "slot index out of range: gotcha<N, ...> has slots 0..N-1");
+    slot<I, Function>::configure(symbol);
+  }
+
+  template <std::size_t I>
+  static bool unwrap() {
+    return slot_control<I>::unwrap();
+  }
+  static void unwrap_all() {
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (slot_control<I>::unwrap(), ...); }(
+        std::make_index_sequence<N>{});
+  }
+  template <std::size_t I>
+  static bool is_wrapped() {
+    return slot_control<I>::installed.load(std::memory_order_acquire);
+  }
+  // The wrapper function of slot I (what dlsym returns for the wrapped name).
+  template <std::size_t I>
+  static void* wrapper_address() {
+    return slot_control<I>::bound.wrapper;
+  }
+
+  // What the wrapper of slot I calls: the original, or the wrapper installed before it.
+  template <std::size_t I>
+  static void* next_address() {
+    return slot_control<I>::bound.next.load(std::memory_order_acquire);
+  }
+
+  // As a bundle member: the first start() wraps every configured slot, the last stop() unwraps.
+  void start() {
+    if (users().fetch_add(1, std::memory_order_acq_rel) == 0)
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((slot_control<I>::install_configured != nullptr ? void(slot_control<I>::install_configured())
+                                                         : void()),
+         ...);
+      }(std::make_index_sequence<N>{});
+  }
+  void stop() {
+    if (users().fetch_sub(1, std::memory_order_acq_rel) == 1) unwrap_all();
+  }
+
+ private:
+  static std::atomic<int>& users() {
+    static std::atomic<int> count{0};
+    return count;
+  }
+
+  // What slot I holds whatever its function type: the binding and its description.
+  template <std::size_t I>
+  struct slot_control {
+    static inline gotcha_patcher::binding bound{};
+    static inline std::string name{};
+    static inline std::string version{};
+    static inline gotcha_data data{};
+    static inline std::atomic<bool> installed{false};
+    static inline gotcha_patcher::wrap_status (*install_configured)() = nullptr;
+    static inline std::string configured_symbol{};
+    // On this thread, the wrapper of slot I is running: a recursive call goes straight through.
+    [[gnu::tls_model("initial-exec")]] static inline thread_local constinit bool active = false;
+
+    static bool unwrap() {
+      if (!installed.exchange(false, std::memory_order_acq_rel)) return false;
+      return gotcha_patcher::remove(bound);
+    }
+  };
+
+  template <std::size_t I, class Function>
+  struct slot;
+
+  template <std::size_t I, class R, class... Args>
+  struct slot<I, R(Args...)> {
+    using start_operation = gotcha_detail::start_operation;
+    using stop_operation = gotcha_detail::stop_operation;
+    using audit_operation = gotcha_detail::audit_operation;
+    using control = slot_control<I>;
+    using function_pointer = R (*)(Args...);
+    static constexpr bool replaces =
+        std::is_invocable_r_v<R, Bundle&, const gotcha_data&, function_pointer, Args...>;
+
+    static gotcha_patcher::wrap_status install(std::string_view symbol) {
+      gotcha_patcher::wrap_status status;
+      status.symbol = std::string{symbol};
+      if constexpr (!available_at_build) {
+        status.message = "[kairos] gotcha: cannot wrap '" + status.symbol + "': " +
+                         unavailable_reason();
+      } else if (control::installed.load(std::memory_order_acquire)) {
+        status.message = "[kairos] gotcha: slot " + std::to_string(I) + " already wraps '" +
+                         control::bound.symbol + "'; unwrap<" + std::to_string(I) +
+                         ">() before wrapping '" + status.symbol + "' with it";
+      } else {
+        control::bound.symbol = std::string{symbol};
+        const auto at = symbol.find('@');
+        control::name = std::string{symbol.substr(0, at)};
+        control::version =
+            at == std::string_view::npos ? std::string{} : std::string{symbol.substr(at + 1)};
+        control::data = gotcha_data{control::name, control::version, I};
+        control::bound.wrapper = reinterpret_cast<void*>(&wrapper);
+        status = gotcha_patcher::install(control::bound);
+        control::installed.store(status.installed, std::memory_order_release);
+      }
+      if (!status.message.empty()) std::fprintf(stderr, "%s\n", status.message.c_str());
+      return status;
+    }
+
+    static void configure(std::string_view symbol) {
+      control::configured_symbol = std::string{symbol};
+      control::install_configured = [] { return install(control::configured_symbol); };
+    }
+
+    static Bundle make_bundle() {
+      if constexpr (std::is_constructible_v<Bundle, std::string_view>)
+        return Bundle{std::string_view{control::name}};
+      else if constexpr (std::is_constructible_v<Bundle, const char*>)
+        return Bundle{control::name.c_str()};
+      else
+        return Bundle{};
+    }
+
+    static R wrapper(Args... args) {
+      const auto original =
+          reinterpret_cast<function_pointer>(control::bound.next.load(std::memory_order_acquire));
+      if (gotcha_patcher::inside_kairos || control::active) return original(args...);
+      control::active = true;
+      struct leave {
+        ~leave() { control::active = false; }
+      } on_return;
+      if constexpr (replaces) {
+        Bundle replacement = [] {
+          gotcha_patcher::inside_kairos_scope guard;
+          return make_bundle();
+        }();
+        return replacement(control::data, original, args...);
+      } else {
+        Bundle bundle = [] {
+          gotcha_patcher::inside_kairos_scope guard;
+          return make_bundle();
+        }();
+        {
+          gotcha_patcher::inside_kairos_scope guard;
+          gotcha_detail::call_best(bundle, start_operation{});
+          gotcha_detail::call_best(bundle, audit_operation{}, args...);
+        }
+        if constexpr (std::is_void_v<R>) {
+          original(args...);
+          gotcha_patcher::inside_kairos_scope guard;
+          gotcha_detail::call_best(bundle, stop_operation{});
+        } else {
+          R result = original(args...);
+          gotcha_patcher::inside_kairos_scope guard;
+          gotcha_detail::call_best(bundle, audit_operation{}, result);
+          gotcha_detail::call_best(bundle, stop_operation{});
+          return result;
+        }
+      }
+    }
+  };
+};
+
+}  // namespace kairos

@@ -1,0 +1,20 @@
+#pragma once
+// The patcher in a build without ELF dynamic linking support: every request says why it failed.
+#include <kairos/plugins/gotcha/patcher.hpp>
+
+namespace kairos::gotcha_patcher {
+
+inline wrap_status install(binding& b) {
+  wrap_status status;
+  status.symbol = b.symbol;
+  status.message = "[kairos] gotcha: cannot wrap '" + b.symbol +
+                   "': this build has no ELF dynamic-linking support (x86-64 Linux with link.h)";
+  return status;
+}
+inline bool remove(binding&) { return false; }
+inline void reapply() {}
+inline slot_census count_slots(std::string_view, const void*) { return {}; }
+inline void exclude_object(const void*) {}
+inline bool available() noexcept { return false; }
+
+}  // namespace kairos::gotcha_patcher
