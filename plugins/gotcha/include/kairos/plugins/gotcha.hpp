@@ -34,20 +34,27 @@ namespace kairos {
 namespace gotcha_detail {
 // The bundle contract's best match, for any Bundle: b.f(args...), else b.f(), else nothing.
 // (kairos::component_tuple applies the same rule again to each of its members.)
-#define KAIROS_GOTCHA_OPERATION(name)                                  \
-  struct name##_operation {                                            \
-    template <class B, class... A>                                     \
-    static void call(B& bundle, A&... args) {                          \
-      if constexpr (requires { bundle.name(args...); })                \
-        bundle.name(args...);                                          \
-      else if constexpr (requires { bundle.name(); })                  \
-        bundle.name();                                                 \
-    }                                                                  \
-  };
-KAIROS_GOTCHA_OPERATION(start)
-KAIROS_GOTCHA_OPERATION(stop)
-KAIROS_GOTCHA_OPERATION(audit)
-#undef KAIROS_GOTCHA_OPERATION
+struct start_operation {
+  template <class B, class... A>
+  static void call(B& bundle, A&... args) {
+    if constexpr (requires { bundle.start(args...); }) bundle.start(args...);
+    else if constexpr (requires { bundle.start(); }) bundle.start();
+  }
+};
+struct stop_operation {
+  template <class B, class... A>
+  static void call(B& bundle, A&... args) {
+    if constexpr (requires { bundle.stop(args...); }) bundle.stop(args...);
+    else if constexpr (requires { bundle.stop(); }) bundle.stop();
+  }
+};
+struct audit_operation {
+  template <class B, class... A>
+  static void call(B& bundle, A&... args) {
+    if constexpr (requires { bundle.audit(args...); }) bundle.audit(args...);
+    else if constexpr (requires { bundle.audit(); }) bundle.audit();
+  }
+};
 
 template <class Bundle, class Operation, class... Args>
 inline void call_best(Bundle& bundle, Operation, Args&... args) {
