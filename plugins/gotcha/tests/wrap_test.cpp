@@ -292,3 +292,19 @@ TEST_CASE("a versioned symbol wraps the version it names (pthread_cond_wait@GLIB
   waits::unwrap_all();
   CHECK(wait_counter::calls.load() >= 1);
 }
+
+TEST_CASE("as a bundle member, gotcha wraps its configured functions from start() to stop()") {
+  struct member_tag;
+  using member = kairos::gotcha<1, kairos::component_tuple<call_log>, member_tag>;
+  member::configure<0, int(int, int)>("kgt_add");
+  call_log::reset();
+  kairos::component_tuple<member> region{"region"};
+  CHECK_FALSE(member::is_wrapped<0>());
+  region.start();
+  CHECK(member::is_wrapped<0>());
+  CHECK(kgt_add(1, 4) == 5);
+  region.stop();
+  CHECK_FALSE(member::is_wrapped<0>());
+  CHECK(kgt_add(1, 5) == 6);
+  CHECK(call_log::events == std::vector<std::string>{"start", "audit 1 4", "audit 5", "stop"});
+}
