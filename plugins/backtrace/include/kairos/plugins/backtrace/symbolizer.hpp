@@ -1,0 +1,246 @@
+#pragma once
+// kairos::backtrace_symbolizer: turns captured addresses into module + offset, a demangled function
+// name and, where DWARF exists, file:line. Deferred work, never called from the capture path: it
+// allocates, reads files and takes locks. Results are cached per address; one instance may be
+// shared between threads (a mutex guards it).
+//
+//   module + offset  dladdr1(RTLD_DL_LINKMAP): always, for any address inside a loaded object;
+//                    the offset is the ELF virtual address (address - load bias), what
+//                    `addr2line -e <module> <offset>` takes. Outside every object: "[unknown]".
+//   function         libdwfl's symbol lookup (.symtab, also of separate debug files), else
+//                    dladdr's dynamic symbol; demangled with abi::__cxa_demangle.
+//   file:line        libdw (elfutils) line tables, found through build-id / .gnu_debuglink as
+//                    well (Debian's -dbgsym packages); for inlined code, the call site inside the
+//                    named function. Without libdw at build time: left empty.
+#include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cxxabi.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <kairos/plugins/backtrace/dl_guard.hpp>
+
+#ifndef KAIROS_BACKTRACE_HAVE_LIBDW
+#if __has_include(<elfutils/libdwfl.h>)
+#define KAIROS_BACKTRACE_HAVE_LIBDW 1
+#else
+#define KAIROS_BACKTRACE_HAVE_LIBDW 0
+#endif
+#endif
+
+#if KAIROS_BACKTRACE_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#endif
+
+namespace kairos {
+
+struct backtrace_symbol {
+  std::uintptr_t address = 0;        // the address looked up
+  std::string module;                // path of the object, or "[unknown]"
+  std::uintptr_t module_offset = 0;  // ELF virtual address inside `module` (absolute if unknown)
+  std::string function;              // demangled; empty if no symbol covers the address
+  std::uintptr_t function_offset = 0;
+  std::string file;                  // empty without debug info
+  int line = 0;
+
+  bool has_function() const noexcept { return !function.empty(); }
+  bool has_source() const noexcept { return !file.empty() && line > 0; }
+};
+
+class backtrace_symbolizer {
+ public:
+  static constexpr bool file_line_available_at_build = KAIROS_BACKTRACE_HAVE_LIBDW != 0;
+
+  backtrace_symbolizer() {
+#if KAIROS_BACKTRACE_HAVE_LIBDW
+    callbacks_.find_elf = dwfl_linux_proc_find_elf;
+    callbacks_.find_debuginfo = dwfl_standard_find_debuginfo;
+    callbacks_.debuginfo_path = nullptr;
+    dwfl_ = dwfl_begin(&callbacks_);
+    report_modules();
+#endif
+  }
+  ~backtrace_symbolizer() {
+#if KAIROS_BACKTRACE_HAVE_LIBDW
+    if (dwfl_ != nullptr) dwfl_end(dwfl_);
+#endif
+  }
+  backtrace_symbolizer(const backtrace_symbolizer&) = delete;
+  backtrace_symbolizer& operator=(const backtrace_symbolizer&) = delete;
+
+  // Cached: the first lookup of an address does the work, later ones return the stored answer.
+  // The reference stays valid until clear_cache() or the symbolizer's destruction.
+  const backtrace_symbol& resolve(std::uintptr_t address) {
+    std::lock_guard lock(mutex_);
+    if (auto found = cache_.find(address); found != cache_.end()) return found->second;
+    return cache_.emplace(address, lookup(address)).first->second;
+  }
+  // Bypasses the per-address cache (libdw still keeps the line tables it already parsed).
+  backtrace_symbol resolve_uncached(std::uintptr_t address) {
+    std::lock_guard lock(mutex_);
+    return lookup(address);
+  }
+  // Every frame of a capture, innermost first; return addresses are looked up one byte back.
+  template <class Backtrace>
+  std::vector<backtrace_symbol> resolve_all(const Backtrace& stack) {
+    std::vector<backtrace_symbol> symbols;
+    symbols.reserve(stack.size());
+    for (std::size_t i = 0; i < stack.size(); ++i) symbols.push_back(resolve(stack.lookup_address(i)));
+    return symbols;
+  }
+
+  std::size_t cached_addresses() const {
+    std::lock_guard lock(mutex_);
+    return cache_.size();
+  }
+  void clear_cache() {
+    std::lock_guard lock(mutex_);
+    cache_.clear();
+  }
+
+  static std::string demangle(const char* name) {
+    if (name == nullptr) return {};
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    if (status != 0 || demangled == nullptr) return name;
+    std::string result{demangled};
+    std::free(demangled);
+    return result;
+  }
+
+ private:
+  backtrace_symbol lookup(std::uintptr_t address) {
+    dl_guard inside_loader;  // dladdr and libdw's module scan: a sample here must not use libunwind
+    backtrace_symbol symbol;
+    symbol.address = address;
+    symbol.module = "[unknown]";
+    symbol.module_offset = address;
+
+    Dl_info info{};
+    link_map* object = nullptr;
+    const bool in_object = dladdr1(reinterpret_cast<void*>(address), &info, reinterpret_cast<void**>(&object),
+                                   RTLD_DL_LINKMAP) != 0 && object != nullptr;
+    if (in_object) {
+      symbol.module = object->l_name != nullptr && object->l_name[0] != '\0' ? std::string{object->l_name}
+                                                                             : main_program_path();
+      symbol.module_offset = address - static_cast<std::uintptr_t>(object->l_addr);
+      if (info.dli_sname != nullptr) {
+        symbol.function = demangle(info.dli_sname);
+        symbol.function_offset = address - reinterpret_cast<std::uintptr_t>(info.dli_saddr);
+      }
+    }
+#if KAIROS_BACKTRACE_HAVE_LIBDW
+    if (dwfl_ != nullptr && in_object) {
+      Dwfl_Module* module = dwfl_addrmodule(dwfl_, address);
+      if (module == nullptr) {  // loaded after the last scan of /proc/self/maps
+        report_modules();
+        module = dwfl_addrmodule(dwfl_, address);
+      }
+      if (module != nullptr) {
+        GElf_Off offset = 0;
+        GElf_Sym elf_symbol{};
+        if (const char* name = dwfl_module_addrinfo(module, address, &offset, &elf_symbol, nullptr, nullptr, nullptr)) {
+          symbol.function = demangle(name);
+          symbol.function_offset = offset;
+        }
+        if (Dwfl_Line* line = dwfl_module_getsrc(module, address)) {
+          int line_number = 0;
+          if (const char* file = dwfl_lineinfo(line, nullptr, &line_number, nullptr, nullptr, nullptr)) {
+            symbol.file = file;
+            symbol.line = line_number;
+          }
+        }
+        use_call_site_of_inlined_code(module, address, symbol);
+      }
+    }
+#endif
+    return symbol;
+  }
+
+  static std::string main_program_path() {
+    std::error_code error;
+    auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+    return error ? std::string{"[main program]"} : path.string();
+  }
+
+#if KAIROS_BACKTRACE_HAVE_LIBDW
+  // The line table names the innermost inlined code; the symbol names the function it was inlined
+  // into. Keep them consistent: for inlined code, file:line is the call site of the outermost
+  // inlined call, a line of `symbol.function` itself.
+  static void use_call_site_of_inlined_code(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
+    Dwarf_Addr bias = 0;
+    Dwarf_Die* unit = dwfl_module_addrdie(module, address, &bias);
+    if (unit == nullptr) return;
+    Dwarf_Die outermost_inlined;
+    if (!find_outermost_inlined(unit, address - bias, false, outermost_inlined)) return;
+    Dwarf_Attribute attribute;
+    Dwarf_Word call_file = 0;
+    Dwarf_Word call_line = 0;
+    Dwarf_Files* files = nullptr;
+    std::size_t file_count = 0;
+    if (dwarf_formudata(dwarf_attr(&outermost_inlined, DW_AT_call_file, &attribute), &call_file) == 0 &&
+        dwarf_formudata(dwarf_attr(&outermost_inlined, DW_AT_call_line, &attribute), &call_line) == 0 &&
+        dwarf_getsrcfiles(unit, &files, &file_count) == 0 && call_file < file_count) {
+      if (const char* file = dwarf_filesrc(files, call_file, nullptr, nullptr)) {
+        symbol.file = file;
+        symbol.line = static_cast<int>(call_line);
+      }
+    }
+  }
+  // Walks the physical DIE tree (dwarf_getscopes follows abstract origins instead): the function
+  // containing `pc`, then the first inlined call inside it that contains `pc`.
+  static bool find_outermost_inlined(Dwarf_Die* parent, Dwarf_Addr pc, bool inside_function, Dwarf_Die& found) {
+    Dwarf_Die child;
+    if (dwarf_child(parent, &child) != 0) return false;
+    do {
+      switch (dwarf_tag(&child)) {
+        case DW_TAG_namespace:
+        case DW_TAG_class_type:
+        case DW_TAG_structure_type:
+        case DW_TAG_union_type:
+          if (!inside_function && find_outermost_inlined(&child, pc, false, found)) return true;
+          break;
+        case DW_TAG_subprogram:
+          if (!inside_function && dwarf_haspc(&child, pc) == 1) return find_outermost_inlined(&child, pc, true, found);
+          break;
+        case DW_TAG_lexical_block:
+          if (inside_function && dwarf_haspc(&child, pc) == 1 && find_outermost_inlined(&child, pc, true, found))
+            return true;
+          break;
+        case DW_TAG_inlined_subroutine:
+          if (inside_function && dwarf_haspc(&child, pc) == 1) {
+            found = child;
+            return true;
+          }
+          break;
+        default: break;
+      }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return false;
+  }
+
+  void report_modules() {
+    if (dwfl_ == nullptr) return;
+    dwfl_report_begin(dwfl_);
+    dwfl_linux_proc_report(dwfl_, getpid());
+    dwfl_report_end(dwfl_, nullptr, nullptr);
+  }
+  Dwfl_Callbacks callbacks_{};
+  Dwfl* dwfl_ = nullptr;
+#endif
+  mutable std::mutex mutex_;
+  std::unordered_map<std::uintptr_t, backtrace_symbol> cache_;
+};
+
+}  // namespace kairos

@@ -1,0 +1,240 @@
+// The backtrace plugin's behaviour outside signal handlers: what is captured, how it is trimmed and
+// truncated, and what symbolization gives for addresses with and without debug information.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <kairos/component_tuple.hpp>
+#include <kairos/plugins/backtrace.hpp>
+#include <kairos/plugins/backtrace/symbolizer.hpp>
+
+namespace chain {
+kairos::backtrace<16> captured;
+int record_line = 0;
+
+[[gnu::noinline]] void c() {
+  record_line = __LINE__ + 1;
+  captured = kairos::backtrace<16>::record();
+  asm volatile("" ::: "memory");  // keeps the calls above out of tail position
+}
+[[gnu::noinline]] void b() {
+  c();
+  asm volatile("" ::: "memory");
+}
+[[gnu::noinline]] void a() {
+  b();
+  asm volatile("" ::: "memory");
+}
+}  // namespace chain
+
+namespace deep {
+[[gnu::noinline]] kairos::backtrace<16> recurse(int depth) {
+  if (depth == 0) return kairos::backtrace<16>::record();
+  auto result = recurse(depth - 1);
+  asm volatile("" ::: "memory");
+  return result;
+}
+}  // namespace deep
+
+namespace {
+std::vector<std::string> function_names(kairos::backtrace_symbolizer& symbolizer, const kairos::backtrace<16>& stack,
+                                        std::size_t count) {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < count && i < stack.size(); ++i)
+    names.push_back(symbolizer.resolve(stack.lookup_address(i)).function);
+  return names;
+}
+bool ends_with(const std::string& text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+TEST_CASE("the plugin is available on this machine: libunwind and libdw were found at build time") {
+  CHECK(kairos::backtrace<>::available());
+  CHECK(kairos::backtrace<>::unavailable_reason().empty());
+  CHECK(kairos::backtrace_symbolizer::file_line_available_at_build);
+}
+
+TEST_CASE("frames of a known call chain c <- b <- a symbolize to those functions, innermost first") {
+  chain::a();
+  const auto& stack = chain::captured;
+  REQUIRE(stack.size() >= 4);
+  CHECK(stack.path() == kairos::backtrace_path::libunwind);
+  kairos::backtrace_symbolizer symbolizer;
+  const auto names = function_names(symbolizer, stack, 3);
+  CHECK(names == std::vector<std::string>{"chain::c()", "chain::b()", "chain::a()"});
+}
+
+TEST_CASE("the first frame of record() is its caller: kairos's own frames are dropped") {
+  chain::a();
+  kairos::backtrace_symbolizer symbolizer;
+  const auto& top = symbolizer.resolve(chain::captured.lookup_address(0));
+  CHECK(top.function == "chain::c()");
+  CHECK(top.function.find("kairos") == std::string::npos);
+}
+
+TEST_CASE("file:line comes from DWARF where the code was built with -g") {
+  chain::a();
+  kairos::backtrace_symbolizer symbolizer;
+  const auto& top = symbolizer.resolve(chain::captured.lookup_address(0));
+  INFO("file " << top.file << " line " << top.line);
+  CHECK(ends_with(top.file, "backtrace_tests.cpp"));
+  CHECK(top.line == chain::record_line);
+  CHECK(ends_with(top.module, "kairos_backtrace_tests"));
+}
+
+TEST_CASE("deep recursion is cut at N frames and flagged truncated") {
+  const auto stack = deep::recurse(200);
+  CHECK(stack.size() == 16);
+  CHECK(stack.truncated());
+  kairos::backtrace_symbolizer symbolizer;
+  for (const auto& name : function_names(symbolizer, stack, 16)) CHECK(name == "deep::recurse(int)");
+}
+
+TEST_CASE("a shallow stack is not flagged truncated") {
+  chain::a();
+  CHECK_FALSE(chain::captured.truncated());
+  CHECK(chain::captured.size() < 16);
+}
+
+TEST_CASE("an address in a stripped module gives module + offset and no file:line") {
+  void* module = dlopen(KAIROS_TEST_MODULE_STRIPPED, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(module != nullptr);
+  auto hidden_address = reinterpret_cast<std::uintptr_t (*)()>(dlsym(module, "kairos_test_module_hidden_address"));
+  REQUIRE((hidden_address != nullptr));
+  const std::uintptr_t address = hidden_address();
+
+  Dl_info info{};
+  REQUIRE(dladdr(reinterpret_cast<void*>(address), &info) != 0);
+  kairos::backtrace_symbolizer symbolizer;
+  const auto& symbol = symbolizer.resolve(address);
+  CHECK(symbol.module == KAIROS_TEST_MODULE_STRIPPED);
+  CHECK(symbol.module_offset == address - reinterpret_cast<std::uintptr_t>(info.dli_fbase));
+  CHECK(symbol.module_offset < 0x100000);
+  CHECK_FALSE(symbol.has_source());
+  // Stripped: no .symtab, and the function is not exported, so no name may be invented for it.
+  CHECK(symbol.function.find("hidden_work") == std::string::npos);
+  dlclose(module);
+}
+
+TEST_CASE("the same module built with -g gives the hidden function's name and file:line") {
+  void* module = dlopen(KAIROS_TEST_MODULE, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(module != nullptr);
+  auto hidden_address = reinterpret_cast<std::uintptr_t (*)()>(dlsym(module, "kairos_test_module_hidden_address"));
+  REQUIRE((hidden_address != nullptr));
+  kairos::backtrace_symbolizer symbolizer;  // created after dlopen: finds the module in its first scan
+  const auto& symbol = symbolizer.resolve(hidden_address());
+  CHECK(symbol.module == KAIROS_TEST_MODULE);
+  CHECK(symbol.function == "(anonymous namespace)::hidden_work(int)");
+  CHECK(ends_with(symbol.file, "test_module.cpp"));
+  CHECK(symbol.line > 0);
+  dlclose(module);
+}
+
+TEST_CASE("a module loaded after the symbolizer was created is still found") {
+  kairos::backtrace_symbolizer symbolizer;
+  void* module = dlopen(KAIROS_TEST_MODULE, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(module != nullptr);
+  auto hidden_address = reinterpret_cast<std::uintptr_t (*)()>(dlsym(module, "kairos_test_module_hidden_address"));
+  const auto& symbol = symbolizer.resolve(hidden_address());
+  CHECK(symbol.function == "(anonymous namespace)::hidden_work(int)");
+  CHECK(symbol.has_source());
+  dlclose(module);
+}
+
+TEST_CASE("an address outside every loaded object is [unknown] with its absolute address") {
+  void* anonymous = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(anonymous != MAP_FAILED);
+  const auto address = reinterpret_cast<std::uintptr_t>(anonymous) + 16;
+  kairos::backtrace_symbolizer symbolizer;
+  const auto& symbol = symbolizer.resolve(address);
+  CHECK(symbol.module == "[unknown]");
+  CHECK(symbol.module_offset == address);
+  CHECK(symbol.function.empty());
+  CHECK_FALSE(symbol.has_source());
+  munmap(anonymous, 4096);
+}
+
+TEST_CASE("symbolization is cached per address") {
+  chain::a();
+  kairos::backtrace_symbolizer symbolizer;
+  const auto first = symbolizer.resolve_all(chain::captured);
+  const auto cached = symbolizer.cached_addresses();
+  CHECK(cached == chain::captured.size());
+  const auto again = symbolizer.resolve_all(chain::captured);
+  CHECK(symbolizer.cached_addresses() == cached);
+  REQUIRE(again.size() == first.size());
+  for (std::size_t i = 0; i < first.size(); ++i) CHECK(again[i].function == first[i].function);
+  CHECK(&symbolizer.resolve(chain::captured.lookup_address(0)) == &symbolizer.resolve(chain::captured.lookup_address(0)));
+}
+
+TEST_CASE("a nested capture on the same thread (inside the dynamic loader guard) takes the libgcc path") {
+  kairos::backtrace_prewarm();
+  kairos::backtrace<16> stack;
+  {
+    kairos::dl_guard inside_loader;
+    CHECK(kairos::dl_guard::active());
+    stack.sample();
+  }
+  CHECK_FALSE(kairos::dl_guard::active());
+  CHECK(stack.path() == kairos::backtrace_path::libgcc);
+  REQUIRE(stack.size() >= 1);
+  kairos::backtrace_symbolizer symbolizer;
+  // The libgcc path trims kairos's frames the same way: the first frame is this test's function.
+  CHECK(symbolizer.resolve(stack.lookup_address(0)).module.find("kairos_backtrace_tests") != std::string::npos);
+}
+
+TEST_CASE("linking kairos::backtrace leaves C++ exceptions on libgcc's unwinder, not libunwind's") {
+  Dl_info info{};
+  REQUIRE(dladdr(reinterpret_cast<void*>(&_Unwind_RaiseException), &info) != 0);
+  CHECK(std::string{info.dli_fname}.find("libgcc_s") != std::string::npos);
+  bool caught = false;
+  try {
+    throw std::runtime_error("thrown through the program's unwinder");
+  } catch (const std::runtime_error&) {
+    caught = true;
+  }
+  CHECK(caught);
+}
+
+TEST_CASE("backtrace_timestamp is the wall-clock time of the sample") {
+  kairos::backtrace_timestamp stamp;
+  timespec before{};
+  clock_gettime(CLOCK_REALTIME, &before);
+  stamp.sample();
+  const std::int64_t before_ns = std::int64_t{before.tv_sec} * 1'000'000'000 + before.tv_nsec;
+  CHECK(stamp.get() >= before_ns);
+  CHECK(stamp.get() - before_ns < 1'000'000'000);
+}
+
+TEST_CASE("backtrace_metrics: peak RSS rises when 64 MiB is touched, and the thread's faults with it") {
+  const auto before = kairos::backtrace_metrics::record();
+  constexpr std::size_t size = 64u << 20;
+  auto* memory = static_cast<char*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(memory != MAP_FAILED);
+  std::memset(memory, 1, size);
+  kairos::backtrace_metrics metrics;
+  metrics.sample();
+  munmap(memory, size);
+  CHECK(metrics.value.peak_rss_bytes >= before.peak_rss_bytes + (48 << 20));
+  CHECK(metrics.value.minor_page_faults >= before.minor_page_faults + 1000);
+  CHECK(metrics.value.thread_cpu_time_ns > before.thread_cpu_time_ns);
+  CHECK(metrics.get()[0] == doctest::Approx(metrics.value.peak_rss_bytes / (1024.0 * 1024.0)));
+}
+
+TEST_CASE("the three sampling components work as one component_tuple") {
+  kairos::component_tuple<kairos::backtrace_timestamp, kairos::backtrace<32>, kairos::backtrace_metrics> sample{
+      "sample"};
+  sample.sample();
+  CHECK(sample.component<kairos::backtrace_timestamp>().get() > 0);
+  CHECK(sample.component<kairos::backtrace<32>>().size() > 0);
+  CHECK(sample.component<kairos::backtrace_metrics>().value.peak_rss_bytes > 0);
+}
