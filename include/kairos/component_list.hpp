@@ -1,6 +1,6 @@
 #pragma once
 // component_list: each member switched on or off at run time, by type or by name (for example
-// from a setting that names components). auto_list: started at construction, stopped at destruction.
+// from a setting that names components). Touches no global state.
 #include <array>
 #include <cstddef>
 #include <initializer_list>
@@ -98,22 +98,6 @@ class component_list
     this->switches_.on[index_of_member] = on;
     return on;
   }
-};
-
-template <class... Components>
-class auto_list : public component_list<Components...> {
- public:
-  explicit auto_list(std::string_view label) : component_list<Components...>{label} {
-    this->start();
-  }
-  auto_list(std::string_view label, std::initializer_list<std::string_view> names)
-      : component_list<Components...>{label, names} {
-    this->start();
-  }
-  template <detail::temporary_string String> auto_list(String&&) = delete;
-  auto_list(const auto_list&) = delete;
-  auto_list& operator=(const auto_list&) = delete;
-  ~auto_list() { this->stop(); }
 };
 
 }  // namespace kairos

@@ -1,8 +1,16 @@
 #pragma once
-// The whole core: bundlers, built-in components, introspection.
+// The whole core: bundlers, built-in components, storage and reports, introspection.
 // Smaller headers let a translation unit pay only for what it uses:
-//   <kairos/component_tuple.hpp>, <kairos/component_list.hpp>, <kairos/components/wall_clock.hpp>, ...
+//   <kairos/component_tuple.hpp>  measuring only, no global state
+//   <kairos/auto_tuple.hpp>       scoped bundles recorded into the call graph, KAIROS_REGION
+//   <kairos/report.hpp>           the merged report as data and text; <kairos/report_json.hpp> JSON
+//   <kairos/components/wall_clock.hpp>, ...  one component each
+#include <kairos/auto_tuple.hpp>
 #include <kairos/component_list.hpp>
 #include <kairos/component_tuple.hpp>
 #include <kairos/components.hpp>
 #include <kairos/describe.hpp>
+#include <kairos/report.hpp>
+#include <kairos/report_at_exit.hpp>
+#include <kairos/report_json.hpp>
+#include <kairos/scoped.hpp>

@@ -9,6 +9,7 @@
 #include <kairos/component_list.hpp>
 #include <kairos/component_tuple.hpp>
 #include <kairos/components.hpp>
+#include <kairos/scoped.hpp>
 
 namespace {
 
@@ -154,10 +155,10 @@ TEST_CASE("a component that cannot measure here stays off") {
   CHECK(kairos::unavailable_reason_of<unavailable_here>() == "no such device");
 }
 
-TEST_CASE("auto_tuple starts at construction and stops at destruction") {
+TEST_CASE("scoped starts a bundle at construction and stops it at destruction") {
   int laps = 0;
   {
-    kairos::auto_tuple<alpha, kairos::wall_clock> scope{"scope"};
+    kairos::scoped<kairos::component_tuple<alpha, kairos::wall_clock>> scope{"scope"};
     CHECK(scope.get<alpha>() == 1);
     laps = static_cast<int>(scope.laps());
   }
@@ -168,15 +169,15 @@ TEST_CASE("auto_tuple starts at construction and stops at destruction") {
   };
   int stopped = 0;
   {
-    kairos::auto_tuple<observer> scope{"observed"};
+    kairos::scoped<kairos::component_tuple<observer>> scope{"observed"};
     scope.component<observer>().stopped = &stopped;
   }
   CHECK(stopped == 1);
 }
 
-TEST_CASE("auto_list starts only its switched-on members") {
+TEST_CASE("a scoped component_list starts only its switched-on members") {
   {
-    kairos::auto_list<alpha, gamma_> scope{"scope", {"gamma"}};
+    kairos::scoped<kairos::component_list<alpha, gamma_>> scope{"scope", {"gamma"}};
     CHECK(scope.component<gamma_>().starts == 1);
     CHECK(scope.component<alpha>().value == 0);
   }

@@ -13,6 +13,8 @@ struct peak_rss : rusage_component<peak_rss, std::int64_t> {
     return "growth of the process's peak resident memory (high-water mark)";
   }
   static constexpr std::string_view unit() { return "MiB"; }
+  // A high-water mark: a parent's growth is not the sum of its children's.
+  static constexpr bool additive = false;
 
   static std::int64_t read(const rusage_cache& cache) noexcept {
     return std::int64_t{cache.usage.ru_maxrss} * 1024;  // Linux reports KiB
