@@ -2,6 +2,7 @@
 // Benchmarks that prove a speed claim print ratios of medians measured in the same run:
 // register pairs (measured, baseline), run with repetitions interleaved, then print one line a pair.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <map>
 #include <string>
@@ -15,6 +16,7 @@ namespace kairos::benchmarks {
 // Keeps the median of every benchmark while the console reporter prints as usual.
 class median_collector : public ::benchmark::ConsoleReporter {
  public:
+  median_collector() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular) {}
   std::map<std::string, double> median_ns;
 
   void ReportRuns(const std::vector<Run>& runs) override {

@@ -8,8 +8,8 @@ build=${1:-$root/build}
 
 "$root/scripts/install-deps.sh"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j "$(nproc)" --target measure_region custom_component seed_bundle
-for example in measure_region custom_component seed_bundle; do
+cmake --build "$build" -j "$(nproc)" --target measure_region call_graph_report custom_component seed_bundle
+for example in measure_region call_graph_report custom_component seed_bundle; do
   echo "== examples/$example.cpp"
   (cd "$build/examples" && "./$example")
 done
