@@ -44,9 +44,11 @@ inline constexpr std::size_t value_count_of =
 
 class component_registry {
  public:
+  // Never destroyed: reports written at exit (atexit handlers registered before the first
+  // component) still read it.
   static component_registry& instance() {
-    static component_registry registry;
-    return registry;
+    static auto* registry = new component_registry;
+    return *registry;
   }
 
   std::uint32_t add(component_info info) {
