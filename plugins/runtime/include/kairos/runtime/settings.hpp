@@ -1,0 +1,98 @@
+#pragma once
+// The runtime's settings: one table of data (setting_definitions()), and the values a process
+// runs with, loaded in rising priority from the defaults, the JSON config file
+// (KAIROS_CONFIG_FILE), the environment and kairos-run's flags. Every value is checked against its
+// definition; a bad one yields one "[kairos]" line naming the variable, the value and what is
+// accepted, and switches off the category (the feature) that depends on it.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kairos::runtime {
+
+enum class setting_type { boolean, integer, number, text, list, path };
+std::string_view type_name(setting_type type);
+
+enum class setting_source { default_value, config_file, environment, command_line };
+std::string_view source_name(setting_source source);
+
+struct setting_definition {
+  std::string_view name;           // config-file key: "sampling_freq"
+  std::string_view variable;       // environment variable: "KAIROS_SAMPLING_FREQ"
+  setting_type type;
+  std::string_view default_value;  // as text; "" for "unset" (see may_be_empty)
+  std::string_view category;       // "general", "output", "regions", "sampling", "internal"
+  std::string_view description;
+  std::string_view choices = {};   // comma-separated accepted words (text, list); "" = any
+  double minimum = 0;              // integer and number: accepted range
+  double maximum = 0;
+  bool may_be_empty = false;       // "" means "inherit" or "not set"
+};
+
+// The table: every setting kairos knows, in display order.
+std::span<const setting_definition> setting_definitions();
+// By config-file key or by environment variable (case-sensitive); nullptr when unknown.
+const setting_definition* find_setting(std::string_view name_or_variable);
+
+// What `text` would mean for `definition`: nullopt when accepted, else what is accepted
+// ("a number in [0.001, 100000]", "one or more of text, json", ...).
+std::optional<std::string> check_value(const setting_definition& definition, std::string_view text);
+// "true", "1", "yes", "on" (any case) → true; "false", "0", "no", "off" → false.
+std::optional<bool> parse_boolean(std::string_view text);
+// "a, b,c" → {"a", "b", "c"}.
+std::vector<std::string> split_list(std::string_view text);
+
+class settings {
+ public:
+  struct value {
+    const setting_definition* definition;
+    std::string text;
+    setting_source source = setting_source::default_value;
+  };
+
+  // Only the defaults.
+  settings();
+
+  // Defaults, then the config file named by KAIROS_CONFIG_FILE (in `environment`), then every
+  // KAIROS_* variable of `environment` (a null-terminated "NAME=value" array, like environ).
+  static settings load(const char* const* environment);
+
+  // Sets one value from a source; a bad value is recorded as a problem and ignored.
+  // `variable_or_key` is a variable or a config-file key. Returns false when rejected.
+  bool set(std::string_view variable_or_key, std::string_view text, setting_source source);
+  // Reads a JSON config file (an object of keys or variables to values); problems are recorded.
+  void apply_config_file(const std::string& path);
+  void apply_environment(const char* const* environment);
+
+  // Typed reads by variable or key (the value in force; the default when the given one was bad).
+  bool boolean(std::string_view variable) const;
+  std::int64_t integer(std::string_view variable) const;
+  double number(std::string_view variable) const;
+  const std::string& text(std::string_view variable) const;
+  std::vector<std::string> list(std::string_view variable) const;
+  // A sampling setting of one sampler, falling back to the common one when empty:
+  // inherited_number("KAIROS_SAMPLING_CPUTIME_FREQ", "KAIROS_SAMPLING_FREQ").
+  double inherited_number(std::string_view variable, std::string_view common_variable) const;
+
+  const std::vector<value>& values() const { return values_; }
+  const value& at(std::string_view variable) const;
+
+  // The "[kairos] ..." lines describing every rejected value (empty when all were accepted).
+  const std::vector<std::string>& problems() const { return problems_; }
+  // Whether the feature a category stands for may run: false once one of its settings was
+  // rejected. A rejected "general" or "output" setting disables kairos as a whole.
+  bool category_usable(std::string_view category) const;
+  bool usable() const;
+
+ private:
+  void reject(const setting_definition* definition, std::string message);
+
+  std::vector<value> values_;
+  std::vector<std::string> problems_;
+  std::vector<std::string> unusable_categories_;
+};
+
+}  // namespace kairos::runtime

@@ -1,0 +1,112 @@
+#include <kairos/runtime/output_path.hpp>
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <ctime>
+#include <limits.h>
+
+namespace kairos::runtime {
+
+std::string_view accepted_path_keys() {
+  return "%pid%, %ppid%, %hostname%, %exe%, %launch_date%, %rank%, %env{NAME}%";
+}
+
+std::string rank_from_environment() {
+  for (const char* variable :
+       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK"})
+    if (const char* value = std::getenv(variable); value && *value) return value;
+  return "0";
+}
+
+std::string format_launch_date(std::int64_t unix_seconds) {
+  std::time_t time = static_cast<std::time_t>(unix_seconds);
+  std::tm local{};
+  localtime_r(&time, &local);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "%Y%m%d-%H%M%S", &local);
+  return text.data();
+}
+
+path_values path_values::of_this_process() {
+  path_values values;
+  values.pid = std::to_string(getpid());
+  values.ppid = std::to_string(getppid());
+  std::array<char, HOST_NAME_MAX + 1> host{};
+  if (gethostname(host.data(), host.size() - 1) == 0) values.hostname = host.data();
+  std::array<char, PATH_MAX> exe{};
+  const auto length = readlink("/proc/self/exe", exe.data(), exe.size() - 1);
+  if (length > 0) {
+    std::string_view full{exe.data(), static_cast<std::size_t>(length)};
+    values.exe = std::string{full.substr(full.rfind('/') + 1)};
+  }
+  const char* date = std::getenv("KAIROS_LAUNCH_DATE");
+  values.launch_date = date && *date ? date : format_launch_date(std::time(nullptr));
+  values.rank = rank_from_environment();
+  values.environment = [](std::string_view name) -> std::optional<std::string> {
+    const char* value = std::getenv(std::string{name}.c_str());
+    if (!value) return std::nullopt;
+    return std::string{value};
+  };
+  return values;
+}
+
+namespace {
+
+// Walks `pattern`, calling on_text for literal text and on_key for each %key%; stops at the first
+// malformed or unknown key and returns its description.
+template <class OnText, class OnKey>
+std::string walk(std::string_view pattern, OnText on_text, OnKey on_key) {
+  static constexpr std::array<std::string_view, 6> simple_keys{"pid",         "ppid", "hostname",
+                                                               "exe", "launch_date", "rank"};
+  std::size_t position = 0;
+  while (position < pattern.size()) {
+    const auto open = pattern.find('%', position);
+    if (open == std::string_view::npos) {
+      on_text(pattern.substr(position));
+      break;
+    }
+    on_text(pattern.substr(position, open - position));
+    const auto close = pattern.find('%', open + 1);
+    if (close == std::string_view::npos)
+      return "unterminated key '" + std::string{pattern.substr(open)} + "'";
+    const auto key = pattern.substr(open + 1, close - open - 1);
+    bool known = false;
+    for (auto simple : simple_keys) known = known || key == simple;
+    if (!known && key.starts_with("env{") && key.ends_with("}") && key.size() > 5) known = true;
+    if (!known) return "unknown key '%" + std::string{key} + "%'";
+    on_key(key);
+    position = close + 1;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::optional<std::string> check_path_pattern(std::string_view pattern) {
+  if (pattern.empty()) return "an empty path";
+  auto error = walk(pattern, [](std::string_view) {}, [](std::string_view) {});
+  if (error.empty()) return std::nullopt;
+  return error;
+}
+
+expanded_path expand_path(std::string_view pattern, const path_values& values) {
+  expanded_path result;
+  result.error = walk(
+      pattern, [&](std::string_view text) { result.path += text; },
+      [&](std::string_view key) {
+        if (key == "pid") result.path += values.pid;
+        else if (key == "ppid") result.path += values.ppid;
+        else if (key == "hostname") result.path += values.hostname;
+        else if (key == "exe") result.path += values.exe;
+        else if (key == "launch_date") result.path += values.launch_date;
+        else if (key == "rank") result.path += values.rank;
+        else if (values.environment)  // env{NAME}: an unset variable expands to nothing
+          result.path += values.environment(key.substr(4, key.size() - 5)).value_or("");
+      });
+  if (!result.error.empty()) result.path.clear();
+  return result;
+}
+
+}  // namespace kairos::runtime

@@ -1,0 +1,92 @@
+// The table of every setting: data only. kairos-avail --settings prints it, docs/settings.md
+// describes it, the runtime and kairos-run read it.
+#include <array>
+
+#include <kairos/runtime/settings.hpp>
+
+namespace kairos::runtime {
+namespace {
+
+using enum setting_type;
+
+constexpr std::string_view component_names =
+    "wall_clock,cpu_clock,thread_cpu_clock,user_clock,system_clock,peak_rss,page_rss,page_faults,"
+    "context_switches";
+
+constexpr double max_frequency_hz = 100'000;
+constexpr double max_seconds = 1e9;
+
+constexpr std::array definitions{
+    // general
+    setting_definition{"enabled", "KAIROS_ENABLED", boolean, "true", "general",
+                       "profile the program at all; false makes libkairos.so do nothing"},
+    setting_definition{"verbose", "KAIROS_VERBOSE", integer, "0", "general",
+                       "0: only problems and the exit summary; 1: what kairos does; 2: per thread",
+                       {}, 0, 3},
+    setting_definition{"config_file", "KAIROS_CONFIG_FILE", path, "", "general",
+                       "JSON file of settings (keys or variables to values), below the "
+                       "environment in priority",
+                       {}, 0, 0, true},
+    setting_definition{"follow_children", "KAIROS_FOLLOW_CHILDREN", boolean, "false", "general",
+                       "profile child processes too (fork, spawn), each writing its own output; "
+                       "off: children run without kairos"},
+    // output
+    setting_definition{"output_path", "KAIROS_OUTPUT_PATH", path, "kairos-output/%exe%-%pid%",
+                       "output",
+                       "file stem of each process's outputs (extension added per format); keys "
+                       "%pid% %ppid% %hostname% %exe% %launch_date% %rank% %env{NAME}%"},
+    setting_definition{"output_formats", "KAIROS_OUTPUT_FORMATS", list, "text,json", "output",
+                       "outputs written at exit", "text,json"},
+    // regions
+    setting_definition{"components", "KAIROS_COMPONENTS", list, "wall_clock", "regions",
+                       "what each user-API region measures, by component name", component_names},
+    // sampling (registered for the sampler; common values, then per-sampler overrides)
+    setting_definition{"sampling_freq", "KAIROS_SAMPLING_FREQ", number, "300", "sampling",
+                       "samples per second of each sampled thread", {}, 0.001, max_frequency_hz},
+    setting_definition{"sampling_delay", "KAIROS_SAMPLING_DELAY", number, "0.5", "sampling",
+                       "seconds after start before sampling begins", {}, 0, max_seconds},
+    setting_definition{"sampling_duration", "KAIROS_SAMPLING_DURATION", number, "0", "sampling",
+                       "seconds of sampling after the delay; 0 = until exit", {}, 0, max_seconds},
+    setting_definition{"sampling_cputime", "KAIROS_SAMPLING_CPUTIME", boolean, "true", "sampling",
+                       "sample threads by the CPU time they use"},
+    setting_definition{"sampling_cputime_freq", "KAIROS_SAMPLING_CPUTIME_FREQ", number, "",
+                       "sampling", "CPU-time sampler frequency; empty = KAIROS_SAMPLING_FREQ", {},
+                       0.001, max_frequency_hz, true},
+    setting_definition{"sampling_cputime_delay", "KAIROS_SAMPLING_CPUTIME_DELAY", number, "",
+                       "sampling", "CPU-time sampler delay; empty = KAIROS_SAMPLING_DELAY", {}, 0,
+                       max_seconds, true},
+    setting_definition{"sampling_cputime_duration", "KAIROS_SAMPLING_CPUTIME_DURATION", number, "",
+                       "sampling", "CPU-time sampler duration; empty = KAIROS_SAMPLING_DURATION",
+                       {}, 0, max_seconds, true},
+    setting_definition{"sampling_realtime", "KAIROS_SAMPLING_REALTIME", boolean, "false",
+                       "sampling", "sample threads by elapsed real time (also sees waiting)"},
+    setting_definition{"sampling_realtime_freq", "KAIROS_SAMPLING_REALTIME_FREQ", number, "",
+                       "sampling", "real-time sampler frequency; empty = KAIROS_SAMPLING_FREQ", {},
+                       0.001, max_frequency_hz, true},
+    setting_definition{"sampling_realtime_delay", "KAIROS_SAMPLING_REALTIME_DELAY", number, "",
+                       "sampling", "real-time sampler delay; empty = KAIROS_SAMPLING_DELAY", {}, 0,
+                       max_seconds, true},
+    setting_definition{"sampling_realtime_duration", "KAIROS_SAMPLING_REALTIME_DURATION", number,
+                       "", "sampling",
+                       "real-time sampler duration; empty = KAIROS_SAMPLING_DURATION", {}, 0,
+                       max_seconds, true},
+    setting_definition{"sampling_allocator_size", "KAIROS_SAMPLING_ALLOCATOR_SIZE", integer, "8",
+                       "sampling", "sampled threads served by one writer thread", {}, 1, 4096},
+    setting_definition{"use_temporary_files", "KAIROS_USE_TEMPORARY_FILES", boolean, "true",
+                       "sampling", "writer threads spill samples to temporary files"},
+    // internal: set by kairos-run and the runtime to tie the processes of one launch together
+    setting_definition{"launch_pid", "KAIROS_LAUNCH_PID", integer, "0", "internal",
+                       "pid of the launched process (set by kairos-run); others are children", {},
+                       0, 4194304},
+    setting_definition{"launch_date", "KAIROS_LAUNCH_DATE", text, "", "internal",
+                       "launch time shared by a launch's processes (%launch_date%)", {}, 0, 0,
+                       true},
+    setting_definition{"exec_generation", "KAIROS_EXEC_GENERATION", text, "", "internal",
+                       "PID:N, how many execs the process PID has gone through", {}, 0, 0, true},
+};
+
+}  // namespace
+
+std::span<const setting_definition> setting_definitions() { return definitions; }
+
+}  // namespace kairos::runtime

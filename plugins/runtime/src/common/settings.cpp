@@ -1,0 +1,299 @@
+#include <kairos/runtime/settings.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <kairos/runtime/output_path.hpp>
+
+namespace kairos::runtime {
+
+std::string_view type_name(setting_type type) {
+  switch (type) {
+    case setting_type::boolean: return "boolean";
+    case setting_type::integer: return "integer";
+    case setting_type::number: return "number";
+    case setting_type::text: return "text";
+    case setting_type::list: return "list";
+    case setting_type::path: return "path";
+  }
+  return "?";
+}
+
+std::string_view source_name(setting_source source) {
+  switch (source) {
+    case setting_source::default_value: return "default";
+    case setting_source::config_file: return "config file";
+    case setting_source::environment: return "environment";
+    case setting_source::command_line: return "command line";
+  }
+  return "?";
+}
+
+const setting_definition* find_setting(std::string_view name_or_variable) {
+  for (const auto& definition : setting_definitions())
+    if (definition.variable == name_or_variable || definition.name == name_or_variable)
+      return &definition;
+  return nullptr;
+}
+
+namespace {
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
+  return text;
+}
+
+std::string lower(std::string_view text) {
+  std::string result{text};
+  for (auto& c : result) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return result;
+}
+
+template <class Number>
+std::optional<Number> parse_number(std::string_view text) {
+  text = trim(text);
+  if (text.empty()) return std::nullopt;
+  Number value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  if constexpr (std::is_floating_point_v<Number>)
+    if (!std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+bool is_choice(std::string_view choices, std::string_view word) {
+  for (const auto& choice : split_list(choices))
+    if (choice == word) return true;
+  return false;
+}
+
+std::string range_text(const setting_definition& definition) {
+  return fmt::format("[{}, {}]", definition.minimum, definition.maximum);
+}
+
+}  // namespace
+
+std::optional<bool> parse_boolean(std::string_view text) {
+  const auto word = lower(trim(text));
+  if (word == "true" || word == "1" || word == "yes" || word == "on") return true;
+  if (word == "false" || word == "0" || word == "no" || word == "off") return false;
+  return std::nullopt;
+}
+
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> items;
+  std::size_t position = 0;
+  while (position <= text.size()) {
+    auto comma = text.find(',', position);
+    if (comma == std::string_view::npos) comma = text.size();
+    if (auto item = trim(text.substr(position, comma - position)); !item.empty())
+      items.emplace_back(item);
+    position = comma + 1;
+  }
+  return items;
+}
+
+std::optional<std::string> check_value(const setting_definition& definition,
+                                       std::string_view text) {
+  if (definition.may_be_empty && trim(text).empty()) return std::nullopt;
+  switch (definition.type) {
+    case setting_type::boolean:
+      if (parse_boolean(text)) return std::nullopt;
+      return "true or false (also 1/0, yes/no, on/off)";
+    case setting_type::integer: {
+      const auto value = parse_number<std::int64_t>(text);
+      if (value && *value >= definition.minimum && *value <= definition.maximum)
+        return std::nullopt;
+      return "an integer in " + range_text(definition);
+    }
+    case setting_type::number: {
+      const auto value = parse_number<double>(text);
+      if (value && *value >= definition.minimum && *value <= definition.maximum)
+        return std::nullopt;
+      return "a number in " + range_text(definition) +
+             (definition.may_be_empty ? ", or empty to inherit" : "");
+    }
+    case setting_type::text:
+      if (definition.choices.empty() || is_choice(definition.choices, trim(text)))
+        return std::nullopt;
+      return "one of " + std::string{definition.choices};
+    case setting_type::list: {
+      const auto items = split_list(text);
+      if (items.empty()) return "a comma-separated list of " + std::string{definition.choices};
+      for (const auto& item : items)
+        if (!definition.choices.empty() && !is_choice(definition.choices, item))
+          return fmt::format("a comma-separated list of {} ('{}' is not one of them)",
+                             definition.choices, item);
+      return std::nullopt;
+    }
+    case setting_type::path:
+      if (definition.variable == "KAIROS_OUTPUT_PATH") {
+        if (auto problem = check_path_pattern(text))
+          return "a path whose keys are among " + std::string{accepted_path_keys()} + " (" +
+                 *problem + ")";
+      }
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+settings::settings() {
+  for (const auto& definition : setting_definitions())
+    values_.push_back({&definition, std::string{definition.default_value}});
+}
+
+settings settings::load(const char* const* environment) {
+  settings loaded;
+  std::string config_file;
+  for (auto entry = environment; entry && *entry; ++entry) {
+    std::string_view variable{*entry};
+    if (variable.starts_with("KAIROS_CONFIG_FILE=")) config_file = variable.substr(19);
+  }
+  if (!config_file.empty()) loaded.apply_config_file(config_file);
+  loaded.apply_environment(environment);
+  return loaded;
+}
+
+const settings::value& settings::at(std::string_view variable) const {
+  for (const auto& value : values_)
+    if (value.definition->variable == variable || value.definition->name == variable)
+      return value;
+  throw std::out_of_range("[kairos] no setting named " + std::string{variable});
+}
+
+void settings::reject(const setting_definition* definition, std::string message) {
+  problems_.push_back(std::move(message));
+  const std::string category = definition ? std::string{definition->category} : "general";
+  if (std::find(unusable_categories_.begin(), unusable_categories_.end(), category) ==
+      unusable_categories_.end())
+    unusable_categories_.push_back(category);
+}
+
+bool settings::set(std::string_view variable_or_key, std::string_view text, setting_source source) {
+  const auto* definition = find_setting(variable_or_key);
+  if (!definition) {
+    reject(nullptr, fmt::format("[kairos] unknown setting {}=\"{}\" (from the {}); every setting "
+                                "is listed by kairos-avail --settings",
+                                variable_or_key, text, source_name(source)));
+    return false;
+  }
+  if (auto accepted = check_value(*definition, text)) {
+    reject(definition,
+           fmt::format("[kairos] {}=\"{}\" (from the {}) is not valid: expected {}; {}",
+                       definition->variable, text, source_name(source), *accepted,
+                       definition->category == "sampling" ? "sampling is disabled"
+                       : definition->category == "internal" ? "the value is ignored"
+                                                            : "kairos is disabled for this run"));
+    return false;
+  }
+  for (auto& value : values_)
+    if (value.definition == definition) {
+      value.text = std::string{trim(text)};
+      value.source = source;
+    }
+  return true;
+}
+
+void settings::apply_config_file(const std::string& path) {
+  std::ifstream file{path};
+  if (!file) {
+    reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" cannot be read; expected a "
+                                "readable JSON file; kairos is disabled for this run",
+                                path));
+    return;
+  }
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(file);
+  } catch (const nlohmann::json::exception& error) {
+    reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" is not valid JSON ({}); "
+                                "expected an object of settings; kairos is disabled for this run",
+                                path, error.what()));
+    return;
+  }
+  if (!document.is_object()) {
+    reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" holds a JSON {}; expected an "
+                                "object of settings; kairos is disabled for this run",
+                                path, document.type_name()));
+    return;
+  }
+  for (const auto& [key, json_value] : document.items()) {
+    std::string text;
+    if (json_value.is_string()) text = json_value.get<std::string>();
+    else if (json_value.is_boolean()) text = json_value.get<bool>() ? "true" : "false";
+    else if (json_value.is_number_integer()) text = std::to_string(json_value.get<std::int64_t>());
+    else if (json_value.is_number()) text = fmt::format("{}", json_value.get<double>());
+    else if (json_value.is_array()) {
+      for (const auto& item : json_value)
+        text += (text.empty() ? "" : ",") +
+                (item.is_string() ? item.get<std::string>() : item.dump());
+    } else {
+      text = json_value.dump();
+    }
+    if (!find_setting(key)) {
+      reject(nullptr, fmt::format("[kairos] unknown key \"{}\" in the config file {}; accepted "
+                                  "keys are the names and variables kairos-avail --settings "
+                                  "lists; kairos is disabled for this run",
+                                  key, path));
+      continue;
+    }
+    set(key, text, setting_source::config_file);
+  }
+}
+
+void settings::apply_environment(const char* const* environment) {
+  for (auto entry = environment; entry && *entry; ++entry) {
+    std::string_view assignment{*entry};
+    if (!assignment.starts_with("KAIROS_")) continue;
+    const auto equals = assignment.find('=');
+    if (equals == std::string_view::npos) continue;
+    set(assignment.substr(0, equals), assignment.substr(equals + 1), setting_source::environment);
+  }
+}
+
+bool settings::category_usable(std::string_view category) const {
+  for (const auto& unusable : unusable_categories_)
+    if (unusable == category) return false;
+  return true;
+}
+
+bool settings::usable() const {
+  return category_usable("general") && category_usable("output") && category_usable("regions") &&
+         boolean("KAIROS_ENABLED");
+}
+
+bool settings::boolean(std::string_view variable) const {
+  return parse_boolean(at(variable).text).value_or(false);
+}
+
+std::int64_t settings::integer(std::string_view variable) const {
+  return parse_number<std::int64_t>(at(variable).text).value_or(0);
+}
+
+double settings::number(std::string_view variable) const {
+  return parse_number<double>(at(variable).text).value_or(0.0);
+}
+
+const std::string& settings::text(std::string_view variable) const { return at(variable).text; }
+
+std::vector<std::string> settings::list(std::string_view variable) const {
+  return split_list(at(variable).text);
+}
+
+double settings::inherited_number(std::string_view variable,
+                                  std::string_view common_variable) const {
+  if (trim(at(variable).text).empty()) return number(common_variable);
+  return number(variable);
+}
+
+}  // namespace kairos::runtime

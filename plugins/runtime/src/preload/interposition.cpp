@@ -1,0 +1,183 @@
+// The wrapped functions, by symbol interposition (see interception.hpp): pthread_create (thread
+// registry) and the exec family (kairos follows the launched process through exec, keeps what it
+// collected, and leaves children alone unless asked). exit() needs no wrapper: the atexit handler
+// registered at init runs on whichever thread calls exit(); fork is handled by pthread_atfork.
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <mutex>
+#include <vector>
+
+#include "preload/interception.hpp"
+#include "preload/lifecycle.hpp"
+#include "preload/reentry_guard.hpp"
+#include "preload/thread_registry.hpp"
+
+extern char** environ;
+
+namespace kairos::runtime::interception {
+
+const originals& original_functions() noexcept {
+  static const originals resolved = [] {
+    originals found;
+    found.pthread_create =
+        reinterpret_cast<pthread_create_function>(dlsym(RTLD_NEXT, "pthread_create"));
+    found.execve = reinterpret_cast<execve_function>(dlsym(RTLD_NEXT, "execve"));
+    found.execvpe = reinterpret_cast<execve_function>(dlsym(RTLD_NEXT, "execvpe"));
+    found.fexecve = reinterpret_cast<fexecve_function>(dlsym(RTLD_NEXT, "fexecve"));
+    return found;
+  }();
+  return resolved;
+}
+
+}  // namespace kairos::runtime::interception
+
+namespace {
+
+using namespace kairos::runtime;
+
+struct thread_start {
+  void* (*routine)(void*);
+  void* argument;
+  bool kairos_owned;
+};
+
+// Marks the thread ended however it leaves: return, pthread_exit or cancellation (both unwind).
+struct thread_end_marker {
+  ~thread_end_marker() { mark_current_thread_ended(); }
+};
+
+void* start_registered_thread(void* start_pointer) {
+  const thread_start start = *static_cast<thread_start*>(start_pointer);
+  delete static_cast<thread_start*>(start_pointer);
+  if (current_state() != runtime_state::off) {
+    reentry_guard guard;
+    register_current_thread(start.kairos_owned);
+  }
+  thread_end_marker end_marker;
+  return start.routine(start.argument);
+}
+
+enum class exec_kind { path, search, descriptor };
+
+int exec_through(exec_kind kind, const char* path, int descriptor, char* const argv[],
+                 char* const envp[]) {
+  const auto& originals = interception::original_functions();
+  exec_environment environment;
+  {
+    reentry_guard guard;
+    if (!guard.reentered()) {
+      environment = environment_for_exec(envp);
+      before_exec();
+    }
+  }
+  char* const* chosen = environment.pointers.empty() ? envp : environment.pointers.data();
+  int result = -1;
+  switch (kind) {
+    case exec_kind::path:
+      result = originals.execve ? originals.execve(path, argv, chosen) : (errno = ENOSYS, -1);
+      break;
+    case exec_kind::search:
+      result = originals.execvpe ? originals.execvpe(path, argv, chosen) : (errno = ENOSYS, -1);
+      break;
+    case exec_kind::descriptor:
+      result =
+          originals.fexecve ? originals.fexecve(descriptor, argv, chosen) : (errno = ENOSYS, -1);
+      break;
+  }
+  const int saved_errno = errno;
+  {
+    reentry_guard guard;
+    if (!guard.reentered()) after_failed_exec();
+  }
+  errno = saved_errno;
+  return result;
+}
+
+// execl, execle, execlp: the variadic argument list as an argv array.
+std::vector<char*> collect_arguments(const char* first, va_list& arguments) {
+  std::vector<char*> argv{const_cast<char*>(first)};
+  while (argv.back() != nullptr) argv.push_back(va_arg(arguments, char*));
+  return argv;
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
+                                                          const pthread_attr_t* attributes,
+                                                          void* (*routine)(void*),
+                                                          void* argument) noexcept {
+  const auto real = interception::original_functions().pthread_create;
+  if (!real) return EAGAIN;
+  if (current_state() == runtime_state::off) return real(thread, attributes, routine, argument);
+  auto* start = new (std::nothrow) thread_start{routine, argument, inside_kairos};
+  if (!start) return real(thread, attributes, routine, argument);
+  const int result = real(thread, attributes, &start_registered_thread, start);
+  if (result != 0) delete start;
+  return result;
+}
+
+__attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
+                                                  char* const envp[]) noexcept {
+  return exec_through(exec_kind::path, path, -1, argv, envp);
+}
+__attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) noexcept {
+  return exec_through(exec_kind::path, path, -1, argv, environ);
+}
+__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
+                                                   char* const envp[]) noexcept {
+  return exec_through(exec_kind::search, file, -1, argv, envp);
+}
+__attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) noexcept {
+  return exec_through(exec_kind::search, file, -1, argv, environ);
+}
+__attribute__((visibility("default"))) int fexecve(int descriptor, char* const argv[],
+                                                   char* const envp[]) noexcept {
+  return exec_through(exec_kind::descriptor, nullptr, descriptor, argv, envp);
+}
+__attribute__((visibility("default"))) int execl(const char* path, const char* first,
+                                                 ...) noexcept {
+  va_list arguments;
+  va_start(arguments, first);
+  auto argv = collect_arguments(first, arguments);
+  va_end(arguments);
+  return exec_through(exec_kind::path, path, -1, argv.data(), environ);
+}
+__attribute__((visibility("default"))) int execlp(const char* file, const char* first,
+                                                  ...) noexcept {
+  va_list arguments;
+  va_start(arguments, first);
+  auto argv = collect_arguments(first, arguments);
+  va_end(arguments);
+  return exec_through(exec_kind::search, file, -1, argv.data(), environ);
+}
+__attribute__((visibility("default"))) int execle(const char* path, const char* first,
+                                                  ...) noexcept {
+  va_list arguments;
+  va_start(arguments, first);
+  auto argv = collect_arguments(first, arguments);
+  auto* const* envp = va_arg(arguments, char* const*);
+  va_end(arguments);
+  return exec_through(exec_kind::path, path, -1, argv.data(), envp);
+}
+
+// _exit and _Exit end the process without atexit handlers (dash's `exit` builtin does this).
+__attribute__((visibility("default"))) void _exit(int status) {
+  {
+    reentry_guard guard;
+    if (!guard.reentered()) before_exit_without_handlers();
+  }
+  using exit_function = void (*)(int);
+  static const auto real = reinterpret_cast<exit_function>(dlsym(RTLD_NEXT, "_exit"));
+  if (real) real(status);
+  syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
+__attribute__((visibility("default"))) void _Exit(int status) noexcept { _exit(status); }
+
+}  // extern "C"
