@@ -95,6 +95,18 @@ void sample_at_1khz(const std::vector<pthread_t>& targets, std::chrono::millisec
   }
 }
 
+// A call chain `depth` deep that spins at the bottom: a stack worth unwinding.
+[[gnu::noinline]] double busy_work(int depth) {
+  if (depth == 0) {
+    double sum = 0;
+    for (int i = 1; i < 20000; ++i) sum += 1.0 / i;
+    return sum;
+  }
+  const double result = busy_work(depth - 1) * 0.5;
+  asm volatile("" ::: "memory");
+  return result;
+}
+
 // What the runtime's dlopen/dlclose wrappers do: the real call inside a dl_guard.
 void* guarded_dlopen(const char* path) {
   kairos::dl_guard inside_loader;
@@ -140,6 +152,7 @@ TEST_CASE("capture at 1 kHz while threads loop dlopen/dlclose always finishes (5
   install_handler();
   const char* modules[] = {KAIROS_TEST_MODULE, KAIROS_TEST_MODULE_STRIPPED, "libz.so.1"};
   within(40s, "signal-driven capture during dlopen/dlclose churn", [&] {
+    long libunwind_samples = 0;
     long libgcc_samples = 0;
     for (int round = 0; round < 5; ++round) {
       counts.by_libunwind = counts.by_libgcc = counts.empty = counts.frames = 0;
@@ -159,19 +172,30 @@ TEST_CASE("capture at 1 kHz while threads loop dlopen/dlclose always finishes (5
           }
         });
       }
-      while (ready < static_cast<int>(loaders.size())) std::this_thread::yield();
-      std::vector<pthread_t> targets;
+      // A thread outside the loader: its samples take libunwind's path (and dl_iterate_phdr)
+      // while the loaders hold and release the loader's locks.
+      std::thread computer([&] {
+        kairos::backtrace_prewarm();
+        ++ready;
+        volatile double sink = 0;
+        while (!stop.load(std::memory_order_relaxed)) sink = sink + busy_work(12);
+      });
+      while (ready < static_cast<int>(loaders.size()) + 1) std::this_thread::yield();
+      std::vector<pthread_t> targets{computer.native_handle()};
       for (auto& loader : loaders) targets.push_back(loader.native_handle());
       sample_at_1khz(targets, 1000ms);
       stop = true;
       for (auto& loader : loaders) loader.join();
+      computer.join();
       INFO("round " << round);
       CHECK(loads > 10);
       CHECK(counts.total() > 100);
       CHECK(counts.empty == 0);
+      libunwind_samples += counts.by_libunwind;
       libgcc_samples += counts.by_libgcc;
     }
-    // Most samples land inside the loader, so the fallback was exercised for real.
-    CHECK(libgcc_samples > 0);
+    // Both paths were exercised for real: the loaders' samples mostly land inside the loader.
+    CHECK(libunwind_samples > 100);
+    CHECK(libgcc_samples > 100);
   });
 }
