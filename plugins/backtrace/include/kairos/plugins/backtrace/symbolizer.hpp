@@ -205,10 +205,7 @@ class backtrace_symbolizer {
     if (dwarf_child(parent, &child) != 0) return false;
     do {
       switch (dwarf_tag(&child)) {
-        case DW_TAG_namespace:
-        case DW_TAG_class_type:
-        case DW_TAG_structure_type:
-        case DW_TAG_union_type:
+        case DW_TAG_namespace:  // class bodies are skipped: GCC puts member definitions outside them
           if (!inside_function && find_outermost_inlined(&child, pc, false, found)) return true;
           break;
         case DW_TAG_subprogram:
