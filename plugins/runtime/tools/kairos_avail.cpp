@@ -1,0 +1,232 @@
+// kairos-avail: what kairos can measure here. --components (name, available here, description,
+// unit), --settings (variable, current value, type, default, category, description),
+// --hw-counters (perf events and PAPI presets, available or not and why). Filters: --regex on
+// names, --category; --json for all of it.
+#include <cstdlib>
+#include <iostream>
+#include <regex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <kairos/component_traits.hpp>
+#include <kairos/components.hpp>
+#include <kairos/runtime/settings.hpp>
+
+#if defined(KAIROS_AVAIL_HAS_PERF)
+#include <kairos/plugins/perf.hpp>
+#endif
+#if defined(KAIROS_AVAIL_HAS_PAPI)
+#include <kairos/plugins/papi.hpp>
+#endif
+
+extern char** environ;
+
+namespace {
+
+struct row {
+  std::string name;
+  std::string category;
+  nlohmann::json fields;  // every column, for --json and the table
+};
+
+template <class Component>
+row component_row(std::string category) {
+  const bool available = kairos::available_now<Component>();
+  return {std::string{kairos::label_of<Component>()}, category,
+          nlohmann::json{{"name", kairos::label_of<Component>()},
+                         {"available", available},
+                         {"unit", kairos::unit_of<Component>()},
+                         {"category", category},
+                         {"description", kairos::description_of<Component>()},
+                         {"reason", available ? std::string{}
+                                              : kairos::unavailable_reason_of<Component>()}}};
+}
+
+std::vector<row> component_rows() {
+  std::vector<row> rows;
+  [&]<class... Components>(std::tuple<Components...>*) {
+    (rows.push_back(component_row<Components>("core")), ...);
+  }(static_cast<std::tuple<kairos::wall_clock, kairos::cpu_clock, kairos::thread_cpu_clock,
+                           kairos::user_clock, kairos::system_clock, kairos::peak_rss,
+                           kairos::page_rss, kairos::page_faults, kairos::context_switches>*>(
+      nullptr));
+#if defined(KAIROS_AVAIL_HAS_PERF)
+  rows.push_back(component_row<kairos::perf_counters>("perf"));
+#endif
+#if defined(KAIROS_AVAIL_HAS_PAPI)
+  rows.push_back(component_row<kairos::papi_vector>("papi"));
+#endif
+  return rows;
+}
+
+std::vector<row> setting_rows() {
+  const auto current = kairos::runtime::settings::load(environ);
+  std::vector<row> rows;
+  for (const auto& value : current.values()) {
+    const auto& definition = *value.definition;
+    rows.push_back({std::string{definition.variable}, std::string{definition.category},
+                    nlohmann::json{{"variable", definition.variable},
+                                   {"name", definition.name},
+                                   {"value", value.text},
+                                   {"source", kairos::runtime::source_name(value.source)},
+                                   {"type", kairos::runtime::type_name(definition.type)},
+                                   {"default", definition.default_value},
+                                   {"category", definition.category},
+                                   {"choices", definition.choices},
+                                   {"description", definition.description}}});
+  }
+  for (const auto& problem : current.problems()) std::cerr << problem << '\n';
+  return rows;
+}
+
+std::vector<row> counter_rows() {
+  std::vector<row> rows;
+#if defined(KAIROS_AVAIL_HAS_PERF)
+  const auto& probes = kairos::perf::probe_catalog();
+  for (std::size_t i = 0; i < kairos::perf::event_catalog.size(); ++i) {
+    const auto& event = kairos::perf::event_catalog[i];
+    const std::string category = event.kind == kairos::perf::event_kind::software ? "perf-software"
+                                 : event.kind == kairos::perf::event_kind::hardware
+                                     ? "perf-hardware"
+                                     : "perf-cache";
+    rows.push_back({std::string{event.name}, category,
+                    nlohmann::json{{"name", event.name},
+                                   {"available", probes[i].available},
+                                   {"category", category},
+                                   {"unit", event.unit},
+                                   {"description", event.description},
+                                   {"reason", probes[i].unavailable_reason}}});
+  }
+#endif
+#if defined(KAIROS_AVAIL_HAS_PAPI) && defined(KAIROS_PAPI_FOUND) && KAIROS_PAPI_FOUND
+  if (!kairos::papi::library().initialized) {
+    rows.push_back({"PAPI", "papi",
+                    nlohmann::json{{"name", "PAPI"},
+                                   {"available", false},
+                                   {"category", "papi"},
+                                   {"unit", ""},
+                                   {"description", "PAPI presets"},
+                                   {"reason", kairos::papi::library().failure}}});
+  } else {
+    int code = PAPI_PRESET_MASK;
+    if (PAPI_enum_event(&code, PAPI_ENUM_FIRST) == PAPI_OK) do {
+        char name[PAPI_MAX_STR_LEN] = {};
+        if (PAPI_event_code_to_name(code, name) != PAPI_OK) continue;
+        PAPI_event_info_t info{};
+        PAPI_get_event_info(code, &info);
+        kairos::papi::event_resolution resolution;
+        try {
+          resolution = kairos::papi::resolve_event(name);
+        } catch (const std::exception& error) {
+          resolution.unavailable_reason = error.what();
+        }
+        rows.push_back({name, "papi",
+                        nlohmann::json{{"name", name},
+                                       {"available", resolution.available},
+                                       {"category", "papi"},
+                                       {"unit", "count"},
+                                       {"description", info.long_descr},
+                                       {"reason", resolution.unavailable_reason}}});
+      } while (PAPI_enum_event(&code, PAPI_ENUM_EVENTS) == PAPI_OK);
+  }
+#endif
+  return rows;
+}
+
+std::string text_of(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_boolean()) return value.get<bool>() ? "yes" : "no";
+  return value.dump();
+}
+
+void print_table(const std::string& title, const std::vector<row>& rows,
+                 const std::vector<std::string>& columns) {
+  std::cout << title << '\n';
+  std::vector<std::size_t> widths;
+  for (const auto& column : columns) {
+    std::size_t width = column.size();
+    if (column != "description" && column != "reason")
+      for (const auto& entry : rows) width = std::max(width, text_of(entry.fields[column]).size());
+    widths.push_back(width);
+  }
+  auto print_row = [&](auto cell) {
+    std::string line;
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      const auto text = cell(c);
+      line += c + 1 == columns.size() ? text : fmt::format("{:<{}}  ", text, widths[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::cout << line << '\n';
+  };
+  print_row([&](std::size_t c) {
+    std::string upper = columns[c];
+    for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    return upper;
+  });
+  for (const auto& entry : rows) print_row([&](std::size_t c) { return text_of(entry.fields[columns[c]]); });
+  std::cout << '\n';
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kairos-avail: the components, settings and hardware counters kairos offers here",
+               "kairos-avail"};
+  bool components = false, settings = false, counters = false, json = false;
+  std::string name_regex, category;
+  app.add_flag("-C,--components", components, "components: name, available here, unit, description");
+  app.add_flag("-S,--settings", settings,
+               "settings: variable, current value, type, default, category, description");
+  app.add_flag("-H,--hw-counters", counters,
+               "perf events and PAPI presets: available here or not, and why");
+  app.add_option("-r,--regex", name_regex, "only names matching this regular expression");
+  app.add_option("-c,--category", category,
+                 "only this category (core, perf, papi; general, output, regions, sampling, "
+                 "internal; perf-software, perf-hardware, perf-cache)");
+  app.add_flag("--json", json, "JSON instead of tables");
+  CLI11_PARSE(app, argc, argv);
+  if (!components && !settings && !counters) components = settings = counters = true;
+
+  std::regex pattern;
+  try {
+    pattern = std::regex{name_regex.empty() ? ".*" : name_regex, std::regex::icase};
+  } catch (const std::regex_error& error) {
+    std::cerr << fmt::format("[kairos] --regex \"{}\" is not a valid regular expression ({})\n",
+                             name_regex, error.what());
+    return 2;
+  }
+  auto filtered = [&](std::vector<row> rows) {
+    std::erase_if(rows, [&](const row& entry) {
+      return !std::regex_search(entry.name, pattern) ||
+             (!category.empty() && entry.category != category);
+    });
+    return rows;
+  };
+
+  nlohmann::json document = nlohmann::json::object();
+  auto emit = [&](const char* key, const std::string& title, std::vector<row> rows,
+                  const std::vector<std::string>& columns) {
+    if (json) {
+      auto& list = document[key] = nlohmann::json::array();
+      for (const auto& entry : rows) list.push_back(entry.fields);
+    } else {
+      print_table(title, rows, columns);
+    }
+  };
+  if (components)
+    emit("components", "COMPONENTS", filtered(component_rows()),
+         {"name", "available", "unit", "category", "description", "reason"});
+  if (settings)
+    emit("settings", "SETTINGS", filtered(setting_rows()),
+         {"variable", "value", "type", "default", "category", "description"});
+  if (counters)
+    emit("hw_counters", "HARDWARE COUNTERS", filtered(counter_rows()),
+         {"name", "available", "category", "description", "reason"});
+  if (json) std::cout << document.dump(2) << '\n';
+  return 0;
+}

@@ -1,0 +1,191 @@
+// kairos-run [options] -- <command> [args...]
+// Turns its options into KAIROS_* variables, puts libkairos.so (found relative to this
+// executable, so a build tree and an install tree both work) first in LD_PRELOAD, and replaces
+// itself with the command (execvpe): the command's exit status is kairos-run's.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <kairos/runtime/output_path.hpp>
+#include <kairos/runtime/settings.hpp>
+
+#ifndef KAIROS_RUN_LIBRARY_RELATIVE_PATH
+#define KAIROS_RUN_LIBRARY_RELATIVE_PATH "../lib"
+#endif
+
+extern char** environ;
+
+namespace {
+
+using kairos::runtime::check_value;
+using kairos::runtime::find_setting;
+
+constexpr int usage_error_status = 2;
+constexpr int not_found_status = 127;       // as a shell reports a command it cannot find
+constexpr int not_executable_status = 126;  // as a shell reports a command it cannot run
+
+void error_line(const std::string& message) { std::cerr << "[kairos] " << message << '\n'; }
+
+std::filesystem::path own_directory() {
+  std::error_code error;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::filesystem::path{} : path.parent_path();
+}
+
+// libkairos.so next to kairos-run (build tree), or at the install layout's relative place.
+std::vector<std::filesystem::path> library_candidates() {
+  const auto directory = own_directory();
+  return {directory / "libkairos.so",
+          (directory / KAIROS_RUN_LIBRARY_RELATIVE_PATH / "libkairos.so").lexically_normal()};
+}
+
+struct assignment {
+  std::string variable;
+  std::string value;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Everything after the first "--" is the command, never parsed as kairos-run's options.
+  int separator = -1;
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view{argv[i]} == "--") {
+      separator = i;
+      break;
+    }
+  const int option_count = separator < 0 ? argc : separator;
+
+  CLI::App app{
+      "kairos-run [options] -- <command> [args...]\n\n"
+      "Profile a program with kairos (libkairos.so preloaded).\n"
+      "Options set KAIROS_* variables (kairos-avail --settings lists them all); the command's\n"
+      "exit status is kairos-run's. Outputs go to KAIROS_OUTPUT_PATH (default\n"
+      "kairos-output/%exe%-%pid%) with one '[kairos]' line on stderr at exit saying where.",
+      "kairos-run"};
+  std::string output, formats, frequency, components, config, cputime, realtime;
+  std::vector<std::string> settings_given;
+  bool follow_children = false;
+  int verbose = 0;
+  app.add_option("-o,--output", output,
+                 "output file stem (KAIROS_OUTPUT_PATH); keys %pid% %ppid% %hostname% %exe% "
+                 "%launch_date% %rank% %env{NAME}%");
+  app.add_option("--formats", formats, "outputs to write (KAIROS_OUTPUT_FORMATS): text,json");
+  app.add_option("--freq", frequency, "sampling frequency in Hz (KAIROS_SAMPLING_FREQ)");
+  app.add_option("--cputime", cputime, "CPU-time sampling on|off (KAIROS_SAMPLING_CPUTIME)")
+      ->expected(0, 1);
+  app.add_option("--realtime", realtime, "real-time sampling on|off (KAIROS_SAMPLING_REALTIME)")
+      ->expected(0, 1);
+  app.add_option("--components", components,
+                 "what user-API regions measure (KAIROS_COMPONENTS), e.g. wall_clock,peak_rss");
+  app.add_option("--config", config, "JSON settings file (KAIROS_CONFIG_FILE)");
+  app.add_flag("--follow-children", follow_children,
+               "profile child processes too, each with its own output (KAIROS_FOLLOW_CHILDREN)");
+  app.add_flag("-v,--verbose", verbose, "more [kairos] lines; repeat for more (KAIROS_VERBOSE)");
+  app.add_option("-s,--set", settings_given,
+                 "any setting, as VARIABLE=VALUE or key=value (repeatable)");
+  app.footer("Example: kairos-run -o out/%exe%-%pid% --components wall_clock,peak_rss -- ./app 1 2");
+  app.set_version_flag("--version", std::string{"kairos-run "} + KAIROS_VERSION);
+
+  if (separator < 0) {
+    bool asks_for_help = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view argument{argv[i]};
+      asks_for_help = asks_for_help || argument == "-h" || argument == "--help" ||
+                      argument == "--version";
+    }
+    if (!asks_for_help) {
+      error_line("missing '--' before the command: kairos-run [options] -- <command> [args...]");
+      return usage_error_status;
+    }
+  }
+  try {
+    app.parse(option_count, argv);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
+  } catch (const CLI::ParseError& error) {
+    error_line(fmt::format("{}; see kairos-run --help", error.what()));
+    return usage_error_status;
+  }
+  if (separator + 1 >= argc) {
+    error_line("no command after '--': kairos-run [options] -- <command> [args...]");
+    return usage_error_status;
+  }
+
+  std::vector<assignment> assignments;
+  auto add = [&](std::string_view variable, const std::string& value) {
+    assignments.push_back({std::string{variable}, value});
+  };
+  if (app.count("--output")) add("KAIROS_OUTPUT_PATH", output);
+  if (app.count("--formats")) add("KAIROS_OUTPUT_FORMATS", formats);
+  if (app.count("--freq")) add("KAIROS_SAMPLING_FREQ", frequency);
+  if (app.count("--cputime")) add("KAIROS_SAMPLING_CPUTIME", cputime.empty() ? "true" : cputime);
+  if (app.count("--realtime")) add("KAIROS_SAMPLING_REALTIME", realtime.empty() ? "true" : realtime);
+  if (app.count("--components")) add("KAIROS_COMPONENTS", components);
+  if (app.count("--config")) add("KAIROS_CONFIG_FILE", config);
+  if (follow_children) add("KAIROS_FOLLOW_CHILDREN", "true");
+  if (verbose > 0) add("KAIROS_VERBOSE", std::to_string(verbose));
+  for (const auto& given : settings_given) {
+    const auto equals = given.find('=');
+    if (equals == std::string::npos) {
+      error_line(fmt::format("--set \"{}\" is not VARIABLE=VALUE; see kairos-avail --settings",
+                             given));
+      return usage_error_status;
+    }
+    const auto* definition = find_setting(given.substr(0, equals));
+    if (!definition) {
+      error_line(fmt::format("--set \"{}\": unknown setting; kairos-avail --settings lists them",
+                             given));
+      return usage_error_status;
+    }
+    add(definition->variable, given.substr(equals + 1));
+  }
+  for (const auto& [variable, value] : assignments) {
+    const auto* definition = find_setting(variable);
+    if (auto accepted = check_value(*definition, value)) {
+      error_line(fmt::format("{}=\"{}\" (from the command line) is not valid: expected {}",
+                             variable, value, *accepted));
+      return usage_error_status;
+    }
+    setenv(variable.c_str(), value.c_str(), 1);
+  }
+
+  std::filesystem::path library;
+  for (const auto& candidate : library_candidates())
+    if (std::filesystem::exists(candidate)) {
+      library = candidate;
+      break;
+    }
+  if (library.empty()) {
+    const auto candidates = library_candidates();
+    error_line(fmt::format("libkairos.so not found at {} nor {}; reinstall kairos",
+                           candidates[0].string(), candidates[1].string()));
+    return usage_error_status;
+  }
+
+  // One launch: this pid is the launched process (execvpe keeps it); children are told apart.
+  setenv("KAIROS_LAUNCH_PID", std::to_string(getpid()).c_str(), 1);
+  setenv("KAIROS_LAUNCH_DATE", kairos::runtime::format_launch_date(std::time(nullptr)).c_str(), 1);
+  unsetenv("KAIROS_EXEC_GENERATION");
+  const char* existing = std::getenv("LD_PRELOAD");
+  std::string preload = library.string();
+  if (existing && *existing) preload += std::string{":"} + existing;
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+
+  execvpe(argv[separator + 1], argv + separator + 1, environ);
+  const int error = errno;
+  error_line(fmt::format("cannot run '{}': {}", argv[separator + 1], std::strerror(error)));
+  return error == ENOENT ? not_found_status : not_executable_status;
+}
