@@ -93,6 +93,7 @@ TEST_CASE("an unknown KAIROS_ variable is reported") {
   const auto loaded = settings::load(environment.get());
   REQUIRE(loaded.problems().size() == 1);
   CHECK(loaded.problems()[0].find("unknown setting KAIROS_SAMPLNG_FREQ") != std::string::npos);
+  CHECK(loaded.usable());  // nothing depends on it
 }
 
 TEST_CASE("sources rise in priority: default, config file, environment, command line") {

@@ -182,9 +182,10 @@ void settings::reject(const setting_definition* definition, std::string message)
 bool settings::set(std::string_view variable_or_key, std::string_view text, setting_source source) {
   const auto* definition = find_setting(variable_or_key);
   if (!definition) {
-    reject(nullptr, fmt::format("[kairos] unknown setting {}=\"{}\" (from the {}); every setting "
+    // Nothing depends on a variable kairos does not know: pointed out (a typo?), not fatal.
+    problems_.push_back(fmt::format("[kairos] unknown setting {}=\"{}\" (from the {}); every setting "
                                 "is listed by kairos-avail --settings",
-                                variable_or_key, text, source_name(source)));
+                                    variable_or_key, text, source_name(source)));
     return false;
   }
   if (auto accepted = check_value(*definition, text)) {

@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""End-to-end tests of kairos-run, libkairos.so, the user API and kairos-avail: real processes.
+
+Run one test: end_to_end.py NAME (ctest does, one entry per test). Needs KAIROS_RUN, KAIROS_AVAIL,
+KAIROS_PROGRAM (tests/user_api_program.cpp) and KAIROS_BUILD_DIR in the environment.
+A program run under kairos must behave exactly as without it: same stdout, same stderr apart from
+the one "[kairos] ... report: ..." summary line, same exit status.
+"""
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+
+KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
+KAIROS_AVAIL = os.environ.get("KAIROS_AVAIL", "")
+PROGRAM = os.environ.get("KAIROS_PROGRAM", "")
+BUILD_DIR = os.environ.get("KAIROS_BUILD_DIR", "")
+TIMEOUT = 45
+SUMMARY = re.compile(rb"^\[kairos\] \d+ regions? on \d+ threads?; report: .*$", re.M)
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def clean_environment(**extra):
+    """The caller's environment without any KAIROS_* or LD_PRELOAD, plus `extra`."""
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
+    environment["LC_ALL"] = "C"
+    environment.update(extra)
+    return environment
+
+
+def run(command, cwd, environment=None, stdin=None):
+    result = subprocess.run(command, cwd=cwd, env=environment or clean_environment(),
+                            stdin=stdin, capture_output=True, timeout=TIMEOUT)
+    return result.stdout, result.stderr, result.returncode
+
+
+def kairos(command, cwd, options=(), environment=None):
+    return run([KAIROS_RUN, *options, "--", *command], cwd, environment)
+
+
+def without_summary(stderr):
+    return SUMMARY.sub(b"", stderr).replace(b"\n\n", b"\n").lstrip(b"\n")
+
+
+def summaries(stderr):
+    return SUMMARY.findall(stderr)
+
+
+def kairos_lines(stderr):
+    return [line for line in stderr.decode(errors="replace").splitlines()
+            if line.startswith("[kairos]")]
+
+
+def reports(directory, pattern="*.json"):
+    return sorted(glob.glob(os.path.join(directory, "kairos-output", pattern)))
+
+
+def load_report(path):
+    with open(path) as file:
+        return json.load(file)
+
+
+def process_nodes(report):
+    return report["regions"]["process"]["nodes"]
+
+
+def count_of(report, label, component="wall_clock"):
+    total = 0
+    for node in process_nodes(report):
+        if node["label"] == label:
+            for value in node["values"]:
+                if value["component"] == component:
+                    total += value["count"]
+    return total
+
+
+def same_as_without_kairos(command, cwd, attempts=1, stdin_data=None):
+    """Runs `command` plainly and under kairos-run; stdout, stderr and status must match."""
+    for attempt in range(attempts):
+        plain = run(command, cwd)
+        profiled = kairos(command, cwd)
+        if (plain[0], plain[1], plain[2]) == (profiled[0], without_summary(profiled[1]),
+                                               profiled[2]):
+            check(len(summaries(profiled[1])) == 1,
+                  f"expected one summary line, got stderr {profiled[1]!r}")
+            return profiled
+    raise Failure(f"{command}: plain {plain!r}\nunder kairos {profiled!r}")
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+def test_help_and_usage_errors(directory):
+    out, err, status = run([KAIROS_RUN, "--help"], directory)
+    check(status == 0, f"--help exits 0, got {status}")
+    for option in ["--output", "--freq", "--cputime", "--realtime", "--components", "--config",
+                   "--verbose", "--follow-children", "--set"]:
+        check(option.encode() in out, f"--help documents {option}")
+    out, err, status = run([KAIROS_RUN, "ls"], directory)
+    check(status == 2 and b"missing '--'" in err, f"missing -- is an error: {status} {err!r}")
+    out, err, status = run([KAIROS_RUN, "--bogus", "--", "true"], directory)
+    check(status == 2 and b"--bogus" in err, f"unknown option is an error: {status} {err!r}")
+    out, err, status = run([KAIROS_RUN, "--freq", "abc", "--", "true"], directory)
+    check(status == 2 and b"KAIROS_SAMPLING_FREQ" in err and b"abc" in err,
+          f"bad flag value names the variable: {err!r}")
+    out, err, status = run([KAIROS_RUN, "--", "/nonexistent/program"], directory)
+    check(status == 127 and b"cannot run '/nonexistent/program'" in err, f"{status} {err!r}")
+    out, err, status = run([KAIROS_RUN, "--"], directory)
+    check(status == 2 and b"no command" in err, f"{status} {err!r}")
+
+
+def test_ls_unchanged(directory):
+    # / holds /tmp, whose time stamp other processes change: a few attempts tolerate that.
+    same_as_without_kairos(["/bin/ls", "-la", "/"], directory, attempts=3)
+
+
+def test_exit_status_passed_through(directory):
+    same_as_without_kairos(["sh", "-c", "echo out; echo err >&2; exit 3"], directory)
+    out, err, status = kairos(["sh", "-c", "exit 0"], directory)
+    check(status == 0, f"status 0 passes through, got {status}")
+
+
+def test_gzip_unchanged(directory):
+    data = os.path.join(directory, "data.txt")
+    with open(data, "w") as file:
+        file.write("".join(f"line {i} of some compressible text\n" for i in range(20000)))
+    out, _, _ = same_as_without_kairos(["gzip", "-c", data], directory)
+    check(len(out) > 1000, "gzip wrote its output")
+
+
+def test_python_through_wrapper_script(directory):
+    wrapper = os.path.join(directory, "python-wrapper")
+    with open(wrapper, "w") as file:
+        file.write('#!/bin/sh\n# a version-manager shim: the real interpreter replaces the shell\n'
+                   'exec python3 "$@"\n')
+    os.chmod(wrapper, 0o755)
+    script = "import sys; print('hello from', sys.argv[1:]); sys.stderr.write('warn\\n'); sys.exit(5)"
+    same_as_without_kairos([wrapper, "-c", script, "a", "b"], directory)
+    # The program at the end of the exec chain is the one reported.
+    written = reports(directory)
+    check(len(written) == 1, f"one report for the chain, got {written}")
+    check("python" in os.path.basename(written[0]), f"the report is python's: {written}")
+    check("-c" in load_report(written[0])["command"], "the report names python's command line")
+
+
+def test_user_api_regions_report(directory):
+    out, err, status = kairos([PROGRAM, "nested"], directory)
+    check(status == 0 and b"active=1" in out, f"{status} {out!r} {err!r}")
+    check(len(summaries(err)) == 1, f"one summary line: {err!r}")
+    report = load_report(reports(directory)[0])
+    nodes = {node["label"]: node for node in process_nodes(report)}
+    check(count_of(report, "outer") == 3, f"outer counted 3 times: {nodes}")
+    check(count_of(report, "inner") == 6, "inner counted 6 times")
+    check(nodes["inner"]["depth"] == 1 and nodes["outer"]["depth"] == 0, "inner nests in outer")
+    text = open(reports(directory, "*.txt")[0]).read()
+    check("outer" in text and "  inner" in text, "the text report shows the tree")
+    check(report["regions_recorded"] == 9, f"9 regions pushed, got {report['regions_recorded']}")
+
+
+def test_user_api_without_kairos(directory):
+    out, err, status = run([PROGRAM, "nested"], directory)
+    check((out, err, status) == (b"nested done, active=0\n", b"", 0), f"{out!r} {err!r} {status}")
+    check(not os.path.exists(os.path.join(directory, "kairos-output")), "no output without kairos")
+
+
+def test_ten_thousand_threads(directory):
+    out, err, status = kairos([PROGRAM, "threads", "10000"], directory)
+    check(status == 0 and out == b"10000 threads done\n", f"{status} {out!r} {err!r}")
+    report = load_report(reports(directory)[0])
+    check(count_of(report, "thread_work") == 20000, f"exact count: {count_of(report, 'thread_work')}")
+    program_threads = [t for t in report["threads"] if not t["kairos_owned"]]
+    own_threads = [t for t in report["threads"] if t["kairos_owned"]]
+    check(len(program_threads) == 10001, f"main + 10000 threads, got {len(program_threads)}")
+    check(sorted(t["sequent_id"] for t in program_threads) == list(range(10001)),
+          "program threads' sequent ids are dense")
+    check(all(t["sequent_id"] >= 1_000_000 for t in own_threads), "kairos's threads are offset")
+    internal = [t["internal_id"] for t in report["threads"]]
+    check(len(set(internal)) == len(internal), "internal ids are unique")
+    check(sum(not t["running"] for t in program_threads) == 10000, "ended threads are marked")
+
+
+def test_exit_from_non_main_thread(directory):
+    plain = run([PROGRAM, "exit-from-thread"], directory)
+    out, err, status = kairos([PROGRAM, "exit-from-thread"], directory)
+    check(status == 7 == plain[2], f"exit(7) from a thread: {status}, plain {plain[2]}")
+    check(len(summaries(err)) == 1, f"finalized once: {err!r}")
+    report = load_report(reports(directory)[0])
+    check(report["end_reason"] == "exit", report["end_reason"])
+    check(count_of(report, "before_exit") == 1, "the region before exit is kept")
+
+
+def signal_mid_run(directory, signal_number, name):
+    def start(command):
+        process = subprocess.Popen(command, cwd=directory, env=clean_environment(),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        check(process.stdout.readline() == b"ready\n", "the program started")
+        process.send_signal(signal_number)
+        out, err = process.communicate(timeout=TIMEOUT)
+        return out, err, process.returncode
+    plain = start([PROGRAM, "wait-for-signal"])
+    profiled = start([KAIROS_RUN, "--", PROGRAM, "wait-for-signal"])
+    check(plain[2] == -signal_number, f"plain run dies by the signal: {plain[2]}")
+    check(profiled[2] == -signal_number, f"under kairos too: {profiled[2]} {profiled[1]!r}")
+    check(without_summary(profiled[1]) == plain[1], f"stderr: {profiled[1]!r}")
+    check(len(summaries(profiled[1])) == 1, "the report was written")
+    report = load_report(reports(directory)[0])
+    check(report["end_reason"] == f"signal {name}", report["end_reason"])
+
+
+def test_sigterm_mid_run(directory):
+    signal_mid_run(directory, signal.SIGTERM, "SIGTERM")
+
+
+def test_sigint_mid_run(directory):
+    signal_mid_run(directory, signal.SIGINT, "SIGINT")
+
+
+def test_bad_setting_in_environment(top_directory):
+    command = ["sh", "-c", "echo out; exit 3"]
+    directory = os.path.join(top_directory, "sampling")
+    os.mkdir(directory)
+    # Sampling depends on it, not the regions: one line, and kairos still reports.
+    out, err, status = run([KAIROS_RUN, "--", *command], directory,
+                           clean_environment(KAIROS_SAMPLING_FREQ="abc"))
+    check((out, status) == (b"out\n", 3), f"{out!r} {status}")
+    lines = kairos_lines(err)
+    check(len(lines) == 2 and "KAIROS_SAMPLING_FREQ=\"abc\"" in lines[0]
+          and "a number in" in lines[0], f"{lines}")
+    # An unknown component: one line naming it and the accepted ones; kairos is off.
+    directory = os.path.join(top_directory, "components")
+    os.mkdir(directory)
+    out, err, status = run([KAIROS_RUN, "--", *command], directory,
+                           clean_environment(KAIROS_COMPONENTS="wall_clock,bogus_clock"))
+    check((out, status) == (b"out\n", 3), f"{out!r} {status}")
+    lines = kairos_lines(err)
+    check(len(lines) == 1 and "bogus_clock" in lines[0] and "peak_rss" in lines[0], f"{lines}")
+    check(not os.path.exists(os.path.join(directory, "kairos-output")), "nothing written")
+    # An unknown KAIROS_ variable (a typo?) is pointed out; nothing depends on it.
+    out, err, status = run([KAIROS_RUN, "--", *command], directory,
+                           clean_environment(KAIROS_SAMPLNG_FREQ="10"))
+    lines = kairos_lines(err)
+    check(status == 3 and len(lines) == 2 and "KAIROS_SAMPLNG_FREQ" in lines[0], f"{lines}")
+    # KAIROS_ENABLED=false: silent.
+    out, err, status = run([KAIROS_RUN, "--", *command], directory,
+                           clean_environment(KAIROS_ENABLED="false"))
+    check((out, err, status) == (b"out\n", b"", 3), f"{out!r} {err!r} {status}")
+
+
+def test_bad_config_file(directory):
+    config = os.path.join(directory, "kairos.json")
+    with open(config, "w") as file:
+        json.dump({"sampling_freq": 100, "no_such_key": 1}, file)
+    out, err, status = kairos(["sh", "-c", "echo out; exit 4"], directory, ["--config", config])
+    check((out, status) == (b"out\n", 4), f"{out!r} {status}")
+    lines = kairos_lines(err)
+    check(len(lines) == 1 and "no_such_key" in lines[0] and config in lines[0], f"{lines}")
+
+
+def test_unwritable_output_path(directory):
+    out, err, status = kairos(["sh", "-c", "echo out; exit 5"], directory,
+                              ["-o", "/proc/kairos-cannot-write-here/%pid%"])
+    check((out, status) == (b"out\n", 5), f"{out!r} {status}")
+    lines = kairos_lines(err)
+    check(len(lines) == 1 and "cannot write" in lines[0] and "KAIROS_OUTPUT_PATH" in lines[0],
+          f"{lines}")
+
+
+def test_mismatched_pop_reported(directory):
+    out, err, status = kairos([PROGRAM, "mismatch"], directory)
+    check((out, status) == (b"mismatch survived\n", 0), f"{out!r} {status}")
+    lines = kairos_lines(err)
+    check(len(lines) == 3, f"two mismatch lines and the summary: {lines}")
+    check('kairos_pop_region("b")' in lines[0] and '"a"' in lines[0], lines[0])
+    check("no region is open" in lines[1], lines[1])
+    report = load_report(reports(directory)[0])
+    check(report["mismatched_pops"] == 2 and count_of(report, "a") == 1, "the tree is intact")
+
+
+def test_fork_child_not_profiled(directory):
+    plain = run([PROGRAM, "fork"], directory)
+    out, err, status = kairos([PROGRAM, "fork"], directory)
+    check((out, status) == (plain[0], plain[2]), f"{out!r} vs {plain[0]!r}")
+    check(b"child active=0" in out, "the child runs without kairos")
+    check(len(summaries(err)) == 1, f"only the parent reports: {err!r}")
+    written = reports(directory)
+    check(len(written) == 1, f"{written}")
+    report = load_report(written[0])
+    check(count_of(report, "parent_region") == 1 and count_of(report, "child_region") == 0,
+          "the parent's report has only its own regions")
+
+
+def test_fork_child_followed(directory):
+    out, err, status = kairos([PROGRAM, "fork"], directory, ["--follow-children"])
+    check(status == 0 and b"child active=1" in out, f"{out!r} {err!r}")
+    check(len(summaries(err)) == 2, f"parent and child report: {err!r}")
+    written = [load_report(path) for path in reports(directory)]
+    check(len(written) == 2, "two reports")
+    child = [r for r in written if count_of(r, "child_region") == 1]
+    check(len(child) == 1 and count_of(child[0], "parent_region") == 0,
+          "the child's report has its own region, not the parent's")
+
+
+def test_per_thread_disable_and_stop(directory):
+    out, err, status = kairos([PROGRAM, "disabled-thread"], directory)
+    check(status == 0, f"{status} {err!r}")
+    report = load_report(reports(directory)[0])
+    check(count_of(report, "visible") == 1, "collected after kairos_start")
+    check(count_of(report, "hidden") == 0, "a disabled thread records nothing")
+    check(count_of(report, "stopped") == 0, "nothing recorded between kairos_stop and start")
+
+
+def test_kairos_avail_json(directory):
+    out, err, status = run([KAIROS_AVAIL, "--json"], directory)
+    check(status == 0, f"{status} {err!r}")
+    document = json.loads(out)
+    components = {c["name"]: c for c in document["components"]}
+    check(components["wall_clock"]["available"] is True, "wall_clock is available")
+    settings = {s["variable"]: s for s in document["settings"]}
+    check(settings["KAIROS_SAMPLING_FREQ"]["default"] == "300", "defaults are listed")
+    check(len(document["hw_counters"]) > 0, "hardware counters are listed")
+    for counter in document["hw_counters"]:
+        check(isinstance(counter["available"], bool), f"{counter}")
+        check(counter["available"] or counter["reason"], f"unavailable needs a reason: {counter}")
+    out, _, _ = run([KAIROS_AVAIL, "--settings", "--json", "--category", "sampling"], directory)
+    check(all(s["category"] == "sampling" for s in json.loads(out)["settings"]), "category filter")
+    out, _, _ = run([KAIROS_AVAIL, "-S", "--json", "-r", "OUTPUT"], directory,
+                    clean_environment(KAIROS_OUTPUT_PATH="x/%pid%"))
+    variables = {s["variable"]: s for s in json.loads(out)["settings"]}
+    check(set(variables) == {"KAIROS_OUTPUT_PATH", "KAIROS_OUTPUT_FORMATS"}, f"{variables}")
+    check(variables["KAIROS_OUTPUT_PATH"]["value"] == "x/%pid%", "current values are shown")
+    out, _, status = run([KAIROS_AVAIL, "--components"], directory)
+    check(status == 0 and b"wall_clock" in out and b"AVAILABLE" in out, "a table by default")
+
+
+def test_output_path_keys(directory):
+    out, err, status = kairos([PROGRAM, "nested"], directory,
+                              ["-o", "out/%exe%-%env{TEST_TAG}%-r%rank%-%pid%"],
+                              clean_environment(TEST_TAG="tag7"))
+    check(status == 0, f"{err!r}")
+    written = glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-*.json"))
+    check(len(written) == 1, f"{os.listdir(directory)}")
+
+
+def test_install_tree_works(directory):
+    prefix = os.path.join(directory, "prefix")
+    result = subprocess.run(["cmake", "--install", BUILD_DIR, "--component", "runtime",
+                             "--prefix", prefix],
+                            capture_output=True, timeout=TIMEOUT)
+    check(result.returncode == 0, result.stderr.decode())
+    moved = os.path.join(directory, "moved")
+    os.rename(prefix, moved)  # an install tree works wherever it is
+    out, err, status = run([os.path.join(moved, "bin", "kairos-run"), "--", "sh", "-c",
+                            "echo installed; exit 4"], directory)
+    check((out, status) == (b"installed\n", 4), f"{out!r} {err!r} {status}")
+    check(len(summaries(err)) == 1, f"the installed libkairos.so was loaded: {err!r}")
+
+
+def main():
+    name = sys.argv[1]
+    test = globals().get(f"test_{name}")
+    if test is None:
+        print(f"no test named {name}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix=f"kairos-e2e-{name}-") as directory:
+        try:
+            test(directory)
+        except Failure as failure:
+            print(f"FAILED {name}: {failure}", file=sys.stderr)
+            return 1
+    print(f"passed {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
