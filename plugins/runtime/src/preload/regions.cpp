@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <kairos/component_list.hpp>
+#include <kairos/component_tuple.hpp>
 #include <kairos/components.hpp>
 #include <kairos/storage/stored.hpp>
 
@@ -24,10 +25,15 @@ using region_components =
     component_list<wall_clock, cpu_clock, thread_cpu_clock, user_clock, system_clock, peak_rss,
                    page_rss, page_faults, context_switches>;
 using region_bundle = stored<region_components>;
+// The default (KAIROS_COMPONENTS=wall_clock) takes a bundle of its own: a component_list holding
+// the rusage-based members reads getrusage on every start and stop even when they are off.
+using wall_clock_bundle = stored<component_tuple<wall_clock>>;
 
 struct open_region {
-  std::string name;                     // the bundle's label views it: the deque never moves it
-  std::optional<region_bundle> bundle;  // empty: pushed while collection was off
+  std::string name;  // the bundle's label views it: the deque never moves it
+  // Both empty: pushed while collection was off.
+  std::optional<region_bundle> bundle;
+  std::optional<wall_clock_bundle> wall_clock_only;
 };
 
 struct thread_regions {
@@ -40,6 +46,7 @@ constexpr std::size_t component_count = std::tuple_size_v<region_components::com
 constexpr int mismatches_shown = 5;
 
 std::array<bool, component_count> enabled_components{};
+bool only_wall_clock = false;
 std::atomic<bool> collecting{true};
 std::atomic<std::uint64_t> pushes{0};
 std::atomic<std::uint64_t> mismatches{0};
@@ -84,10 +91,15 @@ void push_region(const char* name) {
     auto& region = stack.emplace_back();
     region.name = name ? name : "(null)";
     if (!collecting.load(std::memory_order_relaxed)) return;
+    pushes.fetch_add(1, std::memory_order_relaxed);
+    if (only_wall_clock) {
+      region.wall_clock_only.emplace(std::string_view{region.name});
+      region.wall_clock_only->start();
+      return;
+    }
     region.bundle.emplace(std::string_view{region.name});
     apply_switches(*region.bundle, std::make_index_sequence<component_count>{});
     region.bundle->start();
-    pushes.fetch_add(1, std::memory_order_relaxed);
   });
 }
 
@@ -107,6 +119,7 @@ void pop_region(const char* name) {
                                   given, record.sequent_id, record.tid, stack.back().name));
       return;
     }
+    if (stack.back().wall_clock_only) stack.back().wall_clock_only->stop();
     if (stack.back().bundle) stack.back().bundle->stop();
     stack.pop_back();
   });
@@ -149,6 +162,9 @@ bool configure_regions(const std::vector<std::string>& component_names, std::str
       return false;
     }
   }
+  only_wall_clock = true;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    only_wall_clock = only_wall_clock && enabled_components[i] == (names[i] == "wall_clock");
   return true;
 }
 
