@@ -1,0 +1,17 @@
+#pragma once
+// The profile database's schema (documented in docs/database.md) and its version.
+#include <kairos/plugins/database/sqlite.hpp>
+
+namespace kairos::database {
+
+// Raised whenever a table, column or view changes meaning; readers refuse other versions.
+inline constexpr int schema_version = 1;
+
+// Creates every table and view in an empty database (WAL journal).
+void create_schema(connection& database);
+
+// Opens an existing profile for reading; throws database_error naming the file when it is not a
+// kairos profile or has another schema version.
+connection open_profile(const std::string& path);
+
+}  // namespace kairos::database

@@ -1,0 +1,102 @@
+#pragma once
+// profile_writer: what a writer thread uses to put one process's profile into its database.
+// Strings are interned, frames deduplicated by address, stacks by (parent, frame), all in memory,
+// so an insert never needs a lookup query. Inserts are prepared statements inside one open
+// transaction; commit() ends it (the runtime calls it every KAIROS_FLUSH_INTERVAL), so a killed
+// program leaves a valid database holding everything up to the last commit.
+// One writer per database and per thread: it is not thread-safe.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include <kairos/plugins/database/schema.hpp>
+#include <kairos/plugins/database/sqlite.hpp>
+
+namespace kairos::database {
+
+struct frame_info {
+  std::uint64_t address = 0;
+  std::string module;    // path of the object holding the address ("" when unknown)
+  std::uint64_t offset = 0;  // address - module load base
+  std::string function;  // demangled name; "" when unknown (then "module+0xoffset" is stored)
+  std::string file;      // source file, "" when unknown
+  std::uint32_t line = 0;
+};
+
+struct process_info {
+  std::int64_t pid = 0;
+  std::int64_t ppid = 0;
+  std::optional<std::int64_t> rank;
+  std::string hostname;
+  std::string command;
+  std::int64_t start_ns = 0;
+};
+
+struct thread_info {
+  std::int64_t internal_id = 0;
+  std::int64_t sequent_id = 0;
+  std::int64_t tid = 0;
+  std::string name;
+  std::int64_t start_ns = 0;
+};
+
+class profile_writer {
+ public:
+  using symbolizer = std::function<frame_info(std::uint64_t address)>;
+
+  // Creates the database (it must not exist yet) and its schema.
+  profile_writer(const std::string& path, symbolizer symbolize);
+  ~profile_writer();  // commits what is pending
+  profile_writer(const profile_writer&) = delete;
+  profile_writer& operator=(const profile_writer&) = delete;
+
+  void set_metadata(std::string_view key, std::string_view value);
+  std::int64_t add_process(const process_info& process);
+  void end_process(std::int64_t process, std::int64_t end_ns);
+  std::int64_t add_thread(std::int64_t process, const thread_info& thread);
+  void end_thread(std::int64_t thread, std::int64_t end_ns);
+  std::int64_t add_window(std::string_view clock, std::int64_t start_ns, std::int64_t end_ns);
+
+  // The id of the stack whose frames are `addresses`, leaf first; 0-length gives no stack (-1).
+  std::int64_t add_stack(std::span<const std::uint64_t> addresses_leaf_first);
+  void add_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns,
+                  std::int64_t stack, std::int64_t window = 0);
+  void add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name, double value,
+                   std::int64_t window = 0);
+  void add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
+                  std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0);
+  void add_api_call(std::int64_t thread, std::string_view name, std::int64_t start_ns,
+                    std::int64_t end_ns, std::int64_t window = 0);
+
+  std::int64_t intern(std::string_view text);
+
+  // Ends the open transaction: everything added so far is durable. The next add opens another.
+  void commit();
+  connection& database() noexcept { return database_; }
+
+ private:
+  void ensure_transaction();
+  std::int64_t frame_for(std::uint64_t address);
+
+  connection database_;
+  symbolizer symbolize_;
+  bool in_transaction_ = false;
+  struct statements;
+  std::unique_ptr<statements> statements_;
+  std::unordered_map<std::string, std::int64_t> strings_;
+  std::unordered_map<std::uint64_t, std::int64_t> frames_;  // address -> frame id
+  struct edge_hash {
+    std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& edge) const noexcept {
+      return std::hash<std::int64_t>{}(edge.first * 0x9e3779b97f4a7c15ll ^ edge.second);
+    }
+  };
+  std::unordered_map<std::pair<std::int64_t, std::int64_t>, std::int64_t, edge_hash> stacks_;
+  std::unordered_map<std::int64_t, std::int64_t> stack_depths_;
+};
+
+}  // namespace kairos::database

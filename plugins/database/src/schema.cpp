@@ -1,0 +1,146 @@
+#include <kairos/plugins/database/schema.hpp>
+
+#include <string>
+
+namespace kairos::database {
+namespace {
+
+// Strings are interned; every event row carries the time window it belongs to (0: the whole run);
+// each distinct call stack is stored once, as a trie of (parent, frame) nodes.
+constexpr const char* schema_sql = R"sql(
+CREATE TABLE metadata (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE string (id INTEGER PRIMARY KEY, value TEXT NOT NULL UNIQUE);
+CREATE TABLE process (
+  id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, ppid INTEGER, rank INTEGER,
+  hostname INTEGER REFERENCES string, command INTEGER REFERENCES string,
+  start_ns INTEGER, end_ns INTEGER);
+CREATE TABLE thread (
+  id INTEGER PRIMARY KEY, process INTEGER NOT NULL REFERENCES process,
+  internal_id INTEGER NOT NULL, sequent_id INTEGER NOT NULL, tid INTEGER NOT NULL,
+  name INTEGER REFERENCES string, start_ns INTEGER, end_ns INTEGER);
+CREATE TABLE window (
+  id INTEGER PRIMARY KEY, clock TEXT NOT NULL, start_ns INTEGER, end_ns INTEGER);
+CREATE TABLE frame (
+  id INTEGER PRIMARY KEY, address INTEGER NOT NULL, module INTEGER REFERENCES string,
+  offset INTEGER, function INTEGER NOT NULL REFERENCES string, file INTEGER REFERENCES string,
+  line INTEGER);
+CREATE TABLE stack (
+  id INTEGER PRIMARY KEY, parent INTEGER REFERENCES stack, frame INTEGER NOT NULL REFERENCES frame,
+  depth INTEGER NOT NULL);
+CREATE UNIQUE INDEX stack_edge ON stack (parent, frame);
+CREATE TABLE sample (
+  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread, time_ns INTEGER NOT NULL,
+  weight_ns INTEGER NOT NULL, stack INTEGER REFERENCES stack, window INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE counter (
+  id INTEGER PRIMARY KEY, thread INTEGER REFERENCES thread, time_ns INTEGER NOT NULL,
+  name INTEGER NOT NULL REFERENCES string, value REAL NOT NULL, window INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE region (
+  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
+  name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  depth INTEGER NOT NULL, window INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE api_call (
+  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
+  name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  window INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE gpu_kernel (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, queue INTEGER,
+  name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  window INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE gpu_memcpy (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, queue INTEGER,
+  kind INTEGER NOT NULL REFERENCES string, bytes INTEGER NOT NULL,
+  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, window INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX sample_stack ON sample (stack);
+CREATE INDEX sample_thread_time ON sample (thread, time_ns);
+CREATE INDEX region_thread_time ON region (thread, start_ns);
+
+INSERT INTO window (id, clock, start_ns, end_ns) VALUES (0, 'whole run', NULL, NULL);
+
+-- Each sampled stack with every distinct function on it (for "total" time).
+CREATE VIEW stack_functions AS
+WITH RECURSIVE chain (leaf, node) AS (
+  SELECT DISTINCT stack, stack FROM sample WHERE stack IS NOT NULL
+  UNION ALL
+  SELECT chain.leaf, stack.parent FROM chain JOIN stack ON stack.id = chain.node
+  WHERE stack.parent IS NOT NULL)
+SELECT DISTINCT chain.leaf AS stack, frame.function AS function
+FROM chain JOIN stack ON stack.id = chain.node JOIN frame ON frame.id = stack.frame;
+
+CREATE VIEW samples AS
+SELECT sample.id AS id, sample.thread AS thread, sample.time_ns AS time_ns,
+       sample.weight_ns AS weight, leaf_name.value AS leaf, sample.stack AS stack,
+       sample.window AS window
+FROM sample
+LEFT JOIN stack ON stack.id = sample.stack
+LEFT JOIN frame ON frame.id = stack.frame
+LEFT JOIN string AS leaf_name ON leaf_name.id = frame.function;
+
+-- Weighted: self counts samples whose leaf is the function, total those with the function
+-- anywhere on the stack (once per sample, however often it recurs). Samples are first summed per
+-- (thread, stack), so the stack walk runs once per distinct stack, not once per sample.
+CREATE VIEW stack_weights AS
+SELECT thread, stack, SUM(weight_ns) AS weight_ns, COUNT(*) AS samples
+FROM sample WHERE stack IS NOT NULL GROUP BY thread, stack;
+
+CREATE VIEW top_functions_by_thread AS
+WITH weights AS (SELECT * FROM stack_weights),
+self_weight AS (
+  SELECT weights.thread AS thread, frame.function AS function, SUM(weights.weight_ns) AS self
+  FROM weights JOIN stack ON stack.id = weights.stack JOIN frame ON frame.id = stack.frame
+  GROUP BY weights.thread, frame.function),
+total_weight AS (
+  SELECT weights.thread AS thread, stack_functions.function AS function,
+         SUM(weights.weight_ns) AS total
+  FROM weights JOIN stack_functions ON stack_functions.stack = weights.stack
+  GROUP BY weights.thread, stack_functions.function)
+SELECT total_weight.thread AS thread, string.value AS name,
+       COALESCE(self_weight.self, 0) AS self, total_weight.total AS total
+FROM total_weight
+JOIN string ON string.id = total_weight.function
+LEFT JOIN self_weight ON self_weight.thread = total_weight.thread
+                     AND self_weight.function = total_weight.function;
+
+CREATE VIEW top_functions AS
+SELECT name, SUM(self) AS self, SUM(total) AS total
+FROM top_functions_by_thread GROUP BY name;
+
+CREATE VIEW regions AS
+SELECT string.value AS name, region.thread AS thread, region.start_ns AS start_ns,
+       region.end_ns AS end_ns, region.end_ns - region.start_ns AS duration_ns,
+       region.depth AS depth, region.window AS window
+FROM region JOIN string ON string.id = region.name;
+
+CREATE VIEW threads AS
+SELECT thread.id AS id, thread.internal_id AS internal_id, thread.sequent_id AS sequent_id,
+       thread.tid AS tid, name.value AS name, process.pid AS pid
+FROM thread JOIN process ON process.id = thread.process
+LEFT JOIN string AS name ON name.id = thread.name;
+)sql";
+
+}  // namespace
+
+void create_schema(connection& database) {
+  database.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+  transaction creating{database};
+  database.execute(schema_sql);
+  auto version = database.prepare("INSERT INTO metadata (key, value) VALUES ('schema_version', ?)");
+  version.bind(1, std::string_view{std::to_string(schema_version)}).run();
+  creating.commit();
+}
+
+connection open_profile(const std::string& path) {
+  connection database{path, connection::mode::read_only};
+  std::string found;
+  try {
+    auto version = database.prepare("SELECT value FROM metadata WHERE key = 'schema_version'");
+    if (version.step()) found = std::string{version.text(0)};
+  } catch (const database_error&) {
+    throw database_error("[kairos] '" + path + "' is not a kairos profile database");
+  }
+  if (found != std::to_string(schema_version))
+    throw database_error("[kairos] '" + path + "' has schema version '" + found +
+                         "'; this kairos reads version " + std::to_string(schema_version));
+  return database;
+}
+
+}  // namespace kairos::database

@@ -1,0 +1,215 @@
+#include <kairos/plugins/database/writer.hpp>
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+namespace kairos::database {
+
+struct profile_writer::statements {
+  explicit statements(connection& database)
+      : metadata{database, "INSERT OR REPLACE INTO metadata (key, value) VALUES (?, ?)"},
+        string{database, "INSERT INTO string (value) VALUES (?)"},
+        process{database,
+                "INSERT INTO process (pid, ppid, rank, hostname, command, start_ns) "
+                "VALUES (?, ?, ?, ?, ?, ?)"},
+        process_end{database, "UPDATE process SET end_ns = ? WHERE id = ?"},
+        thread{database,
+               "INSERT INTO thread (process, internal_id, sequent_id, tid, name, start_ns) "
+               "VALUES (?, ?, ?, ?, ?, ?)"},
+        thread_end{database, "UPDATE thread SET end_ns = ? WHERE id = ?"},
+        window{database, "INSERT INTO window (clock, start_ns, end_ns) VALUES (?, ?, ?)"},
+        frame{database,
+              "INSERT INTO frame (address, module, offset, function, file, line) "
+              "VALUES (?, ?, ?, ?, ?, ?)"},
+        stack{database, "INSERT INTO stack (parent, frame, depth) VALUES (?, ?, ?)"},
+        sample{database,
+               "INSERT INTO sample (thread, time_ns, weight_ns, stack, window) VALUES (?, ?, ?, ?, ?)"},
+        counter{database,
+                "INSERT INTO counter (thread, time_ns, name, value, window) VALUES (?, ?, ?, ?, ?)"},
+        region{database,
+               "INSERT INTO region (thread, name, start_ns, end_ns, depth, window) "
+               "VALUES (?, ?, ?, ?, ?, ?)"},
+        api_call{database,
+                 "INSERT INTO api_call (thread, name, start_ns, end_ns, window) VALUES (?, ?, ?, ?, ?)"} {}
+
+  statement metadata, string, process, process_end, thread, thread_end, window, frame, stack,
+      sample, counter, region, api_call;
+};
+
+namespace {
+connection create_new(const std::string& path) {
+  struct stat existing {};
+  if (::stat(path.c_str(), &existing) == 0)
+    throw database_error("[kairos] the database '" + path +
+                         "' already exists; kairos never appends to or overwrites a profile");
+  connection database{path, connection::mode::create};
+  create_schema(database);
+  return database;
+}
+}  // namespace
+
+profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
+    : database_{create_new(path)},
+      symbolize_{std::move(symbolize)},
+      statements_{std::make_unique<statements>(database_)} {}
+
+profile_writer::~profile_writer() {
+  try {
+    commit();
+  } catch (...) {
+    // The destructor must not throw; what was committed before stays valid.
+  }
+}
+
+void profile_writer::ensure_transaction() {
+  if (in_transaction_) return;
+  database_.execute("BEGIN");
+  in_transaction_ = true;
+}
+
+void profile_writer::commit() {
+  if (!in_transaction_) return;
+  database_.execute("COMMIT");
+  in_transaction_ = false;
+}
+
+std::int64_t profile_writer::intern(std::string_view text) {
+  if (const auto found = strings_.find(std::string{text}); found != strings_.end())
+    return found->second;
+  ensure_transaction();
+  statements_->string.bind(1, text).run();
+  const auto id = database_.last_insert_id();
+  strings_.emplace(std::string{text}, id);
+  return id;
+}
+
+void profile_writer::set_metadata(std::string_view key, std::string_view value) {
+  ensure_transaction();
+  statements_->metadata.bind(1, key).bind(2, value).run();
+}
+
+std::int64_t profile_writer::add_process(const process_info& process) {
+  ensure_transaction();
+  auto& insert = statements_->process;
+  insert.bind(1, process.pid).bind(2, process.ppid);
+  if (process.rank)
+    insert.bind(3, *process.rank);
+  else
+    insert.bind_null(3);
+  insert.bind(4, intern(process.hostname)).bind(5, intern(process.command)).bind(6, process.start_ns);
+  insert.run();
+  return database_.last_insert_id();
+}
+
+void profile_writer::end_process(std::int64_t process, std::int64_t end_ns) {
+  ensure_transaction();
+  statements_->process_end.bind(1, end_ns).bind(2, process).run();
+}
+
+std::int64_t profile_writer::add_thread(std::int64_t process, const thread_info& thread) {
+  const auto name = intern(thread.name);
+  ensure_transaction();
+  statements_->thread.bind(1, process)
+      .bind(2, thread.internal_id)
+      .bind(3, thread.sequent_id)
+      .bind(4, thread.tid)
+      .bind(5, name)
+      .bind(6, thread.start_ns)
+      .run();
+  return database_.last_insert_id();
+}
+
+void profile_writer::end_thread(std::int64_t thread, std::int64_t end_ns) {
+  ensure_transaction();
+  statements_->thread_end.bind(1, end_ns).bind(2, thread).run();
+}
+
+std::int64_t profile_writer::add_window(std::string_view clock, std::int64_t start_ns,
+                                        std::int64_t end_ns) {
+  ensure_transaction();
+  statements_->window.bind(1, clock).bind(2, start_ns).bind(3, end_ns).run();
+  return database_.last_insert_id();
+}
+
+std::int64_t profile_writer::frame_for(std::uint64_t address) {
+  if (const auto found = frames_.find(address); found != frames_.end()) return found->second;
+  frame_info info = symbolize_ ? symbolize_(address) : frame_info{};
+  info.address = address;
+  if (info.function.empty())
+    info.function = info.module.empty() ? fmt::format("0x{:x}", address)
+                                        : fmt::format("{}+0x{:x}", info.module, info.offset);
+  const auto module = info.module.empty() ? -1 : intern(info.module);
+  const auto function = intern(info.function);
+  const auto file = info.file.empty() ? -1 : intern(info.file);
+  ensure_transaction();
+  auto& insert = statements_->frame;
+  // SQLite stores 64-bit signed integers: an address above 2^63 keeps its bits.
+  insert.bind(1, static_cast<std::int64_t>(address));
+  module < 0 ? insert.bind_null(2) : insert.bind(2, module);
+  insert.bind(3, static_cast<std::int64_t>(info.offset)).bind(4, function);
+  file < 0 ? insert.bind_null(5) : insert.bind(5, file);
+  info.line == 0 ? insert.bind_null(6) : insert.bind(6, std::int64_t{info.line});
+  insert.run();
+  const auto id = database_.last_insert_id();
+  frames_.emplace(address, id);
+  return id;
+}
+
+std::int64_t profile_writer::add_stack(std::span<const std::uint64_t> addresses_leaf_first) {
+  std::int64_t parent = -1;  // the trie's root: no node
+  std::int64_t depth = 0;
+  for (auto it = addresses_leaf_first.rbegin(); it != addresses_leaf_first.rend(); ++it, ++depth) {
+    const auto frame = frame_for(*it);
+    const auto edge = std::make_pair(parent, frame);
+    if (const auto found = stacks_.find(edge); found != stacks_.end()) {
+      parent = found->second;
+      continue;
+    }
+    ensure_transaction();
+    auto& insert = statements_->stack;
+    parent < 0 ? insert.bind_null(1) : insert.bind(1, parent);
+    insert.bind(2, frame).bind(3, depth).run();
+    parent = database_.last_insert_id();
+    stacks_.emplace(edge, parent);
+  }
+  return parent;
+}
+
+void profile_writer::add_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns,
+                                std::int64_t stack, std::int64_t window) {
+  ensure_transaction();
+  auto& insert = statements_->sample;
+  insert.bind(1, thread).bind(2, time_ns).bind(3, weight_ns);
+  stack < 0 ? insert.bind_null(4) : insert.bind(4, stack);
+  insert.bind(5, window).run();
+}
+
+void profile_writer::add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name,
+                                 double value, std::int64_t window) {
+  const auto name_id = intern(name);
+  ensure_transaction();
+  statements_->counter.bind(1, thread).bind(2, time_ns).bind(3, name_id).bind(4, value).bind(5, window).run();
+}
+
+void profile_writer::add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
+                                std::int64_t end_ns, std::int64_t depth, std::int64_t window) {
+  const auto name_id = intern(name);
+  ensure_transaction();
+  statements_->region.bind(1, thread)
+      .bind(2, name_id)
+      .bind(3, start_ns)
+      .bind(4, end_ns)
+      .bind(5, depth)
+      .bind(6, window)
+      .run();
+}
+
+void profile_writer::add_api_call(std::int64_t thread, std::string_view name, std::int64_t start_ns,
+                                  std::int64_t end_ns, std::int64_t window) {
+  const auto name_id = intern(name);
+  ensure_transaction();
+  statements_->api_call.bind(1, thread).bind(2, name_id).bind(3, start_ns).bind(4, end_ns).bind(5, window).run();
+}
+
+}  // namespace kairos::database

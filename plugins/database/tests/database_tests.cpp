@@ -1,0 +1,220 @@
+// The profile database: schema, writer, views and derived outputs on a profile with known contents.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <kairos/plugins/database.hpp>
+
+namespace db = kairos::database;
+
+namespace {
+
+// Addresses stand for functions: 0x100 main, 0x200 solve, 0x300 step, 0x400 write.
+db::frame_info fake_symbols(std::uint64_t address) {
+  static const std::map<std::uint64_t, std::string> names{
+      {0x100, "main"}, {0x200, "solve"}, {0x300, "step"}, {0x400, "write"}};
+  db::frame_info info;
+  info.module = "/usr/bin/app";
+  info.offset = address - 0x10;
+  if (const auto found = names.find(address); found != names.end()) info.function = found->second;
+  info.file = "app.cpp";
+  info.line = static_cast<std::uint32_t>(address / 0x10);
+  return info;
+}
+
+std::string fresh_path(const std::string& name) {
+  const auto path = std::filesystem::current_path() / (name + ".db");
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
+  return path.string();
+}
+
+// Thread 1: 75 samples main;solve;step, 25 main;solve. Thread 2: 100 main;write (recursive write).
+// Every sample weighs 1 ms. A region per thread.
+std::string write_known_profile(const std::string& name) {
+  const auto path = fresh_path(name);
+  db::profile_writer writer{path, fake_symbols};
+  writer.set_metadata("command", "app --fast");
+  const auto process = writer.add_process({4242, 1, std::nullopt, "host", "app --fast", 0});
+  const auto first = writer.add_thread(process, {0, 0, 4242, "main", 0});
+  const auto second = writer.add_thread(process, {1, 1, 4243, "writer", 0});
+  const std::uint64_t step_stack[] = {0x300, 0x200, 0x100};
+  const std::uint64_t solve_stack[] = {0x200, 0x100};
+  const std::uint64_t write_stack[] = {0x400, 0x400, 0x100};
+  const auto step = writer.add_stack(step_stack);
+  const auto solve = writer.add_stack(solve_stack);
+  const auto write = writer.add_stack(write_stack);
+  for (int i = 0; i < 100; ++i) {
+    writer.add_sample(first, 1'000'000'000 + i * 1'000'000, 1'000'000, i < 75 ? step : solve);
+    writer.add_sample(second, 1'000'000'000 + i * 1'000'000, 1'000'000, write);
+  }
+  writer.add_region(first, "solve_region", 1'000'000'000, 1'100'000'000, 0);
+  writer.add_region(second, "write \"quoted\" region", 1'000'000'000, 1'050'000'000, 0);
+  writer.add_counter(first, 1'000'000'000, "page_faults", 12.0);
+  writer.commit();
+  return path;
+}
+
+std::int64_t count(db::connection& profile, const char* sql) {
+  auto query = profile.prepare(sql);
+  REQUIRE(query.step());
+  return query.integer(0);
+}
+
+}  // namespace
+
+TEST_CASE("strings, frames and stacks are stored once") {
+  auto profile = db::open_profile(write_known_profile("dedup"));
+  CHECK(count(profile, "SELECT COUNT(*) FROM frame") == 4);
+  // Trie: main, main;solve, main;solve;step, main;write, main;write;write.
+  CHECK(count(profile, "SELECT COUNT(*) FROM stack") == 5);
+  CHECK(count(profile, "SELECT COUNT(*) FROM string WHERE value = 'main'") == 1);
+  CHECK(count(profile, "SELECT COUNT(*) FROM sample") == 200);
+  CHECK(count(profile, "SELECT COUNT(*) FROM sample WHERE window = 0") == 200);
+}
+
+TEST_CASE("top_functions weighs self by leaf and total once per sample") {
+  auto profile = db::open_profile(write_known_profile("top"));
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> rows;
+  auto query = profile.prepare("SELECT name, self, total FROM top_functions");
+  while (query.step()) rows[std::string{query.text(0)}] = {query.integer(1), query.integer(2)};
+  CHECK(rows["step"] == std::pair<std::int64_t, std::int64_t>{75'000'000, 75'000'000});
+  CHECK(rows["solve"] == std::pair<std::int64_t, std::int64_t>{25'000'000, 100'000'000});
+  CHECK(rows["main"] == std::pair<std::int64_t, std::int64_t>{0, 200'000'000});
+  // Recursive write: counted once per sample in total.
+  CHECK(rows["write"] == std::pair<std::int64_t, std::int64_t>{100'000'000, 100'000'000});
+}
+
+TEST_CASE("samples and regions views resolve names") {
+  auto profile = db::open_profile(write_known_profile("views"));
+  CHECK(count(profile, "SELECT COUNT(*) FROM samples WHERE leaf = 'step'") == 75);
+  auto regions = profile.prepare("SELECT name, duration_ns, depth FROM regions ORDER BY name");
+  REQUIRE(regions.step());
+  CHECK(regions.text(0) == "solve_region");
+  CHECK(regions.integer(1) == 100'000'000);
+  CHECK(count(profile, "SELECT COUNT(*) FROM threads WHERE name = 'writer' AND tid = 4243") == 1);
+}
+
+TEST_CASE("frames without a symbol are named by module and offset") {
+  const auto path = fresh_path("unknown");
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    const auto thread = writer.add_thread(process, {0, 0, 1, "", 0});
+    const std::uint64_t stack[] = {0x999};
+    writer.add_sample(thread, 0, 1, writer.add_stack(stack));
+  }
+  auto profile = db::open_profile(path);
+  auto query = profile.prepare("SELECT leaf FROM samples");
+  REQUIRE(query.step());
+  CHECK(query.text(0) == "/usr/bin/app+0x989");
+}
+
+TEST_CASE("the text output ranks functions overall and per thread") {
+  auto profile = db::open_profile(write_known_profile("text"));
+  std::ostringstream out;
+  db::write_text(profile, out);
+  const auto text = out.str();
+  CHECK(text.find("200 samples standing for 0.200 s of CPU time, 2 threads") != std::string::npos);
+  CHECK(text.find("   50.0      100.000    50.0      100.000  write\n") != std::string::npos);
+  CHECK(text.find("   37.5       75.000    37.5       75.000  step\n") != std::string::npos);
+  CHECK(text.find("thread 1 (tid 4243, writer): 100 samples, 50.0% of the weight") != std::string::npos);
+  CHECK(text.find("   75.0       75.000    75.0       75.000  step\n") != std::string::npos);
+}
+
+TEST_CASE("the folded output has one line per sampled stack, weights in microseconds") {
+  auto profile = db::open_profile(write_known_profile("folded"));
+  std::ostringstream out;
+  db::write_folded(profile, out);
+  CHECK(out.str() ==
+        "main;solve 25000\n"
+        "main;solve;step 75000\n"
+        "main;write;write 100000\n");
+}
+
+TEST_CASE("the trace output is Chrome Trace Event JSON with regions, samples and stack frames") {
+  auto profile = db::open_profile(write_known_profile("trace"));
+  std::ostringstream out;
+  db::write_trace(profile, out);
+  const auto trace = nlohmann::json::parse(out.str());
+  int regions = 0, samples = 0, thread_names = 0;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["ph"] == "X") {
+      ++regions;
+      if (event["name"] == "solve_region") {
+        CHECK(event["ts"] == 0.0);
+        CHECK(event["dur"] == 100000.0);
+        CHECK(event["tid"] == 4242);
+      }
+    }
+    if (event["ph"] == "i") {
+      ++samples;
+      const auto frame = event["sf"].get<std::string>();
+      CHECK(trace["stackFrames"].contains(frame));
+      CHECK(trace["stackFrames"][frame]["name"] == event["name"]);
+    }
+    if (event["ph"] == "M" && event["name"] == "thread_name") ++thread_names;
+  }
+  CHECK(regions == 2);
+  CHECK(samples == 200);
+  CHECK(thread_names == 2);
+  CHECK(trace["stackFrames"].size() == 5);
+}
+
+TEST_CASE("the JSON summary carries the top functions and metadata") {
+  auto profile = db::open_profile(write_known_profile("summary"));
+  std::ostringstream out;
+  db::write_summary_json(profile, out);
+  const auto summary = nlohmann::json::parse(out.str());
+  CHECK(summary["samples"] == 200);
+  CHECK(summary["top_functions"][0]["name"] == "write");
+  CHECK(summary["metadata"]["command"] == "app --fast");
+  CHECK(summary["threads"].size() == 2);
+}
+
+TEST_CASE("a killed writer leaves a valid database with everything up to the last commit") {
+  const auto path = fresh_path("killed");
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    const auto thread = writer.add_thread(process, {0, 0, 1, "", 0});
+    const std::uint64_t stack[] = {0x100};
+    for (int i = 0; i < 500; ++i) writer.add_sample(thread, i, 1, writer.add_stack(stack));
+    writer.commit();
+    for (int i = 0; i < 500; ++i) writer.add_sample(thread, i, 1, writer.add_stack(stack));
+    ::kill(::getpid(), SIGKILL);  // uncommitted rows are lost, committed ones are not
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  auto profile = db::open_profile(path);
+  CHECK(count(profile, "SELECT COUNT(*) FROM sample") == 500);
+  auto integrity = profile.prepare("PRAGMA integrity_check");
+  REQUIRE(integrity.step());
+  CHECK(integrity.text(0) == "ok");
+}
+
+TEST_CASE("bad paths and foreign files are refused by name") {
+  CHECK_THROWS_WITH(db::profile_writer("/nonexistent-directory/p.db", fake_symbols),
+                    doctest::Contains("/nonexistent-directory/p.db"));
+  const auto existing = write_known_profile("exists");
+  CHECK_THROWS_WITH(db::profile_writer(existing, fake_symbols), doctest::Contains("already exists"));
+  const auto foreign = fresh_path("foreign");
+  {
+    db::connection other{foreign, db::connection::mode::create};
+    other.execute("CREATE TABLE t (x)");
+  }
+  CHECK_THROWS_WITH(db::open_profile(foreign), doctest::Contains("not a kairos profile"));
+  CHECK_THROWS_WITH(db::open_profile(fresh_path("missing")), doctest::Contains("missing.db"));
+}
