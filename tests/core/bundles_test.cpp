@@ -108,6 +108,18 @@ TEST_CASE("members sharing a cache get one reading per operation") {
   CHECK(cache_readings == 2);
 }
 
+TEST_CASE("a list takes no shared reading for members that are off") {
+  cache_readings = 0;
+  kairos::component_list<cached_one, alpha> list{"lazy", {"alpha"}};
+  list.start();
+  list.stop();
+  CHECK(cache_readings == 0);
+  list.enable<cached_one>();
+  list.start();
+  CHECK(cache_readings == 1);
+  CHECK(list.component<cached_one>().seen == 1);
+}
+
 TEST_CASE("component_list switches members by type") {
   kairos::component_list<alpha, gamma_> list{"list"};
   CHECK(list.enabled<alpha>());

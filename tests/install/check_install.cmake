@@ -22,6 +22,9 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${consumer} -G $
     -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix})
 run(${CMAKE_COMMAND} --build ${consumer})
 run(${consumer}/consumer)
+if(EXISTS ${consumer}/consumer_database)
+  run(${consumer}/consumer_database)
+endif()
 
 # pkg-config: compile the same program with the flags the installed kairos.pc gives.
 set(ENV{PKG_CONFIG_PATH} ${prefix}/share/pkgconfig)

@@ -20,21 +20,46 @@ struct always_on {
   static constexpr bool is_on(std::size_t) noexcept { return true; }
 };
 
+// The readings an operation shares among its members. Always-on bundles take them up front (no
+// branch per member); switched bundles take each on first use, so a list whose cached members are
+// all off makes no system call for them.
+template <class Caches>
+struct eager_caches {
+  Caches readings{};  // each cache takes its reading when constructed
+  template <class Cache> constexpr Cache& get() { return std::get<Cache>(readings); }
+};
+
+template <class Caches>
+struct lazy_caches;
+
+template <class... Cache>
+struct lazy_caches<std::tuple<Cache...>> {
+  std::tuple<std::optional<Cache>...> readings;
+  template <class One> One& get() {
+    auto& reading = std::get<std::optional<One>>(readings);
+    if (!reading) reading.emplace();
+    return *reading;
+  }
+};
+
+template <class Operation, class Members, class Switches>
+constexpr auto fresh_caches() {
+  if constexpr (!Operation::reads_measurement)
+    return eager_caches<std::tuple<>>{};
+  else if constexpr (std::is_same_v<Switches, always_on>)
+    return eager_caches<cache_set_t<Members>>{};
+  else
+    return lazy_caches<cache_set_t<Members>>{};
+}
+
 // One member's call: members sharing a cache get the bundle's reading in place of the arguments.
 template <class Operation, class Component, class Caches, class... Args>
 constexpr decltype(auto) call_member(Component& component, Caches& caches, Args&... args) {
   if constexpr (Operation::reads_measurement && uses_cache<Component>)
-    return invoke_best<Operation>(component, std::get<typename Component::cache_type>(caches));
+    return invoke_best<Operation>(
+        component, caches.template get<typename Component::cache_type>());
   else
     return invoke_best<Operation>(component, args...);
-}
-
-template <class Operation, class Members>
-constexpr auto fresh_caches() {
-  if constexpr (Operation::reads_measurement)
-    return cache_set_t<Members>{};  // each cache takes its reading when constructed
-  else
-    return std::tuple<>{};
 }
 
 // An rvalue std::string (a forwarding reference deduces the plain type for rvalues only).
@@ -90,7 +115,7 @@ class basic_bundle {
  private:
   template <class Operation, class... Args>
   constexpr void apply(Args&... args) {
-    auto caches = fresh_caches<Operation, component_types>();
+    auto caches = fresh_caches<Operation, component_types, Switches>();
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((switches_.is_on(I) ? void(call_member<Operation>(std::get<I>(members_), caches, args...))
                            : void()),
@@ -117,7 +142,7 @@ class basic_bundle {
 
   template <class Operation, class... Args>
   constexpr auto collect(Args&... args) {
-    auto caches = fresh_caches<Operation, component_types>();
+    auto caches = fresh_caches<Operation, component_types, Switches>();
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       // Braced initialization evaluates the members in declaration order.
       std::tuple<decltype(piece<Operation, I>(caches, args...))...> pieces{
