@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kairos builds and tests with, only those that are missing:
-# the core's list below plus every plugins/*/debian-packages.txt (one package a line, # comments).
+# the core's list below plus every plugins/*/debian-packages.txt (one package a line, # comments),
+# plus any further lists given as arguments (benchmarks/sampling/debian-packages.txt, say).
+# Usage: scripts/install-deps.sh [extra-list.txt ...]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -9,7 +11,7 @@ packages=(
   libboost-dev libfmt-dev nlohmann-json3-dev  # core: Boost.Hana, fmt, nlohmann_json
   doctest-dev libbenchmark-dev                # tests and benchmarks
 )
-for list in "$root"/plugins/*/debian-packages.txt; do
+for list in "$root"/plugins/*/debian-packages.txt "$@"; do
   [ -f "$list" ] || continue
   while read -r package _; do
     [[ -z "$package" || "$package" == \#* ]] || packages+=("$package")
