@@ -9,19 +9,12 @@
 #include <kairos/components/user_clock.hpp>
 #include <kairos/components/wall_clock.hpp>
 
+#include "baselines.hpp"
 #include "ratio_report.hpp"
 
 namespace {
 
-void raw_steady_clock_pair(benchmark::State& state) {
-  std::int64_t total_ns = 0;
-  for (auto _ : state) {
-    const auto begin = std::chrono::steady_clock::now();
-    const auto end = std::chrono::steady_clock::now();
-    total_ns += (end - begin).count();
-    benchmark::DoNotOptimize(total_ns);
-  }
-}
+using kairos::benchmarks::raw_steady_clock_pair;
 BENCHMARK(raw_steady_clock_pair);
 
 void component_tuple_wall_clock(benchmark::State& state) {

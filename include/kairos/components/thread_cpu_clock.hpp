@@ -1,29 +1,15 @@
 #pragma once
-#include <cstdint>
 #include <string_view>
 
-#include <kairos/components/phase_total.hpp>
 #include <kairos/components/posix_clock.hpp>
 
 namespace kairos {
 
 // CPU time of the calling thread (user + kernel). Start and stop on the same thread.
-struct thread_cpu_clock {
-  using value_type = std::int64_t;  // nanoseconds
-
+struct thread_cpu_clock : detail::posix_clock_component<CLOCK_THREAD_CPUTIME_ID> {
   static constexpr std::string_view label() { return "thread_cpu_clock"; }
   static constexpr std::string_view description() { return "CPU time of the calling thread"; }
   static constexpr std::string_view unit() { return "ms"; }
-
-  static value_type record() noexcept { return detail::posix_clock_ns<CLOCK_THREAD_CPUTIME_ID>(); }
-  void start() noexcept { phase.begin(record()); }
-  void stop() noexcept { phase.end(record()); }
-
-  std::int64_t total_ns() const noexcept { return phase.total; }
-  double get() const noexcept { return static_cast<double>(phase.total) * 1e-6; }
-
- private:
-  phase_total<value_type> phase;
 };
 
 }  // namespace kairos
