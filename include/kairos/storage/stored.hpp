@@ -87,7 +87,7 @@ class stored : public Bundle {
 
   // Components accumulate over laps; a node receives what this phase added.
   void record_phase() {
-    [this]<std::size_t... I>(std::index_sequence<I...>) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
       (record_member<I>(), ...);
     }(std::make_index_sequence<member_count>{});
   }
