@@ -9,7 +9,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 packages=(
   g++ cmake ninja-build pkg-config            # toolchain
   libboost-dev libfmt-dev nlohmann-json3-dev  # core: Boost.Hana, fmt, nlohmann_json
-  doctest-dev libbenchmark-dev                # tests and benchmarks
+  doctest-dev libbenchmark-dev python3        # tests (python3 drives the end-to-end ones), benchmarks
 )
 for list in "$root"/plugins/*/debian-packages.txt "$@"; do
   [ -f "$list" ] || continue
