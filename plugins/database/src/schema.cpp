@@ -31,6 +31,11 @@ CREATE UNIQUE INDEX stack_edge ON stack (parent, frame);
 CREATE TABLE sample (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread, time_ns INTEGER NOT NULL,
   weight_ns INTEGER NOT NULL, stack INTEGER REFERENCES stack, window INTEGER NOT NULL DEFAULT 0);
+-- Samples of the real-time sampler (kairos runtime, KAIROS_SAMPLING_REALTIME): the same columns,
+-- kept apart from `sample` so that CPU-time views never mix in time spent waiting.
+CREATE TABLE realtime_sample (
+  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread, time_ns INTEGER NOT NULL,
+  weight_ns INTEGER NOT NULL, stack INTEGER REFERENCES stack, window INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE counter (
   id INTEGER PRIMARY KEY, thread INTEGER REFERENCES thread, time_ns INTEGER NOT NULL,
   name INTEGER NOT NULL REFERENCES string, value REAL NOT NULL, window INTEGER NOT NULL DEFAULT 0);
@@ -72,6 +77,15 @@ SELECT sample.id AS id, sample.thread AS thread, sample.time_ns AS time_ns,
        sample.window AS window
 FROM sample
 LEFT JOIN stack ON stack.id = sample.stack
+LEFT JOIN frame ON frame.id = stack.frame
+LEFT JOIN string AS leaf_name ON leaf_name.id = frame.function;
+
+CREATE VIEW realtime_samples AS
+SELECT realtime_sample.id AS id, realtime_sample.thread AS thread, realtime_sample.time_ns AS time_ns,
+       realtime_sample.weight_ns AS weight, leaf_name.value AS leaf, realtime_sample.stack AS stack,
+       realtime_sample.window AS window
+FROM realtime_sample
+LEFT JOIN stack ON stack.id = realtime_sample.stack
 LEFT JOIN frame ON frame.id = stack.frame
 LEFT JOIN string AS leaf_name ON leaf_name.id = frame.function;
 

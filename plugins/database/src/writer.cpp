@@ -25,6 +25,9 @@ struct profile_writer::statements {
         stack{database, "INSERT INTO stack (parent, frame, depth) VALUES (?, ?, ?)"},
         sample{database,
                "INSERT INTO sample (thread, time_ns, weight_ns, stack, window) VALUES (?, ?, ?, ?, ?)"},
+        realtime_sample{database,
+                        "INSERT INTO realtime_sample (thread, time_ns, weight_ns, stack, window) "
+                        "VALUES (?, ?, ?, ?, ?)"},
         counter{database,
                 "INSERT INTO counter (thread, time_ns, name, value, window) VALUES (?, ?, ?, ?, ?)"},
         region{database,
@@ -34,7 +37,7 @@ struct profile_writer::statements {
                  "INSERT INTO api_call (thread, name, start_ns, end_ns, window) VALUES (?, ?, ?, ?, ?)"} {}
 
   statement metadata, string, process, process_end, thread, thread_end, window, frame, stack,
-      sample, counter, region, api_call;
+      sample, realtime_sample, counter, region, api_call;
 };
 
 namespace {
@@ -180,6 +183,16 @@ void profile_writer::add_sample(std::int64_t thread, std::int64_t time_ns, std::
                                 std::int64_t stack, std::int64_t window) {
   ensure_transaction();
   auto& insert = statements_->sample;
+  insert.bind(1, thread).bind(2, time_ns).bind(3, weight_ns);
+  stack < 0 ? insert.bind_null(4) : insert.bind(4, stack);
+  insert.bind(5, window).run();
+}
+
+void profile_writer::add_realtime_sample(std::int64_t thread, std::int64_t time_ns,
+                                         std::int64_t weight_ns, std::int64_t stack,
+                                         std::int64_t window) {
+  ensure_transaction();
+  auto& insert = statements_->realtime_sample;
   insert.bind(1, thread).bind(2, time_ns).bind(3, weight_ns);
   stack < 0 ? insert.bind_null(4) : insert.bind(4, stack);
   insert.bind(5, window).run();

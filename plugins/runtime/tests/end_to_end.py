@@ -20,7 +20,7 @@ KAIROS_AVAIL = os.environ.get("KAIROS_AVAIL", "")
 PROGRAM = os.environ.get("KAIROS_PROGRAM", "")
 BUILD_DIR = os.environ.get("KAIROS_BUILD_DIR", "")
 TIMEOUT = 45
-SUMMARY = re.compile(rb"^\[kairos\] \d+ regions? on \d+ threads?; report: .*$", re.M)
+SUMMARY = re.compile(rb"^\[kairos\] \d+ samples?, \d+ regions? on \d+ threads?; outputs: .*$", re.M)
 
 
 class Failure(Exception):
@@ -33,9 +33,11 @@ def check(condition, message):
 
 
 def clean_environment(**extra):
-    """The caller's environment without any KAIROS_* or LD_PRELOAD, plus `extra`."""
+    """The caller's environment without any KAIROS_* or LD_PRELOAD, plus `extra`. The region
+    report's JSON is asked for on top of the default outputs (db, text, trace), which stay on."""
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
+    environment["KAIROS_OUTPUT_FORMATS"] = "db,text,trace,json"
     environment["LC_ALL"] = "C"
     environment.update(extra)
     return environment
@@ -65,7 +67,8 @@ def kairos_lines(stderr):
 
 
 def reports(directory, pattern="*.json"):
-    return sorted(glob.glob(os.path.join(directory, "kairos-output", pattern)))
+    return sorted(path for path in glob.glob(os.path.join(directory, "kairos-output", pattern))
+                  if not path.endswith(".trace.json"))
 
 
 def load_report(path):
@@ -354,8 +357,10 @@ def test_output_path_keys(directory):
                               ["-o", "out/%exe%-%env{TEST_TAG}%-r%rank%-%pid%"],
                               clean_environment(TEST_TAG="tag7"))
     check(status == 0, f"{err!r}")
-    written = glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-*.json"))
+    written = glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-*[0-9].json"))
     check(len(written) == 1, f"{os.listdir(directory)}")
+    check(len(glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-*.db"))) == 1,
+          "the database follows the same stem")
 
 
 def test_install_tree_works(directory):

@@ -35,8 +35,15 @@ constexpr std::array definitions{
                        "output",
                        "file stem of each process's outputs (extension added per format); keys "
                        "%pid% %ppid% %hostname% %exe% %launch_date% %rank% %env{NAME}%"},
-    setting_definition{"output_formats", "KAIROS_OUTPUT_FORMATS", list, "text,json", "output",
-                       "outputs written at exit", "text,json"},
+    setting_definition{"output_formats", "KAIROS_OUTPUT_FORMATS", list, "db,text,trace", "output",
+                       "outputs written at exit: db (<stem>.db, the SQLite profile), text (<stem>.txt), "
+                       "trace (<stem>.trace.json, Chrome trace), folded (<stem>.folded), json "
+                       "(<stem>.json)",
+                       "db,text,trace,folded,json"},
+    setting_definition{"flush_interval", "KAIROS_FLUSH_INTERVAL", number, "1", "output",
+                       "seconds between commits of the profile database (what a killed program "
+                       "leaves is complete up to the last one)",
+                       {}, 0.01, 3600},
     // regions
     setting_definition{"components", "KAIROS_COMPONENTS", list, "wall_clock", "regions",
                        "what each user-API region measures, by component name", component_names},

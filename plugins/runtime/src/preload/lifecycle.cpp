@@ -36,6 +36,9 @@
 #include <kairos/runtime/settings.hpp>
 
 #include "preload/diagnostics.hpp"
+#include "preload/interception.hpp"
+#include "preload/profile_database.hpp"
+#include "preload/sampling/sampler.hpp"
 #include "preload/lifecycle.hpp"
 #include "preload/reentry_guard.hpp"
 #include "preload/regions.hpp"
@@ -47,7 +50,7 @@ extern char** environ;
 namespace kairos::runtime {
 namespace {
 
-constexpr int finalize_timeout_ms = 3000;
+constexpr int finalize_timeout_ms = 10000;  // a SIGTERM'd program waits this long at most for its outputs
 constexpr int busy_wait_limit_ms = 200;
 
 std::atomic<runtime_state> state{runtime_state::loading};
@@ -66,6 +69,7 @@ struct runtime_globals {
   std::string output_stem;
   std::string command_line;
   std::string exec_snapshot_stem;
+  std::string database_problem;  // why there is no profile database (printed at finalize)
 };
 runtime_globals* globals = nullptr;
 settings* current_settings = nullptr;
@@ -170,23 +174,49 @@ std::string describe_signal(int signal_number) {
   return name ? fmt::format("signal SIG{}", name) : fmt::format("signal {}", signal_number);
 }
 
-void write_outputs(const std::string& stem, const std::string& end_reason, bool summary) {
+bool wants_format(std::string_view format) {
+  for (const auto& wanted : current_settings->list("KAIROS_OUTPUT_FORMATS"))
+    if (wanted == format) return true;
+  return false;
+}
+
+void remove_database_files(const std::string& path) {
+  std::error_code error;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, error);
+}
+
+void write_outputs(const std::string& stem, const std::string& end_reason, bool summary,
+                   const std::string& database_path) {
   report_request request{stem, current_settings->list("KAIROS_OUTPUT_FORMATS"), globals->command_line,
-                         end_reason};
+                         end_reason, database_path};
   const auto written = write_report(request);
   if (!written.problem.empty()) {
     print_line(written.problem);
     return;
   }
+  if (!globals->database_problem.empty()) print_line(globals->database_problem);
   if (!summary || written.files.empty()) return;
   std::string files;
   for (const auto& file : written.files) files += (files.empty() ? "" : ", ") + file;
   std::size_t program_threads = 0;
   threads().for_each([&](const thread_record& record) { program_threads += !record.kairos_owned; });
   const auto regions = regions_recorded();
-  print_line(fmt::format("[kairos] {} region{} on {} thread{}; report: {}", regions,
-                         regions == 1 ? "" : "s", program_threads, program_threads == 1 ? "" : "s",
-                         files));
+  const auto counts = database_counts_written();
+  const auto samples = counts.samples + counts.realtime_samples;
+  print_line(fmt::format("[kairos] {} sample{}, {} region{} on {} thread{}; outputs: {}", samples,
+                         samples == 1 ? "" : "s", regions, regions == 1 ? "" : "s", program_threads,
+                         program_threads == 1 ? "" : "s", files));
+}
+
+// Stops sampling (every buffer drained into the database) and closes the database; returns its
+// path, or "" when there is none.
+std::string finish_database(const std::string& end_reason) {
+  stop_sampling();
+  if (!profile_database_open()) return {};
+  database_finish(end_reason);
+  const auto path = profile_database_path();
+  close_profile_database();
+  return path;
 }
 
 // Waits (bounded) until no thread is inside a user-API call: they saw the state change and leave.
@@ -213,7 +243,9 @@ void finalize(const std::string& end_reason) {
   state.store(runtime_state::finalizing, std::memory_order_seq_cst);
   try {
     wait_for_threads_to_leave();
-    write_outputs(globals->output_stem, end_reason, true);
+    const auto database_path = finish_database(end_reason);
+    write_outputs(globals->output_stem, end_reason, true, database_path);
+    if (!database_path.empty() && !wants_format("db")) remove_database_files(database_path);
   } catch (const std::exception& error) {
     print_line(fmt::format("[kairos] writing the report failed: {}; the program is unaffected",
                            error.what()));
@@ -312,17 +344,26 @@ void install_signal_handlers() {
 
 // --- fork ------------------------------------------------------------------------------------
 
+void open_database();
+
+// Lock order: samplers, writers, database, thread registry (see sampling/sampler.cpp).
 void before_fork() {
   if (state.load() == runtime_state::loading) return;
+  sampling_lock_for_fork();
+  database_lock_for_fork();
   threads().lock_for_fork();
 }
 void after_fork_in_parent() {
   if (state.load() == runtime_state::loading) return;
   threads().unlock_after_fork();
+  database_unlock_after_fork_in_parent();
+  sampling_unlock_after_fork_in_parent();
 }
 void after_fork_in_child() {
   if (state.load() == runtime_state::loading) return;
   threads().unlock_after_fork();
+  sampling_after_fork_in_child(false);
+  forget_profile_database_after_fork();
   const bool follow = current_settings && current_settings->boolean("KAIROS_FOLLOW_CHILDREN");
   if (state.load() != runtime_state::active || !follow) {
     // Not followed: the child runs as without kairos, and so do its descendants.
@@ -347,6 +388,7 @@ void after_fork_in_child() {
   finalize_started.store(false);
   finalize_done.store(false);
   pending_signal.store(0);
+  open_database();
   start_service_thread();
 }
 
@@ -356,6 +398,23 @@ void connect_user_api() {
   auto attach = reinterpret_cast<void (*)(const kairos_entry_points*)>(
       dlsym(RTLD_DEFAULT, "kairos_user_attach"));
   if (attach) attach(&user_entry_points());
+}
+
+// The profile database under the output stem, with the run's metadata. Without it (SQLite
+// missing, path unwritable) kairos still writes the region report; the reason is printed once.
+void open_database() {
+  globals->database_problem.clear();
+  if (current_settings->list("KAIROS_OUTPUT_FORMATS").empty()) return;
+  const auto path = globals->output_stem + ".db";
+  std::string problem;
+  if (!open_profile_database(path, problem)) {
+    globals->database_problem = problem + "; no samples are recorded";
+    return;
+  }
+  database_set_metadata("command", globals->command_line);
+  database_set_metadata("pid", std::to_string(getpid()));
+  for (const auto& value : current_settings->values())
+    database_set_metadata(fmt::format("setting.{}", value.definition->variable), value.text);
 }
 
 void initialize() {
@@ -410,6 +469,19 @@ void initialize() {
 
   keep_stderr();
   current_thread();  // the main thread is the program's thread 0
+  interception::original_functions();  // resolved now: the sampler's unwinder calls dl_iterate_phdr
+  set_flush_interval_ns(static_cast<std::int64_t>(current_settings->number("KAIROS_FLUSH_INTERVAL") * 1e9));
+  open_database();
+  if (profile_database_open() && current_settings->category_usable("sampling")) {
+    std::string sampling_problem, note;
+    if (!start_sampling(*current_settings, sampling_problem, note) && !sampling_problem.empty()) {
+      if (first_image) print_line(sampling_problem);
+    }
+    if (!note.empty() && first_image) print_line(note);
+    const auto totals = sampling_totals();
+    database_set_metadata("sampling_cpu_source", totals.cpu_source);
+    database_set_metadata("sampling_signal", totals.signal_number ? sigabbrev_np(totals.signal_number) ? fmt::format("SIG{}", sigabbrev_np(totals.signal_number)) : std::to_string(totals.signal_number) : "");
+  }
   atexit(&finalize_at_exit);
   pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
   install_signal_handlers();
@@ -475,10 +547,23 @@ exec_environment environment_for_exec(char* const* environment) {
 
 void before_exec() {
   if (!globals || state.load() != runtime_state::active || getpid() != globals->identity.pid) return;
-  if (regions_recorded() == 0) return;  // nothing collected: nothing to keep
   try {
+    auto database_path = finish_database("exec");
+    const auto counts = database_counts_written();
+    const bool samples = counts.samples + counts.realtime_samples > 0;
+    if (regions_recorded() == 0 && !samples) {  // nothing collected: nothing to keep
+      if (!database_path.empty()) remove_database_files(database_path);
+      return;
+    }
     globals->exec_snapshot_stem = fmt::format("{}-exec{}", globals->output_stem, globals->identity.generation);
-    write_outputs(globals->exec_snapshot_stem, "exec", true);
+    if (!database_path.empty()) {
+      const auto snapshot_database = globals->exec_snapshot_stem + ".db";
+      std::error_code error;
+      std::filesystem::rename(database_path, snapshot_database, error);
+      database_path = error ? std::string{} : snapshot_database;
+    }
+    write_outputs(globals->exec_snapshot_stem, "exec", true, database_path);
+    if (!database_path.empty() && !wants_format("db")) remove_database_files(database_path);
     exec_snapshot_written.store(true);
   } catch (...) {
   }
@@ -494,7 +579,7 @@ void after_failed_exec() {
   if (!exec_snapshot_written.exchange(false)) return;
   std::error_code error;
   for (const auto& format : current_settings->list("KAIROS_OUTPUT_FORMATS"))
-    std::filesystem::remove(globals->exec_snapshot_stem + (format == "text" ? ".txt" : "." + format), error);
+    std::filesystem::remove(output_file(globals->exec_snapshot_stem, format), error);
 }
 
 }  // namespace kairos::runtime

@@ -15,6 +15,7 @@
 
 #include "preload/diagnostics.hpp"
 #include "preload/lifecycle.hpp"
+#include "preload/profile_database.hpp"
 #include "preload/reentry_guard.hpp"
 #include "preload/thread_registry.hpp"
 
@@ -31,6 +32,7 @@ using wall_clock_bundle = stored<component_tuple<wall_clock>>;
 
 struct open_region {
   std::string name;  // the bundle's label views it: the deque never moves it
+  std::int64_t start_ns = 0;  // steady clock, for the region's row in the profile database
   // Both empty: pushed while collection was off.
   std::optional<region_bundle> bundle;
   std::optional<wall_clock_bundle> wall_clock_only;
@@ -92,6 +94,7 @@ void push_region(const char* name) {
     region.name = name ? name : "(null)";
     if (!collecting.load(std::memory_order_relaxed)) return;
     pushes.fetch_add(1, std::memory_order_relaxed);
+    region.start_ns = steady_now_ns();
     if (only_wall_clock) {
       region.wall_clock_only.emplace(std::string_view{region.name});
       region.wall_clock_only->start();
@@ -121,6 +124,9 @@ void pop_region(const char* name) {
     }
     if (stack.back().wall_clock_only) stack.back().wall_clock_only->stop();
     if (stack.back().bundle) stack.back().bundle->stop();
+    if (stack.back().wall_clock_only || stack.back().bundle)
+      database_queue_region(record, stack.back().name, stack.back().start_ns, steady_now_ns(),
+                            static_cast<std::int64_t>(stack.size()) - 1);
     stack.pop_back();
   });
 }

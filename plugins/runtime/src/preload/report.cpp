@@ -6,12 +6,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <kairos/report.hpp>
 #include <kairos/report_json.hpp>
+#include <kairos/plugins/database/outputs.hpp>
+#include <kairos/plugins/database/schema.hpp>
 
 #include "preload/regions.hpp"
 #include "preload/thread_registry.hpp"
@@ -50,39 +53,76 @@ std::string threads_text() {
   return text;
 }
 
-// Writes `contents` to `path`, creating its directory. Empty string, or what failed.
-std::string write_file(const std::string& path, const std::string& contents) {
+std::string write_problem(const std::string& path) {
+  return fmt::format("cannot write {}: {}", path, std::strerror(errno));
+}
+
+// Opens `path` for writing, creating its directory.
+std::ofstream open_output(const std::string& path) {
   std::error_code error;
   const auto directory = std::filesystem::path{path}.parent_path();
   if (!directory.empty()) std::filesystem::create_directories(directory, error);
-  std::ofstream file{path, std::ios::binary | std::ios::trunc};
-  if (!file) return fmt::format("cannot write {}: {}", path, std::strerror(errno));
-  file << contents;
-  file.flush();
-  if (!file) return fmt::format("cannot write {}: {}", path, std::strerror(errno));
-  return {};
+  return std::ofstream{path, std::ios::binary | std::ios::trunc};
+}
+
+// The profile summary as JSON (null without a database).
+nlohmann::json profile_summary(const std::string& database_path) {
+  if (database_path.empty()) return nullptr;
+  auto profile = database::open_profile(database_path);
+  std::ostringstream text;
+  database::write_summary_json(profile, text);
+  return nlohmann::json::parse(text.str());
 }
 
 }  // namespace
 
+std::string output_file(const std::string& stem, const std::string& format) {
+  if (format == "text") return stem + ".txt";
+  if (format == "trace") return stem + ".trace.json";
+  return stem + "." + format;
+}
+
 written_report write_report(const report_request& request) {
   written_report written;
   const auto data = kairos::report();
+  const bool have_database = !request.database_path.empty();
   for (const auto& format : request.formats) {
-    std::string path;
-    std::string contents;
+    const auto path = output_file(request.stem, format);
+    if (format == "db") {
+      if (!have_database) continue;
+      if (path != request.database_path) {  // an exec snapshot: the database was renamed
+        std::error_code error;
+        std::filesystem::rename(request.database_path, path, error);
+      }
+      written.files.push_back(path);
+      continue;
+    }
+    if (!have_database && (format == "trace" || format == "folded")) continue;
+    std::ofstream file = open_output(path);
+    if (!file) {
+      written.problem = write_problem(path);
+      break;
+    }
     if (format == "text") {
-      path = request.stem + ".txt";
-      contents = fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
-                             runtime_report_version, request.command_line, getpid(),
-                             request.end_reason);
+      file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
+                          runtime_report_version, request.command_line, getpid(), request.end_reason);
+      if (have_database) {
+        auto profile = database::open_profile(request.database_path);
+        database::write_text(profile, file);
+        file << "\n";
+      }
       auto regions = kairos::format_report(data, {.per_thread = true});
-      contents += regions.empty() ? "no user-API regions were recorded\n" : regions;
+      file << (regions.empty() ? "no user-API regions were recorded\n" : regions);
       if (mismatched_pops() > 0)
-        contents += fmt::format("\nmismatched kairos_pop_region calls ignored: {}\n", mismatched_pops());
-      contents += "\nthreads\n" + threads_text();
+        file << fmt::format("\nmismatched kairos_pop_region calls ignored: {}\n", mismatched_pops());
+      file << "\nthreads\n" << threads_text();
+    } else if (format == "trace") {
+      auto profile = database::open_profile(request.database_path);
+      database::write_trace(profile, file);
+    } else if (format == "folded") {
+      auto profile = database::open_profile(request.database_path);
+      database::write_folded(profile, file);
     } else if (format == "json") {
-      path = request.stem + ".json";
       nlohmann::json document{{"kairos_report_version", runtime_report_version},
                               {"command", request.command_line},
                               {"pid", getpid()},
@@ -91,19 +131,23 @@ written_report write_report(const report_request& request) {
                               {"regions_recorded", regions_recorded()},
                               {"mismatched_pops", mismatched_pops()},
                               {"threads", threads_json()},
-                              {"regions", kairos::to_json(data)}};
-      contents = document.dump(1) + "\n";
+                              {"regions", kairos::to_json(data)},
+                              {"profile", profile_summary(request.database_path)}};
+      file << document.dump(1) << "\n";
     } else {
       continue;
     }
-    if (auto problem = write_file(path, contents); !problem.empty()) {
-      written.problem = fmt::format("[kairos] {}; set KAIROS_OUTPUT_PATH (kairos-run -o) to a "
-                                    "writable location; the program is unaffected",
-                                    problem);
-      return written;
+    file.flush();
+    if (!file) {
+      written.problem = write_problem(path);
+      break;
     }
     written.files.push_back(path);
   }
+  if (!written.problem.empty())
+    written.problem = fmt::format("[kairos] {}; set KAIROS_OUTPUT_PATH (kairos-run -o) to a "
+                                  "writable location; the program is unaffected",
+                                  written.problem);
   return written;
 }
 

@@ -16,6 +16,7 @@
 namespace kairos::runtime {
 
 struct thread_regions;  // regions.hpp: the user-API region stack and call graph of one thread
+struct thread_sampler;  // sampling/sampler.hpp: this thread's sample buffers and timers
 
 struct thread_record {
   std::uint64_t internal_id = 0;
@@ -31,6 +32,11 @@ struct thread_record {
   // kairos_disable_thread(): the user API ignores this thread.
   std::atomic<bool> disabled{false};
   std::atomic<thread_regions*> regions{nullptr};
+  // Sampling state (set when the thread is first armed; kept until the writer drained it).
+  std::atomic<thread_sampler*> sampler{nullptr};
+  // The thread's row in the profile database (-1: not written yet); guarded by the database's mutex.
+  std::int64_t database_id = -1;
+  bool database_end_written = false;
 
   std::string name_text() const { return std::string{name.data()}; }
 };

@@ -66,6 +66,9 @@ class profile_writer {
   std::int64_t add_stack(std::span<const std::uint64_t> addresses_leaf_first);
   void add_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns,
                   std::int64_t stack, std::int64_t window = 0);
+  // A sample of the real-time sampler (table realtime_sample): wall time, waiting included.
+  void add_realtime_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns,
+                           std::int64_t stack, std::int64_t window = 0);
   void add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name, double value,
                    std::int64_t window = 0);
   void add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
