@@ -127,8 +127,8 @@ void stress(double seconds) {
   for (int t = 0; t < 2; ++t)
     workers.emplace_back([&] {
       while (monotonic_ns() < until) {
-        void* library = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
-        void* other = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+        void* library = dlopen("libresolv.so.2", RTLD_NOW | RTLD_LOCAL);  // not otherwise loaded
+        void* other = dlopen("libcrypt.so.1", RTLD_NOW | RTLD_LOCAL);
         if (other) dlclose(other);
         if (library) dlclose(library);
         ++loads;

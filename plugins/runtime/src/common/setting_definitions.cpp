@@ -56,6 +56,12 @@ constexpr std::array definitions{
                        "seconds of sampling after the delay; 0 = until exit", {}, 0, max_seconds},
     setting_definition{"sampling_cputime", "KAIROS_SAMPLING_CPUTIME", boolean, "true", "sampling",
                        "sample threads by the CPU time they use"},
+    setting_definition{"sampling_cputime_source", "KAIROS_SAMPLING_CPUTIME_SOURCE", text, "auto",
+                       "sampling",
+                       "CPU-time sampler's clock: auto (perf task-clock when perf_event_open "
+                       "allows it, else timer), perf, timer (POSIX per-thread CPU timer, "
+                       "tick-limited)",
+                       "auto,perf,timer"},
     setting_definition{"sampling_cputime_freq", "KAIROS_SAMPLING_CPUTIME_FREQ", number, "",
                        "sampling", "CPU-time sampler frequency; empty = KAIROS_SAMPLING_FREQ", {},
                        0.001, max_frequency_hz, true},

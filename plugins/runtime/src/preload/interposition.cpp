@@ -11,8 +11,6 @@
 #include <mutex>
 #include <vector>
 
-#include <kairos/plugins/backtrace/dl_guard.hpp>
-
 #include "preload/interception.hpp"
 #include "preload/lifecycle.hpp"
 #include "preload/reentry_guard.hpp"
@@ -31,10 +29,6 @@ const originals& original_functions() noexcept {
     found.execve = reinterpret_cast<execve_function>(dlsym(RTLD_NEXT, "execve"));
     found.execvpe = reinterpret_cast<execve_function>(dlsym(RTLD_NEXT, "execvpe"));
     found.fexecve = reinterpret_cast<fexecve_function>(dlsym(RTLD_NEXT, "fexecve"));
-    found.dlopen = reinterpret_cast<dlopen_function>(dlsym(RTLD_NEXT, "dlopen"));
-    found.dlmopen = reinterpret_cast<dlmopen_function>(dlsym(RTLD_NEXT, "dlmopen"));
-    found.dlclose = reinterpret_cast<dlclose_function>(dlsym(RTLD_NEXT, "dlclose"));
-    found.dl_iterate_phdr = reinterpret_cast<dl_iterate_phdr_function>(dlsym(RTLD_NEXT, "dl_iterate_phdr"));
     return found;
   }();
   return resolved;
@@ -182,35 +176,6 @@ __attribute__((visibility("default"))) int execle(const char* path, const char* 
   auto* const* envp = va_arg(arguments, char* const*);
   va_end(arguments);
   return exec_through(exec_kind::path, path, -1, argv.data(), envp);
-}
-
-// The loader's locking entry points, with the calling thread marked as inside the loader.
-// dlopen's caller is libkairos.so from glibc's point of view: see docs/runtime.md (known limits).
-__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) noexcept {
-  const auto real = interception::original_functions().dlopen;
-  if (!real) return nullptr;
-  kairos::dl_guard inside_loader;
-  return real(file, mode);
-}
-__attribute__((visibility("default"))) void* dlmopen(Lmid_t namespace_id, const char* file,
-                                                     int mode) noexcept {
-  const auto real = interception::original_functions().dlmopen;
-  if (!real) return nullptr;
-  kairos::dl_guard inside_loader;
-  return real(namespace_id, file, mode);
-}
-__attribute__((visibility("default"))) int dlclose(void* handle) noexcept {
-  const auto real = interception::original_functions().dlclose;
-  if (!real) return -1;
-  kairos::dl_guard inside_loader;
-  return real(handle);
-}
-__attribute__((visibility("default"))) int dl_iterate_phdr(
-    int (*callback)(struct dl_phdr_info*, std::size_t, void*), void* data) {
-  const auto real = interception::original_functions().dl_iterate_phdr;
-  if (!real) return 0;
-  kairos::dl_guard inside_loader;
-  return real(callback, data);
 }
 
 // _exit and _Exit end the process without atexit handlers (dash's `exit` builtin does this).

@@ -36,7 +36,6 @@
 #include <kairos/runtime/settings.hpp>
 
 #include "preload/diagnostics.hpp"
-#include "preload/interception.hpp"
 #include "preload/profile_database.hpp"
 #include "preload/sampling/sampler.hpp"
 #include "preload/lifecycle.hpp"
@@ -419,6 +418,10 @@ void open_database() {
 
 void initialize() {
   reentry_guard guard;
+  // is_this_library's function-local static is built here, never lazily in a fork child: its
+  // construction registers a destructor (__cxa_atexit), whose lock another thread of the parent
+  // may have held at fork time (a child of the stress test hung there).
+  (void)is_this_library("");
   globals = new runtime_globals;
   globals->identity.pid = getpid();
   const auto launch_pid = environment_value("KAIROS_LAUNCH_PID");
@@ -469,7 +472,6 @@ void initialize() {
 
   keep_stderr();
   current_thread();  // the main thread is the program's thread 0
-  interception::original_functions();  // resolved now: the sampler's unwinder calls dl_iterate_phdr
   set_flush_interval_ns(static_cast<std::int64_t>(current_settings->number("KAIROS_FLUSH_INTERVAL") * 1e9));
   open_database();
   if (profile_database_open() && current_settings->category_usable("sampling")) {

@@ -401,7 +401,12 @@ bool start_sampling(const settings& values, std::string& problem, std::string& n
     problem = "[kairos] every real-time signal is handled by the program; sampling is disabled";
     return false;
   }
-  globals->source = perf_task_clock_works() ? cpu_source::perf : cpu_source::posix_timer;
+  const auto& wanted_source = values.text("KAIROS_SAMPLING_CPUTIME_SOURCE");
+  const bool perf_works = wanted_source != "timer" && perf_task_clock_works();
+  if (wanted_source == "perf" && !perf_works && globals->cpu.enabled)
+    note = "[kairos] KAIROS_SAMPLING_CPUTIME_SOURCE=perf but perf_event_open refuses a task-clock "
+           "event here (see /proc/sys/kernel/perf_event_paranoid); using the POSIX CPU timer";
+  globals->source = perf_works ? cpu_source::perf : cpu_source::posix_timer;
   struct sigaction action {};
   action.sa_sigaction = &on_sampling_signal;
   sigfillset(&action.sa_mask);  // nothing nests inside the handler
@@ -414,7 +419,14 @@ bool start_sampling(const settings& values, std::string& problem, std::string& n
   configure_writers(static_cast<int>(values.integer("KAIROS_SAMPLING_ALLOCATOR_SIZE")),
                     values.boolean("KAIROS_USE_TEMPORARY_FILES"),
                     static_cast<std::int64_t>(values.number("KAIROS_FLUSH_INTERVAL") * 1e9));
-  kairos::backtrace_prewarm();
+  // Resolves libgcc's unwinder for the process. Threads are deliberately NOT prewarmed for
+  // libunwind: a prewarmed thread's capture takes unw_backtrace, which calls dl_iterate_phdr, and
+  // that deadlocks (seen here with gdb in the stress test) when the sample interrupts malloc on a
+  // thread while another thread's dlclose holds the loader's lock and waits in free() for the
+  // same arena lock; no per-thread guard can see that cycle. On a thread that was not prewarmed,
+  // capture uses libgcc's _Unwind_Backtrace, which finds unwind tables with glibc's lock-free
+  // _dl_find_object: ≈2 µs instead of ≈0.25 µs per sample, next to a ≈22 µs signal.
+  kairos::backtrace_detail::prewarm_process();
   {
     std::lock_guard lock{globals->mutex};
     this_thread_sampler = create_sampler(current_thread());
@@ -442,7 +454,6 @@ bool sampling_enabled() noexcept { return enabled.load(std::memory_order_acquire
 void sampling_thread_started() noexcept {
   if (!enabled.load(std::memory_order_acquire) || globals->stopping.load()) return;
   reentry_guard guard;
-  kairos::backtrace_prewarm();
   auto& record = current_thread();
   std::lock_guard lock{globals->mutex};
   auto* sampler = create_sampler(record);
