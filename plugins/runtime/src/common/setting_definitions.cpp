@@ -86,7 +86,8 @@ constexpr std::array definitions{
     setting_definition{"sampling_allocator_size", "KAIROS_SAMPLING_ALLOCATOR_SIZE", integer, "8",
                        "sampling", "sampled threads served by one writer thread", {}, 1, 4096},
     setting_definition{"use_temporary_files", "KAIROS_USE_TEMPORARY_FILES", boolean, "true",
-                       "sampling", "writer threads spill samples to temporary files"},
+                       "sampling", "writer threads spill samples to temporary files (unnamed, O_TMPFILE; "
+                       "ingested into the database every flush interval)"},
     // internal: set by kairos-run and the runtime to tie the processes of one launch together
     setting_definition{"launch_pid", "KAIROS_LAUNCH_PID", integer, "0", "internal",
                        "pid of the launched process (set by kairos-run); others are children", {},
