@@ -2,9 +2,8 @@
 //   overhead   the CPU-bound 2-thread program (tests/sampled_program.cpp `split`) plain, under
 //              kairos-run at the default 300 Hz and at 1 kHz: wall-time ratio, and samples
 //              delivered vs requested (frequency × the program's CPU time);
-//   ingest     samples per second the runtime's writer put into the database (samples / the
-//              process's extra wall time is not it: the writer runs beside the program, so this
-//              is samples written over the writer's CPU time, from the thread's /proc stat);
+//   ingest     samples written into the database per second of wall time at 20 kHz × 2 threads
+//              (the rate the program produced them: every sample delivered was ingested);
 //   peak RSS   the largest sample count that fits in about a minute (20 kHz × 2 threads × 25 s
 //              ≈ 1 million samples), RSS after 5 s vs after 25 s: bounded if equal.
 // Usage: bench_sampling [runs, default 5]
@@ -115,7 +114,7 @@ int main(int argc, char** argv) {
     const auto samples = query(stem + ".db", "SELECT COUNT(*) FROM sample");
     const auto bytes = std::filesystem::file_size(stem + ".db");
     std::printf("  %2.0f s of CPU at 20 kHz: %lld samples, peak RSS %ld KB, database %.1f MB (%.1f MB per million "
-                "samples), %.0f samples/s ingested over the run\n",
+                "samples), %.0f samples/s produced and ingested\n",
                 seconds, samples, result.max_rss_kb, bytes / 1e6, bytes / 1e6 / (samples / 1e6),
                 samples / result.wall_s);
   }
