@@ -128,8 +128,9 @@ void on_sampling_signal(int, siginfo_t* info, void* context) {
   const int saved_errno = errno;
   auto* sampler = this_thread_sampler;
   if (sampler && handler_active.load(std::memory_order_relaxed)) {
-    // tgkill from the real-time sampler; perf overflow (POLL_IN/POLL_HUP) or SI_TIMER: CPU time.
-    const auto source = info->si_code == SI_TKILL ? sample_source::real_time : sample_source::cpu_time;
+    // The real-time sampler's own perf event (si_fd names it), else CPU time (perf or SI_TIMER).
+    const bool real_time = info->si_code > 0 && sampler->realtime_perf_fd >= 0 && info->si_fd == sampler->realtime_perf_fd;
+    const auto source = real_time ? sample_source::real_time : sample_source::cpu_time;
     take_sample(*sampler, source, static_cast<const ucontext_t*>(context));
   }
   errno = saved_errno;
@@ -146,14 +147,14 @@ int open_task_clock(pid_t tid, std::int64_t period_ns) {
   attributes.disabled = 1;
   attributes.exclude_hv = 1;
   attributes.wakeup_events = 1;
+  // User mode only: an overflow while the thread is in the kernel (say, entering nanosleep) would
+  // leave a signal pending that cuts the sleep short. Kernel time is not lost: weights are CPU-time
+  // deltas, so it counts towards the next sample.
+  attributes.exclude_kernel = 1;
   auto open = [&] {
     return static_cast<int>(syscall(SYS_perf_event_open, &attributes, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
   };
-  int fd = open();
-  if (fd < 0 && (errno == EACCES || errno == EPERM)) {
-    attributes.exclude_kernel = 1;  // perf_event_paranoid 2: user space only
-    fd = open();
-  }
+  const int fd = open();
   if (fd < 0) return -1;
   f_owner_ex owner{F_OWNER_TID, tid};
   if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC | O_NONBLOCK) != 0 ||
@@ -213,10 +214,17 @@ void arm_realtime(thread_sampler& sampler) {
   const auto directory = fmt::format("/proc/self/task/{}/", sampler.thread->tid);
   sampler.stat_fd = open((directory + "stat").c_str(), O_RDONLY | O_CLOEXEC);
   sampler.syscall_fd = open((directory + "syscall").c_str(), O_RDONLY | O_CLOEXEC);
+  if (globals->source == cpu_source::perf)
+    sampler.realtime_perf_fd = open_task_clock(sampler.thread->tid, globals->real.period_ns);
   sampler.realtime_armed = sampler.stat_fd >= 0;
 }
 
 void disarm_realtime(thread_sampler& sampler) {
+  if (sampler.realtime_perf_fd >= 0) {
+    ioctl(sampler.realtime_perf_fd, PERF_EVENT_IOC_DISABLE, 0);
+    close(sampler.realtime_perf_fd);
+    sampler.realtime_perf_fd = -1;
+  }
   if (sampler.stat_fd >= 0) close(sampler.stat_fd);
   if (sampler.syscall_fd >= 0) close(sampler.syscall_fd);
   sampler.stat_fd = sampler.syscall_fd = -1;
@@ -275,11 +283,8 @@ void realtime_tick() {
   for (auto* sampler : globals->samplers) {
     if (!sampler->realtime_armed) continue;
     const char state = read_state(sampler->stat_fd);
-    if (state == 'R') {
-      syscall(SYS_tgkill, getpid(), sampler->thread->tid, globals->signal_number);
-      continue;
-    }
-    if (state == '?' || state == 'Z' || state == 'X') continue;
+    // Running (or runnable): its own task-clock event samples it; never signalled from here.
+    if (state == 'R' || state == '?' || state == 'Z' || state == 'X') continue;
     auto& sample = globals->waiting.emplace_back();
     sample.thread = sampler->thread;
     sample.time_ns = now;
@@ -532,6 +537,7 @@ void sampling_after_fork_in_child(bool followed) noexcept {
   // The parent's events, timers and descriptors are the parent's: close this copy of them.
   for (auto* sampler : globals->samplers) {
     if (sampler->perf_fd >= 0) close(sampler->perf_fd);
+    if (sampler->realtime_perf_fd >= 0) close(sampler->realtime_perf_fd);
     if (sampler->stat_fd >= 0) close(sampler->stat_fd);
     if (sampler->syscall_fd >= 0) close(sampler->syscall_fd);
   }

@@ -8,11 +8,12 @@
 // thread's CPU time since its previous sample, read in the handler, so estimates are right with
 // either source whatever the delivered rate.
 //
-// Real time: kairos's control thread ticks at the real-time frequency and, per thread, reads its
-// state from /proc/self/task/<tid>/stat: a running thread is signalled (its stack is captured);
-// a waiting thread is never signalled (a signal ends nanosleep/sleep early with EINTR, whatever
-// SA_RESTART says) and gets a "waiting" sample at the site of its blocking system call, read from
-// /proc/self/task/<tid>/syscall.
+// Real time: no thread is ever signalled by a clock that runs while it waits (a signal ends
+// nanosleep/sleep early with EINTR, whatever SA_RESTART says). While a thread runs, its own
+// task-clock event at the real-time frequency samples it (user mode only: exclude_kernel, so the
+// signal never lands inside a system call); while it waits, kairos's control thread, ticking at the
+// real-time frequency and reading /proc/self/task/<tid>/stat, writes a "waiting" sample at the
+// site of its blocking system call (/proc/self/task/<tid>/syscall).
 #include <sys/types.h>
 
 #include <atomic>
@@ -39,6 +40,7 @@ struct thread_sampler {
   bool has_timer = false;
   bool cpu_armed = false;
   bool realtime_armed = false;
+  int realtime_perf_fd = -1;  // real-time sampler: task-clock event at its frequency (running thread)
   int stat_fd = -1;     // /proc/self/task/<tid>/stat, kept open (real-time sampler)
   int syscall_fd = -1;  // /proc/self/task/<tid>/syscall
   std::atomic<bool> finished{false};  // the thread ended: no more samples; the writer frees it
