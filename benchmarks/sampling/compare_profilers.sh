@@ -15,7 +15,8 @@ runs=${2:-5}
 cmake --build "$build" --target cpu_bound_workload kairos-run kairos_preload >/dev/null 2>&1 ||
   cmake --build "$build" --target cpu_bound_workload >/dev/null
 program=$build/benchmarks/sampling/cpu_bound_workload
-kairos_run=$(find "$build" -name kairos-run -type f -perm -u+x | head -1)
+kairos_run=$build/plugins/runtime/kairos-run
+[ -x "$kairos_run" ] || kairos_run=""
 profiler_library=$(ls /usr/lib/*/libprofiler.so.0 2>/dev/null | head -1)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -45,7 +46,7 @@ run_config() {
   ratio=$(awk -v a="$seconds" -v b="$baseline_seconds" 'BEGIN { printf "%.3f", a / b }')
   if [ "$hz" -gt 0 ]; then
     requested=$(awk -v hz="$hz" -v cpu="$cpu" 'BEGIN { printf "%d", hz * cpu }')
-    share=$(awk -v d="$delivered" -v r="$requested" 'BEGIN { printf "%.1f", r > 0 ? 100 * d / r : 0 }')
+    share=$(awk -v d="$delivered" -v r="$requested" 'BEGIN { printf "%.1f", (r > 0 ? 100 * d / r : 0) }')
     printf '%-34s %6s %9s %8s %10s %10s %8s%%\n' "$name" "$hz" "$seconds" "$ratio" "$delivered" "$requested" "$share"
   else
     printf '%-34s %6s %9s %8s %10s %10s %9s\n' "$name" "-" "$seconds" "$ratio" "-" "-" "-"
@@ -82,6 +83,8 @@ for hz in 300 1000; do
       database=$(find "$work/run" -name '*.db' | head -1)
       if [ -n "$database" ]; then sqlite3 "$database" 'SELECT COUNT(*) FROM sample'; else echo 0; fi
     }
-    run_config "kairos-run" "$hz" "$kairos_run" -o "$work/run/kairos-%pid%" --freq "$hz" -- "$program"
+    # No start-up delay, so every profiler samples the same span of the program.
+    run_config "kairos-run" "$hz" "$kairos_run" -o "$work/run/kairos-%pid%" --freq "$hz" \
+      -s KAIROS_SAMPLING_DELAY=0 -- "$program"
   fi
 done
