@@ -13,7 +13,8 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
+
+from harness import Failure, check, run_named_test
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_AVAIL = os.environ.get("KAIROS_AVAIL", "")
@@ -21,15 +22,6 @@ PROGRAM = os.environ.get("KAIROS_PROGRAM", "")
 BUILD_DIR = os.environ.get("KAIROS_BUILD_DIR", "")
 TIMEOUT = 45
 SUMMARY = re.compile(rb"^\[kairos\] \d+ samples?, \d+ regions? on \d+ threads?; outputs: .*$", re.M)
-
-
-class Failure(Exception):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise Failure(message)
 
 
 def clean_environment(**extra):
@@ -377,21 +369,5 @@ def test_install_tree_works(directory):
     check(len(summaries(err)) == 1, f"the installed libkairos.so was loaded: {err!r}")
 
 
-def main():
-    name = sys.argv[1]
-    test = globals().get(f"test_{name}")
-    if test is None:
-        print(f"no test named {name}", file=sys.stderr)
-        return 2
-    with tempfile.TemporaryDirectory(prefix=f"kairos-e2e-{name}-") as directory:
-        try:
-            test(directory)
-        except Failure as failure:
-            print(f"FAILED {name}: {failure}", file=sys.stderr)
-            return 1
-    print(f"passed {name}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_named_test(globals(), "kairos-e2e"))

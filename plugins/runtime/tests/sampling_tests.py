@@ -17,19 +17,12 @@ import sys
 import tempfile
 import time
 
+from harness import Failure, check, run_named_test
+
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
 PROGRAM = os.environ.get("KAIROS_SAMPLED_PROGRAM", "")
 TIMEOUT = 60
-
-
-class Failure(Exception):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise Failure(message)
 
 
 def environment(**extra):
@@ -241,21 +234,5 @@ def test_outputs_and_kairos_report(directory):
     check(bad.returncode != 0, "a missing database is an error")
 
 
-def main():
-    name = sys.argv[1]
-    test = globals().get(f"test_{name}")
-    if test is None:
-        print(f"no test named {name}", file=sys.stderr)
-        return 2
-    with tempfile.TemporaryDirectory(prefix=f"kairos-sampling-{name}-") as directory:
-        try:
-            test(directory)
-        except Failure as failure:
-            print(f"FAILED {name}: {failure}", file=sys.stderr)
-            return 1
-    print(f"passed {name}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_named_test(globals(), "kairos-sampling"))
