@@ -13,16 +13,27 @@
 
 namespace kairos::benchmarks {
 
-// Keeps the median of every benchmark while the console reporter prints as usual.
+// Keeps the median real time of every benchmark, in nanoseconds whatever its display unit,
+// while the console reporter prints as usual.
 class median_collector : public ::benchmark::ConsoleReporter {
  public:
   median_collector() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular) {}
   std::map<std::string, double> median_ns;
 
+  static double nanoseconds_per_unit(::benchmark::TimeUnit unit) {
+    switch (unit) {
+      case ::benchmark::kSecond: return 1e9;
+      case ::benchmark::kMillisecond: return 1e6;
+      case ::benchmark::kMicrosecond: return 1e3;
+      default: return 1.0;
+    }
+  }
+
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs)
       if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median")
-        median_ns[run.run_name.function_name] = run.GetAdjustedRealTime();
+        median_ns[run.run_name.function_name] =
+            run.GetAdjustedRealTime() * nanoseconds_per_unit(run.time_unit);
     ConsoleReporter::ReportRuns(runs);
   }
 };

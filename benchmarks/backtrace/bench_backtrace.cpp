@@ -19,6 +19,8 @@
 #include <kairos/plugins/backtrace.hpp>
 #include <kairos/plugins/backtrace/symbolizer.hpp>
 
+#include "median.hpp"
+
 namespace {
 
 using glibc_backtrace_function = int (*)(void**, int);
@@ -125,10 +127,8 @@ void BM_symbolize_1000_cold(benchmark::State& state) {
 BENCHMARK(BM_symbolize_1000_cold)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // Side by side: each round times every contender once, in turn; the ratio is taken per round.
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using kairos::benchmarks::median;
+
 template <class Work>
 double seconds_for(Work&& work) {
   const auto begin = std::chrono::steady_clock::now();

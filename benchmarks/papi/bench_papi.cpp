@@ -12,6 +12,8 @@
 #include <kairos/plugins/papi.hpp>
 #if KAIROS_BENCH_WITH_SDE
 #include <sde_lib.h>
+
+#include "median.hpp"
 #endif
 
 namespace {
@@ -80,10 +82,7 @@ double nanoseconds_per_call(Operation operation, int calls) {
          calls;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using kairos::benchmarks::median;
 
 void print_side_by_side() {
   if (!kairos::papi_vector::available())

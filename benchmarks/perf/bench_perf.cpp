@@ -12,6 +12,8 @@
 
 #include <kairos/plugins/perf.hpp>
 
+#include "median.hpp"
+
 namespace {
 
 std::vector<int> event_indices(std::initializer_list<std::string_view> names) {
@@ -97,10 +99,7 @@ double nanoseconds_per_call(Operation operation, int calls) {
   return std::chrono::duration<double, std::nano>(elapsed).count() / calls;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using kairos::benchmarks::median;
 
 // Rounds alternate between the two operations so both see the same machine load.
 void print_side_by_side_ratios() {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@
 #include <kairos/components/wall_clock.hpp>
 #include <kairos/storage/stored.hpp>
 #include <kairos/user.h>
+
+#include "ratio_report.hpp"
 
 extern char** environ;
 
@@ -80,29 +83,15 @@ void stored_region(benchmark::State& state) {
   }
 }
 
-// Keeps each benchmark's median real time (ns per iteration), and prints as usual.
-class median_collector : public benchmark::ConsoleReporter {
- public:
-  std::map<std::string, double> median_ns;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& run : runs)
-      if (run.aggregate_name == "median")
-        median_ns[run.run_name.function_name] = run.GetAdjustedRealTime() *
-                                                (run.time_unit == benchmark::kMillisecond ? 1e6
-                                                 : run.time_unit == benchmark::kMicrosecond ? 1e3
-                                                                                             : 1.0);
-    ConsoleReporter::ReportRuns(runs);
-  }
-};
-
 constexpr int repetitions = 7;
+const std::string scratch_directory = "/tmp/kairos-bench-runtime";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool under_kairos = std::getenv("KAIROS_BENCH_CHILD") != nullptr;
   benchmark::Initialize(&argc, argv);
-  median_collector collector;
+  kairos::benchmarks::median_collector collector;
   if (under_kairos) {
     benchmark::RegisterBenchmark("user_api_with_kairos", user_api_with_kairos)
         ->Repetitions(repetitions)->ReportAggregatesOnly(true);
@@ -126,8 +115,10 @@ int main(int argc, char** argv) {
       ->Repetitions(repetitions)->ReportAggregatesOnly(true);
   benchmark::RegisterBenchmark("empty_function_calls", empty_function_calls)
       ->Repetitions(repetitions)->ReportAggregatesOnly(true);
-  // kairos-run's outputs go to one scratch stem, overwritten each run.
-  setenv("KAIROS_OUTPUT_PATH", "/tmp/kairos-bench-runtime/true", 1);
+  // kairos-run's outputs go to a scratch folder, one stem per process (kairos never overwrites a
+  // profile database: a shared stem would leave every run after the first without one).
+  std::filesystem::remove_all(scratch_directory);
+  setenv("KAIROS_OUTPUT_PATH", (scratch_directory + "/true-%pid%").c_str(), 1);
   benchmark::RunSpecifiedBenchmarks(&collector);
   const double added_ms =
       (collector.median_ns["process_kairos_run_true"] - collector.median_ns["process_true"]) / 1e6;
@@ -146,7 +137,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   // Part 2 needs libkairos.so loaded: this program again, under kairos-run.
   setenv("KAIROS_BENCH_CHILD", "1", 1);
-  setenv("KAIROS_OUTPUT_PATH", "/tmp/kairos-bench-runtime/regions", 1);
+  setenv("KAIROS_OUTPUT_PATH", (scratch_directory + "/regions-%pid%").c_str(), 1);
   std::vector<const char*> child{KAIROS_RUN_PATH, "--", "/proc/self/exe"};
   char self[4096] = {};
   if (readlink("/proc/self/exe", self, sizeof self - 1) > 0) child[2] = self;

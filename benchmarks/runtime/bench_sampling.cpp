@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "median.hpp"
+
 extern char** environ;
 
 namespace {
@@ -68,10 +70,7 @@ long long query(const std::string& path, const char* sql) {
   return value;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using kairos::benchmarks::median;
 
 }  // namespace
 

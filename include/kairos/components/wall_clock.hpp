@@ -23,6 +23,8 @@ struct wall_clock {
   void stop() noexcept { phase.end(record()); }
 
   std::int64_t total_ns() const noexcept { return phase.total; }
+  // The steady-clock reading (ns) at the last start(): with total_ns() after one lap, a span.
+  std::int64_t last_start_ns() const noexcept { return phase.at_start; }
   double get() const noexcept { return static_cast<double>(phase.total) * 1e-6; }
 
  private:

@@ -78,7 +78,7 @@ void profile_writer::commit() {
 }
 
 std::int64_t profile_writer::intern(std::string_view text) {
-  if (const auto found = strings_.find(std::string{text}); found != strings_.end())
+  if (const auto found = strings_.find(text); found != strings_.end())
     return found->second;
   ensure_transaction();
   statements_->string.bind(1, text).run();

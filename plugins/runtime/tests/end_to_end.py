@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 
@@ -155,6 +156,14 @@ def test_python_through_wrapper_script(directory):
     check("-c" in load_report(written[0])["command"], "the report names python's command line")
 
 
+def region_rows(directory):
+    """(name, depth, start_ns, end_ns) of every region row in the run's profile database."""
+    databases = glob.glob(os.path.join(directory, "kairos-output", "*.db"))
+    check(len(databases) == 1, f"one profile database, found {databases}")
+    with sqlite3.connect(databases[0]) as connection:
+        return connection.execute("SELECT name, depth, start_ns, end_ns FROM regions").fetchall()
+
+
 def test_user_api_regions_report(directory):
     out, err, status = kairos([PROGRAM, "nested"], directory)
     check(status == 0 and b"active=1" in out, f"{status} {out!r} {err!r}")
@@ -167,6 +176,15 @@ def test_user_api_regions_report(directory):
     text = open(reports(directory, "*.txt")[0]).read()
     check("outer" in text and "  inner" in text, "the text report shows the tree")
     check(report["regions_recorded"] == 9, f"9 regions pushed, got {report['regions_recorded']}")
+    # Each region instance is also a row of the profile database, inside its parent's span.
+    rows = region_rows(directory)
+    check(sorted((name, depth) for name, depth, _, _ in rows) ==
+          [("inner", 1)] * 6 + [("outer", 0)] * 3, f"9 region rows with their depths: {rows}")
+    outers = [(start, end) for name, _, start, end in rows if name == "outer"]
+    for name, _, start, end in rows:
+        check(start <= end, f"{name} ends after it starts")
+        if name == "inner":
+            check(any(s <= start and end <= e for s, e in outers), "each inner lies within an outer")
 
 
 def test_user_api_without_kairos(directory):
@@ -180,6 +198,9 @@ def test_ten_thousand_threads(directory):
     check(status == 0 and out == b"10000 threads done\n", f"{status} {out!r} {err!r}")
     report = load_report(reports(directory)[0])
     check(count_of(report, "thread_work") == 20000, f"exact count: {count_of(report, 'thread_work')}")
+    rows = region_rows(directory)
+    check(sum(1 for name, *_ in rows if name == "thread_work") == 20000,
+          "every region of every short-lived thread is a database row")
     program_threads = [t for t in report["threads"] if not t["kairos_owned"]]
     own_threads = [t for t in report["threads"] if t["kairos_owned"]]
     check(len(program_threads) == 10001, f"main + 10000 threads, got {len(program_threads)}")

@@ -194,6 +194,11 @@ void write_outputs(const std::string& stem, const std::string& end_reason, bool 
     return;
   }
   if (!globals->database_problem.empty()) print_line(globals->database_problem);
+  if (const auto untraced = regions_not_traced(); untraced > 0)
+    print_line(fmt::format("[kairos] {} user-API regions came faster than the database writer could "
+                           "keep; their rows are not in the database, but they are counted in the "
+                           "report's region tables",
+                           untraced));
   if (!summary || written.files.empty()) return;
   std::string files;
   for (const auto& file : written.files) files += (files.empty() ? "" : ", ") + file;

@@ -13,16 +13,11 @@
 #include <kairos/plugins/backtrace/symbolizer.hpp>
 #include <kairos/plugins/database/writer.hpp>
 
+#include "preload/regions.hpp"
 #include "preload/thread_registry.hpp"
 
 namespace kairos::runtime {
 namespace {
-
-struct queued_region {
-  thread_record* thread;
-  std::string name;
-  std::int64_t start_ns, end_ns, depth;
-};
 
 // On the heap, never destroyed: finalize may run after static destructors.
 struct profile_database_state {
@@ -34,9 +29,6 @@ struct profile_database_state {
   std::int64_t flush_interval_ns = 1'000'000'000;
   std::int64_t last_commit_ns = 0;
   database_counts counts;
-  // Per thread: when its last CPU-time counter row was written (one per 100 ms at most).
-  std::mutex regions_mutex;
-  std::vector<queued_region> regions;
 };
 profile_database_state* state = nullptr;
 
@@ -95,19 +87,15 @@ bool counter_due(thread_record* thread, std::int64_t now_ns) {
 
 void sync_locked(bool force) {
   if (!state->writer) return;
-  std::vector<queued_region> regions;
-  {
-    std::lock_guard lock{state->regions_mutex};
-    regions.swap(state->regions);
-  }
-  for (const auto& region : regions) {
-    state->writer->add_region(thread_row(*region.thread), region.name, region.start_ns,
-                              region.end_ns, region.depth);
-    ++state->counts.regions;
-  }
   threads().for_each([](thread_record& thread) {
     if (thread.kairos_owned) return;
     const auto row = thread_row(thread);
+    if (auto* finished = finished_regions(thread)) {
+      finished->drain([row](const region_row& region) {
+        state->writer->add_region(row, *region.name, region.start_ns, region.end_ns, region.depth);
+        ++state->counts.regions;
+      });
+    }
     if (!thread.database_end_written && !thread.running.load(std::memory_order_acquire)) {
       state->writer->end_thread(row, thread.end_ns.load(std::memory_order_relaxed));
       thread.database_end_written = true;
@@ -183,13 +171,6 @@ void database_add_samples(const std::vector<pending_sample>& samples) {
   }
   const auto now = steady_now_ns();
   if (now - state->last_commit_ns >= state->flush_interval_ns) sync_locked(true);
-}
-
-void database_queue_region(thread_record& thread, std::string_view name, std::int64_t start_ns,
-                           std::int64_t end_ns, std::int64_t depth) {
-  if (!state || !state->writer) return;
-  std::lock_guard lock{state->regions_mutex};
-  state->regions.push_back({&thread, std::string{name}, start_ns, end_ns, depth});
 }
 
 void database_sync(bool force) {

@@ -1,6 +1,7 @@
 #pragma once
 // The process's profile database (plugins/database): created at init as <stem>.db, filled by the
-// writer threads (samples) and by periodic syncs (threads, user-API regions), committed every
+// writer threads (samples) and by periodic syncs (threads, user-API regions drained from each
+// thread's lock-free region log), committed every
 // KAIROS_FLUSH_INTERVAL so a killed program leaves a valid database up to the last commit, and
 // the source of every derived output at finalize. One profile_writer behind one mutex: writer
 // threads symbolize and insert in turn (SQLite has one writer per database anyway).
@@ -40,10 +41,7 @@ const std::string& profile_database_path();
 // Metadata rows (settings, command line, host, version, sampler facts).
 void database_set_metadata(std::string_view key, std::string_view value);
 void database_add_samples(const std::vector<pending_sample>& samples);
-// A finished user-API region (any thread; queued, written at the next sync).
-void database_queue_region(thread_record& thread, std::string_view name, std::int64_t start_ns,
-                           std::int64_t end_ns, std::int64_t depth);
-// Threads and queued regions into the database; commits when the flush interval has passed
+// Threads and their finished user-API regions (each thread's region_log) into the database; commits when the flush interval has passed
 // (always with `force`).
 void database_sync(bool force);
 void set_flush_interval_ns(std::int64_t interval_ns);

@@ -5,6 +5,8 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -31,15 +33,31 @@ using region_bundle = stored<region_components>;
 using wall_clock_bundle = stored<component_tuple<wall_clock>>;
 
 struct open_region {
-  std::string name;  // the bundle's label views it: the deque never moves it
+  const std::string* name = nullptr;  // interned; the bundle's label views it
   std::int64_t start_ns = 0;  // steady clock, for the region's row in the profile database
   // Both empty: pushed while collection was off.
   std::optional<region_bundle> bundle;
   std::optional<wall_clock_bundle> wall_clock_only;
 };
 
+struct name_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view name) const noexcept {
+    return std::hash<std::string_view>{}(name);
+  }
+};
+
 struct thread_regions {
   std::deque<open_region> stack;
+  // Region names, copied once per distinct name; a push after that allocates nothing. Nodes of an
+  // unordered_set never move, so region rows and bundle labels may point at them.
+  std::unordered_set<std::string, name_hash, std::equal_to<>> names;
+  region_log finished;
+
+  const std::string* intern(std::string_view name) {
+    if (auto found = names.find(name); found != names.end()) return &*found;
+    return &*names.emplace(name).first;
+  }
 };
 
 namespace {
@@ -89,18 +107,18 @@ void report_mismatch(const std::string& message) {
 
 void push_region(const char* name) {
   on_this_thread([name](thread_record& record) {
-    auto& stack = regions_of(record).stack;
-    auto& region = stack.emplace_back();
-    region.name = name ? name : "(null)";
+    auto& regions = regions_of(record);
+    auto& region = regions.stack.emplace_back();
+    region.name = regions.intern(name ? name : "(null)");
     if (!collecting.load(std::memory_order_relaxed)) return;
     pushes.fetch_add(1, std::memory_order_relaxed);
-    region.start_ns = steady_now_ns();
-    if (only_wall_clock) {
-      region.wall_clock_only.emplace(std::string_view{region.name});
+    if (only_wall_clock) {  // its wall clock gives the span: no clock reads of our own
+      region.wall_clock_only.emplace(std::string_view{*region.name});
       region.wall_clock_only->start();
       return;
     }
-    region.bundle.emplace(std::string_view{region.name});
+    region.start_ns = steady_now_ns();
+    region.bundle.emplace(std::string_view{*region.name});
     apply_switches(*region.bundle, std::make_index_sequence<component_count>{});
     region.bundle->start();
   });
@@ -108,7 +126,8 @@ void push_region(const char* name) {
 
 void pop_region(const char* name) {
   on_this_thread([name](thread_record& record) {
-    auto& stack = regions_of(record).stack;
+    auto& regions = regions_of(record);
+    auto& stack = regions.stack;
     const std::string_view given = name ? name : "(null)";
     if (stack.empty()) {
       report_mismatch(fmt::format("[kairos] kairos_pop_region(\"{}\") on thread {} (tid {}) but no "
@@ -116,17 +135,27 @@ void pop_region(const char* name) {
                                   given, record.sequent_id, record.tid));
       return;
     }
-    if (stack.back().name != given) {
+    if (*stack.back().name != given) {
       report_mismatch(fmt::format("[kairos] kairos_pop_region(\"{}\") on thread {} (tid {}) but the "
                                   "innermost open region is \"{}\"; the pop is ignored",
-                                  given, record.sequent_id, record.tid, stack.back().name));
+                                  given, record.sequent_id, record.tid, *stack.back().name));
       return;
     }
-    if (stack.back().wall_clock_only) stack.back().wall_clock_only->stop();
-    if (stack.back().bundle) stack.back().bundle->stop();
-    if (stack.back().wall_clock_only || stack.back().bundle)
-      database_queue_region(record, stack.back().name, stack.back().start_ns, steady_now_ns(),
-                            static_cast<std::int64_t>(stack.size()) - 1);
+    auto& region = stack.back();
+    std::int64_t end_ns = 0;
+    if (region.wall_clock_only) {
+      region.wall_clock_only->stop();
+      // One lap of a fresh bundle: the wall clock's own readings are the region's span.
+      const auto& clock = region.wall_clock_only->component<wall_clock>();
+      region.start_ns = clock.last_start_ns();
+      end_ns = region.start_ns + clock.total_ns();
+    } else if (region.bundle) {
+      region.bundle->stop();
+      end_ns = steady_now_ns();
+    }
+    if (end_ns != 0 && profile_database_open())
+      regions.finished.append({region.name, region.start_ns, end_ns,
+                               static_cast<std::int32_t>(stack.size()) - 1});
     stack.pop_back();
   });
 }
@@ -181,9 +210,26 @@ void reset_regions_after_fork() {
   pushes.store(0);
   mismatches.store(0);
   threads().for_each([](thread_record& record) {
-    if (auto* regions = record.regions.load()) regions->stack.clear();
+    if (auto* regions = record.regions.load()) {
+      regions->stack.clear();
+      regions->finished.clear();
+    }
   });
   thread_graphs::instance().clear();
+}
+
+std::uint64_t regions_not_traced() noexcept {
+  std::uint64_t dropped = 0;
+  threads().for_each([&](thread_record& record) {
+    if (auto* regions = record.regions.load(std::memory_order_acquire))
+      dropped += regions->finished.dropped();
+  });
+  return dropped;
+}
+
+region_log* finished_regions(thread_record& record) noexcept {
+  auto* regions = record.regions.load(std::memory_order_acquire);
+  return regions ? &regions->finished : nullptr;
 }
 
 const kairos_entry_points& user_entry_points() noexcept { return entry_points; }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "preload/entry_points_access.hpp"
+#include "preload/region_log.hpp"
 
 namespace kairos::runtime {
 
@@ -14,8 +15,15 @@ bool configure_regions(const std::vector<std::string>& component_names, std::str
 
 // Regions pushed by this process image (0: nothing to report before an exec).
 std::uint64_t regions_recorded() noexcept;
+// Regions whose database rows were dropped because the writer fell behind (they are still in
+// the call-graph report).
+std::uint64_t regions_not_traced() noexcept;
 // Pops reported as mismatched (for the report and the tests).
 std::uint64_t mismatched_pops() noexcept;
+
+struct thread_record;
+// The thread's finished regions awaiting the profile database (nullptr: it never pushed one).
+region_log* finished_regions(thread_record& record) noexcept;
 
 // After fork in a followed child: forget what the parent collected.
 void reset_regions_after_fork();

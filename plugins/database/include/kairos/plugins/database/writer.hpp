@@ -91,7 +91,13 @@ class profile_writer {
   bool in_transaction_ = false;
   struct statements;
   std::unique_ptr<statements> statements_;
-  std::unordered_map<std::string, std::int64_t> strings_;
+  struct string_hash {
+    using is_transparent = void;  // find(std::string_view) without building a std::string
+    std::size_t operator()(std::string_view text) const noexcept {
+      return std::hash<std::string_view>{}(text);
+    }
+  };
+  std::unordered_map<std::string, std::int64_t, string_hash, std::equal_to<>> strings_;
   std::unordered_map<std::uint64_t, std::int64_t> frames_;  // address -> frame id
   struct edge_hash {
     std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& edge) const noexcept {

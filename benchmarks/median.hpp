@@ -1,0 +1,15 @@
+#pragma once
+// The median of repeated measurements: what every kairos benchmark quotes.
+#include <algorithm>
+#include <vector>
+
+namespace kairos::benchmarks {
+
+inline double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+}  // namespace kairos::benchmarks

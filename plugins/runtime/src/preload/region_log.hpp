@@ -1,0 +1,99 @@
+#pragma once
+// One thread's finished user-API regions on their way to the profile database. The thread appends
+// without a lock (an allocation once per 1,024 regions); the database sync drains. One producer,
+// one consumer. Memory is bounded: past max_chunks unread chunks (2 MiB a thread) rows are dropped
+// and counted, never waited for: the regions still reach the call-graph report, only their
+// per-instance rows in the database are lost, and finalize says how many.
+#include <atomic>
+#include <cstdint>
+#include <new>
+#include <string>
+
+namespace kairos::runtime {
+
+struct region_row {
+  const std::string* name = nullptr;  // interned by the thread; never freed before exit
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::int32_t depth = 0;
+};
+
+class region_log {
+ public:
+  static constexpr std::uint32_t chunk_rows = 1024;
+  static constexpr std::uint32_t max_chunks = 64;
+
+  region_log() : head_{new chunk}, tail_{head_} {}
+  region_log(const region_log&) = delete;
+  region_log& operator=(const region_log&) = delete;
+  ~region_log() { free_all(); }
+
+  // The owning thread only.
+  void append(const region_row& row) noexcept {
+    auto count = tail_->committed.load(std::memory_order_relaxed);
+    if (count == chunk_rows) {
+      chunk* fresh = chunks_.load(std::memory_order_acquire) < max_chunks ? new (std::nothrow) chunk
+                                                                         : nullptr;
+      if (fresh == nullptr) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      chunks_.fetch_add(1, std::memory_order_relaxed);
+      tail_->next.store(fresh, std::memory_order_release);
+      tail_ = fresh;
+      count = 0;
+    }
+    tail_->rows[count] = row;
+    tail_->committed.store(count + 1, std::memory_order_release);
+  }
+
+  // The consumer only: every row committed so far, oldest first; frees the chunks it finishes.
+  template <class Consume>
+  void drain(Consume&& consume) {
+    for (;;) {
+      const auto committed = head_->committed.load(std::memory_order_acquire);
+      for (; consumed_ < committed; ++consumed_) consume(head_->rows[consumed_]);
+      if (consumed_ < chunk_rows) return;
+      chunk* next = head_->next.load(std::memory_order_acquire);
+      if (next == nullptr) return;  // full, and the thread has not needed the next one yet
+      delete head_;
+      head_ = next;
+      consumed_ = 0;
+      chunks_.fetch_sub(1, std::memory_order_release);
+    }
+  }
+
+  std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+
+  // In a forked child (one thread): forget the parent's rows.
+  void clear() {
+    free_all();
+    head_ = tail_ = new chunk;
+    consumed_ = 0;
+    chunks_.store(1);
+    dropped_.store(0);
+  }
+
+ private:
+  struct chunk {
+    std::atomic<std::uint32_t> committed{0};
+    std::atomic<chunk*> next{nullptr};
+    region_row rows[chunk_rows];
+  };
+
+  void free_all() {
+    while (head_ != nullptr) {
+      chunk* next = head_->next.load(std::memory_order_relaxed);
+      delete head_;
+      head_ = next;
+    }
+  }
+
+  chunk* head_;                 // the consumer's: the oldest chunk not fully read
+  std::uint32_t consumed_ = 0;  // the consumer's: rows read in head_
+  chunk* tail_;                 // the thread's: the chunk it appends to
+  std::atomic<std::uint32_t> chunks_{1};
+  std::atomic<std::uint64_t> dropped_{0};
+};
+
+}  // namespace kairos::runtime
