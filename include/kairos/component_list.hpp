@@ -76,11 +76,13 @@ class component_list
  private:
   template <class Component>
   static constexpr std::size_t position() {
-    return []<std::size_t... I>(std::index_sequence<I...>) {
-      std::size_t found = base::size;
-      ((std::is_same_v<Component, std::tuple_element_t<I, component_types>> ? found = I : 0), ...);
-      return found;
+    constexpr std::size_t found = []<std::size_t... I>(std::index_sequence<I...>) {
+      std::size_t index = base::size;
+      ((std::is_same_v<Component, std::tuple_element_t<I, component_types>> ? index = I : 0), ...);
+      return index;
     }(std::make_index_sequence<base::size>{});
+    static_assert(found < base::size, "this component is not a member of the list");
+    return found;
   }
 
   std::size_t position(std::string_view name) const {
