@@ -83,14 +83,14 @@ def count_of(report, label, component="wall_clock"):
     return total
 
 
-def same_as_without_kairos(command, cwd, attempts=1, ignore=None):
+def same_as_without_kairos(command, cwd, attempts=1, ignore=None, environment=None):
     """Runs `command` plainly and under kairos-run; stdout, stderr and status must match.
     `ignore`: a pattern of stdout lines other processes may change between the two runs."""
     def stdout_of(result):
         return re.sub(ignore, b"", result[0], flags=re.M) if ignore else result[0]
     for attempt in range(attempts):
-        plain = run(command, cwd)
-        profiled = kairos(command, cwd)
+        plain = run(command, cwd, environment)
+        profiled = kairos(command, cwd, environment=environment)
         if (stdout_of(plain), plain[1], plain[2]) == (stdout_of(profiled),
                                                       without_summary(profiled[1]), profiled[2]):
             check(len(summaries(profiled[1])) == 1,
@@ -147,8 +147,12 @@ def test_python_through_wrapper_script(directory):
         file.write('#!/bin/sh\n# a version-manager shim: the real interpreter replaces the shell\n'
                    'exec python3 "$@"\n')
     os.chmod(wrapper, 0o755)
-    script = "import sys; print('hello from', sys.argv[1:]); sys.stderr.write('warn\\n'); sys.exit(5)"
-    same_as_without_kairos([wrapper, "-c", script, "a", "b"], directory)
+    # Busy for a moment, sampled from the start: python has something to report.
+    script = ("import sys, time; end = time.process_time() + 0.3\n"
+              "while time.process_time() < end: pass\n"
+              "print('hello from', sys.argv[1:]); sys.stderr.write('warn\\n'); sys.exit(5)")
+    same_as_without_kairos([wrapper, "-c", script, "a", "b"], directory,
+                           environment=clean_environment(KAIROS_SAMPLING_DELAY="0"))
     # The program at the end of the exec chain is the one reported.
     written = reports(directory)
     check(len(written) == 1, f"one report for the chain, got {written}")
@@ -290,12 +294,15 @@ def test_bad_config_file(directory):
 
 
 def test_unwritable_output_path(directory):
-    out, err, status = kairos(["sh", "-c", "echo out; exit 5"], directory,
-                              ["-o", "/proc/kairos-cannot-write-here/%pid%"])
+    # Sampled from the start and busy for a moment, so there is something to write.
+    busy = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo out; exit 5"
+    out, err, status = run([KAIROS_RUN, "-o", "/proc/kairos-cannot-write-here/%pid%", "--", "sh",
+                            "-c", busy], directory, clean_environment(KAIROS_SAMPLING_DELAY="0"))
     check((out, status) == (b"out\n", 5), f"{out!r} {status}")
     lines = kairos_lines(err)
-    check(len(lines) == 1 and "cannot write" in lines[0] and "KAIROS_OUTPUT_PATH" in lines[0],
-          f"{lines}")
+    check(len(lines) == 2 and "cannot write" in lines[0] and "KAIROS_OUTPUT_PATH" in lines[0],
+          f"the failure, said once: {lines}")
+    check(len(summaries(err)) == 1 and "outputs: none" in lines[1], f"then the summary: {lines}")
 
 
 def test_mismatched_pop_reported(directory):

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "preload/region_log.hpp"
+#include "preload/regions/region_log.hpp"
 
 using kairos::runtime::region_log;
 using kairos::runtime::region_row;

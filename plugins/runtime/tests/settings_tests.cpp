@@ -67,7 +67,7 @@ TEST_CASE("a bad number names the variable, the value and the accepted range") {
   CHECK(line.find("sampling is disabled") != std::string::npos);
   CHECK_FALSE(loaded.category_usable("sampling"));
   CHECK(loaded.usable());  // regions and output do not depend on sampling
-  CHECK(loaded.number("KAIROS_SAMPLING_FREQ") == 300);  // the default stays in force
+  CHECK(loaded.number(setting::sampling_freq) == 300);  // the default stays in force
 }
 
 TEST_CASE("an unknown component is rejected with the accepted names, and disables kairos") {
@@ -102,14 +102,14 @@ TEST_CASE("sources rise in priority: default, config file, environment, command 
   environment_block environment{"KAIROS_CONFIG_FILE=" + config, "KAIROS_SAMPLING_DELAY=3"};
   auto loaded = settings::load(environment.get());
   CHECK(loaded.problems().empty());
-  CHECK(loaded.number("KAIROS_SAMPLING_FREQ") == 50);
+  CHECK(loaded.number(setting::sampling_freq) == 50);
   CHECK(loaded.at("KAIROS_SAMPLING_FREQ").source == setting_source::config_file);
-  CHECK(loaded.number("KAIROS_SAMPLING_DELAY") == 3);
+  CHECK(loaded.number(setting::sampling_delay) == 3);
   CHECK(loaded.at("KAIROS_SAMPLING_DELAY").source == setting_source::environment);
-  CHECK(loaded.list("KAIROS_COMPONENTS") == std::vector<std::string>{"wall_clock", "peak_rss"});
+  CHECK(loaded.list(setting::components) == std::vector<std::string>{"wall_clock", "peak_rss"});
   CHECK(loaded.set("KAIROS_SAMPLING_DELAY", "4", setting_source::command_line));
-  CHECK(loaded.number("KAIROS_SAMPLING_DELAY") == 4);
-  CHECK(loaded.number("KAIROS_SAMPLING_DURATION") == 0);  // default
+  CHECK(loaded.number(setting::sampling_delay) == 4);
+  CHECK(loaded.number(setting::sampling_duration) == 0);  // default
   std::remove(config.c_str());
 }
 
@@ -137,8 +137,8 @@ TEST_CASE("a config file that is not JSON, or missing, disables kairos with one 
 TEST_CASE("sampler settings inherit the common value when empty") {
   environment_block environment{"KAIROS_SAMPLING_FREQ=100", "KAIROS_SAMPLING_REALTIME_FREQ=20"};
   const auto loaded = settings::load(environment.get());
-  CHECK(loaded.inherited_number("KAIROS_SAMPLING_CPUTIME_FREQ", "KAIROS_SAMPLING_FREQ") == 100);
-  CHECK(loaded.inherited_number("KAIROS_SAMPLING_REALTIME_FREQ", "KAIROS_SAMPLING_FREQ") == 20);
+  CHECK(loaded.inherited_number(setting::sampling_cputime_freq, setting::sampling_freq) == 100);
+  CHECK(loaded.inherited_number(setting::sampling_realtime_freq, setting::sampling_freq) == 20);
 }
 
 TEST_CASE("booleans accept the usual spellings") {

@@ -51,10 +51,7 @@ std::vector<row> component_rows() {
   std::vector<row> rows;
   [&]<class... Components>(std::tuple<Components...>*) {
     (rows.push_back(component_row<Components>("core")), ...);
-  }(static_cast<std::tuple<kairos::wall_clock, kairos::cpu_clock, kairos::thread_cpu_clock,
-                           kairos::user_clock, kairos::system_clock, kairos::peak_rss,
-                           kairos::page_rss, kairos::page_faults, kairos::context_switches>*>(
-      nullptr));
+  }(static_cast<kairos::builtin_components*>(nullptr));
 #if defined(KAIROS_AVAIL_HAS_PERF)
   rows.push_back(component_row<kairos::perf_counters>("perf"));
 #endif

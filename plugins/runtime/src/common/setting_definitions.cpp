@@ -99,6 +99,23 @@ constexpr std::array definitions{
                        "PID:N, how many execs the process PID has gone through", {}, 0, 0, true},
 };
 
+// The enum names the rows in order; this catches a row added to one and not the other.
+constexpr bool rows_match_names() {
+  constexpr std::string_view names[] = {
+      "enabled", "verbose", "config_file", "follow_children", "output_path", "output_formats",
+      "flush_interval", "components", "sampling_freq", "sampling_delay", "sampling_duration",
+      "sampling_cputime", "sampling_cputime_source", "sampling_cputime_freq",
+      "sampling_cputime_delay", "sampling_cputime_duration", "sampling_realtime",
+      "sampling_realtime_freq", "sampling_realtime_delay", "sampling_realtime_duration",
+      "sampling_allocator_size", "use_temporary_files", "launch_pid", "launch_date",
+      "exec_generation"};
+  if (std::size(names) != definitions.size()) return false;
+  for (std::size_t i = 0; i < definitions.size(); ++i)
+    if (definitions[i].name != names[i]) return false;
+  return static_cast<std::size_t>(setting::exec_generation) + 1 == definitions.size();
+}
+static_assert(rows_match_names(), "enum class setting (settings.hpp) and the table disagree");
+
 }  // namespace
 
 std::span<const setting_definition> setting_definitions() { return definitions; }

@@ -270,31 +270,32 @@ bool settings::category_usable(std::string_view category) const {
 
 bool settings::usable() const {
   return category_usable("general") && category_usable("output") && category_usable("regions") &&
-         boolean("KAIROS_ENABLED");
+         boolean(setting::enabled);
 }
 
-bool settings::boolean(std::string_view variable) const {
-  return parse_boolean(at(variable).text).value_or(false);
+const settings::value& settings::at(setting which) const {
+  return values_[static_cast<std::size_t>(which)];
 }
 
-std::int64_t settings::integer(std::string_view variable) const {
-  return parse_number<std::int64_t>(at(variable).text).value_or(0);
+bool settings::boolean(setting which) const {
+  return parse_boolean(at(which).text).value_or(false);
 }
 
-double settings::number(std::string_view variable) const {
-  return parse_number<double>(at(variable).text).value_or(0.0);
+std::int64_t settings::integer(setting which) const {
+  return parse_number<std::int64_t>(at(which).text).value_or(0);
 }
 
-const std::string& settings::text(std::string_view variable) const { return at(variable).text; }
-
-std::vector<std::string> settings::list(std::string_view variable) const {
-  return split_list(at(variable).text);
+double settings::number(setting which) const {
+  return parse_number<double>(at(which).text).value_or(0.0);
 }
 
-double settings::inherited_number(std::string_view variable,
-                                  std::string_view common_variable) const {
-  if (trim(at(variable).text).empty()) return number(common_variable);
-  return number(variable);
+const std::string& settings::text(setting which) const { return at(which).text; }
+
+std::vector<std::string> settings::list(setting which) const { return split_list(at(which).text); }
+
+double settings::inherited_number(setting which, setting common) const {
+  if (trim(at(which).text).empty()) return number(common);
+  return number(which);
 }
 
 }  // namespace kairos::runtime

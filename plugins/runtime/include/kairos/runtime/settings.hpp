@@ -4,6 +4,7 @@
 // (KAIROS_CONFIG_FILE), the environment and kairos-run's flags. Every value is checked against its
 // definition; a bad one yields one "[kairos]" line naming the variable, the value and what is
 // accepted, and switches off the category (the feature) that depends on it.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -30,6 +31,21 @@ struct setting_definition {
   double minimum = 0;              // integer and number: accepted range
   double maximum = 0;
   bool may_be_empty = false;       // "" means "inherit" or "not set"
+};
+
+// Every setting, by name: the table's rows in order (setting_definitions()[index] is the row of
+// `setting{index}`; a static_assert next to the table keeps the two in step). Code reads values
+// by these names, so a misspelt setting is a compile error.
+enum class setting : std::size_t {
+  enabled, verbose, config_file, follow_children,
+  output_path, output_formats, flush_interval,
+  components,
+  sampling_freq, sampling_delay, sampling_duration,
+  sampling_cputime, sampling_cputime_source, sampling_cputime_freq, sampling_cputime_delay,
+  sampling_cputime_duration,
+  sampling_realtime, sampling_realtime_freq, sampling_realtime_delay, sampling_realtime_duration,
+  sampling_allocator_size, use_temporary_files,
+  launch_pid, launch_date, exec_generation,
 };
 
 // The table: every setting kairos knows, in display order.
@@ -67,17 +83,19 @@ class settings {
   void apply_config_file(const std::string& path);
   void apply_environment(const char* const* environment);
 
-  // Typed reads by variable or key (the value in force; the default when the given one was bad).
-  bool boolean(std::string_view variable) const;
-  std::int64_t integer(std::string_view variable) const;
-  double number(std::string_view variable) const;
-  const std::string& text(std::string_view variable) const;
-  std::vector<std::string> list(std::string_view variable) const;
+  // Typed reads (the value in force; the default when the given one was bad).
+  bool boolean(setting which) const;
+  std::int64_t integer(setting which) const;
+  double number(setting which) const;
+  const std::string& text(setting which) const;
+  std::vector<std::string> list(setting which) const;
   // A sampling setting of one sampler, falling back to the common one when empty:
-  // inherited_number("KAIROS_SAMPLING_CPUTIME_FREQ", "KAIROS_SAMPLING_FREQ").
-  double inherited_number(std::string_view variable, std::string_view common_variable) const;
+  // inherited_number(setting::sampling_cputime_freq, setting::sampling_freq).
+  double inherited_number(setting which, setting common) const;
 
   const std::vector<value>& values() const { return values_; }
+  const value& at(setting which) const;
+  // By variable or config-file key (input from users: kairos-run's flags, kairos-avail).
   const value& at(std::string_view variable) const;
 
   // The "[kairos] ..." lines describing every rejected value (empty when all were accepted).

@@ -14,14 +14,11 @@
 
 #include <kairos/plugins/backtrace.hpp>
 
+#include "preload/sampling/sample_batch.hpp"
+
 namespace kairos::runtime {
 
-struct thread_record;
 struct thread_sampler;
-
-enum class sample_source : std::uint8_t { cpu_time = 0, real_time = 1, waiting = 2 };
-
-inline constexpr std::size_t sample_stack_depth = 64;
 
 struct sample_record {
   std::int64_t time_ns = 0;        // CLOCK_MONOTONIC (the database's clock)
@@ -40,7 +37,17 @@ struct sample_buffer {
   std::atomic<int> state{free_state};
   sample_buffer* next_full = nullptr;  // link in the writer's hand-off stack
   thread_sampler* owner = nullptr;
-  sample_record records[capacity];
+
+  sample_record& record(std::uint32_t index) noexcept {
+    return reinterpret_cast<sample_record*>(record_storage)[index];
+  }
+
+ private:
+  // The records are the mapping's zero pages, not constructed objects (sample_record is an
+  // aggregate, so the pages hold them implicitly; all-zero is its initial value): constructing
+  // them wrote every page of both buffers at each thread's start, 1.1 MiB a thread, which made
+  // thread churn under kairos 25 times slower. Untouched pages cost nothing.
+  alignas(sample_record) unsigned char record_storage[capacity * sizeof(sample_record)];
 };
 
 // Lock-free hand-off of full buffers to one writer: many handlers push, the writer takes all.
@@ -70,8 +77,10 @@ class full_buffer_stack {
   std::atomic<sample_buffer*> head_{nullptr};
 };
 
-// Maps one buffer (zeroed pages, touched only as records are written). nullptr on failure.
+// A free buffer for `owner`: a spare left by an ended thread, else a fresh mapping (zeroed pages,
+// touched only as records are written). nullptr on failure.
 sample_buffer* map_sample_buffer(thread_sampler* owner) noexcept;
+// Gives a buffer back (kept as a spare, or unmapped).
 void unmap_sample_buffer(sample_buffer* buffer) noexcept;
 
 }  // namespace kairos::runtime

@@ -3,47 +3,38 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
-#include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <new>
 #include <vector>
 
-#include "preload/profile_database.hpp"
-#include "preload/reentry_guard.hpp"
-#include "preload/sampling/sampler.hpp"
-#include "preload/thread_registry.hpp"
+#include <fmt/format.h>
+
+#include "preload/sampling/thread_sampler.hpp"
+#include "preload/support/bounded_wait.hpp"
+#include "preload/support/clock.hpp"
+#include "preload/support/internal_thread.hpp"
+#include "preload/support/private_descriptor.hpp"
+#include "preload/support/reentry_guard.hpp"
 
 namespace kairos::runtime {
-
-sample_buffer* map_sample_buffer(thread_sampler* owner) noexcept {
-  void* memory = mmap(nullptr, sizeof(sample_buffer), PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) return nullptr;
-  auto* buffer = new (memory) sample_buffer;  // only the header is written: pages stay untouched
-  buffer->owner = owner;
-  return buffer;
-}
-
-void unmap_sample_buffer(sample_buffer* buffer) noexcept {
-  if (buffer) munmap(buffer, sizeof(sample_buffer));
-}
 
 struct sample_writer {
   full_buffer_stack full;
   sem_t wake;
   std::mutex mutex;  // its threads, and one pass at a time
   std::vector<thread_sampler*> threads;
-  int spill_fd = -1;
+  std::atomic<int> live_threads{0};  // assigned and not ended (under the writers' mutex to grow)
+  owned_descriptor spill_file;
   off_t spilled = 0;
-  off_t ingested = 0;
-  std::int64_t last_ingest_ns = 0;
+  off_t delivered = 0;
+  std::int64_t last_delivery_ns = 0;
   std::atomic<bool> stopping{false};
   std::atomic<bool> thread_done{false};
   bool thread_running = false;
@@ -52,15 +43,18 @@ struct sample_writer {
 namespace {
 
 constexpr std::int64_t pass_interval_ns = 50'000'000;
-constexpr std::size_t ingest_batch = 4096;
+constexpr std::size_t delivery_batch = 4096;
 
 struct writer_globals {
-  std::mutex mutex;
+  std::mutex mutex;  // the writer list; assignment and retirement
   std::vector<sample_writer*> writers;
-  std::size_t threads_assigned = 0;
   int threads_per_writer = 8;
   bool temporary_files = true;
+  bool stopping = false;
   std::int64_t flush_interval_ns = 1'000'000'000;
+  sample_delivery deliver = nullptr;
+  std::atomic<int> running{0};
+  problem first_problem;
 };
 writer_globals* globals = nullptr;
 
@@ -84,9 +78,16 @@ int open_spill_file() {
   return fd;
 }
 
-void copy_out(sample_buffer& buffer, std::uint32_t end, std::vector<pending_sample>& batch) {
+void note_problem(std::string text) {
+  std::lock_guard lock{globals->mutex};
+  if (globals->first_problem) return;
+  globals->first_problem = problem{std::move(text)};
+  report(globals->first_problem);
+}
+
+void copy_out(sample_buffer& buffer, std::uint32_t end, sample_batch& batch) {
   for (std::uint32_t i = buffer.consumed; i < end; ++i) {
-    const auto& record = buffer.records[i];
+    const auto& record = buffer.record(i);
     auto& sample = batch.emplace_back();
     sample.thread = buffer.owner->thread;
     sample.time_ns = record.time_ns;
@@ -99,7 +100,7 @@ void copy_out(sample_buffer& buffer, std::uint32_t end, std::vector<pending_samp
   buffer.consumed = end;
 }
 
-void drain_committed(sample_buffer& buffer, std::vector<pending_sample>& batch) {
+void drain_committed(sample_buffer& buffer, sample_batch& batch) {
   copy_out(buffer, buffer.committed.load(std::memory_order_acquire), batch);
 }
 
@@ -110,7 +111,7 @@ void give_back(sample_buffer& buffer) {
   buffer.state.store(sample_buffer::free_state, std::memory_order_release);
 }
 
-bool spill(sample_writer& writer, const std::vector<pending_sample>& batch) {
+bool spill(sample_writer& writer, const sample_batch& batch) {
   std::vector<char> bytes;
   bytes.reserve(batch.size() * (sizeof(spill_header) + 16 * sizeof(std::uint64_t)));
   for (const auto& sample : batch) {
@@ -123,7 +124,9 @@ bool spill(sample_writer& writer, const std::vector<pending_sample>& batch) {
   }
   std::size_t done = 0;
   while (done < bytes.size()) {
-    const auto n = pwrite(writer.spill_fd, bytes.data() + done, bytes.size() - done, writer.spilled + done);
+    if (!writer.spill_file.still_ours()) return false;
+    const auto n = pwrite(writer.spill_file.get(), bytes.data() + done, bytes.size() - done,
+                          writer.spilled + static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     done += static_cast<std::size_t>(n);
@@ -132,12 +135,12 @@ bool spill(sample_writer& writer, const std::vector<pending_sample>& batch) {
   return true;
 }
 
-void ingest_spill_file(sample_writer& writer) {
-  std::vector<pending_sample> batch;
+void deliver_spill_file(sample_writer& writer) {
+  sample_batch batch;
   std::vector<char> chunk(1 << 20);
-  while (writer.ingested < writer.spilled) {
-    const auto want = std::min<off_t>(static_cast<off_t>(chunk.size()), writer.spilled - writer.ingested);
-    const auto n = pread(writer.spill_fd, chunk.data(), static_cast<std::size_t>(want), writer.ingested);
+  while (writer.delivered < writer.spilled && writer.spill_file.still_ours()) {
+    const auto want = std::min<off_t>(static_cast<off_t>(chunk.size()), writer.spilled - writer.delivered);
+    const auto n = pread(writer.spill_file.get(), chunk.data(), static_cast<std::size_t>(want), writer.delivered);
     if (n <= 0) break;
     std::size_t position = 0;
     while (position + sizeof(spill_header) <= static_cast<std::size_t>(n)) {
@@ -155,56 +158,76 @@ void ingest_spill_file(sample_writer& writer) {
       std::memcpy(sample.addresses, chunk.data() + position + sizeof header,
                   header.frame_count * sizeof(std::uint64_t));
       position += size;
-      if (batch.size() >= ingest_batch) {
-        database_add_samples(batch);
+      if (batch.size() >= delivery_batch) {
+        globals->deliver(batch);
         batch.clear();
       }
     }
     if (position == 0) break;  // a record larger than the chunk cannot happen; stop rather than spin
-    writer.ingested += static_cast<off_t>(position);
+    writer.delivered += static_cast<off_t>(position);
   }
-  database_add_samples(batch);
+  if (!batch.empty()) globals->deliver(batch);
 }
 
 void writer_pass(sample_writer& writer, bool final_pass) {
   std::lock_guard lock{writer.mutex};  // the final pass may meet a writer that did not stop in time
-  std::vector<pending_sample> batch;
-  {
-    std::vector<bool> finished(writer.threads.size());
-    for (std::size_t i = 0; i < writer.threads.size(); ++i)
-      finished[i] = writer.threads[i]->finished.load(std::memory_order_acquire);
-    for (auto* buffer = writer.full.take_all(); buffer;) {
-      auto* next = buffer->next_full;
-      drain_committed(*buffer, batch);
-      give_back(*buffer);
-      buffer = next;
-    }
-    std::vector<thread_sampler*> kept;
-    for (std::size_t i = 0; i < writer.threads.size(); ++i) {
-      auto* sampler = writer.threads[i];
-      for (auto* buffer : sampler->buffers)
-        if (buffer && (final_pass || finished[i] ||
-                       buffer->state.load(std::memory_order_acquire) == sample_buffer::filling_state))
-          drain_committed(*buffer, batch);
-      if (finished[i]) {  // its thread ended: nothing can write here any more
-        for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
-        delete sampler;
-      } else {
-        kept.push_back(sampler);
-      }
-    }
-    writer.threads.swap(kept);
+  sample_batch batch;
+  std::vector<bool> finished(writer.threads.size());
+  for (std::size_t i = 0; i < writer.threads.size(); ++i)
+    finished[i] = writer.threads[i]->finished.load(std::memory_order_acquire);
+  for (auto* buffer = writer.full.take_all(); buffer;) {
+    auto* next = buffer->next_full;
+    drain_committed(*buffer, batch);
+    give_back(*buffer);
+    buffer = next;
   }
-  if (writer.spill_fd >= 0 && !batch.empty() && !spill(writer, batch)) {
-    close(writer.spill_fd);  // the disk is full or gone: straight into the database from now on
-    writer.spill_fd = -1;
+  std::vector<thread_sampler*> kept;
+  for (std::size_t i = 0; i < writer.threads.size(); ++i) {
+    auto* sampler = writer.threads[i];
+    for (auto* buffer : sampler->buffers)
+      if (buffer && (final_pass || finished[i] ||
+                     buffer->state.load(std::memory_order_acquire) == sample_buffer::filling_state))
+        drain_committed(*buffer, batch);
+    if (finished[i]) {  // its thread ended: nothing can write here any more
+      for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
+      delete sampler;
+    } else {
+      kept.push_back(sampler);
+    }
   }
-  if (writer.spill_fd < 0) database_add_samples(batch);
+  writer.threads.swap(kept);
+  if (writer.spill_file && !batch.empty() && !spill(writer, batch)) {
+    note_problem(fmt::format("cannot write a sampling spill file in {}: {}; samples go straight to "
+                             "the database from now on",
+                             std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp",
+                             std::strerror(errno ? errno : ENOSPC)));
+    deliver_spill_file(writer);  // what it already holds
+    writer.spill_file.close_if_ours();
+  }
+  if (!writer.spill_file) {
+    if (!batch.empty()) globals->deliver(batch);
+    return;
+  }
   const auto now = steady_now_ns();
-  if (writer.spill_fd >= 0 && (final_pass || now - writer.last_ingest_ns >= globals->flush_interval_ns)) {
-    ingest_spill_file(writer);
-    writer.last_ingest_ns = now;
+  if (final_pass || now - writer.last_delivery_ns >= globals->flush_interval_ns) {
+    deliver_spill_file(writer);
+    writer.last_delivery_ns = now;
   }
+}
+
+// A writer with no live thread and nothing left to drain leaves, unless it is the last one.
+bool retire_if_idle(sample_writer& writer) {
+  {
+    std::lock_guard lock{writer.mutex};
+    if (!writer.threads.empty()) return false;
+  }
+  std::lock_guard lock{globals->mutex};
+  if (globals->stopping || globals->writers.size() <= 1 ||
+      writer.live_threads.load(std::memory_order_acquire) != 0)
+    return false;
+  auto& list = globals->writers;
+  list.erase(std::remove(list.begin(), list.end(), &writer), list.end());
+  return true;
 }
 
 void* writer_main(void* argument) {
@@ -221,58 +244,72 @@ void* writer_main(void* argument) {
     }
     sem_timedwait(&writer.wake, &deadline);
     if (writer.stopping.load(std::memory_order_acquire)) break;
-    try {
-      writer_pass(writer, false);
-    } catch (...) {
-      // A database error must never end the program; the final pass reports what is missing.
+    writer_pass(writer, false);
+    if (retire_if_idle(writer)) {
+      writer_pass(writer, true);  // its spill file's last records
+      writer.spill_file.close_if_ours();
+      sem_destroy(&writer.wake);
+      delete &writer;
+      globals->running.fetch_sub(1, std::memory_order_relaxed);
+      return nullptr;
     }
   }
   writer.thread_done.store(true, std::memory_order_release);
+  globals->running.fetch_sub(1, std::memory_order_relaxed);
   return nullptr;
 }
 
+// Under globals->mutex.
 sample_writer* create_writer() {
   auto* writer = new sample_writer;
   sem_init(&writer->wake, 0, 0);
-  if (globals->temporary_files) writer->spill_fd = open_spill_file();
-  writer->last_ingest_ns = steady_now_ns();
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &previous);  // no signal ever lands on a writer
-  pthread_attr_t attributes;
-  pthread_attr_init(&attributes);
-  pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-  pthread_t thread;
-  {
-    reentry_guard guard;  // created inside kairos: registered as kairos's own thread
-    writer->thread_running = pthread_create(&thread, &attributes, &writer_main, writer) == 0;
+  if (globals->temporary_files) writer->spill_file.adopt(open_spill_file());
+  writer->last_delivery_ns = steady_now_ns();
+  globals->running.fetch_add(1, std::memory_order_relaxed);
+  writer->thread_running = start_internal_thread(&writer_main, writer);
+  if (!writer->thread_running) {
+    globals->running.fetch_sub(1, std::memory_order_relaxed);
+    writer->spill_file.close_if_ours();
+    sem_destroy(&writer->wake);
+    delete writer;
+    return nullptr;
   }
-  pthread_attr_destroy(&attributes);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  globals->writers.push_back(writer);
   return writer;
 }
 
 }  // namespace
 
-void configure_writers(int threads_per_writer, bool temporary_files, std::int64_t flush_interval_ns) {
+void configure_writers(int threads_per_writer, bool temporary_files, std::int64_t flush_interval_ns,
+                       sample_delivery deliver) {
   if (!globals) globals = new writer_globals;
-  globals->threads_per_writer = threads_per_writer > 0 ? threads_per_writer : 1;
+  globals->threads_per_writer = std::max(threads_per_writer, 1);
   globals->temporary_files = temporary_files;
   globals->flush_interval_ns = flush_interval_ns;
+  globals->deliver = deliver;
 }
 
 sample_writer* assign_writer(thread_sampler* sampler) {
-  if (!globals) globals = new writer_globals;
-  sample_writer* writer = nullptr;
+  sample_writer* chosen = nullptr;
   {
     std::lock_guard lock{globals->mutex};
-    const auto index = globals->threads_assigned++ / static_cast<std::size_t>(globals->threads_per_writer);
-    while (globals->writers.size() <= index) globals->writers.push_back(create_writer());
-    writer = globals->writers[index];
+    for (auto* writer : globals->writers)
+      if (!chosen || writer->live_threads.load() < chosen->live_threads.load()) chosen = writer;
+    if (!chosen || chosen->live_threads.load() >= globals->threads_per_writer) {
+      if (auto* fresh = create_writer()) chosen = fresh;
+    }
+    if (!chosen) return nullptr;
+    chosen->live_threads.fetch_add(1, std::memory_order_acq_rel);
   }
-  std::lock_guard lock{writer->mutex};
-  writer->threads.push_back(sampler);
-  return writer;
+  std::lock_guard lock{chosen->mutex};
+  chosen->threads.push_back(sampler);
+  return chosen;
+}
+
+void writer_thread_ended(sample_writer* writer) noexcept {
+  // Not woken: its next pass (within 50 ms) delivers what is left; a wake-up per ended thread
+  // costs more than the thread itself in a program that churns them.
+  writer->live_threads.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void hand_over_full_buffer(sample_writer* writer, sample_buffer* buffer) noexcept {
@@ -285,6 +322,7 @@ void stop_writers_and_drain() {
   std::vector<sample_writer*> writers;
   {
     std::lock_guard lock{globals->mutex};
+    globals->stopping = true;  // no writer retires from here on: the list stays valid
     writers = globals->writers;
   }
   for (auto* writer : writers) {
@@ -293,13 +331,18 @@ void stop_writers_and_drain() {
   }
   for (auto* writer : writers) {
     // Bounded: a writer in the middle of a large insert finishes it first.
-    for (int waited = 0; writer->thread_running && !writer->thread_done.load() && waited < 5000; ++waited)
-      usleep(1000);
-    try {
-      writer_pass(*writer, true);
-    } catch (...) {
-    }
+    wait_until([writer] { return !writer->thread_running || writer->thread_done.load(); },
+               std::chrono::seconds{5});
+    writer_pass(*writer, true);
   }
+}
+
+int running_writers() noexcept { return globals ? globals->running.load() : 0; }
+
+problem writers_problem() {
+  if (!globals) return {};
+  std::lock_guard lock{globals->mutex};
+  return globals->first_problem;
 }
 
 void writers_lock_for_fork() {
@@ -308,9 +351,8 @@ void writers_lock_for_fork() {
 void writers_unlock_after_fork_in_parent() {
   if (globals) globals->mutex.unlock();
 }
-
-void forget_writers_after_fork() {
-  globals = nullptr;  // the parent's writers (and their spill files' offsets) are not ours
+void writers_forget_after_fork_in_child() noexcept {
+  globals = nullptr;  // the parent's writers (and their spill files' offsets) are not the child's
 }
 
 }  // namespace kairos::runtime

@@ -1,28 +1,43 @@
 #pragma once
-// Writer ("allocator") threads: one per KAIROS_SAMPLING_ALLOCATOR_SIZE sampled threads. A writer
-// takes full buffers from its lock-free hand-off stack (woken by sem_post, which is
-// async-signal-safe) and, every pass, the committed prefix of its threads' filling buffers; it
-// symbolizes and inserts them through the profile database, or with KAIROS_USE_TEMPORARY_FILES
-// appends them to its own unnamed temporary file (O_TMPFILE: no name, gone with the process even
-// after SIGKILL) and ingests that file into the database every flush interval, so a slow
-// database (symbolizing new addresses) never makes a thread's buffers overflow.
+// Writer threads, sized by the threads that are alive: a sampled thread is served by the writer
+// with the fewest live threads, a new writer starts only when every writer serves
+// KAIROS_SAMPLING_ALLOCATOR_SIZE live threads, and a writer left with no thread retires (one
+// stays). A program that churns 100,000 short threads, 8 at a time, keeps one writer.
+// A writer takes full buffers from its lock-free hand-off stack (woken by sem_post, which is
+// async-signal-safe) and, every pass, the committed prefix of its threads' filling buffers, and
+// hands them on as sample batches; with KAIROS_USE_TEMPORARY_FILES it first appends them to its
+// own unnamed temporary file (O_TMPFILE: no name, gone with the process even after SIGKILL) and
+// delivers that file every flush interval, so a slow database (symbolizing new addresses) never
+// makes a thread's buffers overflow.
+#include <cstdint>
+
+#include "preload/sampling/sample_batch.hpp"
 #include "preload/sampling/sample_buffer.hpp"
+#include "preload/support/problems.hpp"
 
 namespace kairos::runtime {
 
 struct thread_sampler;
 struct sample_writer;
 
-void configure_writers(int threads_per_writer, bool temporary_files, std::int64_t flush_interval_ns);
-// Assigns a writer to a newly sampled thread (creating the writer thread when needed).
+void configure_writers(int threads_per_writer, bool temporary_files, std::int64_t flush_interval_ns,
+                       sample_delivery deliver);
+// A newly sampled thread gets its writer (a new writer thread when every one is full); nullptr
+// when no writer thread can be started.
 sample_writer* assign_writer(thread_sampler* sampler);
+// The sampled thread has ended (its sampler is `finished`): one live thread fewer.
+void writer_thread_ended(sample_writer* writer) noexcept;
 // From the signal handler: hands a full buffer over and wakes the writer.
 void hand_over_full_buffer(sample_writer* writer, sample_buffer* buffer) noexcept;
-// Final pass: stops every writer thread and drains everything into the database.
+// Final pass: stops every writer thread and delivers everything.
 void stop_writers_and_drain();
-// fork child: the parent's writer threads do not exist here; forget them.
-void forget_writers_after_fork();
+// How many writer threads run now (the churn benchmark and tests check the bound).
+int running_writers() noexcept;
+// The first problem a writer met (a spill file that could not be written); later ones counted.
+problem writers_problem();
+// fork.
 void writers_lock_for_fork();
 void writers_unlock_after_fork_in_parent();
+void writers_forget_after_fork_in_child() noexcept;
 
 }  // namespace kairos::runtime

@@ -4,15 +4,13 @@
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <semaphore.h>
-#include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -21,12 +19,16 @@
 #include <fmt/format.h>
 
 #include <kairos/plugins/backtrace.hpp>
+#include <kairos/plugins/perf/open_event.hpp>
 #include <kairos/runtime/settings.hpp>
 
-#include "preload/profile_database.hpp"
-#include "preload/reentry_guard.hpp"
 #include "preload/sampling/sample_writer.hpp"
-#include "preload/thread_registry.hpp"
+#include "preload/sampling/thread_sampler.hpp"
+#include "preload/support/bounded_wait.hpp"
+#include "preload/support/clock.hpp"
+#include "preload/support/internal_thread.hpp"
+#include "preload/support/reentry_guard.hpp"
+#include "preload/threads/thread_registry.hpp"
 
 namespace kairos::runtime {
 namespace {
@@ -46,20 +48,27 @@ struct sampler_window {
 
 enum class cpu_source { perf, posix_timer };
 
+constexpr std::int64_t delivery_interval_ns = 100'000'000;  // waiting samples, descriptor checks
+
 struct sampler_globals {
   std::mutex mutex;  // samplers and arming
   std::vector<thread_sampler*> samplers;
   sampler_window cpu, real;
   cpu_source source = cpu_source::perf;
   int signal_number = 0;
+  sample_delivery deliver = nullptr;
   std::atomic<bool> stopping{false};
   // The control thread sleeps on it between ticks; stop_sampling posts it so finalize does not
-  // wait out the rest of a tick (up to 20 ms at every process exit).
+  // wait out the rest of a tick.
   sem_t control_wake;
   std::atomic<bool> control_done{false};
   bool control_running = false;
-  std::uint64_t delivered_by_ended = 0, dropped_by_ended = 0;  // threads already gone
-  std::vector<pending_sample> waiting;  // control thread only
+  // Threads already gone.
+  std::uint64_t delivered_by_ended = 0, dropped_by_ended = 0;
+  std::int64_t unsampled_by_ended_ns = 0;
+  std::atomic<std::uint64_t> threads_blocking{0};
+  std::uint64_t waiting_taken = 0;  // under the mutex
+  sample_batch waiting;  // control thread only
 
   sampler_globals() { sem_init(&control_wake, 0, 0); }
 };
@@ -69,8 +78,6 @@ std::atomic<bool> enabled{false};
 
 [[gnu::tls_model("initial-exec")]] thread_local thread_sampler* this_thread_sampler = nullptr;
 
-std::int64_t to_ns(const timespec& time) { return time.tv_sec * 1'000'000'000ll + time.tv_nsec; }
-
 // The CPU clock of any thread of this process (the kernel's encoding: CPUCLOCK_PERTHREAD |
 // CPUCLOCK_SCHED), so the control thread can arm other threads.
 clockid_t thread_cpu_clock(pid_t tid) { return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6); }
@@ -78,6 +85,12 @@ clockid_t thread_cpu_clock(pid_t tid) { return static_cast<clockid_t>((~static_c
 std::int64_t thread_cpu_ns(pid_t tid) {
   timespec now{};
   if (clock_gettime(thread_cpu_clock(tid), &now) != 0) return 0;
+  return to_ns(now);
+}
+
+std::int64_t own_cpu_ns() noexcept {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
   return to_ns(now);
 }
 
@@ -101,10 +114,8 @@ sample_buffer* buffer_to_fill(thread_sampler& sampler) noexcept {
 }
 
 void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t* context) noexcept {
-  timespec now{}, cpu{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-  const auto cpu_ns = to_ns(cpu);
+  const auto now_ns = steady_now_ns();
+  const auto cpu_ns = own_cpu_ns();
   std::int64_t weight_ns = globals->real.period_ns;
   if (source == sample_source::cpu_time) {
     weight_ns = std::max<std::int64_t>(cpu_ns - sampler.last_cpu_ns, 0);
@@ -116,8 +127,8 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     return;
   }
   const auto index = buffer->committed.load(std::memory_order_relaxed);
-  auto& record = buffer->records[index];
-  record.time_ns = to_ns(now);
+  auto& record = buffer->record(index);
+  record.time_ns = now_ns;
   record.weight_ns = weight_ns;
   record.thread_cpu_ns = cpu_ns;
   record.source = source;
@@ -135,79 +146,81 @@ void on_sampling_signal(int, siginfo_t* info, void* context) {
   auto* sampler = this_thread_sampler;
   if (sampler && handler_active.load(std::memory_order_relaxed)) {
     // The real-time sampler's own perf event (si_fd names it), else CPU time (perf or SI_TIMER).
-    const bool real_time = info->si_code > 0 && sampler->realtime_perf_fd >= 0 && info->si_fd == sampler->realtime_perf_fd;
-    const auto source = real_time ? sample_source::real_time : sample_source::cpu_time;
-    take_sample(*sampler, source, static_cast<const ucontext_t*>(context));
+    const int realtime_fd = sampler->realtime_perf_fd.load(std::memory_order_relaxed);
+    const bool real_time = info->si_code > 0 && realtime_fd >= 0 && info->si_fd == realtime_fd;
+    take_sample(*sampler, real_time ? sample_source::real_time : sample_source::cpu_time,
+                static_cast<const ucontext_t*>(context));
   }
   errno = saved_errno;
 }
 
 // --- arming ----------------------------------------------------------------------------------
 
-int open_task_clock(pid_t tid, std::int64_t period_ns) {
-  perf_event_attr attributes{};
-  attributes.size = sizeof attributes;
-  attributes.type = PERF_TYPE_SOFTWARE;
-  attributes.config = PERF_COUNT_SW_TASK_CLOCK;
-  attributes.sample_period = static_cast<std::uint64_t>(period_ns);
-  attributes.disabled = 1;
-  attributes.exclude_hv = 1;
-  attributes.wakeup_events = 1;
-  // User mode only: an overflow while the thread is in the kernel (say, entering nanosleep) would
-  // leave a signal pending that cuts the sleep short. Kernel time is not lost: weights are CPU-time
-  // deltas, so it counts towards the next sample.
-  attributes.exclude_kernel = 1;
-  auto open = [&] {
-    return static_cast<int>(syscall(SYS_perf_event_open, &attributes, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
-  };
-  const int fd = open();
-  if (fd < 0) return -1;
+// Pauses or resumes a thread's signalling clocks (async-signal-safe: ioctl, timer_settime).
+void set_clocks_running(thread_sampler& sampler, bool running) noexcept {
+  const auto request = running ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE;
+  for (auto* fd : {&sampler.perf_fd, &sampler.realtime_perf_fd})
+    if (const int number = fd->load(); number >= 0) ioctl(number, request, 0);
+  if (sampler.has_timer) {
+    itimerspec every{};
+    if (running) {
+      every.it_interval.tv_sec = globals->cpu.period_ns / 1'000'000'000;
+      every.it_interval.tv_nsec = globals->cpu.period_ns % 1'000'000'000;
+      every.it_value = every.it_interval;
+    }
+    timer_settime(sampler.timer, 0, &every, nullptr);
+  }
+}
+
+// A task-clock sampling event on `tid`, its overflow signal routed to that thread.
+owned_descriptor open_task_clock(pid_t tid, std::int64_t period_ns) {
+  owned_descriptor event{perf::open_sampling_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK,
+                                                   tid, static_cast<std::uint64_t>(period_ns))};
+  if (!event) return event;
+  const int fd = event.get();
   f_owner_ex owner{F_OWNER_TID, tid};
   if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC | O_NONBLOCK) != 0 ||
       fcntl(fd, F_SETSIG, globals->signal_number) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0 ||
-      ioctl(fd, PERF_EVENT_IOC_RESET, 0) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
+      ioctl(fd, PERF_EVENT_IOC_RESET, 0) != 0)
+    event.close_if_ours();
+  return event;
 }
 
-bool open_posix_timer(thread_sampler& sampler, std::int64_t period_ns) {
+bool open_posix_timer(thread_sampler& sampler) {
   sigevent event{};
   event.sigev_notify = SIGEV_THREAD_ID;
   event.sigev_signo = globals->signal_number;
   event._sigev_un._tid = sampler.thread->tid;
   if (timer_create(thread_cpu_clock(sampler.thread->tid), &event, &sampler.timer) != 0) return false;
-  itimerspec every{};
-  every.it_interval.tv_sec = period_ns / 1'000'000'000;
-  every.it_interval.tv_nsec = period_ns % 1'000'000'000;
-  every.it_value = every.it_interval;
-  if (timer_settime(sampler.timer, 0, &every, nullptr) != 0) {
-    timer_delete(sampler.timer);
-    return false;
-  }
   sampler.has_timer = true;
   return true;
 }
 
-// Under globals->mutex.
+// Under globals->mutex. The clocks start only if the thread does not block the signal; the
+// thread's own wrapper may block it at the same moment, so the flag is checked again after the
+// descriptor is published (the two sides are seq_cst: one of them pauses the clock).
+void start_clocks_unless_blocked(thread_sampler& sampler) {
+  if (!sampler.signal_blocked.load()) set_clocks_running(sampler, true);
+  if (sampler.signal_blocked.load()) set_clocks_running(sampler, false);
+}
+
 void arm_cpu(thread_sampler& sampler) {
   if (sampler.cpu_armed || sampler.finished.load()) return;
   sampler.last_cpu_ns = thread_cpu_ns(sampler.thread->tid);
   if (globals->source == cpu_source::perf) {
-    sampler.perf_fd = open_task_clock(sampler.thread->tid, globals->cpu.period_ns);
-    sampler.cpu_armed = sampler.perf_fd >= 0;
+    sampler.perf_event = open_task_clock(sampler.thread->tid, globals->cpu.period_ns);
+    sampler.perf_fd.store(sampler.perf_event.get());
+    sampler.cpu_armed = static_cast<bool>(sampler.perf_event);
   } else {
-    sampler.cpu_armed = open_posix_timer(sampler, globals->cpu.period_ns);
+    sampler.cpu_armed = open_posix_timer(sampler);
   }
+  if (sampler.cpu_armed) start_clocks_unless_blocked(sampler);
 }
 
 void disarm_cpu(thread_sampler& sampler) {
-  if (sampler.perf_fd >= 0) {
-    ioctl(sampler.perf_fd, PERF_EVENT_IOC_DISABLE, 0);
-    close(sampler.perf_fd);
-    sampler.perf_fd = -1;
-  }
+  sampler.perf_fd.store(-1);
+  if (sampler.perf_event.still_ours()) ioctl(sampler.perf_event.get(), PERF_EVENT_IOC_DISABLE, 0);
+  sampler.perf_event.close_if_ours();
   if (sampler.has_timer) {
     timer_delete(sampler.timer);
     sampler.has_timer = false;
@@ -218,22 +231,23 @@ void disarm_cpu(thread_sampler& sampler) {
 void arm_realtime(thread_sampler& sampler) {
   if (sampler.realtime_armed || sampler.finished.load()) return;
   const auto directory = fmt::format("/proc/self/task/{}/", sampler.thread->tid);
-  sampler.stat_fd = open((directory + "stat").c_str(), O_RDONLY | O_CLOEXEC);
-  sampler.syscall_fd = open((directory + "syscall").c_str(), O_RDONLY | O_CLOEXEC);
-  if (globals->source == cpu_source::perf)
-    sampler.realtime_perf_fd = open_task_clock(sampler.thread->tid, globals->real.period_ns);
-  sampler.realtime_armed = sampler.stat_fd >= 0;
+  sampler.stat_file.adopt(open((directory + "stat").c_str(), O_RDONLY | O_CLOEXEC));
+  sampler.syscall_file.adopt(open((directory + "syscall").c_str(), O_RDONLY | O_CLOEXEC));
+  if (globals->source == cpu_source::perf) {
+    sampler.realtime_perf_event = open_task_clock(sampler.thread->tid, globals->real.period_ns);
+    sampler.realtime_perf_fd.store(sampler.realtime_perf_event.get());
+  }
+  sampler.realtime_armed = static_cast<bool>(sampler.stat_file);
+  start_clocks_unless_blocked(sampler);
 }
 
 void disarm_realtime(thread_sampler& sampler) {
-  if (sampler.realtime_perf_fd >= 0) {
-    ioctl(sampler.realtime_perf_fd, PERF_EVENT_IOC_DISABLE, 0);
-    close(sampler.realtime_perf_fd);
-    sampler.realtime_perf_fd = -1;
-  }
-  if (sampler.stat_fd >= 0) close(sampler.stat_fd);
-  if (sampler.syscall_fd >= 0) close(sampler.syscall_fd);
-  sampler.stat_fd = sampler.syscall_fd = -1;
+  sampler.realtime_perf_fd.store(-1);
+  if (sampler.realtime_perf_event.still_ours())
+    ioctl(sampler.realtime_perf_event.get(), PERF_EVENT_IOC_DISABLE, 0);
+  sampler.realtime_perf_event.close_if_ours();
+  sampler.stat_file.close_if_ours();
+  sampler.syscall_file.close_if_ours();
   sampler.realtime_armed = false;
 }
 
@@ -247,24 +261,39 @@ thread_sampler* create_sampler(thread_record& record) {
   sampler->thread = &record;
   sampler->buffers[0] = map_sample_buffer(sampler);
   sampler->buffers[1] = map_sample_buffer(sampler);
-  if (!sampler->buffers[0]) {
+  if (sampler->buffers[0]) sampler->writer = assign_writer(sampler);
+  if (!sampler->buffers[0] || !sampler->writer) {
+    unmap_sample_buffer(sampler->buffers[0]);
     unmap_sample_buffer(sampler->buffers[1]);
     delete sampler;
     return nullptr;
   }
   sampler->buffers[0]->state.store(sample_buffer::filling_state);
-  sampler->writer = assign_writer(sampler);
-  record.sampler.store(sampler, std::memory_order_release);
+  // A thread may start with the signal blocked (liblzma's workers inherit a full mask).
+  sigset_t mask;
+  pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  if (sigismember(&mask, globals->signal_number) == 1) {
+    sampler->signal_blocked.store(true);
+    sampler->blocked_since_cpu_ns = own_cpu_ns();
+    globals->threads_blocking.fetch_add(1, std::memory_order_relaxed);
+  }
   globals->samplers.push_back(sampler);
   return sampler;
 }
 
-// --- the real-time sampler (control thread) --------------------------------------------------
+// The CPU time a thread spent with the signal blocked, up to now (its own thread, or finalize).
+std::int64_t unsampled_ns(const thread_sampler& sampler, std::int64_t cpu_now_ns) {
+  auto total = sampler.unsampled_cpu_ns.load();
+  if (sampler.signal_blocked.load()) total += std::max<std::int64_t>(cpu_now_ns - sampler.blocked_since_cpu_ns, 0);
+  return total;
+}
+
+// --- the control thread ----------------------------------------------------------------------
 
 // The state letter of /proc/self/task/<tid>/stat ("R" running, "S"/"D" waiting, ...).
-char read_state(int fd) {
+char read_state(const owned_descriptor& file) {
   char text[512];
-  const auto n = pread(fd, text, sizeof text - 1, 0);
+  const auto n = pread(file.get(), text, sizeof text - 1, 0);
   if (n <= 0) return '?';
   text[n] = '\0';
   const char* close_paren = std::strrchr(text, ')');  // the name may hold spaces and parentheses
@@ -273,10 +302,10 @@ char read_state(int fd) {
 
 // The user-space address of a thread blocked in a system call: the last field of
 // /proc/self/task/<tid>/syscall ("nr args... sp pc"); 0 when unknown.
-std::uint64_t blocked_at(int fd) {
-  if (fd < 0) return 0;
+std::uint64_t blocked_at(const owned_descriptor& file) {
+  if (!file) return 0;
   char text[256];
-  const auto n = pread(fd, text, sizeof text - 1, 0);
+  const auto n = pread(file.get(), text, sizeof text - 1, 0);
   if (n <= 0) return 0;
   text[n] = '\0';
   const char* last = std::strrchr(text, ' ');
@@ -287,18 +316,36 @@ void realtime_tick() {
   const auto now = steady_now_ns();
   std::lock_guard lock{globals->mutex};
   for (auto* sampler : globals->samplers) {
-    if (!sampler->realtime_armed) continue;
-    const char state = read_state(sampler->stat_fd);
+    if (!sampler->realtime_armed || !sampler->stat_file.still_ours()) continue;
+    const char state = read_state(sampler->stat_file);
     // Running (or runnable): its own task-clock event samples it; never signalled from here.
     if (state == 'R' || state == '?' || state == 'Z' || state == 'X') continue;
     auto& sample = globals->waiting.emplace_back();
+    ++globals->waiting_taken;
     sample.thread = sampler->thread;
     sample.time_ns = now;
     sample.weight_ns = globals->real.period_ns;
     sample.source = sample_source::waiting;
-    if (const auto address = blocked_at(sampler->syscall_fd); address != 0) {
-      sample.addresses[0] = address;
-      sample.frame_count = 1;
+    if (sampler->syscall_file.still_ours())
+      if (const auto address = blocked_at(sampler->syscall_file); address != 0) {
+        sample.addresses[0] = address;
+        sample.frame_count = 1;
+      }
+  }
+}
+
+// A program that closes every descriptor (close_range, a shell) also closes kairos's perf
+// events: those threads are armed again, on fresh descriptors.
+void rearm_closed_descriptors() {
+  std::lock_guard lock{globals->mutex};
+  for (auto* sampler : globals->samplers) {
+    if (sampler->cpu_armed && sampler->perf_fd.load() >= 0 && !sampler->perf_event.still_ours()) {
+      disarm_cpu(*sampler);
+      arm_cpu(*sampler);
+    }
+    if (sampler->realtime_armed && !sampler->stat_file.still_ours()) {
+      disarm_realtime(*sampler);
+      arm_realtime(*sampler);
     }
   }
 }
@@ -320,9 +367,8 @@ void* control_main(void*) {
   reentry_guard guard;
   pthread_setname_np(pthread_self(), "kairos-control");
   constexpr std::int64_t idle_tick_ns = 20'000'000;
-  constexpr std::int64_t sync_every_ns = 100'000'000;
   std::int64_t next_realtime = globals->real.start_ns;
-  std::int64_t last_sync = steady_now_ns();
+  std::int64_t last_delivery = steady_now_ns();
   while (!globals->stopping.load(std::memory_order_acquire)) {
     auto now = steady_now_ns();
     update_windows(now);
@@ -331,14 +377,11 @@ void* control_main(void*) {
       next_realtime += globals->real.period_ns;
       if (next_realtime < now) next_realtime = now + globals->real.period_ns;  // fell behind: skip
     }
-    if (now - last_sync >= sync_every_ns) {
-      try {
-        database_add_samples(globals->waiting);
-        globals->waiting.clear();
-        database_sync(false);
-      } catch (...) {
-      }
-      last_sync = now;
+    if (now - last_delivery >= delivery_interval_ns) {
+      rearm_closed_descriptors();
+      if (!globals->waiting.empty()) globals->deliver(globals->waiting);
+      globals->waiting.clear();
+      last_delivery = now;
     }
     std::int64_t wake = now + idle_tick_ns;
     if (globals->real.open) wake = std::min(wake, next_realtime);
@@ -354,8 +397,7 @@ void* control_main(void*) {
 // --- the signal ------------------------------------------------------------------------------
 
 // A real-time signal rather than SIGPROF: the program's own SIGPROF (setitimer, gperftools) keeps
-// working untouched, and real-time signals queue instead of merging. The first one, from
-// SIGRTMIN + 6 up, that the program left at its default action.
+// working untouched. The first one, from SIGRTMIN + 6 up, that the program left at its default.
 int choose_signal(std::string& note) {
   const int preferred = SIGRTMIN + 6;
   for (int candidate = preferred; candidate <= SIGRTMAX; ++candidate) {
@@ -364,72 +406,73 @@ int choose_signal(std::string& note) {
     const bool taken = (current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL;
     if (taken) continue;
     if (candidate != preferred)
-      note = fmt::format("[kairos] the program handles signal SIGRTMIN+{}; sampling uses SIGRTMIN+{} instead",
+      note = fmt::format("the program handles signal SIGRTMIN+{}; sampling uses SIGRTMIN+{} instead",
                          preferred - SIGRTMIN, candidate - SIGRTMIN);
     return candidate;
   }
   return 0;
 }
 
-sampler_window window_of(const settings& values, bool enabled, std::string_view frequency,
-                         std::string_view delay, std::string_view duration, std::int64_t origin_ns) {
+sampler_window window_of(const settings& values, bool on, setting frequency, setting delay,
+                         setting duration, std::int64_t origin_ns) {
   sampler_window window;
-  window.enabled = enabled;
-  window.frequency_hz = values.inherited_number(frequency, "KAIROS_SAMPLING_FREQ");
+  window.enabled = on;
+  window.frequency_hz = values.inherited_number(frequency, setting::sampling_freq);
   window.period_ns = std::max<std::int64_t>(static_cast<std::int64_t>(std::llround(1e9 / window.frequency_hz)), 10'000);
-  window.start_ns = origin_ns + static_cast<std::int64_t>(values.inherited_number(delay, "KAIROS_SAMPLING_DELAY") * 1e9);
-  const double seconds = values.inherited_number(duration, "KAIROS_SAMPLING_DURATION");
+  window.start_ns = origin_ns + static_cast<std::int64_t>(values.inherited_number(delay, setting::sampling_delay) * 1e9);
+  const double seconds = values.inherited_number(duration, setting::sampling_duration);
   window.end_ns = seconds > 0 ? window.start_ns + static_cast<std::int64_t>(seconds * 1e9) : 0;
   return window;
 }
 
 bool perf_task_clock_works() {
-  perf_event_attr attributes{};
-  attributes.size = sizeof attributes;
-  attributes.type = PERF_TYPE_SOFTWARE;
-  attributes.config = PERF_COUNT_SW_TASK_CLOCK;
-  attributes.sample_period = 1'000'000;
-  attributes.disabled = 1;
-  attributes.exclude_kernel = 1;
-  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &attributes, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
-  if (fd < 0) return false;
-  close(fd);
-  return true;
+  owned_descriptor probe{perf::open_sampling_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, 0, 1'000'000)};
+  const bool works = static_cast<bool>(probe);
+  probe.close_if_ours();
+  return works;
+}
+
+void account_ended(thread_sampler& sampler) {
+  globals->delivered_by_ended += sampler.delivered.load();
+  globals->dropped_by_ended += sampler.dropped.load();
+  globals->unsampled_by_ended_ns += unsampled_ns(sampler, own_cpu_ns());
 }
 
 }  // namespace
 
-bool start_sampling(const settings& values, std::string& problem, std::string& note) {
+sampling_start start_sampling(const settings& values, sample_delivery deliver) {
+  sampling_start result;
   globals = new sampler_globals;
+  globals->deliver = deliver;
   const auto origin = steady_now_ns();
-  globals->cpu = window_of(values, values.boolean("KAIROS_SAMPLING_CPUTIME"), "KAIROS_SAMPLING_CPUTIME_FREQ",
-                           "KAIROS_SAMPLING_CPUTIME_DELAY", "KAIROS_SAMPLING_CPUTIME_DURATION", origin);
-  globals->real = window_of(values, values.boolean("KAIROS_SAMPLING_REALTIME"), "KAIROS_SAMPLING_REALTIME_FREQ",
-                            "KAIROS_SAMPLING_REALTIME_DELAY", "KAIROS_SAMPLING_REALTIME_DURATION", origin);
-  if (!globals->cpu.enabled && !globals->real.enabled) return false;
-  globals->signal_number = choose_signal(note);
+  globals->cpu = window_of(values, values.boolean(setting::sampling_cputime), setting::sampling_cputime_freq,
+                           setting::sampling_cputime_delay, setting::sampling_cputime_duration, origin);
+  globals->real = window_of(values, values.boolean(setting::sampling_realtime), setting::sampling_realtime_freq,
+                            setting::sampling_realtime_delay, setting::sampling_realtime_duration, origin);
+  if (!globals->cpu.enabled && !globals->real.enabled) return result;
+  globals->signal_number = choose_signal(result.note);
   if (globals->signal_number == 0) {
-    problem = "[kairos] every real-time signal is handled by the program; sampling is disabled";
-    return false;
+    result.failure = problem{"every real-time signal is handled by the program; sampling is disabled"};
+    return result;
   }
-  const auto& wanted_source = values.text("KAIROS_SAMPLING_CPUTIME_SOURCE");
+  const auto& wanted_source = values.text(setting::sampling_cputime_source);
   const bool perf_works = wanted_source != "timer" && perf_task_clock_works();
   if (wanted_source == "perf" && !perf_works && globals->cpu.enabled)
-    note = "[kairos] KAIROS_SAMPLING_CPUTIME_SOURCE=perf but perf_event_open refuses a task-clock "
-           "event here (see /proc/sys/kernel/perf_event_paranoid); using the POSIX CPU timer";
+    result.note = "KAIROS_SAMPLING_CPUTIME_SOURCE=perf but perf_event_open refuses a task-clock "
+                  "event here (see /proc/sys/kernel/perf_event_paranoid); using the POSIX CPU timer";
   globals->source = perf_works ? cpu_source::perf : cpu_source::posix_timer;
   struct sigaction action {};
   action.sa_sigaction = &on_sampling_signal;
   sigfillset(&action.sa_mask);  // nothing nests inside the handler
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   if (sigaction(globals->signal_number, &action, nullptr) != 0) {
-    problem = fmt::format("[kairos] cannot install the sampling signal handler: {}; sampling is disabled",
-                          std::strerror(errno));
-    return false;
+    result.failure = problem{fmt::format("cannot install the sampling signal handler: {}; sampling is disabled",
+                                         std::strerror(errno))};
+    return result;
   }
-  configure_writers(static_cast<int>(values.integer("KAIROS_SAMPLING_ALLOCATOR_SIZE")),
-                    values.boolean("KAIROS_USE_TEMPORARY_FILES"),
-                    static_cast<std::int64_t>(values.number("KAIROS_FLUSH_INTERVAL") * 1e9));
+  configure_writers(static_cast<int>(values.integer(setting::sampling_allocator_size)),
+                    values.boolean(setting::use_temporary_files),
+                    static_cast<std::int64_t>(values.number(setting::flush_interval) * 1e9), deliver);
   // Resolves libgcc's unwinder for the process. Threads are deliberately NOT prewarmed for
   // libunwind: a prewarmed thread's capture takes unw_backtrace, which calls dl_iterate_phdr, and
   // that deadlocks (seen here with gdb in the stress test) when the sample interrupts malloc on a
@@ -438,26 +481,15 @@ bool start_sampling(const settings& values, std::string& problem, std::string& n
   // capture uses libgcc's _Unwind_Backtrace, which finds unwind tables with glibc's lock-free
   // _dl_find_object: ≈2 µs instead of ≈0.25 µs per sample, next to a ≈22 µs signal.
   kairos::backtrace_detail::prewarm_process();
-  {
-    std::lock_guard lock{globals->mutex};
-    this_thread_sampler = create_sampler(current_thread());
-  }
   handler_active.store(true);
   enabled.store(true);
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &previous);
-  pthread_attr_t attributes;
-  pthread_attr_init(&attributes);
-  pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-  pthread_t thread;
-  {
-    reentry_guard guard;
-    globals->control_running = pthread_create(&thread, &attributes, &control_main, nullptr) == 0;
-  }
-  pthread_attr_destroy(&attributes);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  return true;
+  sampling_thread_started();  // the main thread
+  globals->control_running = start_internal_thread(&control_main, nullptr);
+  if (!globals->control_running)
+    result.note = "could not start kairos's control thread; sampling starts only with the threads "
+                  "created after the sampling delay";
+  result.started = true;
+  return result;
 }
 
 bool sampling_enabled() noexcept { return enabled.load(std::memory_order_acquire); }
@@ -478,24 +510,46 @@ void sampling_thread_ending() noexcept {
   if (!sampler || !globals) return;
   this_thread_sampler = nullptr;
   std::atomic_signal_fence(std::memory_order_seq_cst);  // a handler from here on sees no sampler
+  auto* writer = sampler->writer;
   {
     std::lock_guard lock{globals->mutex};
     disarm_cpu(*sampler);
     disarm_realtime(*sampler);
     auto& list = globals->samplers;
     list.erase(std::remove(list.begin(), list.end(), sampler), list.end());
-    globals->delivered_by_ended += sampler->delivered.load();
-    globals->dropped_by_ended += sampler->dropped.load();
+    account_ended(*sampler);
   }
-  sampler->finished.store(true, std::memory_order_release);  // the writer drains and frees it
+  sampler->finished.store(true, std::memory_order_release);  // the writer delivers and frees it
+  writer_thread_ended(writer);
+}
+
+void sampling_signal_mask_changed(const sigset_t& mask) noexcept {
+  auto* sampler = this_thread_sampler;
+  if (!sampler || !enabled.load(std::memory_order_relaxed)) return;
+  const bool blocked = sigismember(&mask, globals->signal_number) == 1;
+  if (blocked == sampler->signal_blocked.load(std::memory_order_relaxed)) return;
+  const auto cpu_ns = own_cpu_ns();
+  if (blocked) {
+    sampler->blocked_since_cpu_ns = cpu_ns;
+    if (sampler->unsampled_cpu_ns.load() == 0) globals->threads_blocking.fetch_add(1, std::memory_order_relaxed);
+    sampler->signal_blocked.store(true);
+    set_clocks_running(*sampler, false);
+  } else {
+    sampler->unsampled_cpu_ns.fetch_add(std::max<std::int64_t>(cpu_ns - sampler->blocked_since_cpu_ns, 1));
+    // The next sample weighs only what ran since now, not the blocked stretch.
+    sampler->last_cpu_ns = cpu_ns;
+    sampler->signal_blocked.store(false);
+    set_clocks_running(*sampler, true);
+    if (sampler->signal_blocked.load()) set_clocks_running(*sampler, false);
+  }
 }
 
 void stop_sampling() noexcept {
   if (!enabled.exchange(false)) return;
   globals->stopping.store(true);
   sem_post(&globals->control_wake);
-  for (int waited = 0; globals->control_running && !globals->control_done.load() && waited < 2000; ++waited)
-    usleep(1000);
+  if (globals->control_running)
+    wait_until([] { return globals->control_done.load(); }, std::chrono::seconds{2});
   {
     std::lock_guard lock{globals->mutex};
     for (auto* sampler : globals->samplers) {
@@ -505,12 +559,9 @@ void stop_sampling() noexcept {
     globals->cpu.open = globals->real.open = false;
   }
   handler_active.store(false);
-  try {
-    stop_writers_and_drain();
-    database_add_samples(globals->waiting);
-    globals->waiting.clear();
-  } catch (...) {
-  }
+  stop_writers_and_drain();
+  if (!globals->waiting.empty()) globals->deliver(globals->waiting);
+  globals->waiting.clear();
 }
 
 sampling_summary sampling_totals() noexcept {
@@ -521,11 +572,14 @@ sampling_summary sampling_totals() noexcept {
     summary.cpu_source = globals->source == cpu_source::perf ? "perf task-clock" : "POSIX CPU timer";
   summary.signal_number = globals->signal_number;
   std::lock_guard lock{globals->mutex};
-  summary.delivered = globals->delivered_by_ended;
+  summary.delivered = globals->delivered_by_ended + globals->waiting_taken;
   summary.dropped = globals->dropped_by_ended;
+  summary.unsampled_cpu_ns = globals->unsampled_by_ended_ns;
+  summary.threads_blocking = globals->threads_blocking.load();
   for (auto* sampler : globals->samplers) {
     summary.delivered += sampler->delivered.load();
     summary.dropped += sampler->dropped.load();
+    summary.unsampled_cpu_ns += unsampled_ns(*sampler, thread_cpu_ns(sampler->thread->tid));
   }
   return summary;
 }
@@ -539,21 +593,21 @@ void sampling_unlock_after_fork_in_parent() noexcept {
   if (globals) globals->mutex.unlock();
 }
 
-void sampling_after_fork_in_child(bool followed) noexcept {
+void sampling_forget_after_fork_in_child() noexcept {
   if (!globals) return;
-  // The parent's events, timers and descriptors are the parent's: close this copy of them.
+  // The parent's events and files: the child's copies are closed where they are still kairos's
+  // (the program may have reused a number since), never otherwise.
   for (auto* sampler : globals->samplers) {
-    if (sampler->perf_fd >= 0) close(sampler->perf_fd);
-    if (sampler->realtime_perf_fd >= 0) close(sampler->realtime_perf_fd);
-    if (sampler->stat_fd >= 0) close(sampler->stat_fd);
-    if (sampler->syscall_fd >= 0) close(sampler->syscall_fd);
+    sampler->perf_event.close_if_ours();
+    sampler->realtime_perf_event.close_if_ours();
+    sampler->stat_file.close_if_ours();
+    sampler->syscall_file.close_if_ours();
   }
   this_thread_sampler = nullptr;
-  forget_writers_after_fork();
-  globals = nullptr;
+  writers_forget_after_fork_in_child();
+  globals = nullptr;  // leaked with its locked mutex: a child is not sampled (docs/runtime.md)
   enabled.store(false);
   handler_active.store(false);
-  (void)followed;  // a followed child is not sampled (see docs/runtime.md)
 }
 
 }  // namespace kairos::runtime

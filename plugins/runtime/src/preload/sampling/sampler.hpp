@@ -10,68 +10,60 @@
 //
 // Real time: no thread is ever signalled by a clock that runs while it waits (a signal ends
 // nanosleep/sleep early with EINTR, whatever SA_RESTART says). While a thread runs, its own
-// task-clock event at the real-time frequency samples it (user mode only: exclude_kernel, so the
-// signal never lands inside a system call); while it waits, kairos's control thread, ticking at the
-// real-time frequency and reading /proc/self/task/<tid>/stat, writes a "waiting" sample at the
-// site of its blocking system call (/proc/self/task/<tid>/syscall).
-#include <sys/types.h>
+// task-clock event at the real-time frequency samples it (user mode only); while it waits,
+// kairos's control thread, ticking at the real-time frequency and reading
+// /proc/self/task/<tid>/stat, takes a "waiting" sample at the site of its blocking system call
+// (/proc/self/task/<tid>/syscall).
+//
+// A thread that blocks the sampling signal is not signalled at all until it unblocks it (see
+// thread_sampler.hpp); its CPU time meanwhile is reported as unsampled.
+#include <signal.h>
 
-#include <atomic>
 #include <cstdint>
-#include <ctime>
 #include <string>
 
-#include "preload/sampling/sample_buffer.hpp"
+#include "preload/sampling/sample_batch.hpp"
+#include "preload/support/problems.hpp"
 
 namespace kairos::runtime {
 
 class settings;
-struct sample_writer;
-
-struct thread_sampler {
-  thread_record* thread = nullptr;
-  sample_writer* writer = nullptr;
-  sample_buffer* buffers[2] = {nullptr, nullptr};
-  int current = 0;               // the buffer being filled (handler only)
-  std::int64_t last_cpu_ns = 0;  // the thread's CPU time at its previous CPU-time sample
-  // Arming (under the samplers' mutex).
-  int perf_fd = -1;
-  timer_t timer{};
-  bool has_timer = false;
-  bool cpu_armed = false;
-  bool realtime_armed = false;
-  int realtime_perf_fd = -1;  // real-time sampler: task-clock event at its frequency (running thread)
-  int stat_fd = -1;     // /proc/self/task/<tid>/stat, kept open (real-time sampler)
-  int syscall_fd = -1;  // /proc/self/task/<tid>/syscall
-  std::atomic<bool> finished{false};  // the thread ended: no more samples; the writer frees it
-  std::atomic<std::uint64_t> delivered{0};
-  std::atomic<std::uint64_t> dropped{0};
-};
 
 struct sampling_summary {
   bool enabled = false;
   std::string cpu_source;  // "perf task-clock", "POSIX CPU timer", "" when off
   int signal_number = 0;
   std::uint64_t delivered = 0;
-  std::uint64_t dropped = 0;
+  std::uint64_t dropped = 0;              // buffers full: the writer fell behind
+  std::int64_t unsampled_cpu_ns = 0;      // CPU time of threads that blocked the signal
+  std::uint64_t threads_blocking = 0;     // threads that blocked it at some point
 };
 
-// At init, after the settings: installs the handler, starts the control thread. Returns false
-// (with one "[kairos] ..." line in `problem`) when sampling cannot run; kairos goes on without it.
-bool start_sampling(const settings& values, std::string& problem, std::string& note);
+struct sampling_start {
+  bool started = false;
+  problem failure;  // why sampling does not run (started == false)
+  std::string note;  // something the user should know although it runs
+};
+
+// At init: installs the handler, starts the control thread. Batches go to `deliver`.
+sampling_start start_sampling(const settings& values, sample_delivery deliver);
 bool sampling_enabled() noexcept;
 
 // On every program thread as it starts (after registration) and as it ends.
 void sampling_thread_started() noexcept;
 void sampling_thread_ending() noexcept;
+// After the calling thread's signal mask changed (the sigmask wrappers): pauses its clocks while
+// the sampling signal is blocked. Async-signal-safe.
+void sampling_signal_mask_changed(const sigset_t& mask) noexcept;
 
-// Finalize (or exec): disarm every thread, let the writers drain every buffer into the database.
+// Finalize (or exec): disarm every thread, let the writers deliver every buffer.
 void stop_sampling() noexcept;
 sampling_summary sampling_totals() noexcept;
 
-// fork: the samplers' lock is held across fork; in a child, what the parent armed is closed.
+// fork: the samplers' lock is held across fork; in a child (async-signal-safe), what the parent
+// armed is closed where it is still kairos's, and the child is not sampled.
 void sampling_lock_for_fork() noexcept;
 void sampling_unlock_after_fork_in_parent() noexcept;
-void sampling_after_fork_in_child(bool followed) noexcept;
+void sampling_forget_after_fork_in_child() noexcept;
 
 }  // namespace kairos::runtime

@@ -79,6 +79,26 @@ inline open_result open_event(const event_definition& event, int group_fd,
   return result;
 }
 
+// A sampling event on thread `tid` of this process (0: the calling thread): it overflows every
+// `period` counts of (`type`, `config`), user mode only, and starts disabled. The caller routes
+// the overflow (a signal, a ring buffer). -1 with errno set when the kernel refuses.
+inline int open_sampling_event(std::uint32_t type, std::uint64_t config, pid_t tid,
+                               std::uint64_t period) noexcept {
+  perf_event_attr attributes{};
+  attributes.size = sizeof(attributes);
+  attributes.type = type;
+  attributes.config = config;
+  attributes.sample_period = period;
+  attributes.disabled = 1;
+  attributes.exclude_hv = 1;
+  attributes.wakeup_events = 1;
+  // User mode only: an overflow while the thread is in the kernel (entering nanosleep, say)
+  // would leave a signal pending that cuts the sleep short.
+  attributes.exclude_kernel = 1;
+  return static_cast<int>(
+      syscall(SYS_perf_event_open, &attributes, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
 // "instructions: No such file or directory (ENOENT): ..." — strerror plus what it means here.
 inline std::string explain_open_error(const event_definition& event, int error) {
   std::string meaning;

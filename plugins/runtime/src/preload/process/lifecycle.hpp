@@ -1,9 +1,13 @@
 #pragma once
 // The process's life as kairos sees it: init before main, finalize once on every path, fork,
-// exec. The hooks the wrappers call (interposition.cpp) are declared here.
-#include <atomic>
+// exec. Lifecycle is the one module that knows every stage (support, threads, producers, the
+// sink, the pipeline, the outputs); the wrappers (interposition.cpp) call only these hooks.
+#include <signal.h>
+
 #include <string>
 #include <vector>
+
+#include "preload/process/environment.hpp"
 
 namespace kairos::runtime {
 
@@ -16,23 +20,20 @@ enum class runtime_state : int {
 };
 
 runtime_state current_state() noexcept;
-bool is_active() noexcept;
 
-// exec in this process: the environment the new image gets (our LD_PRELOAD entry removed in a
-// child that is not followed; the exec generation counted in a profiled process), and what was
-// collected before the exec written out.
-struct exec_environment {
-  std::vector<std::string> storage;
-  std::vector<char*> pointers;  // null-terminated; empty: pass the caller's environment unchanged
-};
+// pthread_create's trampoline, on the new thread, and its end.
+void on_thread_start(bool kairos_owned) noexcept;
+void on_thread_end() noexcept;
+// After the calling thread changed its signal mask (async-signal-safe).
+void on_signal_mask_changed(const sigset_t& mask) noexcept;
+
+// exec in this process: the environment the new image gets, and what was collected before the
+// exec written out.
 exec_environment environment_for_exec(char* const* environment);
 void before_exec();
 void after_failed_exec();
 
 // _exit/_Exit skip atexit handlers: the process ends here, so kairos finalizes first.
 void before_exit_without_handlers();
-
-// The service thread and other threads kairos starts are marked as kairos's own through the
-// re-entry guard: a thread created while it is set is kairos's.
 
 }  // namespace kairos::runtime

@@ -1,21 +1,21 @@
 // The wrapped functions, by symbol interposition (see interception.hpp): pthread_create (thread
-// registry) and the exec family (kairos follows the launched process through exec, keeps what it
-// collected, and leaves children alone unless asked). exit() needs no wrapper: the atexit handler
-// registered at init runs on whichever thread calls exit(); fork is handled by pthread_atfork.
+// registry, sampling), pthread_sigmask/sigprocmask (a thread that blocks the sampling signal is
+// not signalled meanwhile), the exec family (kairos follows the launched process through exec,
+// keeps what it collected, and leaves children alone unless asked) and _exit/_Exit. exit() needs
+// no wrapper: the atexit handler registered at init runs on whichever thread calls exit(); fork
+// is handled by pthread_atfork.
 #include <dlfcn.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdarg>
-#include <mutex>
+#include <new>
 #include <vector>
 
-#include "preload/interception.hpp"
-#include "preload/lifecycle.hpp"
-#include "preload/reentry_guard.hpp"
-#include "preload/sampling/sampler.hpp"
-#include "preload/thread_registry.hpp"
+#include "preload/process/interception.hpp"
+#include "preload/process/lifecycle.hpp"
+#include "preload/support/reentry_guard.hpp"
 
 extern char** environ;
 
@@ -24,11 +24,13 @@ namespace kairos::runtime::interception {
 const originals& original_functions() noexcept {
   static const originals resolved = [] {
     originals found;
-    found.pthread_create =
-        reinterpret_cast<pthread_create_function>(dlsym(RTLD_NEXT, "pthread_create"));
+    found.pthread_create = reinterpret_cast<pthread_create_function>(dlsym(RTLD_NEXT, "pthread_create"));
     found.execve = reinterpret_cast<execve_function>(dlsym(RTLD_NEXT, "execve"));
     found.execvpe = reinterpret_cast<execve_function>(dlsym(RTLD_NEXT, "execvpe"));
     found.fexecve = reinterpret_cast<fexecve_function>(dlsym(RTLD_NEXT, "fexecve"));
+    found.pthread_sigmask = reinterpret_cast<sigmask_function>(dlsym(RTLD_NEXT, "pthread_sigmask"));
+    found.sigprocmask = reinterpret_cast<sigmask_function>(dlsym(RTLD_NEXT, "sigprocmask"));
+    found.exit_now = reinterpret_cast<exit_function>(dlsym(RTLD_NEXT, "_exit"));
     return found;
   }();
   return resolved;
@@ -48,28 +50,14 @@ struct thread_start {
 
 // Marks the thread ended however it leaves: return, pthread_exit or cancellation (both unwind).
 struct thread_end_marker {
-  bool sampled;
-  ~thread_end_marker() {
-    if (sampled) sampling_thread_ending();
-    mark_current_thread_ended();
-  }
+  ~thread_end_marker() { on_thread_end(); }
 };
 
 void* start_registered_thread(void* start_pointer) {
   const thread_start start = *static_cast<thread_start*>(start_pointer);
   delete static_cast<thread_start*>(start_pointer);
-  bool sampled = false;
-  if (current_state() != runtime_state::off) {
-    {
-      reentry_guard guard;
-      register_current_thread(start.kairos_owned);
-    }
-    if (!start.kairos_owned && current_state() == runtime_state::active) {
-      sampling_thread_started();
-      sampled = true;
-    }
-  }
-  thread_end_marker end_marker{sampled};
+  on_thread_start(start.kairos_owned);
+  thread_end_marker end_marker;
   return start.routine(start.argument);
 }
 
@@ -96,8 +84,7 @@ int exec_through(exec_kind kind, const char* path, int descriptor, char* const a
       result = originals.execvpe ? originals.execvpe(path, argv, chosen) : (errno = ENOSYS, -1);
       break;
     case exec_kind::descriptor:
-      result =
-          originals.fexecve ? originals.fexecve(descriptor, argv, chosen) : (errno = ENOSYS, -1);
+      result = originals.fexecve ? originals.fexecve(descriptor, argv, chosen) : (errno = ENOSYS, -1);
       break;
   }
   const int saved_errno = errno;
@@ -114,6 +101,19 @@ std::vector<char*> collect_arguments(const char* first, va_list& arguments) {
   std::vector<char*> argv{const_cast<char*>(first)};
   while (argv.back() != nullptr) argv.push_back(va_arg(arguments, char*));
   return argv;
+}
+
+// The mask after a successful change, for the sampler (async-signal-safe: both functions may be
+// called from the program's signal handlers).
+int change_mask(interception::sigmask_function real, int how, const sigset_t* set, sigset_t* old) {
+  if (!real) return ENOSYS;
+  sigset_t previous;
+  const int result = real(how, set, old ? old : &previous);
+  if (result == 0 && set) {
+    sigset_t now;
+    if (real(SIG_BLOCK, nullptr, &now) == 0) on_signal_mask_changed(now);
+  }
+  return result;
 }
 
 }  // namespace
@@ -134,6 +134,20 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
   return result;
 }
 
+__attribute__((visibility("default"))) int pthread_sigmask(int how, const sigset_t* set,
+                                                           sigset_t* old) noexcept {
+  return change_mask(interception::original_functions().pthread_sigmask, how, set, old);
+}
+__attribute__((visibility("default"))) int sigprocmask(int how, const sigset_t* set,
+                                                       sigset_t* old) noexcept {
+  const int result = change_mask(interception::original_functions().sigprocmask, how, set, old);
+  if (result == ENOSYS) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return result;  // sigprocmask's own convention: -1 and errno, which the real one set
+}
+
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
                                                   char* const envp[]) noexcept {
   return exec_through(exec_kind::path, path, -1, argv, envp);
@@ -152,24 +166,21 @@ __attribute__((visibility("default"))) int fexecve(int descriptor, char* const a
                                                    char* const envp[]) noexcept {
   return exec_through(exec_kind::descriptor, nullptr, descriptor, argv, envp);
 }
-__attribute__((visibility("default"))) int execl(const char* path, const char* first,
-                                                 ...) noexcept {
+__attribute__((visibility("default"))) int execl(const char* path, const char* first, ...) noexcept {
   va_list arguments;
   va_start(arguments, first);
   auto argv = collect_arguments(first, arguments);
   va_end(arguments);
   return exec_through(exec_kind::path, path, -1, argv.data(), environ);
 }
-__attribute__((visibility("default"))) int execlp(const char* file, const char* first,
-                                                  ...) noexcept {
+__attribute__((visibility("default"))) int execlp(const char* file, const char* first, ...) noexcept {
   va_list arguments;
   va_start(arguments, first);
   auto argv = collect_arguments(first, arguments);
   va_end(arguments);
   return exec_through(exec_kind::search, file, -1, argv.data(), environ);
 }
-__attribute__((visibility("default"))) int execle(const char* path, const char* first,
-                                                  ...) noexcept {
+__attribute__((visibility("default"))) int execle(const char* path, const char* first, ...) noexcept {
   va_list arguments;
   va_start(arguments, first);
   auto argv = collect_arguments(first, arguments);
@@ -184,9 +195,7 @@ __attribute__((visibility("default"))) void _exit(int status) {
     reentry_guard guard;
     if (!guard.reentered()) before_exit_without_handlers();
   }
-  using exit_function = void (*)(int);
-  static const auto real = reinterpret_cast<exit_function>(dlsym(RTLD_NEXT, "_exit"));
-  if (real) real(status);
+  if (const auto real = interception::original_functions().exit_now) real(status);
   syscall(SYS_exit_group, status);
   __builtin_unreachable();
 }

@@ -1,8 +1,11 @@
-#include "preload/regions.hpp"
+#include "preload/regions/regions.hpp"
+
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,18 +18,23 @@
 #include <kairos/components.hpp>
 #include <kairos/storage/stored.hpp>
 
-#include "preload/diagnostics.hpp"
-#include "preload/lifecycle.hpp"
-#include "preload/profile_database.hpp"
-#include "preload/reentry_guard.hpp"
-#include "preload/thread_registry.hpp"
+#include "preload/support/bounded_wait.hpp"
+#include "preload/support/clock.hpp"
+#include "preload/support/reentry_guard.hpp"
+#include "preload/threads/thread_registry.hpp"
 
 namespace kairos::runtime {
+namespace {
+
+template <class Tuple>
+struct list_of;
+template <class... Components>
+struct list_of<std::tuple<Components...>> {
+  using type = component_list<Components...>;
+};
 
 // Every built-in component a region can measure; KAIROS_COMPONENTS switches members on by name.
-using region_components =
-    component_list<wall_clock, cpu_clock, thread_cpu_clock, user_clock, system_clock, peak_rss,
-                   page_rss, page_faults, context_switches>;
+using region_components = list_of<builtin_components>::type;
 using region_bundle = stored<region_components>;
 // The default (KAIROS_COMPONENTS=wall_clock) takes a bundle of its own: a component_list holding
 // the rusage-based members reads getrusage on every start and stop even when they are off.
@@ -34,7 +42,7 @@ using wall_clock_bundle = stored<component_tuple<wall_clock>>;
 
 struct open_region {
   const std::string* name = nullptr;  // interned; the bundle's label views it
-  std::int64_t start_ns = 0;  // steady clock, for the region's row in the profile database
+  std::int64_t start_ns = 0;          // steady clock, for the region's row in the database
   // Both empty: pushed while collection was off.
   std::optional<region_bundle> bundle;
   std::optional<wall_clock_bundle> wall_clock_only;
@@ -47,7 +55,13 @@ struct name_hash {
   }
 };
 
+// One thread's regions; kept until exit (data outlives the thread).
 struct thread_regions {
+  explicit thread_regions(thread_record& owner) : thread{&owner} {}
+  thread_record* thread;
+  // Set while the thread is inside a user-API call, so finalize can wait for it to leave.
+  std::atomic<bool> busy{false};
+  std::atomic<bool> disabled{false};  // kairos_disable_thread()
   std::deque<open_region> stack;
   // Region names, copied once per distinct name; a push after that allocates nothing. Nodes of an
   // unordered_set never move, so region rows and bundle labels may point at them.
@@ -60,16 +74,27 @@ struct thread_regions {
   }
 };
 
-namespace {
+struct regions_globals {
+  std::mutex mutex;  // the list
+  std::deque<thread_regions> list;
+};
+regions_globals& all() {
+  static auto* globals = new regions_globals;  // never destroyed: used until the process ends
+  return *globals;
+}
 
-constexpr std::size_t component_count = std::tuple_size_v<region_components::component_types>;
+constexpr std::size_t component_count = std::tuple_size_v<builtin_components>;
 constexpr int mismatches_shown = 5;
 
 std::array<bool, component_count> enabled_components{};
 bool only_wall_clock = false;
+bool keep_region_rows = false;
+std::atomic<bool> accepting{false};
 std::atomic<bool> collecting{true};
 std::atomic<std::uint64_t> pushes{0};
 std::atomic<std::uint64_t> mismatches{0};
+std::atomic<bool> forget_parent_regions{false};  // set in a fork child, done at its first call
+[[gnu::tls_model("initial-exec")]] thread_local thread_regions* this_thread_regions = nullptr;
 
 template <std::size_t... I>
 void apply_switches(region_components& bundle, std::index_sequence<I...>) {
@@ -79,35 +104,46 @@ void apply_switches(region_components& bundle, std::index_sequence<I...>) {
    ...);
 }
 
-thread_regions& regions_of(thread_record& record) {
-  if (auto* regions = record.regions.load(std::memory_order_acquire)) return *regions;
-  auto* regions = new thread_regions;  // kept until exit: data outlives the thread
-  record.regions.store(regions, std::memory_order_release);
-  return *regions;
+thread_regions& this_thread() {
+  if (this_thread_regions) return *this_thread_regions;
+  auto& record = current_thread();
+  std::lock_guard lock{all().mutex};
+  this_thread_regions = &all().list.emplace_back(record);
+  return *this_thread_regions;
 }
 
-// Runs `work` on the calling thread's record while the runtime is active, with the thread marked
+// Runs `work` on the calling thread's regions while the user API records, with the thread marked
 // busy (finalize waits for it) and the re-entry guard set.
+void forget_parent_regions_now() {
+  std::lock_guard lock{all().mutex};
+  for (auto& regions : all().list) {
+    regions.stack.clear();
+    regions.finished.clear();
+  }
+  thread_graphs::instance().clear();
+}
+
 template <class Work>
 void on_this_thread(Work&& work) {
-  if (inside_kairos || !is_active()) return;
+  if (inside_kairos || !accepting.load(std::memory_order_acquire)) return;
   reentry_guard guard;
-  auto& record = current_thread();
-  record.busy.store(true, std::memory_order_seq_cst);
-  if (is_active() && !record.disabled.load(std::memory_order_relaxed)) work(record);
-  record.busy.store(false, std::memory_order_release);
+  if (forget_parent_regions.exchange(false)) forget_parent_regions_now();
+  auto& regions = this_thread();
+  regions.busy.store(true, std::memory_order_seq_cst);
+  if (accepting.load(std::memory_order_seq_cst) && !regions.disabled.load(std::memory_order_relaxed))
+    work(regions);
+  regions.busy.store(false, std::memory_order_release);
 }
 
 void report_mismatch(const std::string& message) {
   const auto count = mismatches.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (count <= mismatches_shown) print_line(message);
+  if (count <= mismatches_shown) report(message);
   if (count == mismatches_shown)
-    print_line("[kairos] further mismatched kairos_pop_region calls are counted, not shown");
+    report("further mismatched kairos_pop_region calls are counted, not shown");
 }
 
 void push_region(const char* name) {
-  on_this_thread([name](thread_record& record) {
-    auto& regions = regions_of(record);
+  on_this_thread([name](thread_regions& regions) {
     auto& region = regions.stack.emplace_back();
     region.name = regions.intern(name ? name : "(null)");
     if (!collecting.load(std::memory_order_relaxed)) return;
@@ -125,18 +161,18 @@ void push_region(const char* name) {
 }
 
 void pop_region(const char* name) {
-  on_this_thread([name](thread_record& record) {
-    auto& regions = regions_of(record);
+  on_this_thread([name](thread_regions& regions) {
     auto& stack = regions.stack;
     const std::string_view given = name ? name : "(null)";
+    const auto& record = *regions.thread;
     if (stack.empty()) {
-      report_mismatch(fmt::format("[kairos] kairos_pop_region(\"{}\") on thread {} (tid {}) but no "
-                                  "region is open there; the pop is ignored",
+      report_mismatch(fmt::format("kairos_pop_region(\"{}\") on thread {} (tid {}) but no region "
+                                  "is open there; the pop is ignored",
                                   given, record.sequent_id, record.tid));
       return;
     }
     if (*stack.back().name != given) {
-      report_mismatch(fmt::format("[kairos] kairos_pop_region(\"{}\") on thread {} (tid {}) but the "
+      report_mismatch(fmt::format("kairos_pop_region(\"{}\") on thread {} (tid {}) but the "
                                   "innermost open region is \"{}\"; the pop is ignored",
                                   given, record.sequent_id, record.tid, *stack.back().name));
       return;
@@ -153,7 +189,7 @@ void pop_region(const char* name) {
       region.bundle->stop();
       end_ns = steady_now_ns();
     }
-    if (end_ns != 0 && profile_database_open())
+    if (end_ns != 0 && keep_region_rows)
       regions.finished.append({region.name, region.start_ns, end_ns,
                                static_cast<std::int32_t>(stack.size()) - 1});
     stack.pop_back();
@@ -163,17 +199,14 @@ void pop_region(const char* name) {
 void start_collection() { collecting.store(true, std::memory_order_relaxed); }
 void stop_collection() { collecting.store(false, std::memory_order_relaxed); }
 
-void disable_thread() {
-  if (inside_kairos || !is_active()) return;
+void set_thread_disabled(bool disabled) {
+  if (inside_kairos || !accepting.load(std::memory_order_acquire)) return;
   reentry_guard guard;
-  current_thread().disabled.store(true, std::memory_order_relaxed);
+  this_thread().disabled.store(disabled, std::memory_order_relaxed);
 }
-void enable_thread() {
-  if (inside_kairos || !is_active()) return;
-  reentry_guard guard;
-  current_thread().disabled.store(false, std::memory_order_relaxed);
-}
-int active() { return is_active() && collecting.load(std::memory_order_relaxed) ? 1 : 0; }
+void disable_thread() { set_thread_disabled(true); }
+void enable_thread() { set_thread_disabled(false); }
+int active() { return accepting.load(std::memory_order_acquire) && collecting.load(std::memory_order_relaxed) ? 1 : 0; }
 
 constexpr kairos_entry_points entry_points{KAIROS_ENTRY_POINTS_VERSION, &push_region, &pop_region,
                                            &start_collection, &stop_collection, &disable_thread,
@@ -181,9 +214,10 @@ constexpr kairos_entry_points entry_points{KAIROS_ENTRY_POINTS_VERSION, &push_re
 
 }  // namespace
 
-bool configure_regions(const std::vector<std::string>& component_names, std::string& problem) {
+problem configure_regions(const std::vector<std::string>& component_names, bool keep_rows) {
   const auto names = region_components::names();
   enabled_components.fill(false);
+  keep_region_rows = keep_rows;
   for (const auto& wanted : component_names) {
     bool found = false;
     for (std::size_t i = 0; i < names.size(); ++i)
@@ -191,46 +225,55 @@ bool configure_regions(const std::vector<std::string>& component_names, std::str
     if (!found) {
       std::string known;
       for (auto name : names) known += (known.empty() ? "" : ", ") + std::string{name};
-      problem = fmt::format("[kairos] KAIROS_COMPONENTS names \"{}\", which is not a component; "
-                            "accepted: {}; kairos is disabled for this run",
-                            wanted, known);
-      return false;
+      return problem{fmt::format("KAIROS_COMPONENTS names \"{}\", which is not a component; "
+                                 "accepted: {}; kairos is disabled for this run",
+                                 wanted, known)};
     }
   }
   only_wall_clock = true;
   for (std::size_t i = 0; i < names.size(); ++i)
     only_wall_clock = only_wall_clock && enabled_components[i] == (names[i] == "wall_clock");
-  return true;
+  return {};
+}
+
+void set_regions_accepting(bool on) noexcept { accepting.store(on, std::memory_order_seq_cst); }
+
+void wait_for_user_api_calls(std::chrono::milliseconds limit) noexcept {
+  const auto* self = this_thread_regions;
+  std::lock_guard lock{all().mutex};
+  wait_until(
+      [&] {
+        for (const auto& regions : all().list)
+          if (&regions != self && regions.busy.load(std::memory_order_seq_cst)) return false;
+        return true;
+      },
+      limit, std::chrono::microseconds{100});
 }
 
 std::uint64_t regions_recorded() noexcept { return pushes.load(std::memory_order_relaxed); }
 std::uint64_t mismatched_pops() noexcept { return mismatches.load(std::memory_order_relaxed); }
 
-void reset_regions_after_fork() {
-  pushes.store(0);
-  mismatches.store(0);
-  threads().for_each([](thread_record& record) {
-    if (auto* regions = record.regions.load()) {
-      regions->stack.clear();
-      regions->finished.clear();
-    }
-  });
-  thread_graphs::instance().clear();
-}
-
-std::uint64_t regions_not_traced() noexcept {
+std::uint64_t region_rows_dropped() noexcept {
   std::uint64_t dropped = 0;
-  threads().for_each([&](thread_record& record) {
-    if (auto* regions = record.regions.load(std::memory_order_acquire))
-      dropped += regions->finished.dropped();
-  });
+  std::lock_guard lock{all().mutex};
+  for (const auto& regions : all().list) dropped += regions.finished.dropped();
   return dropped;
 }
 
-region_log* finished_regions(thread_record& record) noexcept {
-  auto* regions = record.regions.load(std::memory_order_acquire);
-  return regions ? &regions->finished : nullptr;
+void for_each_region_log(const std::function<void(thread_record&, region_log&)>& visit) {
+  std::lock_guard lock{all().mutex};
+  for (auto& regions : all().list)
+    if (regions.thread->pid == getpid()) visit(*regions.thread, regions.finished);
 }
+
+void regions_forget_after_fork_in_child() noexcept {
+  pushes.store(0);
+  mismatches.store(0);
+  forget_parent_regions.store(true);
+}
+
+void regions_lock_for_fork() { all().mutex.lock(); }
+void regions_unlock_after_fork() noexcept { all().mutex.unlock(); }
 
 const kairos_entry_points& user_entry_points() noexcept { return entry_points; }
 

@@ -7,8 +7,11 @@
 //   trace   <stem>.trace.json  Chrome Trace Event JSON (regions as slices, samples with stacks)
 //   folded  <stem>.folded      collapsed stacks for flamegraph.pl / speedscope
 //   json    <stem>.json        the region report JSON, with the profile summary under "profile"
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "preload/support/problems.hpp"
 
 namespace kairos::runtime {
 
@@ -18,16 +21,27 @@ struct report_request {
   std::string command_line;
   std::string end_reason;            // "exit", "signal SIGTERM", "exec"
   std::string database_path;         // the profile database; empty when there is none
+  std::uint64_t regions_recorded = 0;
+  std::uint64_t mismatched_pops = 0;
 };
 
 struct written_report {
   std::vector<std::string> files;
-  std::string problem;  // non-empty: what failed (the "[kairos]" line to print)
+  problem failure;  // what failed; the files before it were written whole
 };
+
+// Every file is created exclusively under a temporary name next to its final one and renamed
+// into place only once complete (renameat2 RENAME_NOREPLACE): a symlink planted at the final name
+// is never followed, an existing file is never overwritten, and a full disk leaves no half file.
 
 // The file a format writes for `stem`.
 std::string output_file(const std::string& stem, const std::string& format);
 
 written_report write_report(const report_request& request);
+
+// Whether none of the files `formats` would write for `stem` exists yet.
+bool stem_is_free(const std::string& stem, const std::vector<std::string>& formats);
+// Moves `from` to `to` unless `to` exists; a problem naming both otherwise.
+problem rename_without_replacing(const std::string& from, const std::string& to);
 
 }  // namespace kairos::runtime

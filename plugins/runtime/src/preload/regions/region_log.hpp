@@ -11,11 +11,12 @@
 
 namespace kairos::runtime {
 
+// No default member initializers: a chunk's 1,024 rows are not written until used.
 struct region_row {
-  const std::string* name = nullptr;  // interned by the thread; never freed before exit
-  std::int64_t start_ns = 0;
-  std::int64_t end_ns = 0;
-  std::int32_t depth = 0;
+  const std::string* name;  // interned by the thread; never freed before exit
+  std::int64_t start_ns;
+  std::int64_t end_ns;
+  std::int32_t depth;
 };
 
 class region_log {

@@ -1,10 +1,9 @@
-#include "preload/thread_registry.hpp"
+#include "preload/threads/thread_registry.hpp"
 
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <new>
+#include "preload/support/clock.hpp"
 
 namespace kairos::runtime {
 namespace {
@@ -16,10 +15,6 @@ void read_name(thread_record& record) noexcept {
 }
 }  // namespace
 
-std::int64_t steady_now_ns() noexcept {
-  return std::chrono::steady_clock::now().time_since_epoch().count();
-}
-
 thread_registry& threads() {
   static auto* registry = new thread_registry;  // deliberately never destroyed
   return *registry;
@@ -27,29 +22,26 @@ thread_registry& threads() {
 
 thread_record& thread_registry::add_current_thread(bool kairos_owned) {
   std::lock_guard lock{mutex_};
+  if (pid_ == 0) pid_ = getpid();
   auto& record = records_.emplace_back();
   record.internal_id = next_internal_id_.fetch_add(1, std::memory_order_relaxed);
   record.kairos_owned = kairos_owned;
   record.sequent_id =
       kairos_owned ? kairos_sequent_offset + next_kairos_sequent_++ : next_program_sequent_++;
+  record.pid = pid_;
   record.tid = gettid();
   record.start_ns = steady_now_ns();
   read_name(record);
   return record;
 }
 
-std::size_t thread_registry::size() const {
-  std::lock_guard lock{mutex_};
-  return records_.size();
-}
-
-void thread_registry::keep_only_after_fork(const thread_record* survivor) {
-  // Called in the child with the mutex already held by this thread (see lock_for_fork).
-  for (auto& record : records_)
-    if (&record != survivor && record.running.load(std::memory_order_relaxed)) {
-      record.running.store(false, std::memory_order_relaxed);
-      record.busy.store(false, std::memory_order_relaxed);
-    }
+void thread_registry::adopt_after_fork_in_child(thread_record* survivor) noexcept {
+  pid_ = getpid();
+  if (survivor) {
+    survivor->pid = pid_;
+    survivor->tid = gettid();
+  }
+  mutex_.unlock();  // taken by this thread in lock_for_fork
 }
 
 thread_record& register_current_thread(bool kairos_owned) {

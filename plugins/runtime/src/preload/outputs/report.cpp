@@ -1,0 +1,176 @@
+#include "preload/outputs/report.hpp"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ext/stdio_filebuf.h>
+#include <filesystem>
+#include <ostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <kairos/plugins/database/outputs.hpp>
+#include <kairos/plugins/database/schema.hpp>
+#include <kairos/report.hpp>
+#include <kairos/report_json.hpp>
+
+#include "preload/support/private_descriptor.hpp"
+#include "preload/threads/thread_registry.hpp"
+
+namespace kairos::runtime {
+namespace {
+
+constexpr int runtime_report_version = 1;
+constexpr std::size_t thread_rows_shown = 64;
+
+nlohmann::json threads_json() {
+  auto list = nlohmann::json::array();
+  threads().for_each([&](const thread_record& record) {
+    list.push_back({{"internal_id", record.internal_id},
+                    {"sequent_id", record.sequent_id},
+                    {"tid", record.tid},
+                    {"name", record.name_text()},
+                    {"kairos_owned", record.kairos_owned},
+                    {"start_ns", record.start_ns},
+                    {"end_ns", record.end_ns.load()},
+                    {"running", record.running.load()}});
+  });
+  return list;
+}
+
+std::string threads_text() {
+  std::string text = fmt::format("{:>10} {:>10} {:>8}  {:<16} {}\n", "SEQUENT", "INTERNAL", "TID",
+                                 "NAME", "OWNER");
+  std::size_t rows = 0;
+  threads().for_each([&](const thread_record& record) {
+    if (++rows > thread_rows_shown) return;
+    text += fmt::format("{:>10} {:>10} {:>8}  {:<16} {}\n", record.sequent_id, record.internal_id,
+                        record.tid, record.name_text(), record.kairos_owned ? "kairos" : "program");
+  });
+  if (rows > thread_rows_shown)
+    text += fmt::format("... {} more threads (all of them in the JSON output)\n", rows - thread_rows_shown);
+  return text;
+}
+
+// The profile summary as JSON (null without a database).
+nlohmann::json profile_summary(const std::string& database_path) {
+  if (database_path.empty()) return nullptr;
+  auto profile = database::open_profile(database_path);
+  std::ostringstream text;
+  database::write_summary_json(profile, text);
+  return nlohmann::json::parse(text.str());
+}
+
+// Writes `path` through `write(std::ostream&)`: a temporary file beside it, renamed into place
+// only when complete.
+template <class Write>
+problem write_output(const std::string& path, Write&& write) {
+  std::error_code ignored;
+  const auto directory = std::filesystem::path{path}.parent_path();
+  if (!directory.empty()) std::filesystem::create_directories(directory, ignored);
+  std::string temporary = path + ".kairos-XXXXXX";
+  const int fd = move_above_floor(mkostemp(temporary.data(), O_CLOEXEC));
+  if (fd < 0) return problem{fmt::format("cannot create {}: {}", path, std::strerror(errno))};
+  fchmod(fd, 0644);
+  bool complete = false;
+  auto failure = capture_problem(fmt::format("writing {} failed", path), [&] {
+    __gnu_cxx::stdio_filebuf<char> buffer{fd, std::ios::out | std::ios::binary};
+    std::ostream stream{&buffer};
+    write(stream);
+    stream.flush();
+    complete = static_cast<bool>(stream) && buffer.close() != nullptr;  // close reports ENOSPC
+    if (!complete) throw std::runtime_error{std::strerror(errno ? errno : EIO)};
+  });
+  if (!failure) failure = rename_without_replacing(temporary, path);
+  if (failure) unlink(temporary.c_str());
+  return failure;
+}
+
+}  // namespace
+
+std::string output_file(const std::string& stem, const std::string& format) {
+  if (format == "text") return stem + ".txt";
+  if (format == "trace") return stem + ".trace.json";
+  return stem + "." + format;
+}
+
+bool stem_is_free(const std::string& stem, const std::vector<std::string>& formats) {
+  struct stat status {};
+  for (const auto& format : formats)
+    if (lstat(output_file(stem, format).c_str(), &status) == 0) return false;
+  return true;
+}
+
+problem rename_without_replacing(const std::string& from, const std::string& to) {
+  if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return {};
+  if (errno == EEXIST)
+    return problem{fmt::format("{} appeared while kairos was writing it; kairos never overwrites a "
+                               "file (what it wrote is not kept)", to)};
+  return problem{fmt::format("cannot create {}: {}", to, std::strerror(errno))};
+}
+
+written_report write_report(const report_request& request) {
+  written_report written;
+  const auto data = kairos::report();
+  const bool have_database = !request.database_path.empty();
+  for (const auto& format : request.formats) {
+    const auto path = output_file(request.stem, format);
+    if (format == "db") {
+      if (!have_database) continue;
+      if (path != request.database_path)  // an exec snapshot: the database moves to its name
+        if ((written.failure = rename_without_replacing(request.database_path, path))) break;
+      written.files.push_back(path);
+      continue;
+    }
+    if (!have_database && (format == "trace" || format == "folded")) continue;
+    written.failure = write_output(path, [&](std::ostream& file) {
+      if (format == "text") {
+        file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
+                            runtime_report_version, request.command_line, getpid(), request.end_reason);
+        if (have_database) {
+          auto profile = database::open_profile(request.database_path);
+          database::write_text(profile, file);
+          file << "\n";
+        }
+        auto regions = kairos::format_report(data, {.per_thread = true});
+        file << (regions.empty() ? "no user-API regions were recorded\n" : regions);
+        if (request.mismatched_pops > 0)
+          file << fmt::format("\nmismatched kairos_pop_region calls ignored: {}\n", request.mismatched_pops);
+        file << "\nthreads\n" << threads_text();
+      } else if (format == "trace") {
+        auto profile = database::open_profile(request.database_path);
+        database::write_trace(profile, file);
+      } else if (format == "folded") {
+        auto profile = database::open_profile(request.database_path);
+        database::write_folded(profile, file);
+      } else if (format == "json") {
+        nlohmann::json document{{"kairos_report_version", runtime_report_version},
+                                {"command", request.command_line},
+                                {"pid", getpid()},
+                                {"ppid", getppid()},
+                                {"end_reason", request.end_reason},
+                                {"regions_recorded", request.regions_recorded},
+                                {"mismatched_pops", request.mismatched_pops},
+                                {"threads", threads_json()},
+                                {"regions", kairos::to_json(data)},
+                                {"profile", profile_summary(request.database_path)}};
+        file << document.dump(1) << "\n";
+      }
+    });
+    if (written.failure) break;
+    written.files.push_back(path);
+  }
+  if (written.failure)
+    written.failure = problem{fmt::format("{}; set KAIROS_OUTPUT_PATH (kairos-run -o) to a writable "
+                                          "location; the program is unaffected",
+                                          written.failure.text())};
+  return written;
+}
+
+}  // namespace kairos::runtime

@@ -1,0 +1,20 @@
+#pragma once
+// The adapters between producers and the sink: the one place that knows both a producer's batch
+// type and the database's rows. The sampler's batches arrive through deliver_samples (lifecycle
+// hands the sampler this function); regions and threads are pulled by flush_to_database, which
+// lifecycle's service thread calls every tick and finalize calls last.
+#include "preload/sampling/sample_batch.hpp"
+
+namespace kairos::runtime {
+
+void deliver_samples(const sample_batch& batch);
+// Finished regions and new or ended threads into the database; commits when the flush interval
+// has passed (always with `force`).
+void flush_to_database(bool force);
+// fork: the lock is held across fork; in a child (async-signal-safe) the parent's threads and
+// cursors are forgotten at the child's first flush.
+void delivery_lock_for_fork();
+void delivery_unlock_after_fork_in_parent();
+void delivery_forget_after_fork_in_child() noexcept;
+
+}  // namespace kairos::runtime

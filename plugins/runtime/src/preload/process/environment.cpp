@@ -1,0 +1,124 @@
+#include "preload/process/environment.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+extern char** environ;
+
+namespace kairos::runtime {
+namespace {
+
+struct library_paths {
+  std::string own;
+  std::string canonical;
+};
+library_paths* paths = nullptr;  // built once at init, never destroyed
+
+// "LD_PRELOAD=<kept>" for a child that is not followed (null: kairos is not in LD_PRELOAD; the
+// whole entry is dropped when nothing else is kept). Rebuilt before every fork; the previous one
+// is kept alive, since a child of an earlier fork may still point at it.
+const char* child_preload_entry = nullptr;
+bool child_preload_drop = false;
+
+bool is_this_library(std::string_view entry) {
+  if (entry == paths->own) return true;
+  std::error_code error;
+  const auto canonical = std::filesystem::weakly_canonical(std::string{entry}, error);
+  return !error && canonical == paths->canonical;
+}
+
+}  // namespace
+
+void prepare_environment_editing() {
+  if (paths) return;
+  paths = new library_paths;
+  Dl_info info{};
+  paths->own = dladdr(reinterpret_cast<void*>(&prepare_environment_editing), &info) && info.dli_fname
+                   ? info.dli_fname
+                   : "libkairos.so";
+  std::error_code error;
+  paths->canonical = std::filesystem::weakly_canonical(paths->own, error).string();
+}
+
+std::optional<std::string> preload_without_kairos(std::string_view preload) {
+  prepare_environment_editing();
+  std::string kept;
+  bool removed = false;
+  std::size_t position = 0;
+  while (position <= preload.size()) {
+    auto end = preload.find_first_of(": ", position);
+    if (end == std::string_view::npos) end = preload.size();
+    const auto entry = preload.substr(position, end - position);
+    if (!entry.empty()) {
+      if (is_this_library(entry))
+        removed = true;
+      else
+        kept += (kept.empty() ? "" : ":") + std::string{entry};
+    }
+    position = end + 1;
+  }
+  if (!removed) return std::nullopt;
+  return kept;
+}
+
+void remove_kairos_from_environment() {
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (!preload) return;
+  if (auto kept = preload_without_kairos(preload)) {
+    if (kept->empty())
+      unsetenv("LD_PRELOAD");
+    else
+      setenv("LD_PRELOAD", kept->c_str(), 1);
+  }
+}
+
+void prepare_child_environment() {
+  static std::string* last_preload = new std::string{"\n"};  // never a real value
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (*last_preload == (preload ? preload : "")) return;  // unchanged since the last fork
+  *last_preload = preload ? preload : "";
+  const auto kept = preload ? preload_without_kairos(preload) : std::nullopt;
+  child_preload_drop = kept && kept->empty();
+  child_preload_entry = kept && !kept->empty() ? strdup(("LD_PRELOAD=" + *kept).c_str()) : nullptr;
+}
+
+void remove_kairos_from_environment_in_child() noexcept {
+  if (!environ || (!child_preload_entry && !child_preload_drop)) return;
+  for (char** entry = environ; *entry; ++entry) {
+    if (std::strncmp(*entry, "LD_PRELOAD=", 11) != 0) continue;
+    if (child_preload_entry) {
+      *entry = const_cast<char*>(child_preload_entry);
+    } else {  // drop it: shift the rest down over it
+      for (char** rest = entry; *rest; ++rest) rest[0] = rest[1];
+    }
+    return;
+  }
+}
+
+exec_environment environment_for_exec(char* const* environment, bool profiled, bool strip,
+                                      std::string_view generation) {
+  exec_environment result;
+  if (!profiled && !strip) return result;
+  for (auto entry = environment; entry && *entry; ++entry) {
+    std::string_view assignment{*entry};
+    if (assignment.starts_with("KAIROS_EXEC_GENERATION=")) continue;
+    if (strip && assignment.starts_with("LD_PRELOAD=")) {
+      auto kept = preload_without_kairos(assignment.substr(11));
+      if (kept && kept->empty()) continue;
+      if (kept) {
+        result.storage.push_back("LD_PRELOAD=" + *kept);
+        continue;
+      }
+    }
+    result.storage.emplace_back(assignment);
+  }
+  if (profiled) result.storage.push_back("KAIROS_EXEC_GENERATION=" + std::string{generation});
+  for (auto& text : result.storage) result.pointers.push_back(text.data());
+  result.pointers.push_back(nullptr);
+  return result;
+}
+
+}  // namespace kairos::runtime

@@ -1,0 +1,35 @@
+#pragma once
+// kairos in the environment of the processes it starts: LD_PRELOAD without libkairos.so for
+// children that are not followed, and the exec generation of the launched process.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kairos::runtime {
+
+// Resolves this library's own path (before any fork: it builds statics).
+void prepare_environment_editing();
+
+// LD_PRELOAD's value without libkairos.so; nullopt when kairos is not in it.
+std::optional<std::string> preload_without_kairos(std::string_view preload);
+
+// Removes kairos from this process's LD_PRELOAD (setenv: ordinary code only).
+void remove_kairos_from_environment();
+
+// fork: before the fork, the LD_PRELOAD entry a child that is not followed should have is built;
+// in that child, environ's entry is swapped for it (pointer stores only: async-signal-safe, no
+// setenv, whose lock another thread may have held at the fork).
+void prepare_child_environment();
+void remove_kairos_from_environment_in_child() noexcept;
+
+// The environment for an exec: `profiled` adds the exec generation (PID:N+1), `strip` removes
+// kairos from LD_PRELOAD. Empty pointers: pass the caller's environment unchanged.
+struct exec_environment {
+  std::vector<std::string> storage;
+  std::vector<char*> pointers;  // null-terminated
+};
+exec_environment environment_for_exec(char* const* environment, bool profiled, bool strip,
+                                      std::string_view generation);
+
+}  // namespace kairos::runtime

@@ -1,0 +1,462 @@
+// Init before main, finalize once on every path, fork and exec (docs/runtime.md tells the story).
+//
+// Init: a constructor of libkairos.so. A preloaded library's constructors run after those of
+// the libraries it needs (libc, libstdc++) and before the program's own constructors and main,
+// so every static object of the program and every thread it makes is seen.
+//
+// Finalize, exactly once, whichever way the process ends:
+//   return from main, exit() from any thread: an atexit handler registered by the constructor. It
+//     was registered before the program's own, so it runs after them, on the exiting thread.
+//   _exit/_Exit: the wrapper, before the real one.
+//   SIGINT, SIGTERM at their default: the service thread (termination.hpp).
+//   exec: what this image collected is written (stem + "-exec<N>") before the new image starts.
+//
+// fork: the prepare handler takes every stage's lock (in the order below) and builds what a
+// child needs; the child handler runs only async-signal-safe code (another thread of the parent
+// may have held any libc lock at the fork: __exit_funcs_lock, the environment's); what a followed
+// child must build (its database, its stem) is built later, in ordinary code, on first use.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include <kairos/runtime/output_path.hpp>
+#include <kairos/runtime/settings.hpp>
+
+#include "preload/outputs/report.hpp"
+#include "preload/pipeline/delivery.hpp"
+#include "preload/process/lifecycle.hpp"
+#include "preload/process/termination.hpp"
+#include "preload/regions/regions.hpp"
+#include "preload/sampling/sample_writer.hpp"
+#include "preload/sampling/sampler.hpp"
+#include "preload/sink/profile_database.hpp"
+#include "preload/support/bounded_wait.hpp"
+#include "preload/support/private_descriptor.hpp"
+#include "preload/support/problems.hpp"
+#include "preload/support/reentry_guard.hpp"
+#include "preload/threads/thread_registry.hpp"
+
+extern char** environ;
+
+namespace kairos::runtime {
+namespace {
+
+constexpr std::chrono::milliseconds user_api_wait{200};
+constexpr int stem_suffixes_tried = 1000;
+constexpr std::int64_t unsampled_worth_saying_ns = 20'000'000;
+
+std::atomic<runtime_state> state{runtime_state::loading};
+
+struct process_identity {
+  pid_t pid = 0;
+  bool launched = false;  // the process kairos-run started (possibly after execs)
+  long generation = 0;    // execs this process has gone through before this image
+};
+
+// Set once by the constructor, then read. On the heap and never destroyed: finalize may run after
+// static destructors, and the constructor may run before this file's dynamic initializers.
+struct runtime_globals {
+  process_identity identity;
+  settings values;
+  std::vector<std::string> formats;
+  std::string command_line;
+  // The stem this process writes under: claimed (no output of that name exists) on first use.
+  pid_t stem_pid = 0;
+  std::string stem;
+  std::string exec_snapshot_stem;
+};
+runtime_globals* globals = nullptr;
+
+std::atomic<bool> finalize_started{false};
+std::atomic<bool> finalize_done{false};
+std::atomic<pid_t> finalizing_thread{0};
+std::atomic<bool> exec_snapshot_written{false};
+
+std::string environment_value(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+std::string read_command_line() {
+  std::ifstream file{"/proc/self/cmdline", std::ios::binary};
+  std::string text{std::istreambuf_iterator<char>{file}, {}};
+  for (auto& c : text)
+    if (c == '\0') c = ' ';
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
+// "PID:N" → N when PID is this process, else 0.
+long generation_of(pid_t pid) {
+  const auto value = environment_value("KAIROS_EXEC_GENERATION");
+  const auto colon = value.find(':');
+  if (colon == std::string::npos || value.substr(0, colon) != std::to_string(pid)) return 0;
+  return std::strtol(value.c_str() + colon + 1, nullptr, 10);
+}
+
+std::string signal_name(int signal_number) {
+  if (signal_number >= SIGRTMIN && signal_number <= SIGRTMAX)
+    return fmt::format("SIGRTMIN+{}", signal_number - SIGRTMIN);
+  const char* name = sigabbrev_np(signal_number);
+  return name ? fmt::format("SIG{}", name) : std::to_string(signal_number);
+}
+
+std::string plural(std::uint64_t count, std::string_view noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+}
+
+// The output stem of this process (a fork child computes its own): KAIROS_OUTPUT_PATH expanded,
+// made absolute, with "-1", "-2", ... appended when files of that name exist: kairos never
+// overwrites a file.
+const std::string& claimed_stem() {
+  if (globals->stem_pid == getpid()) return globals->stem;
+  globals->stem_pid = getpid();
+  auto base = expand_path(globals->values.text(setting::output_path), path_values::of_this_process()).path;
+  std::error_code error;
+  if (!base.empty() && base.front() != '/') base = (std::filesystem::current_path(error) / base).string();
+  auto formats = globals->formats;
+  formats.push_back("db");
+  globals->stem = base;
+  for (int suffix = 1; suffix <= stem_suffixes_tried && !stem_is_free(globals->stem, formats); ++suffix)
+    globals->stem = fmt::format("{}-{}", base, suffix);
+  return globals->stem;
+}
+
+std::string database_path_of_this_process() { return claimed_stem() + ".db"; }
+
+bool wants_format(std::string_view format) {
+  for (const auto& wanted : globals->formats)
+    if (wanted == format) return true;
+  return false;
+}
+
+void remove_database_files(const std::string& path) {
+  std::error_code error;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, error);
+}
+
+std::size_t program_threads() {
+  std::size_t count = 0;
+  threads().for_each([&](const thread_record& record) { count += !record.kairos_owned; });
+  return count;
+}
+
+// What was lost, for the summary line and the database's metadata.
+struct losses {
+  std::uint64_t samples = 0;      // sample buffers full
+  std::uint64_t region_rows = 0;  // region logs full
+  std::uint64_t rows = 0;         // database inserts that failed
+  std::int64_t unsampled_cpu_ns = 0;
+  std::uint64_t threads_blocking = 0;
+};
+
+std::string describe(const losses& lost, int signal_number) {
+  std::string text;
+  if (lost.samples) text += fmt::format("; {} lost (the writers fell behind)", plural(lost.samples, "sample"));
+  if (lost.region_rows)
+    text += fmt::format("; {} not in the database (still in the region report)", plural(lost.region_rows, "region row"));
+  if (lost.rows) text += fmt::format("; {} could not be written", plural(lost.rows, "database row"));
+  // Shells block every signal for a moment around their critical sections: only a stretch worth
+  // at least two sampling periods is worth a sentence (the exact figure is in the database).
+  if (lost.unsampled_cpu_ns >= unsampled_worth_saying_ns)
+    text += fmt::format("; {} blocked the sampling signal ({}) for {:.3f} s of CPU time, not sampled",
+                        plural(lost.threads_blocking, "thread"), signal_name(signal_number),
+                        static_cast<double>(lost.unsampled_cpu_ns) / 1e9);
+  return text;
+}
+
+// Stops the producers, delivers everything, closes the database; writes the outputs under `stem`
+// and says what was written. Nothing recorded: nothing written.
+void write_everything(const std::string& end_reason, bool snapshot) {
+  stop_sampling();
+  const auto sampling = sampling_totals();
+  const losses lost{sampling.dropped, region_rows_dropped(), 0, sampling.unsampled_cpu_ns,
+                    sampling.threads_blocking};
+  add_database_metadata("dropped.samples", std::to_string(lost.samples));
+  add_database_metadata("dropped.region_rows", std::to_string(lost.region_rows));
+  add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
+  flush_to_database(true);
+  auto database_path = finish_profile_database(end_reason);
+  close_profile_database();
+  const auto counts = database_counts_written();
+  const auto regions = regions_recorded();
+  if (sampling.delivered == 0 && regions == 0) {
+    if (!database_path.empty()) remove_database_files(database_path);
+    if (!snapshot && globals->identity.launched)
+      report(fmt::format("0 samples, 0 regions on {}; outputs: none (nothing was recorded: sampling "
+                         "starts after KAIROS_SAMPLING_DELAY={} s){}",
+                         plural(program_threads(), "thread"), globals->values.text(setting::sampling_delay),
+                         describe(lost, sampling.signal_number)));
+    return;
+  }
+  const auto samples = database_path.empty() ? sampling.delivered : counts.samples + counts.realtime_samples;
+  if (database_path.empty() && database_problem()) {  // said when it happened; the rest would fail alike
+    report(fmt::format("{}, {} on {}; outputs: none", plural(samples, "sample"), plural(regions, "region"),
+                       plural(program_threads(), "thread")));
+    return;
+  }
+  auto stem = claimed_stem();
+  if (snapshot) stem = globals->exec_snapshot_stem = fmt::format("{}-exec{}", stem, globals->identity.generation);
+  report_request request{stem, globals->formats, globals->command_line, end_reason, database_path,
+                         regions, mismatched_pops()};
+  const auto written = write_report(request);
+  if (!database_path.empty() && !wants_format("db")) remove_database_files(database_path);
+  report(written.failure);
+  auto with_rows = lost;
+  with_rows.rows = counts.rows_lost;
+  if (written.files.empty() && !with_rows.rows && !with_rows.samples) return;
+  std::string files;
+  for (const auto& file : written.files) files += (files.empty() ? "" : ", ") + file;
+  report(fmt::format("{}, {} on {}; outputs: {}{}", plural(samples, "sample"), plural(regions, "region"),
+                     plural(program_threads(), "thread"), files.empty() ? "none" : files,
+                     describe(with_rows, sampling.signal_number)));
+}
+
+void finalize(const std::string& end_reason) {
+  if (finalize_started.exchange(true)) {
+    // Another path (exit on another thread, a signal) is finalizing: let it finish, bounded.
+    if (finalizing_thread.load() != gettid())
+      wait_until([] { return finalize_done.load(); }, finalize_timeout);
+    return;
+  }
+  reentry_guard guard;
+  finalizing_thread.store(gettid());
+  state.store(runtime_state::finalizing, std::memory_order_seq_cst);
+  set_regions_accepting(false);
+  // A fork child that recorded nothing (the usual fork-then-_exit) does nothing at all here:
+  // another thread of its parent may have held a libc lock at the fork.
+  const bool recorded = regions_recorded() > 0 || sampling_enabled() || globals->identity.launched;
+  if (recorded) {
+    wait_for_user_api_calls(user_api_wait);
+    report(capture_problem("writing the outputs failed; the program is unaffected",
+                           [&] { write_everything(end_reason, false); }));
+  }
+  state.store(runtime_state::finalized, std::memory_order_seq_cst);
+  finalize_done.store(true);
+}
+
+void finalize_at_exit() {
+  if (state.load() == runtime_state::active) finalize("exit");
+}
+
+void finalize_on_signal(int signal_number) {
+  const auto now = state.load();
+  if (now == runtime_state::active || now == runtime_state::finalizing)
+    finalize(fmt::format("signal {}", signal_name(signal_number)));
+  else
+    finalize_done.store(true);
+}
+
+void flush_on_tick() {
+  if (state.load() == runtime_state::active)
+    report(capture_problem("writing the profile database failed", [] { flush_to_database(false); }));
+}
+
+bool finished() { return finalize_done.load(); }
+bool finalizing_here() { return finalizing_thread.load() == gettid(); }
+
+// --- fork ------------------------------------------------------------------------------------
+
+// Lock order, everywhere: samplers, writers, delivery, database, regions, thread registry.
+void before_fork() {
+  if (state.load() != runtime_state::active) return;
+  prepare_child_environment();
+  sampling_lock_for_fork();
+  delivery_lock_for_fork();
+  database_lock_for_fork();
+  regions_lock_for_fork();
+  threads().lock_for_fork();
+}
+void after_fork_in_parent() {
+  if (state.load() != runtime_state::active) return;
+  threads().unlock_after_fork_in_parent();
+  regions_unlock_after_fork();
+  database_unlock_after_fork_in_parent();
+  delivery_unlock_after_fork_in_parent();
+  sampling_unlock_after_fork_in_parent();
+}
+// Async-signal-safe only (see the top of this file).
+void after_fork_in_child() {
+  if (state.load() != runtime_state::active) return;
+  threads().adopt_after_fork_in_child(current_thread_if_registered());
+  regions_unlock_after_fork();
+  regions_forget_after_fork_in_child();
+  database_forget_after_fork_in_child();
+  delivery_forget_after_fork_in_child();
+  sampling_forget_after_fork_in_child();  // a child is not sampled (docs/runtime.md)
+  globals->identity.launched = false;
+  globals->identity.generation = 0;
+  if (!globals->values.boolean(setting::follow_children)) {
+    // Not followed: the child runs as without kairos, and so do its descendants.
+    state.store(runtime_state::off);
+    set_regions_accepting(false);
+    restore_default_termination_handlers();
+    remove_kairos_from_environment_in_child();
+    release_stderr();
+    return;
+  }
+  // Followed: its database and stem come with its first row (ordinary code). The parent's
+  // service thread does not exist here: SIGINT/SIGTERM end a followed child without outputs.
+  restore_default_termination_handlers();
+  finalize_started.store(false);
+  finalize_done.store(false);
+  globals->identity.pid = getpid();
+}
+
+// --- init ------------------------------------------------------------------------------------
+
+void connect_user_api() {
+  auto attach = reinterpret_cast<void (*)(const kairos_entry_points*)>(
+      dlsym(RTLD_DEFAULT, "kairos_user_attach"));
+  if (attach) attach(&user_entry_points());
+}
+
+metadata_list run_metadata() {
+  metadata_list metadata{{"command", globals->command_line}};
+  for (const auto& value : globals->values.values())
+    metadata.emplace_back(fmt::format("setting.{}", value.definition->variable), value.text);
+  return metadata;
+}
+
+void initialize() {
+  reentry_guard guard;
+  prepare_private_descriptors();
+  prepare_environment_editing();
+  globals = new runtime_globals{};
+  globals->identity.pid = getpid();
+  const auto launch_pid = environment_value("KAIROS_LAUNCH_PID");
+  if (launch_pid.empty()) {
+    // Preloaded by hand, not through kairos-run: this process is the launched one.
+    setenv("KAIROS_LAUNCH_PID", std::to_string(globals->identity.pid).c_str(), 1);
+    globals->identity.launched = true;
+  } else {
+    globals->identity.launched = launch_pid == std::to_string(globals->identity.pid);
+  }
+  globals->identity.generation = generation_of(globals->identity.pid);
+
+  globals->values = settings::load(environ);
+  set_verbosity(static_cast<int>(globals->values.integer(setting::verbose)));
+  globals->formats = globals->values.list(setting::output_formats);
+  const bool first_image = globals->identity.launched && globals->identity.generation == 0;
+
+  if (!globals->identity.launched && !globals->values.boolean(setting::follow_children)) {
+    // A child of the launched process (spawned, or forked before this exec): left alone.
+    state.store(runtime_state::off);
+    remove_kairos_from_environment();
+    return;
+  }
+  // Problems are reported once per launch: by the first image of the launched process.
+  if (first_image)
+    for (const auto& line : globals->values.problems()) report(line);
+  if (!globals->values.usable() || !globals->values.boolean(setting::enabled)) {
+    state.store(runtime_state::off);
+    return;
+  }
+  if (environment_value("KAIROS_LAUNCH_DATE").empty())
+    setenv("KAIROS_LAUNCH_DATE", format_launch_date(std::time(nullptr)).c_str(), 1);
+  globals->command_line = read_command_line();
+
+  const bool database_wanted = !globals->formats.empty();
+  if (auto failure = configure_regions(globals->values.list(setting::components), database_wanted)) {
+    if (first_image) report(failure);
+    state.store(runtime_state::off);
+    return;
+  }
+  keep_stderr();
+  current_thread();  // the main thread is the program's thread 0
+  if (database_wanted)
+    configure_profile_database(&database_path_of_this_process, run_metadata(),
+                               static_cast<std::int64_t>(globals->values.number(setting::flush_interval) * 1e9));
+  if (database_wanted && globals->values.category_usable("sampling")) {
+    auto sampling = start_sampling(globals->values, &deliver_samples);
+    if (first_image) report(sampling.failure);
+    if (first_image && !sampling.note.empty()) report(sampling.note);
+    const auto totals = sampling_totals();
+    add_database_metadata("sampling_cpu_source", totals.cpu_source);
+    add_database_metadata("sampling_signal", totals.signal_number ? signal_name(totals.signal_number) : "");
+  }
+  atexit(&finalize_at_exit);
+  pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
+  if (!start_termination_handling({&finalize_on_signal, &flush_on_tick, &finished, &finalizing_here}) &&
+      verbosity() > 0)
+    report("could not start the service thread; SIGINT/SIGTERM end the program without outputs");
+  state.store(runtime_state::active, std::memory_order_release);
+  set_regions_accepting(true);
+  connect_user_api();
+  if (verbosity() > 0)
+    report(fmt::format("profiling pid {} ({}{})", globals->identity.pid,
+                       globals->identity.launched ? "launched process" : "followed child",
+                       globals->identity.generation ? fmt::format(", exec {}", globals->identity.generation)
+                                                    : std::string{}));
+}
+
+__attribute__((constructor)) void initialize_before_main() {
+  if (auto failure = capture_problem("initialization failed", [] { initialize(); })) {
+    state.store(runtime_state::off);
+    report(failure.text() + "; the program runs without kairos");
+  }
+}
+
+}  // namespace
+
+runtime_state current_state() noexcept { return state.load(std::memory_order_acquire); }
+
+void on_thread_start(bool kairos_owned) noexcept {
+  if (state.load() == runtime_state::off) return;
+  {
+    reentry_guard guard;
+    register_current_thread(kairos_owned);
+  }
+  if (!kairos_owned && state.load() == runtime_state::active) sampling_thread_started();
+}
+
+void on_thread_end() noexcept {
+  sampling_thread_ending();
+  mark_current_thread_ended();
+}
+
+void on_signal_mask_changed(const sigset_t& mask) noexcept { sampling_signal_mask_changed(mask); }
+
+exec_environment environment_for_exec(char* const* environment) {
+  if (!globals) return {};
+  const auto now = state.load();
+  const bool vfork_child = getpid() != globals->identity.pid;  // a vfork child shares our memory
+  if (vfork_child) return {};
+  const bool profiled = now == runtime_state::active || (globals->identity.launched && now != runtime_state::loading);
+  const bool strip = now == runtime_state::off && !globals->identity.launched;
+  return environment_for_exec(environment, profiled, strip,
+                              fmt::format("{}:{}", globals->identity.pid, globals->identity.generation + 1));
+}
+
+void before_exec() {
+  if (!globals || state.load() != runtime_state::active || getpid() != globals->identity.pid) return;
+  report(capture_problem("writing the outputs before exec failed", [] {
+    write_everything("exec", true);
+    exec_snapshot_written.store(!globals->exec_snapshot_stem.empty());
+  }));
+}
+
+void before_exit_without_handlers() {
+  if (!globals || state.load() != runtime_state::active || getpid() != globals->identity.pid) return;
+  finalize("_exit");
+}
+
+void after_failed_exec() {
+  // The image goes on: its report at exit supersedes the snapshot.
+  if (!exec_snapshot_written.exchange(false)) return;
+  std::error_code error;
+  for (const auto& format : globals->formats)
+    std::filesystem::remove(output_file(globals->exec_snapshot_stem, format), error);
+}
+
+}  // namespace kairos::runtime

@@ -1,0 +1,48 @@
+#pragma once
+// One sampled thread's state, shared by the signal handler (fills its buffers), the sampler
+// (arms and disarms its clock, under the samplers' mutex) and its writer (drains the buffers and,
+// once `finished`, frees it).
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "preload/sampling/sample_buffer.hpp"
+#include "preload/support/private_descriptor.hpp"
+
+namespace kairos::runtime {
+
+struct thread_record;
+struct sample_writer;
+
+struct thread_sampler {
+  thread_record* thread = nullptr;
+  sample_writer* writer = nullptr;
+  sample_buffer* buffers[2] = {nullptr, nullptr};
+  int current = 0;               // the buffer being filled (handler only)
+  std::int64_t last_cpu_ns = 0;  // the thread's CPU time at its previous CPU-time sample
+  // Arming (under the samplers' mutex; the descriptors are read by the thread's own
+  // signal-mask wrapper, hence atomic numbers).
+  owned_descriptor perf_event;
+  std::atomic<int> perf_fd{-1};
+  timer_t timer{};
+  bool has_timer = false;
+  bool cpu_armed = false;
+  bool realtime_armed = false;
+  owned_descriptor realtime_perf_event;  // real-time sampler: task-clock event (running thread)
+  std::atomic<int> realtime_perf_fd{-1};
+  owned_descriptor stat_file;     // /proc/self/task/<tid>/stat, kept open (real-time sampler)
+  owned_descriptor syscall_file;  // /proc/self/task/<tid>/syscall
+  // The thread blocks the sampling signal (it inherited a full mask, or called pthread_sigmask):
+  // its clocks are paused, so signals never queue up against RLIMIT_SIGPENDING (the kernel then
+  // falls back to SIGIO, which kills the program), and its CPU time meanwhile is counted as
+  // unsampled. Written by the thread itself.
+  std::atomic<bool> signal_blocked{false};
+  std::int64_t blocked_since_cpu_ns = 0;
+  std::atomic<std::int64_t> unsampled_cpu_ns{0};
+  std::atomic<bool> finished{false};  // the thread ended: no more samples; the writer frees it
+  std::atomic<std::uint64_t> delivered{0};
+  std::atomic<std::uint64_t> dropped{0};
+};
+
+}  // namespace kairos::runtime

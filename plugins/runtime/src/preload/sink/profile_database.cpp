@@ -1,0 +1,276 @@
+#include "preload/sink/profile_database.hpp"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include <kairos/plugins/backtrace/symbolizer.hpp>
+#include <kairos/plugins/database/writer.hpp>
+
+#include "preload/support/clock.hpp"
+#include "preload/support/private_descriptor.hpp"
+#include "preload/threads/thread_registry.hpp"
+
+namespace kairos::runtime {
+namespace {
+
+// One process's file. A fork child abandons its parent's (never touching it) and makes its own.
+struct database_file {
+  bool creation_failed = false;
+  std::string path;
+  std::unique_ptr<database::profile_writer> writer;
+  std::unique_ptr<backtrace_symbolizer> symbols;  // created on first use, on a writer thread
+  std::int64_t process_row = -1;
+  std::int64_t last_commit_ns = 0;
+  std::unordered_map<const thread_record*, std::int64_t> thread_rows;
+  database_counts counts;
+  problem first_problem;
+};
+
+// On the heap, never destroyed: finalize may run after static destructors.
+struct database_state {
+  std::mutex mutex;
+  path_resolver resolve_path = nullptr;
+  metadata_list metadata;
+  std::int64_t flush_interval_ns = 1'000'000'000;
+  database_file* file = nullptr;  // null until the first row (in this process)
+};
+database_state* state = nullptr;
+
+database_file& file() {
+  if (!state->file) state->file = new database_file;
+  return *state->file;
+}
+
+database::frame_info symbolize(std::uint64_t address) {
+  if (!file().symbols) file().symbols = std::make_unique<backtrace_symbolizer>();
+  const auto& symbol = file().symbols->resolve(static_cast<std::uintptr_t>(address));
+  database::frame_info frame;
+  frame.address = address;
+  frame.module = symbol.module == "[unknown]" ? std::string{} : symbol.module;
+  frame.offset = symbol.module_offset;
+  frame.function = symbol.function;
+  frame.file = symbol.file;
+  frame.line = static_cast<std::uint32_t>(symbol.line > 0 ? symbol.line : 0);
+  return frame;
+}
+
+// SQLite opens its files with the lowest free numbers, the program's territory; through this
+// hook its descriptors live above kairos's floor (see support/private_descriptor.hpp).
+int open_above_floor(const char* path, int flags, mode_t mode) {
+  return move_above_floor(::open(path, flags | O_CLOEXEC, mode));
+}
+
+std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+void record_failure(problem failure) {
+  ++file().counts.rows_lost;
+  if (!file().first_problem) {
+    file().first_problem = std::move(failure);
+    report(file().first_problem);  // said when it happens, not only at exit
+  }
+}
+
+// Under the mutex. Creates the file on first use; false when there is none (and will be none).
+bool create_if_needed() {
+  if (file().writer) return true;
+  if (file().creation_failed || !state->resolve_path) return false;
+  file().path = state->resolve_path();
+  auto failure = capture_problem(fmt::format("cannot write the profile database {}", file().path), [] {
+    if (auto* vfs = sqlite3_vfs_find(nullptr); vfs && vfs->xSetSystemCall)
+      vfs->xSetSystemCall(vfs, "open", reinterpret_cast<sqlite3_syscall_ptr>(&open_above_floor));
+    const auto directory = std::filesystem::path{file().path}.parent_path();
+    std::error_code ignored;
+    if (!directory.empty()) std::filesystem::create_directories(directory, ignored);
+    file().writer = std::make_unique<database::profile_writer>(file().path, &symbolize);
+    database::process_info process;
+    process.pid = getpid();
+    process.ppid = getppid();
+    process.hostname = host_name();
+    process.start_ns = steady_now_ns();
+    file().process_row = file().writer->add_process(process);
+    file().writer->set_metadata("host", process.hostname);
+    file().writer->set_metadata("kairos_version", KAIROS_VERSION);
+    file().writer->set_metadata("pid", std::to_string(process.pid));
+    for (const auto& [key, value] : state->metadata) file().writer->set_metadata(key, value);
+    file().writer->commit();
+  });
+  file().last_commit_ns = steady_now_ns();
+  if (failure) {
+    file().writer.reset();
+    file().creation_failed = true;
+    file().first_problem = problem{failure.text() + "; set KAIROS_OUTPUT_PATH (kairos-run -o) to a "
+                                   "writable location; the program is unaffected"};
+    report(file().first_problem);
+    return false;
+  }
+  return true;
+}
+
+std::int64_t thread_row(thread_record& thread) {
+  auto [entry, added] = file().thread_rows.try_emplace(&thread, -1);
+  if (added) {
+    database::thread_info info;
+    info.internal_id = static_cast<std::int64_t>(thread.internal_id);
+    info.sequent_id = static_cast<std::int64_t>(thread.sequent_id);
+    info.tid = thread.tid;
+    info.name = thread.name_text();
+    info.start_ns = thread.start_ns;
+    entry->second = file().writer->add_thread(file().process_row, info);
+  }
+  return entry->second;
+}
+
+// Runs one insert; a failure is counted (and the first one reported), never thrown.
+template <class Insert>
+void insert(Insert&& work) {
+  if (!create_if_needed()) return;
+  if (auto failure = capture_problem("writing the profile database failed", work)) record_failure(std::move(failure));
+}
+
+}  // namespace
+
+void configure_profile_database(path_resolver path_of_this_process, metadata_list metadata,
+                                std::int64_t flush_interval_ns) {
+  if (!state) state = new database_state;
+  std::lock_guard lock{state->mutex};
+  state->resolve_path = path_of_this_process;
+  state->metadata = std::move(metadata);
+  state->flush_interval_ns = flush_interval_ns;
+}
+
+void add_database_metadata(std::string key, std::string value) {
+  if (!state) return;
+  std::lock_guard lock{state->mutex};
+  if (file().writer)
+    insert([&] { file().writer->set_metadata(key, value); });
+  else
+    state->metadata.emplace_back(std::move(key), std::move(value));
+}
+
+database_batch::database_batch() {
+  if (state) state->mutex.lock();
+}
+database_batch::~database_batch() {
+  if (state) state->mutex.unlock();
+}
+
+bool database_batch::writable() {
+  return state && state->resolve_path && !file().creation_failed;
+}
+
+void database_batch::add_sample(thread_record& thread, sample_clock clock, std::int64_t time_ns,
+                                std::int64_t weight_ns, std::span<const std::uint64_t> stack) {
+  if (!writable()) return;
+  insert([&] {
+    const auto row = thread_row(thread);
+    const auto stack_row = file().writer->add_stack(stack);
+    if (clock == sample_clock::cpu_time) {
+      file().writer->add_sample(row, time_ns, weight_ns, stack_row);
+      ++file().counts.samples;
+    } else {
+      file().writer->add_realtime_sample(row, time_ns, weight_ns, stack_row);
+      ++file().counts.realtime_samples;
+    }
+  });
+}
+
+void database_batch::add_counter(thread_record& thread, std::int64_t time_ns,
+                                 std::string_view name, double value) {
+  if (!writable()) return;
+  insert([&] { file().writer->add_counter(thread_row(thread), time_ns, name, value); });
+}
+
+void database_batch::add_region(thread_record& thread, std::string_view name,
+                                std::int64_t start_ns, std::int64_t end_ns, std::int32_t depth) {
+  if (!writable()) return;
+  insert([&] {
+    file().writer->add_region(thread_row(thread), name, start_ns, end_ns, depth);
+    ++file().counts.regions;
+  });
+}
+
+void database_batch::add_thread(thread_record& thread) {
+  if (!has_file()) return;  // threads alone do not create the file
+  insert([&] { thread_row(thread); });
+}
+
+void database_batch::end_thread(thread_record& thread) {
+  if (!has_file()) return;
+  insert([&] { file().writer->end_thread(thread_row(thread), thread.end_ns.load()); });
+}
+
+bool database_batch::has_file() const { return state && state->file && state->file->writer; }
+
+void database_batch::commit(bool force) {
+  if (!state || !state->file || !file().writer) return;
+  const auto now = steady_now_ns();
+  if (!force && now - file().last_commit_ns < state->flush_interval_ns) return;
+  insert([] { file().writer->commit(); });
+  file().last_commit_ns = now;
+}
+
+std::string finish_profile_database(std::string_view end_reason) {
+  if (!state || !state->file) return {};
+  std::lock_guard lock{state->mutex};
+  if (!file().writer) return {};
+  insert([&] {
+    file().writer->set_metadata("end_reason", end_reason);
+    file().writer->set_metadata("rows_lost", std::to_string(file().counts.rows_lost));
+    file().writer->end_process(file().process_row, steady_now_ns());
+    file().writer->commit();
+  });
+  return file().path;
+}
+
+void close_profile_database() {
+  if (!state || !state->file) return;
+  std::lock_guard lock{state->mutex};
+  if (!file().writer) return;
+  // One self-contained file: readers opened afterwards leave no -wal/-shm beside it.
+  insert([] { file().writer->database().execute("PRAGMA journal_mode = DELETE"); });
+  if (auto failure = capture_problem("closing the profile database failed", [] { file().writer.reset(); }))
+    record_failure(std::move(failure));
+  file().writer.reset();
+  file().thread_rows.clear();
+}
+
+database_counts database_counts_written() {
+  if (!state || !state->file) return {};
+  std::lock_guard lock{state->mutex};
+  return file().counts;
+}
+
+problem database_problem() {
+  if (!state || !state->file) return {};
+  std::lock_guard lock{state->mutex};
+  return file().first_problem;
+}
+
+void database_lock_for_fork() {
+  if (state) state->mutex.lock();
+}
+void database_unlock_after_fork_in_parent() {
+  if (state) state->mutex.unlock();
+}
+
+void database_forget_after_fork_in_child() noexcept {
+  if (!state) return;
+  // The connection and the symbolizer are the parent's: abandoned (leaked), never touched. The
+  // child's own state is built when its first row arrives, in ordinary code, not in this handler.
+  state->file = nullptr;
+  state->mutex.unlock();  // taken by this thread in database_lock_for_fork
+}
+
+}  // namespace kairos::runtime

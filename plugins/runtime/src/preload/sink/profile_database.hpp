@@ -1,0 +1,81 @@
+#pragma once
+// The sink: the process's profile database (plugins/database). It knows rows, never producers:
+// samples, regions and threads reach it as plain values through pipeline/delivery.cpp, which
+// turns each producer's batches into rows. The file is created only once there is something to
+// write (a program that records nothing costs no database), then committed every
+// KAIROS_FLUSH_INTERVAL so a killed program leaves a valid database up to the last commit.
+// One profile_writer behind one mutex: writers symbolize and insert in turn (SQLite has one
+// writer per database anyway). A failed insert is counted, never thrown at the producer.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "preload/support/problems.hpp"
+
+namespace kairos::runtime {
+
+struct thread_record;
+
+struct database_counts {
+  std::uint64_t samples = 0;
+  std::uint64_t realtime_samples = 0;
+  std::uint64_t regions = 0;
+  std::uint64_t rows_lost = 0;  // inserts that failed (disk full, I/O error)
+};
+
+using metadata_list = std::vector<std::pair<std::string, std::string>>;
+
+// What the database says about the run, and where it goes: `path_of_this_process` gives the
+// file's path when the first row arrives (in a fork child, the child's). Nothing is created yet.
+using path_resolver = std::string (*)();
+void configure_profile_database(path_resolver path_of_this_process, metadata_list metadata,
+                                std::int64_t flush_interval_ns);
+void add_database_metadata(std::string key, std::string value);
+
+enum class sample_clock { cpu_time, real_time };
+
+// Rows of one delivery, under the database's lock; the first row creates the file.
+class database_batch {
+ public:
+  database_batch();
+  ~database_batch();
+  database_batch(const database_batch&) = delete;
+  database_batch& operator=(const database_batch&) = delete;
+
+  void add_sample(thread_record& thread, sample_clock clock, std::int64_t time_ns,
+                  std::int64_t weight_ns, std::span<const std::uint64_t> stack_leaf_first);
+  void add_counter(thread_record& thread, std::int64_t time_ns, std::string_view name,
+                   double value);
+  void add_region(thread_record& thread, std::string_view name, std::int64_t start_ns,
+                  std::int64_t end_ns, std::int32_t depth);
+  // A thread's row now (threads appear with their first sample or region otherwise).
+  void add_thread(thread_record& thread);
+  void end_thread(thread_record& thread);
+  // Whether the file exists (it is created by the first sample, counter or region row).
+  bool has_file() const;
+  // Commits when the flush interval has passed (always with `force`).
+  void commit(bool force);
+
+ private:
+  bool writable();
+};
+
+// The process's end, a last commit; returns the database's path, or "" when none was created.
+// The database stays readable for the outputs; close_profile_database() closes it.
+std::string finish_profile_database(std::string_view end_reason);
+void close_profile_database();
+database_counts database_counts_written();
+// The first failure (creating the file, an insert), if any; later ones are only counted.
+problem database_problem();
+
+// fork: the lock is held across fork, so a child never starts with SQLite or the symbolizer
+// half-way through an update. In a child (async-signal-safe): the parent's connection is
+// abandoned, never used nor closed; a followed child's database is created on its first row.
+void database_lock_for_fork();
+void database_unlock_after_fork_in_parent();
+void database_forget_after_fork_in_child() noexcept;
+
+}  // namespace kairos::runtime
