@@ -8,6 +8,13 @@ class Failure(Exception):
     pass
 
 
+class Skipped(Exception):
+    """The test cannot run on this machine (a missing program, a limit it cannot set)."""
+
+
+SKIP_RETURN_CODE = 77  # registered with ctest as SKIP_RETURN_CODE: reported as skipped
+
+
 def check(condition, message):
     if not condition:
         raise Failure(message)
@@ -26,5 +33,8 @@ def run_named_test(tests, prefix):
         except Failure as failure:
             print(f"FAILED {name}: {failure}", file=sys.stderr)
             return 1
+        except Skipped as reason:
+            print(f"skipped {name}: {reason}")
+            return SKIP_RETURN_CODE
     print(f"passed {name}")
     return 0

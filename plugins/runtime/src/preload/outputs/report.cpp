@@ -118,14 +118,21 @@ problem rename_without_replacing(const std::string& from, const std::string& to)
 written_report write_report(const report_request& request) {
   written_report written;
   const auto data = kairos::report();
-  const bool have_database = !request.database_path.empty();
+  auto database_path = request.database_path;
+  written.database_path = database_path;
+  const bool have_database = !database_path.empty();
+  // An exec snapshot: the database moves to the snapshot's name first; the other outputs read it
+  // there.
+  if (have_database && output_file(request.stem, "db") != database_path) {
+    if ((written.failure = rename_without_replacing(database_path, output_file(request.stem, "db"))))
+      return written;
+    database_path = output_file(request.stem, "db");
+  }
+  written.database_path = database_path;
   for (const auto& format : request.formats) {
     const auto path = output_file(request.stem, format);
     if (format == "db") {
-      if (!have_database) continue;
-      if (path != request.database_path)  // an exec snapshot: the database moves to its name
-        if ((written.failure = rename_without_replacing(request.database_path, path))) break;
-      written.files.push_back(path);
+      if (have_database) written.files.push_back(path);
       continue;
     }
     if (!have_database && (format == "trace" || format == "folded")) continue;
@@ -134,7 +141,7 @@ written_report write_report(const report_request& request) {
         file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
                             runtime_report_version, request.command_line, getpid(), request.end_reason);
         if (have_database) {
-          auto profile = database::open_profile(request.database_path);
+          auto profile = database::open_profile(database_path);
           database::write_text(profile, file);
           file << "\n";
         }
@@ -144,10 +151,10 @@ written_report write_report(const report_request& request) {
           file << fmt::format("\nmismatched kairos_pop_region calls ignored: {}\n", request.mismatched_pops);
         file << "\nthreads\n" << threads_text();
       } else if (format == "trace") {
-        auto profile = database::open_profile(request.database_path);
+        auto profile = database::open_profile(database_path);
         database::write_trace(profile, file);
       } else if (format == "folded") {
-        auto profile = database::open_profile(request.database_path);
+        auto profile = database::open_profile(database_path);
         database::write_folded(profile, file);
       } else if (format == "json") {
         nlohmann::json document{{"kairos_report_version", runtime_report_version},
@@ -159,7 +166,7 @@ written_report write_report(const report_request& request) {
                                 {"mismatched_pops", request.mismatched_pops},
                                 {"threads", threads_json()},
                                 {"regions", kairos::to_json(data)},
-                                {"profile", profile_summary(request.database_path)}};
+                                {"profile", profile_summary(database_path)}};
         file << document.dump(1) << "\n";
       }
     });

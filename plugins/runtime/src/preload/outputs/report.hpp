@@ -28,6 +28,7 @@ struct report_request {
 struct written_report {
   std::vector<std::string> files;
   problem failure;  // what failed; the files before it were written whole
+  std::string database_path;  // where the database is now (an exec snapshot's moves)
 };
 
 // Every file is created exclusively under a temporary name next to its final one and renamed

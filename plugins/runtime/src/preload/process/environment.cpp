@@ -17,11 +17,12 @@ struct library_paths {
 };
 library_paths* paths = nullptr;  // built once at init, never destroyed
 
-// "LD_PRELOAD=<kept>" for a child that is not followed (null: kairos is not in LD_PRELOAD; the
-// whole entry is dropped when nothing else is kept). Rebuilt before every fork; the previous one
-// is kept alive, since a child of an earlier fork may still point at it.
+// "LD_PRELOAD=<kept>" for a child that is not followed (null: kairos is not in LD_PRELOAD). Only
+// the entry's pointer is swapped, never the array's length: programs such as bash keep their own
+// count of environ's entries, and a shorter array made bash crash in the child. When nothing
+// else is kept the value is empty, which the loader treats as no preload. Rebuilt before a fork
+// when LD_PRELOAD changed; the previous one is kept alive (a child may still point at it).
 const char* child_preload_entry = nullptr;
-bool child_preload_drop = false;
 
 bool is_this_library(std::string_view entry) {
   if (entry == paths->own) return true;
@@ -81,21 +82,16 @@ void prepare_child_environment() {
   if (*last_preload == (preload ? preload : "")) return;  // unchanged since the last fork
   *last_preload = preload ? preload : "";
   const auto kept = preload ? preload_without_kairos(preload) : std::nullopt;
-  child_preload_drop = kept && kept->empty();
-  child_preload_entry = kept && !kept->empty() ? strdup(("LD_PRELOAD=" + *kept).c_str()) : nullptr;
+  child_preload_entry = kept ? strdup(("LD_PRELOAD=" + *kept).c_str()) : nullptr;
 }
 
 void remove_kairos_from_environment_in_child() noexcept {
-  if (!environ || (!child_preload_entry && !child_preload_drop)) return;
-  for (char** entry = environ; *entry; ++entry) {
-    if (std::strncmp(*entry, "LD_PRELOAD=", 11) != 0) continue;
-    if (child_preload_entry) {
+  if (!environ || !child_preload_entry) return;
+  for (char** entry = environ; *entry; ++entry)
+    if (std::strncmp(*entry, "LD_PRELOAD=", 11) == 0) {
       *entry = const_cast<char*>(child_preload_entry);
-    } else {  // drop it: shift the rest down over it
-      for (char** rest = entry; *rest; ++rest) rest[0] = rest[1];
+      return;
     }
-    return;
-  }
 }
 
 exec_environment environment_for_exec(char* const* environment, bool profiled, bool strip,

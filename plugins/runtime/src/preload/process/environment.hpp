@@ -18,7 +18,7 @@ std::optional<std::string> preload_without_kairos(std::string_view preload);
 void remove_kairos_from_environment();
 
 // fork: before the fork, the LD_PRELOAD entry a child that is not followed should have is built;
-// in that child, environ's entry is swapped for it (pointer stores only: async-signal-safe, no
+// in that child, environ's entry is swapped for it (one pointer store: async-signal-safe, no
 // setenv, whose lock another thread may have held at the fork).
 void prepare_child_environment();
 void remove_kairos_from_environment_in_child() noexcept;

@@ -210,7 +210,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   report_request request{stem, globals->formats, globals->command_line, end_reason, database_path,
                          regions, mismatched_pops()};
   const auto written = write_report(request);
-  if (!database_path.empty() && !wants_format("db")) remove_database_files(database_path);
+  if (!written.database_path.empty() && !wants_format("db")) remove_database_files(written.database_path);
   report(written.failure);
   auto with_rows = lost;
   with_rows.rows = counts.rows_lost;

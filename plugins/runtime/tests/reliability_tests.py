@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Reliability: what real programs do to the descriptors, signals, processes and files around
+them must not make kairos change what they do (docs/reliability.md). Each test runs a real
+program (bash, xz, python3) or the tests' own sampled program, with and without kairos.
+
+Run one test: reliability_tests.py NAME. Needs KAIROS_RUN and KAIROS_SAMPLED_PROGRAM."""
+import glob
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+from harness import Skipped, check, run_named_test
+
+KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
+PROGRAM = os.environ.get("KAIROS_SAMPLED_PROGRAM", "")
+TIMEOUT = 120
+
+
+def environment(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
+    env.update({"LC_ALL": "C", "KAIROS_SAMPLING_DELAY": "0"})
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run(command, directory, env=None, preexec=None):
+    result = subprocess.run(command, cwd=directory, env=env or environment(), capture_output=True,
+                            timeout=TIMEOUT, preexec_fn=preexec)
+    return result.stdout, result.stderr.decode(errors="replace"), result.returncode
+
+
+def kairos(command, directory, options=(), preexec=None, **extra):
+    return run([KAIROS_RUN, *options, "--", *command], directory, environment(**extra), preexec)
+
+
+def kairos_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("[kairos]")]
+
+
+def databases(directory):
+    return sorted(glob.glob(os.path.join(directory, "kairos-output", "*.db")))
+
+
+def sample_count(path):
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT COUNT(*) FROM sample").fetchone()[0]
+
+
+def needs(program):
+    if shutil.which(program) is None:
+        raise Skipped(f"{program} is not installed here")
+
+
+# --- descriptors -------------------------------------------------------------------------------
+
+def test_bash_pipelines_keep_their_descriptors(directory):
+    # kairos's perf events and /proc files (real-time sampling opens both) must never sit on the
+    # numbers bash picks for its pipes and redirections, nor be closed by kairos in a child after
+    # bash reused the number.
+    needs("bash")
+    script = ("sleep 0.3 | cat; echo ok | cat; exec 9>nine.txt; echo nine >&9; exec 9>&-; "
+              "for i in 1 2 3; do echo $i | tr 0-9 a-j; done; cat nine.txt")
+    plain = run(["bash", "-c", script], directory)
+    for attempt in range(3):
+        out, err, status = kairos(["bash", "-c", script], directory,
+                                  ["--realtime", "on", "--freq", "1000"])
+        check((out, status) == (plain[0], plain[2]), f"bash's output: {out!r} {err!r} {status}")
+        check(not any("duplicate fd" in line or "Bad file" in line for line in err.splitlines()),
+              f"bash lost a descriptor: {err!r}")
+
+
+def test_program_that_closes_every_descriptor_is_still_sampled(directory):
+    # close_range/closefrom (daemons, shells) close kairos's perf events too: kairos notices and
+    # opens fresh ones, above the program's own numbers, and never writes to a reused number.
+    script = ("import os, time\n"
+              "os.closerange(3, 4096)\n"
+              "fds = [os.open('/dev/null', os.O_RDONLY) for _ in range(5)]\n"
+              "end = time.process_time() + 0.8\n"
+              "while time.process_time() < end: pass\n"
+              "print('fds', fds)\n")
+    plain = run([sys.executable, "-c", script], directory)
+    out, err, status = kairos([sys.executable, "-c", script], directory, ["--freq", "1000"])
+    check((out, status) == (plain[0], 0), f"{out!r} vs {plain[0]!r}, {err!r}")
+    found = databases(directory)
+    check(len(found) == 1, f"one database: {found} {err!r}")
+    count = sample_count(found[0])
+    check(count > 200, f"sampled after the program closed every descriptor: {count} samples")
+
+
+# --- signals -----------------------------------------------------------------------------------
+
+def test_threads_that_block_signals_do_not_queue_them(directory):
+    # liblzma's workers block every signal. Queued sampling signals would fill RLIMIT_SIGPENDING
+    # and the kernel would fall back to SIGIO, killing xz ("I/O possible", status 157).
+    needs("xz")
+    data = os.path.join(directory, "data.txt")
+    with open(data, "w") as file:
+        for i in range(120000):
+            file.write(f"{i} {i * 7919 % 1000003} {hashlib.md5(str(i).encode()).hexdigest()}\n")
+
+    def low_pending_limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_SIGPENDING, (200, 200))
+
+    plain = run(["xz", "-T2", "-6", "-c", data], directory, preexec=low_pending_limit)
+    out, err, status = kairos(["xz", "-T2", "-6", "-c", data], directory, ["--freq", "10000"],
+                              preexec=low_pending_limit)
+    check(status == plain[2] == 0, f"xz's status under kairos: {status}, {err!r}")
+    check(hashlib.sha256(out).digest() == hashlib.sha256(plain[0]).digest(), "xz's output changed")
+    summary = [line for line in kairos_lines(err) if "outputs:" in line]
+    check(len(summary) == 1, f"one summary line: {err!r}")
+    if "blocked the sampling signal" not in summary[0]:
+        # xz ran its work on threads that block signals only if it made any: -T2 on this input does.
+        with sqlite3.connect(databases(directory)[0]) as db:
+            unsampled = int(db.execute("SELECT value FROM metadata WHERE key = 'unsampled_cpu_ns'")
+                            .fetchone()[0])
+        check(unsampled > 0, f"the workers' unsampled CPU time is recorded: {summary[0]}")
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+def test_followed_fork_children_of_a_busy_program_never_hang(directory):
+    # Threads fork while others malloc and dlopen; each child exits at once. A child may only run
+    # async-signal-safe code until it returns to the program: it once hung in _exit on the
+    # __exit_funcs_lock another thread held at the fork.
+    for freq in ("300", "10000"):
+        out, err, status = kairos([PROGRAM, "stress", "1.0"], directory, ["--freq", freq],
+                                  KAIROS_FOLLOW_CHILDREN="true",
+                                  KAIROS_OUTPUT_PATH=f"kairos-output/stress-{freq}-%pid%")
+        check(status == 0 and b"stress done" in out, f"{freq} Hz: {status} {out!r} {err!r}")
+
+
+def test_unfollowed_fork_child_loses_kairos_from_its_environment(directory):
+    # The child of a fork that is not followed runs without kairos, and so do its descendants,
+    # even those it starts without an exec wrapper (posix_spawn).
+    # Read through libc (os.environ is python's copy, made at start-up).
+    script = ("import ctypes, os\n"
+              "getenv = ctypes.CDLL(None).getenv\n"
+              "getenv.restype = ctypes.c_char_p\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    print('child', b'kairos' in (getenv(b'LD_PRELOAD') or b''), flush=True)\n"
+              "    os._exit(0)\n"
+              "os.waitpid(pid, 0)\n")
+    out, err, status = kairos([sys.executable, "-c", script], directory)
+    check((out, status) == (b"child False\n", 0), f"{out!r} {err!r} {status}")
+
+
+# --- files -------------------------------------------------------------------------------------
+
+def test_outputs_never_follow_links_nor_overwrite(directory):
+    # A symlink planted at an output's name is never followed and an existing file is never
+    # overwritten: kairos writes under the next free stem instead.
+    output = os.path.join(directory, "kairos-output")
+    os.mkdir(output)
+    victim = os.path.join(directory, "victim.txt")
+    with open(victim, "w") as file:
+        file.write("precious\n")
+    os.symlink(victim, os.path.join(output, "run.txt"))
+    with open(os.path.join(output, "run.db"), "w") as file:
+        file.write("the user's own file\n")
+    busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+    out, err, status = kairos([sys.executable, "-c", busy], directory,
+                              KAIROS_OUTPUT_PATH="kairos-output/run")
+    check(status == 0, f"{status} {err!r}")
+    with open(victim) as file:
+        check(file.read() == "precious\n", "the symlink's target was overwritten")
+    with open(os.path.join(output, "run.db")) as file:
+        check(file.read() == "the user's own file\n", "an existing file was overwritten")
+    check(os.path.islink(os.path.join(output, "run.txt")), "the planted link was replaced")
+    for name in ("run-1.db", "run-1.txt", "run-1.trace.json"):
+        check(os.path.isfile(os.path.join(output, name)), f"{name} written instead: {os.listdir(output)}")
+    check(not [n for n in os.listdir(output) if ".kairos-" in n], "no temporary file left behind")
+
+
+def test_nothing_recorded_writes_nothing(directory):
+    # A program that ends before there is anything to record gets one summary line and no files.
+    out, err, status = kairos(["true"], directory, KAIROS_SAMPLING_DELAY="0.5")
+    lines = kairos_lines(err)
+    check(status == 0 and len(lines) == 1 and "outputs: none" in lines[0], f"{lines}")
+    check(not os.path.exists(os.path.join(directory, "kairos-output")), "no output directory")
+
+
+if __name__ == "__main__":
+    sys.exit(run_named_test(globals(), "kairos-reliability"))
