@@ -6,6 +6,7 @@
 //   own-sigprof SECONDS  its own SIGPROF handler and ITIMER_PROF; prints how many it received
 //   stress SECONDS     threads loop dlopen/dlclose, malloc/free, fork, while one burns CPU
 //   alloc-hook SECONDS malloc hooked: counts allocations made inside any signal handler
+//   churn COUNT ALIVE  COUNT short threads (each a few microseconds of work), ALIVE at a time
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
@@ -211,6 +212,25 @@ int posix_memalign(void** out, std::size_t alignment, std::size_t size) {
 void free(void* pointer) { __libc_free(pointer); }
 }
 
+// A thread-per-task program: at most `alive` threads at once, each joined before its slot's
+// next one starts.
+void churn(long count, int alive) {
+  std::vector<std::thread> slots(static_cast<std::size_t>(alive));
+  std::atomic<long> work{0};
+  for (long i = 0; i < count; ++i) {
+    auto& slot = slots[static_cast<std::size_t>(i % alive)];
+    if (slot.joinable()) slot.join();
+    slot = std::thread([&work] {
+      long local = 0;
+      for (int k = 0; k < 2000; ++k) local += k ^ (local >> 3);
+      work.fetch_add(local & 1, std::memory_order_relaxed);
+    });
+  }
+  for (auto& slot : slots)
+    if (slot.joinable()) slot.join();
+  std::printf("churn done: %ld threads\n", count);
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const double seconds = argc > 2 ? std::atof(argv[2]) : 1.0;
@@ -232,6 +252,8 @@ int main(int argc, char** argv) {
     own_sigprof(seconds);
   } else if (mode == "stress") {
     stress(seconds);
+  } else if (mode == "churn") {
+    churn(static_cast<long>(seconds), argc > 3 ? std::atoi(argv[3]) : 8);
   } else if (mode == "alloc-hook") {
     hook_armed.store(true);
     signal(SIGUSR1, &allocating_handler);
@@ -243,7 +265,7 @@ int main(int argc, char** argv) {
     std::printf("allocations checked=%ld in_handlers=%ld\n", allocations_checked.load(),
                 allocations_in_handlers.load());
   } else {
-    std::fprintf(stderr, "usage: sampled_program split|busy-until-signal|abort-after|sleeps|own-sigprof|stress|alloc-hook [N]\n");
+    std::fprintf(stderr, "usage: sampled_program split|busy-until-signal|abort-after|sleeps|own-sigprof|stress|alloc-hook|churn [N]\n");
     return 2;
   }
   return 0;

@@ -16,7 +16,10 @@
 // may have held any libc lock at the fork: __exit_funcs_lock, the environment's); what a followed
 // child must build (its database, its stem) is built later, in ordinary code, on first use.
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <atomic>
 #include <chrono>
@@ -121,7 +124,14 @@ std::string plural(std::uint64_t count, std::string_view noun) {
 const std::string& claimed_stem() {
   if (globals->stem_pid == getpid()) return globals->stem;
   globals->stem_pid = getpid();
-  auto base = expand_path(globals->values.text(setting::output_path), path_values::of_this_process()).path;
+  const auto values = path_values::of_this_process();
+  auto base = expand_path(globals->values.text(setting::output_path), values).path;
+  if (base.empty() || base.back() == '/') {
+    // "%env{UNSET}%", "dir/": no file name; never hidden files named ".db", ".txt".
+    report(fmt::format("KAIROS_OUTPUT_PATH=\"{}\" gives no file name; writing {}{}-{}.* instead",
+                       globals->values.text(setting::output_path), base, values.exe, values.pid));
+    base += fmt::format("{}-{}", values.exe, values.pid);
+  }
   std::error_code error;
   if (!base.empty() && base.front() != '/') base = (std::filesystem::current_path(error) / base).string();
   auto formats = globals->formats;
@@ -321,6 +331,26 @@ void connect_user_api() {
   if (attach) attach(&user_entry_points());
 }
 
+// kairos must never take the last threads a program may start (RLIMIT_NPROC counts the user's
+// threads across processes). Near the limit, kairos keeps to one writer and says so. The
+// machine's task count (/proc/loadavg) bounds the user's from above: cheap, and silent when
+// there is room.
+int writers_allowed() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NPROC, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
+  long running = 0, tasks = 0;
+  if (std::FILE* file = std::fopen("/proc/loadavg", "re")) {
+    if (std::fscanf(file, "%*s %*s %*s %ld/%ld", &running, &tasks) != 2) tasks = 0;
+    std::fclose(file);
+  }
+  constexpr long room_wanted = 64;
+  if (tasks > 0 && static_cast<rlim_t>(tasks + room_wanted) < limit.rlim_cur) return 1 << 20;
+  report(fmt::format("RLIMIT_NPROC (ulimit -u) is {} and {} tasks run here: kairos keeps to three "
+                     "threads of its own (one writer) so that the program's threads can start",
+                     limit.rlim_cur, tasks));
+  return 1;
+}
+
 metadata_list run_metadata() {
   metadata_list metadata{{"command", globals->command_line}};
   for (const auto& value : globals->values.values())
@@ -378,7 +408,7 @@ void initialize() {
     configure_profile_database(&database_path_of_this_process, run_metadata(),
                                static_cast<std::int64_t>(globals->values.number(setting::flush_interval) * 1e9));
   if (database_wanted && globals->values.category_usable("sampling")) {
-    auto sampling = start_sampling(globals->values, &deliver_samples);
+    auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (first_image) report(sampling.failure);
     if (first_image && !sampling.note.empty()) report(sampling.note);
     const auto totals = sampling_totals();

@@ -67,7 +67,7 @@ void* service_thread_main(void*) {
 bool start_service_thread() {
   pending_signal.store(0);
   if (sem_init(&service_request, 0, 0) != 0) return false;
-  service_running.store(start_internal_thread(&service_thread_main, nullptr, 256 * 1024));
+  service_running.store(start_internal_thread(&service_thread_main, nullptr, 256 * 1024) == 0);
   return service_running.load();
 }
 

@@ -49,6 +49,7 @@ struct writer_globals {
   std::mutex mutex;  // the writer list; assignment and retirement
   std::vector<sample_writer*> writers;
   int threads_per_writer = 8;
+  int max_writers = 1 << 20;
   bool temporary_files = true;
   bool stopping = false;
   std::int64_t flush_interval_ns = 1'000'000'000;
@@ -266,8 +267,16 @@ sample_writer* create_writer() {
   if (globals->temporary_files) writer->spill_file.adopt(open_spill_file());
   writer->last_delivery_ns = steady_now_ns();
   globals->running.fetch_add(1, std::memory_order_relaxed);
-  writer->thread_running = start_internal_thread(&writer_main, writer);
+  const int error = start_internal_thread(&writer_main, writer);
+  writer->thread_running = error == 0;
   if (!writer->thread_running) {
+    if (!globals->first_problem) {
+      globals->first_problem = problem{fmt::format(
+          "cannot start a writer thread ({}); threads that start while none can be started are "
+          "not sampled",
+          std::strerror(error))};
+      report(globals->first_problem);
+    }
     globals->running.fetch_sub(1, std::memory_order_relaxed);
     writer->spill_file.close_if_ours();
     sem_destroy(&writer->wake);
@@ -280,10 +289,11 @@ sample_writer* create_writer() {
 
 }  // namespace
 
-void configure_writers(int threads_per_writer, bool temporary_files, std::int64_t flush_interval_ns,
-                       sample_delivery deliver) {
+void configure_writers(int threads_per_writer, int max_writers, bool temporary_files,
+                       std::int64_t flush_interval_ns, sample_delivery deliver) {
   if (!globals) globals = new writer_globals;
   globals->threads_per_writer = std::max(threads_per_writer, 1);
+  globals->max_writers = std::max(max_writers, 1);
   globals->temporary_files = temporary_files;
   globals->flush_interval_ns = flush_interval_ns;
   globals->deliver = deliver;
@@ -295,7 +305,8 @@ sample_writer* assign_writer(thread_sampler* sampler) {
     std::lock_guard lock{globals->mutex};
     for (auto* writer : globals->writers)
       if (!chosen || writer->live_threads.load() < chosen->live_threads.load()) chosen = writer;
-    if (!chosen || chosen->live_threads.load() >= globals->threads_per_writer) {
+    if (!chosen || (chosen->live_threads.load() >= globals->threads_per_writer &&
+                    static_cast<int>(globals->writers.size()) < globals->max_writers)) {
       if (auto* fresh = create_writer()) chosen = fresh;
     }
     if (!chosen) return nullptr;
@@ -304,6 +315,22 @@ sample_writer* assign_writer(thread_sampler* sampler) {
   std::lock_guard lock{chosen->mutex};
   chosen->threads.push_back(sampler);
   return chosen;
+}
+
+bool release_if_never_sampled(sample_writer* writer, thread_sampler* sampler) noexcept {
+  // Never wait for a pass in progress (it may be inserting into the database): then the writer
+  // frees the sampler at its next pass, as for any other.
+  std::unique_lock lock{writer->mutex, std::try_to_lock};
+  if (!lock.owns_lock()) return false;
+  for (auto* buffer : sampler->buffers)
+    if (buffer && (buffer->committed.load(std::memory_order_acquire) != 0 ||
+                   buffer->state.load(std::memory_order_acquire) == sample_buffer::full_state))
+      return false;
+  auto& list = writer->threads;
+  list.erase(std::remove(list.begin(), list.end(), sampler), list.end());
+  for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
+  delete sampler;
+  return true;
 }
 
 void writer_thread_ended(sample_writer* writer) noexcept {

@@ -20,12 +20,16 @@ namespace kairos::runtime {
 struct thread_sampler;
 struct sample_writer;
 
-void configure_writers(int threads_per_writer, bool temporary_files, std::int64_t flush_interval_ns,
-                       sample_delivery deliver);
+// `max_writers`: at most that many writer threads (a program near its RLIMIT_NPROC).
+void configure_writers(int threads_per_writer, int max_writers, bool temporary_files,
+                       std::int64_t flush_interval_ns, sample_delivery deliver);
 // A newly sampled thread gets its writer (a new writer thread when every one is full); nullptr
 // when no writer thread can be started.
 sample_writer* assign_writer(thread_sampler* sampler);
-// The sampled thread has ended (its sampler is `finished`): one live thread fewer.
+// An ended thread that was never sampled (most short threads) gives its buffers back at once
+// and its sampler is freed; false when the writer must deliver what it holds (or is busy).
+bool release_if_never_sampled(sample_writer* writer, thread_sampler* sampler) noexcept;
+// The sampled thread has ended: one live thread fewer.
 void writer_thread_ended(sample_writer* writer) noexcept;
 // From the signal handler: hands a full buffer over and wakes the writer.
 void hand_over_full_buffer(sample_writer* writer, sample_buffer* buffer) noexcept;

@@ -49,6 +49,7 @@ struct sampler_window {
 enum class cpu_source { perf, posix_timer };
 
 constexpr std::int64_t delivery_interval_ns = 100'000'000;  // waiting samples, descriptor checks
+constexpr std::int64_t perf_upgrade_age_ns = 20'000'000;
 
 struct sampler_globals {
   std::mutex mutex;  // samplers and arming
@@ -204,20 +205,45 @@ void start_clocks_unless_blocked(thread_sampler& sampler) {
   if (sampler.signal_blocked.load()) set_clocks_running(sampler, false);
 }
 
-void arm_cpu(thread_sampler& sampler) {
+// A new thread starts on the POSIX CPU timer (no descriptor, a few microseconds to set up); the
+// control thread moves it to its perf event once it has lived perf_upgrade_age_ns. A perf event
+// costs as much to open as the thread itself costs to create, so a program that churns short
+// threads pays for it only on the threads that live long enough to need its precision (the
+// timer is tick-limited: at most CONFIG_HZ samples a second). Weights are CPU-time deltas
+// either way, so a short thread's samples still count its CPU time right.
+void arm_cpu(thread_sampler& sampler, bool started_now) {
   if (sampler.cpu_armed || sampler.finished.load()) return;
   sampler.last_cpu_ns = thread_cpu_ns(sampler.thread->tid);
-  if (globals->source == cpu_source::perf) {
+  if (globals->source == cpu_source::perf && !started_now) {
     sampler.perf_event = open_task_clock(sampler.thread->tid, globals->cpu.period_ns);
     sampler.perf_fd.store(sampler.perf_event.get());
     sampler.cpu_armed = static_cast<bool>(sampler.perf_event);
-  } else {
+  }
+  if (!sampler.cpu_armed) {
     sampler.cpu_armed = open_posix_timer(sampler);
+    sampler.perf_upgrade_due_ns =
+        globals->source == cpu_source::perf ? steady_now_ns() + perf_upgrade_age_ns : 0;
   }
   if (sampler.cpu_armed) start_clocks_unless_blocked(sampler);
 }
 
+// Control thread, under the mutex: threads on the timer that lived long enough get perf.
+void upgrade_to_perf(std::int64_t now_ns) {
+  for (auto* sampler : globals->samplers) {
+    if (sampler->perf_upgrade_due_ns == 0 || now_ns < sampler->perf_upgrade_due_ns) continue;
+    sampler->perf_upgrade_due_ns = 0;
+    auto event = open_task_clock(sampler->thread->tid, globals->cpu.period_ns);
+    if (!event) continue;  // stays on the timer
+    timer_delete(sampler->timer);
+    sampler->has_timer = false;
+    sampler->perf_event = event;
+    sampler->perf_fd.store(event.get());
+    start_clocks_unless_blocked(*sampler);
+  }
+}
+
 void disarm_cpu(thread_sampler& sampler) {
+  sampler.perf_upgrade_due_ns = 0;
   sampler.perf_fd.store(-1);
   if (sampler.perf_event.still_ours()) ioctl(sampler.perf_event.get(), PERF_EVENT_IOC_DISABLE, 0);
   sampler.perf_event.close_if_ours();
@@ -251,8 +277,8 @@ void disarm_realtime(thread_sampler& sampler) {
   sampler.realtime_armed = false;
 }
 
-void apply_windows(thread_sampler& sampler) {
-  if (globals->cpu.open) arm_cpu(sampler);
+void apply_windows(thread_sampler& sampler, bool started_now) {
+  if (globals->cpu.open) arm_cpu(sampler, started_now);
   if (globals->real.open) arm_realtime(sampler);
 }
 
@@ -341,7 +367,7 @@ void rearm_closed_descriptors() {
   for (auto* sampler : globals->samplers) {
     if (sampler->cpu_armed && sampler->perf_fd.load() >= 0 && !sampler->perf_event.still_ours()) {
       disarm_cpu(*sampler);
-      arm_cpu(*sampler);
+      arm_cpu(*sampler, false);
     }
     if (sampler->realtime_armed && !sampler->stat_file.still_ours()) {
       disarm_realtime(*sampler);
@@ -357,7 +383,7 @@ void update_windows(std::int64_t now) {
     std::lock_guard lock{globals->mutex};
     window->open = active;
     for (auto* sampler : globals->samplers) {
-      if (window == &globals->cpu) active ? arm_cpu(*sampler) : disarm_cpu(*sampler);
+      if (window == &globals->cpu) active ? arm_cpu(*sampler, false) : disarm_cpu(*sampler);
       else active ? arm_realtime(*sampler) : disarm_realtime(*sampler);
     }
   }
@@ -376,6 +402,10 @@ void* control_main(void*) {
       realtime_tick();
       next_realtime += globals->real.period_ns;
       if (next_realtime < now) next_realtime = now + globals->real.period_ns;  // fell behind: skip
+    }
+    if (globals->cpu.open) {
+      std::lock_guard lock{globals->mutex};
+      upgrade_to_perf(now);
     }
     if (now - last_delivery >= delivery_interval_ns) {
       rearm_closed_descriptors();
@@ -440,7 +470,7 @@ void account_ended(thread_sampler& sampler) {
 
 }  // namespace
 
-sampling_start start_sampling(const settings& values, sample_delivery deliver) {
+sampling_start start_sampling(const settings& values, sample_delivery deliver, int max_writers) {
   sampling_start result;
   globals = new sampler_globals;
   globals->deliver = deliver;
@@ -470,7 +500,7 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver) {
                                          std::strerror(errno))};
     return result;
   }
-  configure_writers(static_cast<int>(values.integer(setting::sampling_allocator_size)),
+  configure_writers(static_cast<int>(values.integer(setting::sampling_allocator_size)), max_writers,
                     values.boolean(setting::use_temporary_files),
                     static_cast<std::int64_t>(values.number(setting::flush_interval) * 1e9), deliver);
   // Resolves libgcc's unwinder for the process. Threads are deliberately NOT prewarmed for
@@ -484,7 +514,7 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver) {
   handler_active.store(true);
   enabled.store(true);
   sampling_thread_started();  // the main thread
-  globals->control_running = start_internal_thread(&control_main, nullptr);
+  globals->control_running = start_internal_thread(&control_main, nullptr) == 0;
   if (!globals->control_running)
     result.note = "could not start kairos's control thread; sampling starts only with the threads "
                   "created after the sampling delay";
@@ -502,7 +532,7 @@ void sampling_thread_started() noexcept {
   auto* sampler = create_sampler(record);
   if (!sampler) return;
   this_thread_sampler = sampler;
-  apply_windows(*sampler);
+  apply_windows(*sampler, true);
 }
 
 void sampling_thread_ending() noexcept {
@@ -519,7 +549,8 @@ void sampling_thread_ending() noexcept {
     list.erase(std::remove(list.begin(), list.end(), sampler), list.end());
     account_ended(*sampler);
   }
-  sampler->finished.store(true, std::memory_order_release);  // the writer delivers and frees it
+  if (!release_if_never_sampled(writer, sampler))
+    sampler->finished.store(true, std::memory_order_release);  // the writer delivers and frees it
   writer_thread_ended(writer);
 }
 

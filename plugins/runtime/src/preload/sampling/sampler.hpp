@@ -45,8 +45,9 @@ struct sampling_start {
   std::string note;  // something the user should know although it runs
 };
 
-// At init: installs the handler, starts the control thread. Batches go to `deliver`.
-sampling_start start_sampling(const settings& values, sample_delivery deliver);
+// At init: installs the handler, starts the control thread. Batches go to `deliver`; at most
+// `max_writers` writer threads.
+sampling_start start_sampling(const settings& values, sample_delivery deliver, int max_writers);
 bool sampling_enabled() noexcept;
 
 // On every program thread as it starts (after registration) and as it ends.

@@ -27,6 +27,7 @@ struct thread_sampler {
   std::atomic<int> perf_fd{-1};
   timer_t timer{};
   bool has_timer = false;
+  std::int64_t perf_upgrade_due_ns = 0;  // on the timer until then (sampler.cpp: arm_cpu)
   bool cpu_armed = false;
   bool realtime_armed = false;
   owned_descriptor realtime_perf_event;  // real-time sampler: task-clock event (running thread)

@@ -90,9 +90,9 @@ bool create_if_needed() {
   auto failure = capture_problem(fmt::format("cannot write the profile database {}", file().path), [] {
     if (auto* vfs = sqlite3_vfs_find(nullptr); vfs && vfs->xSetSystemCall)
       vfs->xSetSystemCall(vfs, "open", reinterpret_cast<sqlite3_syscall_ptr>(&open_above_floor));
+    // The output path's directories are created (docs/settings.md says so).
     const auto directory = std::filesystem::path{file().path}.parent_path();
-    std::error_code ignored;
-    if (!directory.empty()) std::filesystem::create_directories(directory, ignored);
+    if (!directory.empty()) std::filesystem::create_directories(directory);
     file().writer = std::make_unique<database::profile_writer>(file().path, &symbolize);
     database::process_info process;
     process.pid = getpid();

@@ -7,7 +7,7 @@
 
 namespace kairos::runtime {
 
-bool start_internal_thread(void* (*routine)(void*), void* argument, std::size_t stack_bytes) {
+int start_internal_thread(void* (*routine)(void*), void* argument, std::size_t stack_bytes) {
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &previous);
@@ -16,14 +16,14 @@ bool start_internal_thread(void* (*routine)(void*), void* argument, std::size_t 
   pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
   if (stack_bytes) pthread_attr_setstacksize(&attributes, stack_bytes);
   pthread_t thread;
-  bool started = false;
+  int result = 0;
   {
     reentry_guard guard;
-    started = pthread_create(&thread, &attributes, routine, argument) == 0;
+    result = pthread_create(&thread, &attributes, routine, argument);
   }
   pthread_attr_destroy(&attributes);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  return started;
+  return result;
 }
 
 }  // namespace kairos::runtime

@@ -31,6 +31,12 @@ inline void report(const problem& failure) noexcept {
   if (failure) report(failure.text());
 }
 
+// An exception's text without the "[kairos] " its thrower may have put in front (the plugins'
+// errors carry it for their own users): a line has one prefix.
+inline std::string_view without_prefix(std::string_view text) noexcept {
+  return text.starts_with("[kairos] ") ? text.substr(9) : text;
+}
+
 // Runs `work`; an exception it throws becomes the problem "<what>: <exception text>".
 template <class Work>
 problem capture_problem(std::string_view what, Work&& work) noexcept {
@@ -38,7 +44,7 @@ problem capture_problem(std::string_view what, Work&& work) noexcept {
     std::forward<Work>(work)();
     return {};
   } catch (const std::exception& error) {
-    return problem{std::string{what} + ": " + error.what()};
+    return problem{std::string{what} + ": " + std::string{without_prefix(error.what())}};
   } catch (...) {
     return problem{std::string{what} + ": an unknown error"};
   }
