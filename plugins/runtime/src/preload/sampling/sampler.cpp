@@ -211,8 +211,15 @@ void start_clocks_unless_blocked(thread_sampler& sampler) {
 // threads pays for it only on the threads that live long enough to need its precision (the
 // timer is tick-limited: at most CONFIG_HZ samples a second). Weights are CPU-time deltas
 // either way, so a short thread's samples still count its CPU time right.
+// A thread gets its writer when it is first armed: a program that ends before the sampling
+// delay never starts a writer thread.
+bool has_writer(thread_sampler& sampler) {
+  if (!sampler.writer) sampler.writer = assign_writer(&sampler);
+  return sampler.writer != nullptr;
+}
+
 void arm_cpu(thread_sampler& sampler, bool started_now) {
-  if (sampler.cpu_armed || sampler.finished.load()) return;
+  if (sampler.cpu_armed || sampler.finished.load() || !has_writer(sampler)) return;
   sampler.last_cpu_ns = thread_cpu_ns(sampler.thread->tid);
   if (globals->source == cpu_source::perf && !started_now) {
     sampler.perf_event = open_task_clock(sampler.thread->tid, globals->cpu.period_ns);
@@ -255,7 +262,7 @@ void disarm_cpu(thread_sampler& sampler) {
 }
 
 void arm_realtime(thread_sampler& sampler) {
-  if (sampler.realtime_armed || sampler.finished.load()) return;
+  if (sampler.realtime_armed || sampler.finished.load() || !has_writer(sampler)) return;
   const auto directory = fmt::format("/proc/self/task/{}/", sampler.thread->tid);
   sampler.stat_file.adopt(open((directory + "stat").c_str(), O_RDONLY | O_CLOEXEC));
   sampler.syscall_file.adopt(open((directory + "syscall").c_str(), O_RDONLY | O_CLOEXEC));
@@ -287,8 +294,7 @@ thread_sampler* create_sampler(thread_record& record) {
   sampler->thread = &record;
   sampler->buffers[0] = map_sample_buffer(sampler);
   sampler->buffers[1] = map_sample_buffer(sampler);
-  if (sampler->buffers[0]) sampler->writer = assign_writer(sampler);
-  if (!sampler->buffers[0] || !sampler->writer) {
+  if (!sampler->buffers[0]) {
     unmap_sample_buffer(sampler->buffers[0]);
     unmap_sample_buffer(sampler->buffers[1]);
     delete sampler;
@@ -540,7 +546,7 @@ void sampling_thread_ending() noexcept {
   if (!sampler || !globals) return;
   this_thread_sampler = nullptr;
   std::atomic_signal_fence(std::memory_order_seq_cst);  // a handler from here on sees no sampler
-  auto* writer = sampler->writer;
+  sample_writer* writer = nullptr;
   {
     std::lock_guard lock{globals->mutex};
     disarm_cpu(*sampler);
@@ -548,6 +554,12 @@ void sampling_thread_ending() noexcept {
     auto& list = globals->samplers;
     list.erase(std::remove(list.begin(), list.end(), sampler), list.end());
     account_ended(*sampler);
+    writer = sampler->writer;  // set under the mutex (by arming)
+  }
+  if (!writer) {  // never armed: nothing was written
+    for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
+    delete sampler;
+    return;
   }
   if (!release_if_never_sampled(writer, sampler))
     sampler->finished.store(true, std::memory_order_release);  // the writer delivers and frees it

@@ -13,7 +13,7 @@ namespace kairos::runtime {
 // Polls `done` every `step` until it holds or `limit` has passed; returns whether it held.
 template <class Done>
 bool wait_until(Done&& done, std::chrono::milliseconds limit,
-                std::chrono::microseconds step = std::chrono::milliseconds{1}) noexcept {
+                std::chrono::microseconds step = std::chrono::microseconds{100}) noexcept {
   const auto deadline = steady_now_ns() + std::chrono::nanoseconds{limit}.count();
   const timespec pause{0, static_cast<long>(std::chrono::nanoseconds{step}.count())};
   while (!done()) {
