@@ -5,7 +5,8 @@
 namespace kairos::database {
 namespace {
 
-// Strings are interned; every event row carries the time window it belongs to (0: the whole run);
+// Strings are interned; every event row carries the time window it belongs to (0: the whole run;
+// the window table arrives with the time windows that fill it);
 // each distinct call stack is stored once, as a trie of (parent, frame) nodes.
 constexpr const char* schema_sql = R"sql(
 CREATE TABLE metadata (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -18,8 +19,6 @@ CREATE TABLE thread (
   id INTEGER PRIMARY KEY, process INTEGER NOT NULL REFERENCES process,
   internal_id INTEGER NOT NULL, sequent_id INTEGER NOT NULL, tid INTEGER NOT NULL,
   name INTEGER REFERENCES string, start_ns INTEGER, end_ns INTEGER);
-CREATE TABLE window (
-  id INTEGER PRIMARY KEY, clock TEXT NOT NULL, start_ns INTEGER, end_ns INTEGER);
 CREATE TABLE frame (
   id INTEGER PRIMARY KEY, address INTEGER NOT NULL, module INTEGER REFERENCES string,
   offset INTEGER, function INTEGER NOT NULL REFERENCES string, file INTEGER REFERENCES string,
@@ -43,23 +42,9 @@ CREATE TABLE region (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
   name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   depth INTEGER NOT NULL, window INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE api_call (
-  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
-  name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
-  window INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE gpu_kernel (
-  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, queue INTEGER,
-  name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
-  window INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE gpu_memcpy (
-  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, queue INTEGER,
-  kind INTEGER NOT NULL REFERENCES string, bytes INTEGER NOT NULL,
-  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, window INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX sample_stack ON sample (stack);
 CREATE INDEX sample_thread_time ON sample (thread, time_ns);
 CREATE INDEX region_thread_time ON region (thread, start_ns);
-
-INSERT INTO window (id, clock, start_ns, end_ns) VALUES (0, 'whole run', NULL, NULL);
 
 -- Each sampled stack with every distinct function on it (for "total" time).
 CREATE VIEW stack_functions AS

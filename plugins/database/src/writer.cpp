@@ -1,6 +1,10 @@
 #include <kairos/plugins/database/writer.hpp>
 
-#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -18,7 +22,6 @@ struct profile_writer::statements {
                "INSERT INTO thread (process, internal_id, sequent_id, tid, name, start_ns) "
                "VALUES (?, ?, ?, ?, ?, ?)"},
         thread_end{database, "UPDATE thread SET end_ns = ? WHERE id = ?"},
-        window{database, "INSERT INTO window (clock, start_ns, end_ns) VALUES (?, ?, ?)"},
         frame{database,
               "INSERT INTO frame (address, module, offset, function, file, line) "
               "VALUES (?, ?, ?, ?, ?, ?)"},
@@ -32,20 +35,25 @@ struct profile_writer::statements {
                 "INSERT INTO counter (thread, time_ns, name, value, window) VALUES (?, ?, ?, ?, ?)"},
         region{database,
                "INSERT INTO region (thread, name, start_ns, end_ns, depth, window) "
-               "VALUES (?, ?, ?, ?, ?, ?)"},
-        api_call{database,
-                 "INSERT INTO api_call (thread, name, start_ns, end_ns, window) VALUES (?, ?, ?, ?, ?)"} {}
+               "VALUES (?, ?, ?, ?, ?, ?)"} {}
 
-  statement metadata, string, process, process_end, thread, thread_end, window, frame, stack,
-      sample, realtime_sample, counter, region, api_call;
+  statement metadata, string, process, process_end, thread, thread_end, frame, stack,
+      sample, realtime_sample, counter, region;
 };
 
 namespace {
+// Created exclusively (O_EXCL), never through a symlink (O_NOFOLLOW): a name that exists, or a
+// link planted there, is an error, in one step with no window between a check and the create.
+// SQLite then opens the empty file, which is a valid empty database.
 connection create_new(const std::string& path) {
-  struct stat existing {};
-  if (::stat(path.c_str(), &existing) == 0)
-    throw database_error("[kairos] the database '" + path +
-                         "' already exists; kairos never appends to or overwrites a profile");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST)
+      throw database_error("[kairos] the database '" + path +
+                           "' already exists; kairos never appends to or overwrites a profile");
+    throw database_error("[kairos] cannot create the database '" + path + "': " + std::strerror(errno));
+  }
+  ::close(fd);
   connection database{path, connection::mode::create};
   create_schema(database);
   return database;
@@ -126,13 +134,6 @@ std::int64_t profile_writer::add_thread(std::int64_t process, const thread_info&
 void profile_writer::end_thread(std::int64_t thread, std::int64_t end_ns) {
   ensure_transaction();
   statements_->thread_end.bind(1, end_ns).bind(2, thread).run();
-}
-
-std::int64_t profile_writer::add_window(std::string_view clock, std::int64_t start_ns,
-                                        std::int64_t end_ns) {
-  ensure_transaction();
-  statements_->window.bind(1, clock).bind(2, start_ns).bind(3, end_ns).run();
-  return database_.last_insert_id();
 }
 
 std::int64_t profile_writer::frame_for(std::uint64_t address) {
@@ -216,13 +217,6 @@ void profile_writer::add_region(std::int64_t thread, std::string_view name, std:
       .bind(5, depth)
       .bind(6, window)
       .run();
-}
-
-void profile_writer::add_api_call(std::int64_t thread, std::string_view name, std::int64_t start_ns,
-                                  std::int64_t end_ns, std::int64_t window) {
-  const auto name_id = intern(name);
-  ensure_transaction();
-  statements_->api_call.bind(1, thread).bind(2, name_id).bind(3, start_ns).bind(4, end_ns).bind(5, window).run();
 }
 
 }  // namespace kairos::database

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include <kairos/operations.hpp>
 #include <kairos/plugins/gotcha/gotcha_data.hpp>
 #include <kairos/plugins/gotcha/patcher.hpp>
 #include <kairos/plugins/gotcha/reentry_guard.hpp>
@@ -31,36 +32,6 @@
 
 namespace kairos {
 
-namespace gotcha_detail {
-// The bundle contract's best match, for any Bundle: b.f(args...), else b.f(), else nothing.
-// (kairos::component_tuple applies the same rule again to each of its members.)
-struct start_operation {
-  template <class B, class... A>
-  static void call(B& bundle, A&... args) {
-    if constexpr (requires { bundle.start(args...); }) bundle.start(args...);
-    else if constexpr (requires { bundle.start(); }) bundle.start();
-  }
-};
-struct stop_operation {
-  template <class B, class... A>
-  static void call(B& bundle, A&... args) {
-    if constexpr (requires { bundle.stop(args...); }) bundle.stop(args...);
-    else if constexpr (requires { bundle.stop(); }) bundle.stop();
-  }
-};
-struct audit_operation {
-  template <class B, class... A>
-  static void call(B& bundle, A&... args) {
-    if constexpr (requires { bundle.audit(args...); }) bundle.audit(args...);
-    else if constexpr (requires { bundle.audit(); }) bundle.audit();
-  }
-};
-
-template <class Bundle, class Operation, class... Args>
-inline void call_best(Bundle& bundle, Operation, Args&... args) {
-  Operation::call(bundle, args...);
-}
-}  // namespace gotcha_detail
 
 template <std::size_t N, class Bundle, class Tag = void>
 struct gotcha {
@@ -165,9 +136,6 @@ struct gotcha {
 
   template <std::size_t I, class R, class... Args>
   struct slot<I, R(Args...)> {
-    using start_operation = gotcha_detail::start_operation;
-    using stop_operation = gotcha_detail::stop_operation;
-    using audit_operation = gotcha_detail::audit_operation;
     using control = slot_control<I>;
     using function_pointer = R (*)(Args...);
     static constexpr bool replaces =
@@ -233,18 +201,18 @@ struct gotcha {
         }();
         {
           gotcha_patcher::inside_kairos_scope guard;
-          gotcha_detail::call_best(bundle, start_operation{});
-          gotcha_detail::call_best(bundle, audit_operation{}, args...);
+          invoke_best<op::start>(bundle);
+          invoke_best<op::audit>(bundle, args...);
         }
         if constexpr (std::is_void_v<R>) {
           original(args...);
           gotcha_patcher::inside_kairos_scope guard;
-          gotcha_detail::call_best(bundle, stop_operation{});
+          invoke_best<op::stop>(bundle);
         } else {
           R result = original(args...);
           gotcha_patcher::inside_kairos_scope guard;
-          gotcha_detail::call_best(bundle, audit_operation{}, result);
-          gotcha_detail::call_best(bundle, stop_operation{});
+          invoke_best<op::audit>(bundle, result);
+          invoke_best<op::stop>(bundle);
           return result;
         }
       }

@@ -5,7 +5,7 @@
 namespace kairos::database {
 
 // Raised whenever a table, column or view changes meaning; readers refuse other versions.
-inline constexpr int schema_version = 1;
+inline constexpr int schema_version = 2;  // 2: no tables without a writer (window, api_call, gpu_*)
 
 // Creates every table and view in an empty database (WAL journal).
 void create_schema(connection& database);

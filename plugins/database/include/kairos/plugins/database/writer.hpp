@@ -60,7 +60,6 @@ class profile_writer {
   void end_process(std::int64_t process, std::int64_t end_ns);
   std::int64_t add_thread(std::int64_t process, const thread_info& thread);
   void end_thread(std::int64_t thread, std::int64_t end_ns);
-  std::int64_t add_window(std::string_view clock, std::int64_t start_ns, std::int64_t end_ns);
 
   // The id of the stack whose frames are `addresses`, leaf first; 0-length gives no stack (-1).
   std::int64_t add_stack(std::span<const std::uint64_t> addresses_leaf_first);
@@ -73,8 +72,6 @@ class profile_writer {
                    std::int64_t window = 0);
   void add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
                   std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0);
-  void add_api_call(std::int64_t thread, std::string_view name, std::int64_t start_ns,
-                    std::int64_t end_ns, std::int64_t window = 0);
 
   std::int64_t intern(std::string_view text);
 
