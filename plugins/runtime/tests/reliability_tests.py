@@ -33,6 +33,7 @@ def run(command, directory, env=None, preexec=None):
 
 
 def kairos(command, directory, options=(), preexec=None, **extra):
+    """`command` under kairos-run; python3 is the interpreter running these tests, not a shim."""
     return run([KAIROS_RUN, *options, "--", *command], directory, environment(**extra), preexec)
 
 
@@ -147,6 +148,88 @@ def test_unfollowed_fork_child_loses_kairos_from_its_environment(directory):
               "os.waitpid(pid, 0)\n")
     out, err, status = kairos([sys.executable, "-c", script], directory)
     check((out, status) == (b"child False\n", 0), f"{out!r} {err!r} {status}")
+
+
+# --- limits and faults ---------------------------------------------------------------------------
+
+BUSY_THREADS = ("import threading, time\n"
+                "def work():\n"
+                "    end = time.process_time() + 1.0\n"
+                "    while time.process_time() < end: pass\n"
+                "threads = [threading.Thread(target=work) for _ in range(3)]\n"
+                "[t.start() for t in threads]; [t.join() for t in threads]\n"
+                "print('done')\n")
+
+
+def test_full_disk_costs_the_outputs_never_the_program(directory):
+    # A file-size limit stands in for a full disk: kairos's writes fail (and SIGXFSZ, whose
+    # default action ends the process, is never left for the program), the failure is said when it
+    # happens, with what was lost, and the program's output and status are unchanged.
+    import resource
+
+    def small_quota():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300 * 1024, 300 * 1024))
+
+    out, err, status = kairos([sys.executable, "-c", BUSY_THREADS], directory, ["--freq", "10000"],
+                              preexec=small_quota, TMPDIR=directory)
+    check((out, status) == (b"done\n", 0), f"the program: {out!r} {status} {err!r}")
+    lines = kairos_lines(err)
+    check(any("failed" in line or "cannot write" in line for line in lines[:-1]),
+          f"the failure is named: {lines}")
+    check("could not be written" in lines[-1], f"the summary counts what was lost: {lines[-1]}")
+    for path in databases(directory):
+        with sqlite3.connect(path) as db:
+            check(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", f"{path} is valid")
+
+
+def test_sigkill_keeps_everything_up_to_the_last_commit(directory):
+    process = subprocess.Popen([KAIROS_RUN, "--freq", "1000", "--", sys.executable, "-c",
+                                "import time\nwhile True: pass\n"], cwd=directory,
+                               env=environment(KAIROS_FLUSH_INTERVAL="0.2"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import time
+    time.sleep(1.5)
+    process.kill()
+    process.wait(timeout=TIMEOUT)
+    found = databases(directory)
+    check(len(found) == 1, f"one database: {found}")
+    with sqlite3.connect(found[0]) as db:
+        check(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "the database is valid")
+        count = db.execute("SELECT COUNT(*) FROM sample").fetchone()[0]
+    check(count > 300, f"the commits before the kill hold the samples: {count}")
+
+
+def test_program_near_its_descriptor_limit(directory):
+    # The program opens files up to a few short of RLIMIT_NOFILE; kairos's own descriptors
+    # (perf events, the database, spill files) must not make it run out.
+    import resource
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    script = ("import os\n"
+              "fds = [os.open('/dev/null', os.O_RDONLY) for _ in range(52)]\n"
+              "print('opened', len(fds))\n" + BUSY_THREADS)
+    plain = run([sys.executable, "-c", script], directory, preexec=low_limit)
+    out, err, status = kairos([sys.executable, "-c", script], directory, ["--freq", "1000"],
+                              preexec=low_limit)
+    check((out, status) == (plain[0], plain[2]) == (b"opened 52\ndone\n", 0),
+          f"{out!r} {status} {err!r}")
+
+
+def test_program_near_its_thread_limit(directory):
+    # kairos must never take the last threads a program may start: near RLIMIT_NPROC it keeps to
+    # one writer, and says so.
+    import resource
+
+    def few_threads():
+        tasks = int(open("/proc/loadavg").read().split()[3].split("/")[1])
+        resource.setrlimit(resource.RLIMIT_NPROC, (tasks + 20, tasks + 20))
+
+    out, err, status = kairos([sys.executable, "-c", BUSY_THREADS], directory, ["--freq", "1000"],
+                              preexec=few_threads)
+    check((out, status) == (b"done\n", 0), f"{out!r} {status} {err!r}")
+    check(any("RLIMIT_NPROC" in line for line in kairos_lines(err)), f"said why: {err!r}")
 
 
 # --- files -------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@
 #include "preload/sampling/sampler.hpp"
 #include "preload/sink/profile_database.hpp"
 #include "preload/support/bounded_wait.hpp"
+#include "preload/support/file_size_signal.hpp"
 #include "preload/support/private_descriptor.hpp"
 #include "preload/support/problems.hpp"
 #include "preload/support/reentry_guard.hpp"
@@ -248,6 +249,7 @@ void finalize(const std::string& end_reason) {
   const bool recorded = regions_recorded() > 0 || sampling_enabled() || globals->identity.launched;
   if (recorded) {
     wait_for_user_api_calls(user_api_wait);
+    file_size_signal_guard quota;
     report(capture_problem("writing the outputs failed; the program is unaffected",
                            [&] { write_everything(end_reason, false); }));
   }
@@ -470,6 +472,7 @@ exec_environment environment_for_exec(char* const* environment) {
 
 void before_exec() {
   if (!globals || state.load() != runtime_state::active || getpid() != globals->identity.pid) return;
+  file_size_signal_guard quota;
   report(capture_problem("writing the outputs before exec failed", [] {
     write_everything("exec", true);
     exec_snapshot_written.store(!globals->exec_snapshot_stem.empty());

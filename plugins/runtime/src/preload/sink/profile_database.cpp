@@ -1,6 +1,7 @@
 #include "preload/sink/profile_database.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -30,7 +31,8 @@ struct database_file {
   std::int64_t process_row = -1;
   std::int64_t last_commit_ns = 0;
   std::unordered_map<const thread_record*, std::int64_t> thread_rows;
-  database_counts counts;
+  database_counts counts;   // committed rows (and rows lost)
+  database_counts pending;  // inserted since the last commit: lost with it if it fails
   problem first_problem;
 };
 
@@ -74,6 +76,25 @@ std::string host_name() {
   return name;
 }
 
+// A failed commit loses the transaction's rows: they are counted as lost, not as written.
+void commit_now() {
+  auto& rows = file();
+  const auto failure = capture_problem("writing the profile database failed", [] { file().writer->commit(); });
+  const auto pending = rows.pending.samples + rows.pending.realtime_samples + rows.pending.regions;
+  if (failure) {
+    rows.counts.rows_lost += pending;
+    if (!rows.first_problem) {
+      rows.first_problem = failure;
+      report(rows.first_problem);
+    }
+  } else {
+    rows.counts.samples += rows.pending.samples;
+    rows.counts.realtime_samples += rows.pending.realtime_samples;
+    rows.counts.regions += rows.pending.regions;
+  }
+  rows.pending = {};
+}
+
 void record_failure(problem failure) {
   ++file().counts.rows_lost;
   if (!file().first_problem) {
@@ -87,6 +108,8 @@ bool create_if_needed() {
   if (file().writer) return true;
   if (file().creation_failed || !state->resolve_path) return false;
   file().path = state->resolve_path();
+  struct stat status {};
+  const bool existed_before = lstat(file().path.c_str(), &status) == 0;  // then it is not ours
   auto failure = capture_problem(fmt::format("cannot write the profile database {}", file().path), [] {
     if (auto* vfs = sqlite3_vfs_find(nullptr); vfs && vfs->xSetSystemCall)
       vfs->xSetSystemCall(vfs, "open", reinterpret_cast<sqlite3_syscall_ptr>(&open_above_floor));
@@ -110,6 +133,11 @@ bool create_if_needed() {
   if (failure) {
     file().writer.reset();
     file().creation_failed = true;
+    // What the failed creation left (the exclusively created file is kairos's): no half file.
+    std::error_code ignored;
+    if (!existed_before)
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+        std::filesystem::remove(file().path + suffix, ignored);
     file().first_problem = problem{failure.text() + "; set KAIROS_OUTPUT_PATH (kairos-run -o) to a "
                                    "writable location; the program is unaffected"};
     report(file().first_problem);
@@ -178,10 +206,10 @@ void database_batch::add_sample(thread_record& thread, sample_clock clock, std::
     const auto stack_row = file().writer->add_stack(stack);
     if (clock == sample_clock::cpu_time) {
       file().writer->add_sample(row, time_ns, weight_ns, stack_row);
-      ++file().counts.samples;
+      ++file().pending.samples;
     } else {
       file().writer->add_realtime_sample(row, time_ns, weight_ns, stack_row);
-      ++file().counts.realtime_samples;
+      ++file().pending.realtime_samples;
     }
   });
 }
@@ -197,7 +225,7 @@ void database_batch::add_region(thread_record& thread, std::string_view name,
   if (!writable()) return;
   insert([&] {
     file().writer->add_region(thread_row(thread), name, start_ns, end_ns, depth);
-    ++file().counts.regions;
+    ++file().pending.regions;
   });
 }
 
@@ -217,7 +245,7 @@ void database_batch::commit(bool force) {
   if (!state || !state->file || !file().writer) return;
   const auto now = steady_now_ns();
   if (!force && now - file().last_commit_ns < state->flush_interval_ns) return;
-  insert([] { file().writer->commit(); });
+  commit_now();
   file().last_commit_ns = now;
 }
 
@@ -229,8 +257,8 @@ std::string finish_profile_database(std::string_view end_reason) {
     file().writer->set_metadata("end_reason", end_reason);
     file().writer->set_metadata("rows_lost", std::to_string(file().counts.rows_lost));
     file().writer->end_process(file().process_row, steady_now_ns());
-    file().writer->commit();
   });
+  commit_now();
   return file().path;
 }
 
