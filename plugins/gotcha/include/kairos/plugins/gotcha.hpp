@@ -16,7 +16,6 @@
 //   traced::unwrap_all();
 #include <atomic>
 #include <cstddef>
-#include <cstdio>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -162,8 +161,7 @@ struct gotcha {
         status = gotcha_patcher::install(control::bound);
         control::installed.store(status.installed, std::memory_order_release);
       }
-      if (!status.message.empty()) std::fprintf(stderr, "%s\n", status.message.c_str());
-      return status;
+      return status;  // the caller says what went wrong (status.message), where it reports
     }
 
     static void configure(std::string_view symbol) {

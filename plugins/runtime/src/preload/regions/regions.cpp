@@ -36,8 +36,9 @@ struct list_of<std::tuple<Components...>> {
 // Every built-in component a region can measure; KAIROS_COMPONENTS switches members on by name.
 using region_components = list_of<builtin_components>::type;
 using region_bundle = stored<region_components>;
-// The default (KAIROS_COMPONENTS=wall_clock) takes a bundle of its own: a component_list holding
-// the rusage-based members reads getrusage on every start and stop even when they are off.
+// The default (KAIROS_COMPONENTS=wall_clock) takes a bundle of its own: a component_list checks
+// every member's switch on each start and stop, and its wall clock's readings give the region's
+// span with no clock read of kairos's own.
 using wall_clock_bundle = stored<component_tuple<wall_clock>>;
 
 struct open_region {
