@@ -303,12 +303,17 @@ sample_writer* assign_writer(thread_sampler* sampler) {
   sample_writer* chosen = nullptr;
   {
     std::lock_guard lock{globals->mutex};
-    for (auto* writer : globals->writers)
-      if (!chosen || writer->live_threads.load() < chosen->live_threads.load()) chosen = writer;
-    if (!chosen || (chosen->live_threads.load() >= globals->threads_per_writer &&
-                    static_cast<int>(globals->writers.size()) < globals->max_writers)) {
-      if (auto* fresh = create_writer()) chosen = fresh;
+    // Packed, not spread: the busiest writer with room takes the thread, so that when the
+    // program's threads fall off, the last writer started empties first and retires.
+    sample_writer* least_loaded = nullptr;
+    for (auto* writer : globals->writers) {
+      const int live = writer->live_threads.load();
+      if (live < globals->threads_per_writer && (!chosen || live > chosen->live_threads.load()))
+        chosen = writer;
+      if (!least_loaded || live < least_loaded->live_threads.load()) least_loaded = writer;
     }
+    if (!chosen && static_cast<int>(globals->writers.size()) < globals->max_writers) chosen = create_writer();
+    if (!chosen) chosen = least_loaded;
     if (!chosen) return nullptr;
     chosen->live_threads.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -334,8 +339,11 @@ bool release_if_never_sampled(sample_writer* writer, thread_sampler* sampler) no
 }
 
 void writer_thread_ended(sample_writer* writer) noexcept {
-  // Not woken: its next pass (within 50 ms) delivers what is left; a wake-up per ended thread
-  // costs more than the thread itself in a program that churns them.
+  // Woken only when it is left with no live thread (it may retire now); otherwise its next pass
+  // (within 50 ms) delivers what is left: a wake-up per ended thread costs more than the thread
+  // itself in a program that churns them. Posted before the count drops: a writer that retires
+  // is gone once the count is 0.
+  if (writer->live_threads.load(std::memory_order_acquire) == 1) sem_post(&writer->wake);
   writer->live_threads.fetch_sub(1, std::memory_order_acq_rel);
 }
 

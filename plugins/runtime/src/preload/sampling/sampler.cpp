@@ -39,7 +39,7 @@ struct sampler_window {
   std::int64_t period_ns = 0;
   std::int64_t start_ns = 0;  // steady clock
   std::int64_t end_ns = 0;    // 0: until exit
-  bool open = false;          // armed right now (under the samplers' mutex)
+  std::atomic<bool> open{false};  // armed right now (written under the samplers' mutex)
 
   bool active_at(std::int64_t now_ns) const {
     return enabled && now_ns >= start_ns && (end_ns == 0 || now_ns < end_ns);
@@ -197,7 +197,7 @@ bool open_posix_timer(thread_sampler& sampler) {
   return true;
 }
 
-// Under globals->mutex. The clocks start only if the thread does not block the signal; the
+// Under the sampler's arming mutex. The clocks start only if the thread does not block the signal; the
 // thread's own wrapper may block it at the same moment, so the flag is checked again after the
 // descriptor is published (the two sides are seq_cst: one of them pauses the clock).
 void start_clocks_unless_blocked(thread_sampler& sampler) {
@@ -237,6 +237,7 @@ void arm_cpu(thread_sampler& sampler, bool started_now) {
 // Control thread, under the mutex: threads on the timer that lived long enough get perf.
 void upgrade_to_perf(std::int64_t now_ns) {
   for (auto* sampler : globals->samplers) {
+    std::lock_guard arming{sampler->arming};
     if (sampler->perf_upgrade_due_ns == 0 || now_ns < sampler->perf_upgrade_due_ns) continue;
     sampler->perf_upgrade_due_ns = 0;
     auto event = open_task_clock(sampler->thread->tid, globals->cpu.period_ns);
@@ -309,7 +310,6 @@ thread_sampler* create_sampler(thread_record& record) {
     sampler->blocked_since_cpu_ns = own_cpu_ns();
     globals->threads_blocking.fetch_add(1, std::memory_order_relaxed);
   }
-  globals->samplers.push_back(sampler);
   return sampler;
 }
 
@@ -348,6 +348,7 @@ void realtime_tick() {
   const auto now = steady_now_ns();
   std::lock_guard lock{globals->mutex};
   for (auto* sampler : globals->samplers) {
+    std::lock_guard arming{sampler->arming};
     if (!sampler->realtime_armed || !sampler->stat_file.still_ours()) continue;
     const char state = read_state(sampler->stat_file);
     // Running (or runnable): its own task-clock event samples it; never signalled from here.
@@ -371,6 +372,7 @@ void realtime_tick() {
 void rearm_closed_descriptors() {
   std::lock_guard lock{globals->mutex};
   for (auto* sampler : globals->samplers) {
+    std::lock_guard arming{sampler->arming};
     if (sampler->cpu_armed && sampler->perf_fd.load() >= 0 && !sampler->perf_event.still_ours()) {
       disarm_cpu(*sampler);
       arm_cpu(*sampler, false);
@@ -389,6 +391,7 @@ void update_windows(std::int64_t now) {
     std::lock_guard lock{globals->mutex};
     window->open = active;
     for (auto* sampler : globals->samplers) {
+      std::lock_guard arming{sampler->arming};
       if (window == &globals->cpu) active ? arm_cpu(*sampler, false) : disarm_cpu(*sampler);
       else active ? arm_realtime(*sampler) : disarm_realtime(*sampler);
     }
@@ -449,16 +452,14 @@ int choose_signal(std::string& note) {
   return 0;
 }
 
-sampler_window window_of(const settings& values, bool on, setting frequency, setting delay,
-                         setting duration, std::int64_t origin_ns) {
-  sampler_window window;
+void set_window(sampler_window& window, const settings& values, bool on, setting frequency,
+                setting delay, setting duration, std::int64_t origin_ns) {
   window.enabled = on;
   window.frequency_hz = values.inherited_number(frequency, setting::sampling_freq);
   window.period_ns = std::max<std::int64_t>(static_cast<std::int64_t>(std::llround(1e9 / window.frequency_hz)), 10'000);
   window.start_ns = origin_ns + static_cast<std::int64_t>(values.inherited_number(delay, setting::sampling_delay) * 1e9);
   const double seconds = values.inherited_number(duration, setting::sampling_duration);
   window.end_ns = seconds > 0 ? window.start_ns + static_cast<std::int64_t>(seconds * 1e9) : 0;
-  return window;
 }
 
 bool perf_task_clock_works() {
@@ -481,10 +482,10 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   globals = new sampler_globals;
   globals->deliver = deliver;
   const auto origin = steady_now_ns();
-  globals->cpu = window_of(values, values.boolean(setting::sampling_cputime), setting::sampling_cputime_freq,
-                           setting::sampling_cputime_delay, setting::sampling_cputime_duration, origin);
-  globals->real = window_of(values, values.boolean(setting::sampling_realtime), setting::sampling_realtime_freq,
-                            setting::sampling_realtime_delay, setting::sampling_realtime_duration, origin);
+  set_window(globals->cpu, values, values.boolean(setting::sampling_cputime), setting::sampling_cputime_freq,
+             setting::sampling_cputime_delay, setting::sampling_cputime_duration, origin);
+  set_window(globals->real, values, values.boolean(setting::sampling_realtime), setting::sampling_realtime_freq,
+             setting::sampling_realtime_delay, setting::sampling_realtime_duration, origin);
   if (!globals->cpu.enabled && !globals->real.enabled) return result;
   globals->signal_number = choose_signal(result.note);
   if (globals->signal_number == 0) {
@@ -530,13 +531,19 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
 
 bool sampling_enabled() noexcept { return enabled.load(std::memory_order_acquire); }
 
+// The samplers' mutex is held only to add the thread to the list: its set-up (buffers, the
+// mask, its clock's system calls) runs beside other threads' starts and ends, not after them.
 void sampling_thread_started() noexcept {
   if (!enabled.load(std::memory_order_acquire) || globals->stopping.load()) return;
   reentry_guard guard;
   auto& record = current_thread();
-  std::lock_guard lock{globals->mutex};
   auto* sampler = create_sampler(record);
   if (!sampler) return;
+  std::lock_guard arming{sampler->arming};
+  {
+    std::lock_guard lock{globals->mutex};
+    globals->samplers.push_back(sampler);
+  }
   this_thread_sampler = sampler;
   apply_windows(*sampler, true);
 }
@@ -546,15 +553,19 @@ void sampling_thread_ending() noexcept {
   if (!sampler || !globals) return;
   this_thread_sampler = nullptr;
   std::atomic_signal_fence(std::memory_order_seq_cst);  // a handler from here on sees no sampler
-  sample_writer* writer = nullptr;
   {
     std::lock_guard lock{globals->mutex};
-    disarm_cpu(*sampler);
-    disarm_realtime(*sampler);
     auto& list = globals->samplers;
     list.erase(std::remove(list.begin(), list.end(), sampler), list.end());
     account_ended(*sampler);
-    writer = sampler->writer;  // set under the mutex (by arming)
+  }
+  // Out of the list, nothing else arms it any more.
+  sample_writer* writer = nullptr;
+  {
+    std::lock_guard arming{sampler->arming};
+    disarm_cpu(*sampler);
+    disarm_realtime(*sampler);
+    writer = sampler->writer;
   }
   if (!writer) {  // never armed: nothing was written
     for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
@@ -595,11 +606,13 @@ void stop_sampling() noexcept {
     wait_until([] { return globals->control_done.load(); }, std::chrono::seconds{2});
   {
     std::lock_guard lock{globals->mutex};
+    globals->cpu.open = false;
+    globals->real.open = false;
     for (auto* sampler : globals->samplers) {
+      std::lock_guard arming{sampler->arming};
       disarm_cpu(*sampler);
       disarm_realtime(*sampler);
     }
-    globals->cpu.open = globals->real.open = false;
   }
   handler_active.store(false);
   stop_writers_and_drain();

@@ -1,11 +1,11 @@
 #pragma once
 // One sampled thread's state, shared by the signal handler (fills its buffers), the sampler
-// (arms and disarms its clock, under the samplers' mutex) and its writer (drains the buffers and,
-// once `finished`, frees it).
+// (arms and disarms its clock) and its writer (drains the buffers and, once `finished`, frees it).
 #include <time.h>
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include "preload/sampling/sample_buffer.hpp"
 #include "preload/support/private_descriptor.hpp"
@@ -21,8 +21,10 @@ struct thread_sampler {
   sample_buffer* buffers[2] = {nullptr, nullptr};
   int current = 0;               // the buffer being filled (handler only)
   std::int64_t last_cpu_ns = 0;  // the thread's CPU time at its previous CPU-time sample
-  // Arming (under the samplers' mutex; the descriptors are read by the thread's own
-  // signal-mask wrapper, hence atomic numbers).
+  // Arming: under `arming` (the control thread takes it inside the samplers' mutex; the thread
+  // itself as it starts). The descriptors are also read by the thread's own signal-mask wrapper,
+  // hence atomic numbers.
+  std::mutex arming;
   owned_descriptor perf_event;
   std::atomic<int> perf_fd{-1};
   timer_t timer{};
