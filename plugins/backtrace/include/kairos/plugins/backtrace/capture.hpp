@@ -28,6 +28,10 @@
 //   libgcc's one-time register-table setup; per thread, runs one unw_backtrace so that libunwind
 //   allocates that thread's trace cache (≈0.5 ms the first time) before any signal arrives.
 //
+// Built without libunwind (KAIROS_BACKTRACE_HAVE_LIBUNWIND=0, as libkairos.so is, whose handler
+// never uses it), every capture takes the libgcc path; without <unwind.h> either, the plugin is
+// a stub that reports itself unavailable.
+//
 // Frames of kairos itself are dropped by address, not by a fixed count (which inlining would
 // break): the capture keeps frames from the first one equal to the interrupted instruction
 // (signal context) or to the capture function's own return address (its caller).
@@ -46,10 +50,20 @@
 #endif
 #endif
 
+#ifndef KAIROS_BACKTRACE_HAVE_LIBGCC_UNWIND
+#if __has_include(<unwind.h>)
+#define KAIROS_BACKTRACE_HAVE_LIBGCC_UNWIND 1
+#else
+#define KAIROS_BACKTRACE_HAVE_LIBGCC_UNWIND 0
+#endif
+#endif
+
 #if KAIROS_BACKTRACE_HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
-#include <dlfcn.h>
 #include <libunwind.h>
+#endif
+#if KAIROS_BACKTRACE_HAVE_LIBUNWIND || KAIROS_BACKTRACE_HAVE_LIBGCC_UNWIND
+#include <dlfcn.h>
 #include <unwind.h>
 
 #include <atomic>
@@ -85,7 +99,7 @@ struct raw_capture {
   backtrace_path path = backtrace_path::none;
 };
 
-#if KAIROS_BACKTRACE_HAVE_LIBUNWIND
+#if KAIROS_BACKTRACE_HAVE_LIBUNWIND || KAIROS_BACKTRACE_HAVE_LIBGCC_UNWIND
 inline constexpr bool available_at_build = true;
 
 using unwind_backtrace_function = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void*);
@@ -127,9 +141,12 @@ inline raw_capture unwind_into(void** buffer, int capacity, bool allow_libunwind
   const int saved_errno = errno;
   ++captures_in_progress;
   raw_capture result;
+#if KAIROS_BACKTRACE_HAVE_LIBUNWIND
   if (allow_libunwind && captures_in_progress == 1 && inside_dynamic_loader == 0) {
     result = {unw_backtrace(buffer, capacity), backtrace_path::libunwind};
-  } else {
+  } else
+#endif
+  {
     const int count = unwind_with_libgcc(buffer, capacity);
     result = {count, count > 0 ? backtrace_path::libgcc : backtrace_path::none};
   }
@@ -141,7 +158,9 @@ inline raw_capture unwind_into(void** buffer, int capacity, bool allow_libunwind
 inline void prewarm_process() noexcept {
   static std::once_flag once;
   std::call_once(once, [] {
+#if KAIROS_BACKTRACE_HAVE_LIBUNWIND
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE);
+#endif
     void* libgcc_handle = nullptr;
     {
       dl_guard inside_loader;  // a sample landing in this dlopen takes the fallback path

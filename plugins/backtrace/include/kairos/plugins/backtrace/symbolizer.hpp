@@ -38,9 +38,7 @@
 #endif
 
 #if KAIROS_BACKTRACE_HAVE_LIBDW
-#include <dwarf.h>
-#include <elfutils/libdw.h>
-#include <elfutils/libdwfl.h>
+#include <kairos/plugins/backtrace/libdw_functions.hpp>
 #endif
 
 namespace kairos {
@@ -64,16 +62,29 @@ class backtrace_symbolizer {
 
   backtrace_symbolizer() {
 #if KAIROS_BACKTRACE_HAVE_LIBDW
-    callbacks_.find_elf = dwfl_linux_proc_find_elf;
-    callbacks_.find_debuginfo = dwfl_standard_find_debuginfo;
+    if (dw_ == nullptr) return;
+    callbacks_.find_elf = dw_->dwfl_linux_proc_find_elf;
+    // Separate debug files by build id (/usr/lib/debug/.build-id, where Debian's -dbgsym packages
+    // put them), not dwfl_standard_find_debuginfo: that one falls back to debuginfod, which
+    // dlopens libdebuginfod, libcurl, gnutls, Kerberos and LDAP (about 40 libraries, seen here)
+    // into the profiled process, and may go to the network.
+    callbacks_.find_debuginfo = dw_->dwfl_build_id_find_debuginfo;
     callbacks_.debuginfo_path = nullptr;
-    dwfl_ = dwfl_begin(&callbacks_);
+    dwfl_ = dw_->dwfl_begin(&callbacks_);
     report_modules();
 #endif
   }
   ~backtrace_symbolizer() {
 #if KAIROS_BACKTRACE_HAVE_LIBDW
-    if (dwfl_ != nullptr) dwfl_end(dwfl_);
+    if (dwfl_ != nullptr) dw_->dwfl_end(dwfl_);
+#endif
+  }
+  // Why file:line is not resolved here ("" when it is, or when libdw was not built in).
+  static std::string file_line_problem() {
+#if KAIROS_BACKTRACE_HAVE_LIBDW
+    return backtrace_detail::libdw_problem();
+#else
+    return {};
 #endif
   }
   backtrace_symbolizer(const backtrace_symbolizer&) = delete;
@@ -142,21 +153,21 @@ class backtrace_symbolizer {
     }
 #if KAIROS_BACKTRACE_HAVE_LIBDW
     if (dwfl_ != nullptr && in_object) {
-      Dwfl_Module* module = dwfl_addrmodule(dwfl_, address);
+      Dwfl_Module* module = dw_->dwfl_addrmodule(dwfl_, address);
       if (module == nullptr) {  // loaded after the last scan of /proc/self/maps
         report_modules();
-        module = dwfl_addrmodule(dwfl_, address);
+        module = dw_->dwfl_addrmodule(dwfl_, address);
       }
       if (module != nullptr) {
         GElf_Off offset = 0;
         GElf_Sym elf_symbol{};
-        if (const char* name = dwfl_module_addrinfo(module, address, &offset, &elf_symbol, nullptr, nullptr, nullptr)) {
+        if (const char* name = dw_->dwfl_module_addrinfo(module, address, &offset, &elf_symbol, nullptr, nullptr, nullptr)) {
           symbol.function = demangle(name);
           symbol.function_offset = offset;
         }
-        if (Dwfl_Line* line = dwfl_module_getsrc(module, address)) {
+        if (Dwfl_Line* line = dw_->dwfl_module_getsrc(module, address)) {
           int line_number = 0;
-          if (const char* file = dwfl_lineinfo(line, nullptr, &line_number, nullptr, nullptr, nullptr)) {
+          if (const char* file = dw_->dwfl_lineinfo(line, nullptr, &line_number, nullptr, nullptr, nullptr)) {
             symbol.file = file;
             symbol.line = line_number;
           }
@@ -178,9 +189,9 @@ class backtrace_symbolizer {
   // The line table names the innermost inlined code; the symbol names the function it was inlined
   // into. Keep them consistent: for inlined code, file:line is the call site of the outermost
   // inlined call, a line of `symbol.function` itself.
-  static void use_call_site_of_inlined_code(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
+  void use_call_site_of_inlined_code(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
     Dwarf_Addr bias = 0;
-    Dwarf_Die* unit = dwfl_module_addrdie(module, address, &bias);
+    Dwarf_Die* unit = dw_->dwfl_module_addrdie(module, address, &bias);
     if (unit == nullptr) return;
     Dwarf_Die outermost_inlined;
     if (!find_outermost_inlined(unit, address - bias, false, outermost_inlined)) return;
@@ -189,10 +200,10 @@ class backtrace_symbolizer {
     Dwarf_Word call_line = 0;
     Dwarf_Files* files = nullptr;
     std::size_t file_count = 0;
-    if (dwarf_formudata(dwarf_attr(&outermost_inlined, DW_AT_call_file, &attribute), &call_file) == 0 &&
-        dwarf_formudata(dwarf_attr(&outermost_inlined, DW_AT_call_line, &attribute), &call_line) == 0 &&
-        dwarf_getsrcfiles(unit, &files, &file_count) == 0 && call_file < file_count) {
-      if (const char* file = dwarf_filesrc(files, call_file, nullptr, nullptr)) {
+    if (dw_->dwarf_formudata(dw_->dwarf_attr(&outermost_inlined, DW_AT_call_file, &attribute), &call_file) == 0 &&
+        dw_->dwarf_formudata(dw_->dwarf_attr(&outermost_inlined, DW_AT_call_line, &attribute), &call_line) == 0 &&
+        dw_->dwarf_getsrcfiles(unit, &files, &file_count) == 0 && call_file < file_count) {
+      if (const char* file = dw_->dwarf_filesrc(files, call_file, nullptr, nullptr)) {
         symbol.file = file;
         symbol.line = static_cast<int>(call_line);
       }
@@ -200,39 +211,40 @@ class backtrace_symbolizer {
   }
   // Walks the physical DIE tree (dwarf_getscopes follows abstract origins instead): the function
   // containing `pc`, then the first inlined call inside it that contains `pc`.
-  static bool find_outermost_inlined(Dwarf_Die* parent, Dwarf_Addr pc, bool inside_function, Dwarf_Die& found) {
+  bool find_outermost_inlined(Dwarf_Die* parent, Dwarf_Addr pc, bool inside_function, Dwarf_Die& found) {
     Dwarf_Die child;
-    if (dwarf_child(parent, &child) != 0) return false;
+    if (dw_->dwarf_child(parent, &child) != 0) return false;
     do {
-      switch (dwarf_tag(&child)) {
+      switch (dw_->dwarf_tag(&child)) {
         case DW_TAG_namespace:  // class bodies are skipped: GCC puts member definitions outside them
           if (!inside_function && find_outermost_inlined(&child, pc, false, found)) return true;
           break;
         case DW_TAG_subprogram:
-          if (!inside_function && dwarf_haspc(&child, pc) == 1) return find_outermost_inlined(&child, pc, true, found);
+          if (!inside_function && dw_->dwarf_haspc(&child, pc) == 1) return find_outermost_inlined(&child, pc, true, found);
           break;
         case DW_TAG_lexical_block:
-          if (inside_function && dwarf_haspc(&child, pc) == 1 && find_outermost_inlined(&child, pc, true, found))
+          if (inside_function && dw_->dwarf_haspc(&child, pc) == 1 && find_outermost_inlined(&child, pc, true, found))
             return true;
           break;
         case DW_TAG_inlined_subroutine:
-          if (inside_function && dwarf_haspc(&child, pc) == 1) {
+          if (inside_function && dw_->dwarf_haspc(&child, pc) == 1) {
             found = child;
             return true;
           }
           break;
         default: break;
       }
-    } while (dwarf_siblingof(&child, &child) == 0);
+    } while (dw_->dwarf_siblingof(&child, &child) == 0);
     return false;
   }
 
   void report_modules() {
     if (dwfl_ == nullptr) return;
-    dwfl_report_begin(dwfl_);
-    dwfl_linux_proc_report(dwfl_, getpid());
-    dwfl_report_end(dwfl_, nullptr, nullptr);
+    dw_->dwfl_report_begin(dwfl_);
+    dw_->dwfl_linux_proc_report(dwfl_, getpid());
+    dw_->dwfl_report_end(dwfl_, nullptr, nullptr);
   }
+  const backtrace_detail::libdw_functions* dw_ = backtrace_detail::libdw();
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
 #endif
