@@ -2,6 +2,8 @@
 // Per-thread re-entry state. While kairos runs on a thread (a bundle's operations inside a
 // wrapper, the patcher, the runtime's own code), every wrapper on that thread calls straight
 // through to its original. Thread-local only: no flag is shared between threads.
+#include <kairos/reentry_guard.hpp>
+
 namespace kairos::gotcha_patcher {
 
 // Defined in libkairos_gotcha.so with the initial-exec TLS model; constinit lets callers read it
@@ -12,16 +14,10 @@ inline thread_local constinit bool inside_kairos = false;  // no library in a st
 extern thread_local constinit bool inside_kairos [[gnu::tls_model("initial-exec")]];
 #endif
 
-// Marks "kairos is running on this thread" for a scope; nests.
-class inside_kairos_scope {
+// Marks "kairos is running on this thread" for a scope; nests (the core's guard on this flag).
+class inside_kairos_scope : public kairos::reentry_guard {
  public:
-  inside_kairos_scope() noexcept : previous_{inside_kairos} { inside_kairos = true; }
-  ~inside_kairos_scope() { inside_kairos = previous_; }
-  inside_kairos_scope(const inside_kairos_scope&) = delete;
-  inside_kairos_scope& operator=(const inside_kairos_scope&) = delete;
-
- private:
-  bool previous_;
+  inside_kairos_scope() noexcept : kairos::reentry_guard{inside_kairos} {}
 };
 
 }  // namespace kairos::gotcha_patcher
