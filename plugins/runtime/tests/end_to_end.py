@@ -338,6 +338,9 @@ def test_fork_child_followed(directory):
     child = [r for r in written if count_of(r, "child_region") == 1]
     check(len(child) == 1 and count_of(child[0], "parent_region") == 0,
           "the child's report has its own region, not the parent's")
+    program_threads = [t for t in child[0]["threads"] if not t["kairos_owned"]]
+    check(len(program_threads) == 1 and program_threads[0]["tid"] == child[0]["pid"],
+          f"the child lists only its own thread, not its parent's: {program_threads}")
 
 
 def test_per_thread_disable_and_stop(directory):

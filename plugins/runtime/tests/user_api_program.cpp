@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +82,11 @@ int mismatch() {
 
 int fork_child() {
   kairos::scoped_region region{"parent_region"};
+  // A second thread is alive at the fork: the child must not list it as its own.
+  std::atomic<bool> done{false};
+  std::thread bystander{[&done] {
+    while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  }};
   const pid_t child = fork();
   if (child == 0) {
     kairos_push_region("child_region");
@@ -90,6 +97,8 @@ int fork_child() {
   }
   int status = 0;
   waitpid(child, &status, 0);
+  done.store(true);
+  bystander.join();
   std::printf("parent saw child exit %d\n", WEXITSTATUS(status));
   return 0;
 }
