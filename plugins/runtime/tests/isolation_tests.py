@@ -20,7 +20,7 @@ LIBRARY = os.environ.get("KAIROS_LIBRARY", "")
 EXPORTS_MAP = os.environ.get("KAIROS_EXPORTS_MAP", "")
 PROGRAM = os.environ.get("KAIROS_SQLITE_PROGRAM", "")
 TIMEOUT = 60
-PRIVATE_LIBRARIES = ("libsqlite3", "libdw", "libelf", "libunwind", "libfmt", "libdebuginfod")
+PRIVATE_LIBRARIES = ("libsqlite3", "libdw", "libelf", "libunwind", "libfmt", "libdebuginfod", "libstdc++")
 
 
 def environment(**extra):
