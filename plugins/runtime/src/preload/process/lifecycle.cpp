@@ -216,6 +216,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
                        plural(program_threads(), "thread")));
     return;
   }
+  threads().refresh_running_names();
   auto stem = claimed_stem();
   if (snapshot) stem = globals->exec_snapshot_stem = fmt::format("{}-exec{}", stem, globals->identity.generation);
   report_request request{stem, globals->formats, globals->command_line, end_reason, database_path,

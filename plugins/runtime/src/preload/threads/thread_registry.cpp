@@ -1,7 +1,10 @@
 #include "preload/threads/thread_registry.hpp"
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include "preload/support/clock.hpp"
 
@@ -42,6 +45,23 @@ void thread_registry::adopt_after_fork_in_child(thread_record* survivor) noexcep
     survivor->tid = gettid();
   }
   mutex_.unlock();  // taken by this thread in lock_for_fork
+}
+
+void thread_registry::refresh_running_names() {
+  std::lock_guard lock{mutex_};
+  for (auto& record : records_) {
+    if (record.pid != pid_ || !record.running.load(std::memory_order_acquire)) continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/comm", static_cast<int>(record.tid));
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::array<char, 16> name{};
+    const auto length = read(fd, name.data(), name.size() - 1);
+    close(fd);
+    if (length <= 0) continue;
+    if (name[static_cast<std::size_t>(length) - 1] == '\n') name[static_cast<std::size_t>(length) - 1] = '\0';
+    record.name = name;
+  }
 }
 
 thread_record& register_current_thread(bool kairos_owned) {

@@ -54,6 +54,10 @@ class thread_registry {
       if (records_[cursor].pid == pid_) visit(records_[cursor]);
   }
 
+  // Threads still running (kairos's own, and the program's that outlive main) were named after
+  // they registered: their names are read again from /proc/self/task/<tid>/comm (finalize).
+  void refresh_running_names();
+
   // fork: held across the fork so the child never inherits a locked mutex.
   void lock_for_fork() { mutex_.lock(); }
   void unlock_after_fork_in_parent() { mutex_.unlock(); }
