@@ -173,3 +173,47 @@ TEST_CASE("path values of this process are filled") {
   CHECK(values.exe == "kairos_runtime_settings_tests");
   CHECK_FALSE(values.launch_date.empty());
 }
+
+TEST_CASE("a deeply nested config file is refused with its name, before any parser sees it") {
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "{\"a\":";
+  deep += "1";
+  deep += std::string(100000, '}');
+  const auto path = temporary_file(deep);
+  const environment_block environment{"KAIROS_CONFIG_FILE=" + path};
+  const auto loaded = settings::load(environment.get());
+  REQUIRE(loaded.problems().size() == 1);
+  CHECK(loaded.problems()[0].find("KAIROS_CONFIG_FILE=\"" + path + "\"") != std::string::npos);
+  CHECK(loaded.problems()[0].find("more than 8 deep") != std::string::npos);
+  CHECK_FALSE(loaded.usable());
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a config file that is a directory, or too large, is refused naming KAIROS_CONFIG_FILE") {
+  const environment_block directory{"KAIROS_CONFIG_FILE=/tmp"};
+  const auto from_directory = settings::load(directory.get());
+  REQUIRE(from_directory.problems().size() == 1);
+  CHECK(from_directory.problems()[0].find("KAIROS_CONFIG_FILE=\"/tmp\"") != std::string::npos);
+  CHECK(from_directory.problems()[0].find("directory") != std::string::npos);
+
+  const auto path = temporary_file("{\"sampling_freq\": \"" + std::string(2 << 20, '1') + "\"}");
+  const environment_block large{"KAIROS_CONFIG_FILE=" + path};
+  const auto from_large = settings::load(large.get());
+  REQUIRE(from_large.problems().size() == 1);
+  CHECK(from_large.problems()[0].find("more than the 1048576 accepted") != std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a bad value is shown capped and with its control characters escaped") {
+  const environment_block huge{"KAIROS_SAMPLING_FREQ=" + std::string(100000, 'x')};
+  const auto loaded = settings::load(huge.get());
+  REQUIRE(loaded.problems().size() == 1);
+  CHECK(loaded.problems()[0].size() < 400);
+  CHECK(loaded.problems()[0].find("(100000 bytes in all)") != std::string::npos);
+
+  const environment_block newline{"KAIROS_SAMPLING_FREQ=a\nb"};
+  const auto escaped = settings::load(newline.get());
+  REQUIRE(escaped.problems().size() == 1);
+  CHECK(escaped.problems()[0].find('\n') == std::string::npos);
+  CHECK(escaped.problems()[0].find("a\\x0ab") != std::string::npos);
+}

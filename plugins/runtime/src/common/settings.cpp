@@ -1,10 +1,16 @@
 #include <kairos/runtime/settings.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <fstream>
+#include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -13,6 +19,24 @@
 #include <kairos/runtime/output_path.hpp>
 
 namespace kairos::runtime {
+namespace {
+
+// A value from the user, as an error line shows it: control characters escaped (a newline would
+// break the line), and at most 120 bytes of it (a 100,000-character value was echoed whole).
+std::string shown(std::string_view text) {
+  constexpr std::size_t shown_bytes = 120;
+  std::string result;
+  for (std::size_t i = 0; i < text.size() && i < shown_bytes; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) result += fmt::format("\\x{:02x}", c);
+    else if (c == '"' || c == '\\') (result += '\\') += static_cast<char>(c);
+    else result += static_cast<char>(c);
+  }
+  if (text.size() > shown_bytes) result += fmt::format("... ({} bytes in all)", text.size());
+  return result;
+}
+
+}  // namespace
 
 std::string_view type_name(setting_type type) {
   switch (type) {
@@ -185,13 +209,13 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
     // Nothing depends on a variable kairos does not know: pointed out (a typo?), not fatal.
     problems_.push_back(fmt::format("[kairos] unknown setting {}=\"{}\" (from the {}); every setting "
                                 "is listed by kairos-avail --settings",
-                                    variable_or_key, text, source_name(source)));
+                                    shown(variable_or_key), shown(text), source_name(source)));
     return false;
   }
   if (auto accepted = check_value(*definition, text)) {
     reject(definition,
            fmt::format("[kairos] {}=\"{}\" (from the {}) is not valid: expected {}; {}",
-                       definition->variable, text, source_name(source), *accepted,
+                       definition->variable, shown(text), source_name(source), *accepted,
                        definition->category == "sampling" ? "sampling is disabled"
                        : definition->category == "internal" ? "the value is ignored"
                                                             : "kairos is disabled for this run"));
@@ -205,17 +229,85 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
   return true;
 }
 
+namespace {
+
+// A config file is a flat object of settings: these bounds are far above any real one, and keep a
+// hostile or broken file (a 100,000-deep object crashed the parser, before main) harmless.
+constexpr std::size_t config_file_max_bytes = 1 << 20;
+constexpr int config_file_max_depth = 8;
+
+// The deepest nesting of objects and arrays in `text` (strings and escapes skipped), or
+// config_file_max_depth + 1 as soon as it goes deeper.
+int nesting_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '{' || c == '[') deepest = std::max(deepest, ++depth);
+    else if (c == '}' || c == ']') --depth;
+    if (deepest > config_file_max_depth) break;
+  }
+  return deepest;
+}
+
+// The file's text, or why it cannot be a config file ("a directory", "larger than 1 MiB", ...).
+std::optional<std::string> read_config_text(const std::string& path, std::string& why_not) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    why_not = std::strerror(errno);
+    return std::nullopt;
+  }
+  struct stat status {};
+  std::optional<std::string> text;
+  if (fstat(fd, &status) != 0) {
+    why_not = std::strerror(errno);
+  } else if (!S_ISREG(status.st_mode)) {
+    why_not = S_ISDIR(status.st_mode) ? "it is a directory" : "it is not a regular file";
+  } else if (static_cast<std::size_t>(status.st_size) > config_file_max_bytes) {
+    why_not = fmt::format("it is {} bytes, more than the {} accepted", status.st_size, config_file_max_bytes);
+  } else {
+    std::string content(static_cast<std::size_t>(status.st_size), '\0');
+    std::size_t done = 0;
+    while (done < content.size()) {
+      const auto n = ::read(fd, content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    content.resize(done);
+    text = std::move(content);
+  }
+  ::close(fd);
+  return text;
+}
+
+}  // namespace
+
 void settings::apply_config_file(const std::string& path) {
-  std::ifstream file{path};
-  if (!file) {
-    reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" cannot be read; expected a "
-                                "readable JSON file; kairos is disabled for this run",
-                                path));
+  std::string why_not;
+  const auto text = read_config_text(path, why_not);
+  if (!text) {
+    reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" cannot be used: {}; expected a "
+                                "readable JSON file of at most {} bytes; kairos is disabled for this run",
+                                shown(path), why_not, config_file_max_bytes));
+    return;
+  }
+  if (nesting_depth(*text) > config_file_max_depth) {
+    reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" nests objects or arrays more "
+                                "than {} deep; expected an object of settings; kairos is disabled "
+                                "for this run",
+                                path, config_file_max_depth));
     return;
   }
   nlohmann::json document;
   try {
-    document = nlohmann::json::parse(file);
+    document = nlohmann::json::parse(*text);
   } catch (const nlohmann::json::exception& error) {
     reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" is not valid JSON ({}); "
                                 "expected an object of settings; kairos is disabled for this run",
@@ -245,7 +337,7 @@ void settings::apply_config_file(const std::string& path) {
       reject(nullptr, fmt::format("[kairos] unknown key \"{}\" in the config file {}; accepted "
                                   "keys are the names and variables kairos-avail --settings "
                                   "lists; kairos is disabled for this run",
-                                  key, path));
+                                  shown(key), path));
       continue;
     }
     set(key, text, setting_source::config_file);
