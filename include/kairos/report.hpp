@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include <kairos/printable.hpp>
 #include <kairos/storage/component_registry.hpp>
 #include <kairos/storage/thread_graphs.hpp>
 
@@ -215,7 +216,7 @@ inline std::string format_tree_table(const report_data& data, const report_tree&
   bool any = false;
   for (const auto& node : tree.nodes)
     if (node.value(component, value_index)) {
-      label_width = std::max(label_width, node.label.size() + 2 * node.depth);
+      label_width = std::max(label_width, printable(node.label).size() + 2 * node.depth);
       any = true;
     }
   if (!any) return {};
@@ -234,7 +235,7 @@ inline std::string format_tree_table(const report_data& data, const report_tree&
         info.additive && stats.sum != 0 ? fmt::format("{:.1f}", 100.0 * value->self_sum / stats.sum)
                                         : "-";
     text += fmt::format("{:<{}} {:>9} {:>5} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7}\n",
-                        std::string(2 * node.depth, ' ') + node.label, label_width, stats.count,
+                        std::string(2 * node.depth, ' ') + printable(node.label), label_width, stats.count,
                         node.depth, stats.sum, stats.mean, stats.min, stats.max, stats.stddev(), self);
   }
   return text;

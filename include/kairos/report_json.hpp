@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <kairos/printable.hpp>
 #include <kairos/report.hpp>
 
 namespace kairos {
@@ -38,7 +39,7 @@ inline nlohmann::json node_json(const report_data& data, const report_tree& tree
                       {"squared_deviations", stats.squared_deviations},
                       {"self_sum", value.self_sum}});
   }
-  return {{"id", index},        {"label", node.label}, {"parent", node.parent},
+  return {{"id", index},        {"label", printable(node.label)}, {"parent", node.parent},
           {"depth", node.depth}, {"file", node.file},   {"line", node.line},
           {"thread", tree.thread_index}, {"values", std::move(values)}};
 }
@@ -142,7 +143,7 @@ inline report_data read_json(const nlohmann::json& json) {
 inline void write_json(const std::string& path, const report_data& data = report()) {
   std::ofstream file{path};
   if (!file) throw std::runtime_error("[kairos] cannot write the JSON report to '" + path + "'");
-  file << to_json(data).dump(2) << '\n';
+  file << to_json(data).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   if (!file) throw std::runtime_error("[kairos] writing the JSON report to '" + path + "' failed");
 }
 

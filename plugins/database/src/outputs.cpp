@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <kairos/plugins/database/schema.hpp>
+#include <kairos/printable.hpp>
 
 namespace kairos::database {
 namespace {
@@ -89,13 +90,13 @@ void write_table(std::ostream& out, const std::string& title, const std::vector<
   for (const auto& row : rows)
     out << fmt::format("{:>7.1f} {:>12.3f} {:>7.1f} {:>12.3f}  {}\n", percent(row.self_ns, weight_ns),
                        row.self_ns * 1e-6, percent(row.total_ns, weight_ns), row.total_ns * 1e-6,
-                       row.name);
+                       printable(row.name));
   out << '\n';
 }
 
+// Every name in a JSON output: shown as kairos::printable shows it (escaped, capped).
 std::string json_string(std::string_view text) {
-  return nlohmann::json(std::string{text}).dump(-1, ' ', false,
-                                                nlohmann::json::error_handler_t::replace);
+  return nlohmann::json(printable(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -118,7 +119,7 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
     write_table(out,
                 fmt::format("thread {} (tid {}{}{}): {} samples, {:.1f}% of the weight",
                             thread.sequent_id, thread.tid, thread.name.empty() ? "" : ", ",
-                            thread.name, thread.samples, percent(thread.weight_ns, weight_ns)),
+                            printable(thread.name), thread.samples, percent(thread.weight_ns, weight_ns)),
                 weights.by_thread[thread.id], thread.weight_ns);
   }
 }
@@ -129,7 +130,7 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
   auto functions_json = [&](const std::vector<function_row>& ranked, std::int64_t whole) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : ranked)
-      rows.push_back({{"name", row.name},
+      rows.push_back({{"name", printable(row.name)},
                       {"self_ns", row.self_ns},
                       {"total_ns", row.total_ns},
                       {"self_percent", percent(row.self_ns, whole)},
@@ -146,7 +147,7 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
   for (const auto& thread : sampled_threads(profile))
     summary["threads"].push_back({{"sequent_id", thread.sequent_id},
                                   {"tid", thread.tid},
-                                  {"name", thread.name},
+                                  {"name", printable(thread.name)},
                                   {"samples", thread.samples},
                                   {"weight_ns", thread.weight_ns},
                                   {"top_functions", functions_json(weights.by_thread[thread.id], thread.weight_ns)}});

@@ -343,6 +343,33 @@ def test_fork_child_followed(directory):
           f"the child lists only its own thread, not its parent's: {program_threads}")
 
 
+def test_odd_region_names_keep_every_output_whole(directory):
+    # Names are bytes from the user: a non-UTF-8 name once emptied the JSON report, a newline broke
+    # the text tables' rows and a 1 MiB name made a 42 MB .txt. Stored exactly, shown escaped
+    # and capped (kairos::printable), in every output.
+    out, err, status = kairos([PROGRAM, "odd-names"], directory)
+    check((out, status) == (b"odd names done\n", 0), f"{out!r} {status} {err!r}")
+    check(len(summaries(err)) == 1, f"the summary line: {err!r}")
+    report = load_report(reports(directory)[0])  # parses: valid JSON
+    labels = {node["label"] for node in process_nodes(report)}
+    check("\\xff\\xfe not utf-8" in labels and "line\\x0abreak\\x09tab" in labels
+          and "caf\u00e9 \u2211" in labels, f"escaped labels: {labels}")
+    check(any(label.endswith("bytes)") and len(label) < 1100 for label in labels), "capped")
+    text_path = reports(directory, "*.txt")[0]
+    check(os.path.getsize(text_path) < 64 * 1024, f"the .txt stays small: {os.path.getsize(text_path)}")
+    with open(text_path, "rb") as file:
+        lines = file.read().split(b"\n")
+    rows = [line for line in lines if b"line\\x0abreak" in line]
+    # One row in the process table, one in the thread's; each whole, with its statistics.
+    check(len(rows) == 2 and all(row.rstrip().endswith(b"100.0") for row in rows),
+          f"the newline does not break the region's rows: {rows}")
+    check(not any(line.startswith(b"break") for line in lines), "no row was split")
+    with sqlite3.connect(glob.glob(os.path.join(directory, "kairos-output", "*.db"))[0]) as db:
+        stored = {row[0] for row in db.execute("SELECT CAST(name AS BLOB) FROM regions")}
+    check(b"\xff\xfe not utf-8" in stored and b"n" * (1 << 20) in stored,
+          "the database stores the names exactly")
+
+
 def test_per_thread_disable_and_stop(directory):
     out, err, status = kairos([PROGRAM, "disabled-thread"], directory)
     check(status == 0, f"{status} {err!r}")

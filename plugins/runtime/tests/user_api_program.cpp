@@ -103,6 +103,18 @@ int fork_child() {
   return 0;
 }
 
+// Region names are bytes: invalid UTF-8, control characters, a 1 MiB name, well-formed UTF-8.
+int odd_names() {
+  const std::string huge(1 << 20, 'n');
+  for (const std::string& name : {std::string{"\xff\xfe not utf-8"}, std::string{"line\nbreak\ttab"},
+                                  huge, std::string{"caf\xc3\xa9 \xe2\x88\x91"}}) {
+    kairos_push_region(name.c_str());
+    kairos_pop_region(name.c_str());
+  }
+  std::printf("odd names done\n");
+  return 0;
+}
+
 int disabled_thread() {
   std::thread quiet{[] {
     kairos_disable_thread();
@@ -128,6 +140,7 @@ int main(int argc, char** argv) {
   if (mode == "mismatch") return mismatch();
   if (mode == "fork") return fork_child();
   if (mode == "disabled-thread") return disabled_thread();
+  if (mode == "odd-names") return odd_names();
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }

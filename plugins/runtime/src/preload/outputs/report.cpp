@@ -17,6 +17,7 @@
 
 #include <kairos/plugins/database/outputs.hpp>
 #include <kairos/plugins/database/schema.hpp>
+#include <kairos/printable.hpp>
 #include <kairos/report.hpp>
 #include <kairos/report_json.hpp>
 
@@ -35,7 +36,7 @@ nlohmann::json threads_json() {
     list.push_back({{"internal_id", record.internal_id},
                     {"sequent_id", record.sequent_id},
                     {"tid", record.tid},
-                    {"name", record.name_text()},
+                    {"name", printable(record.name_text())},
                     {"kairos_owned", record.kairos_owned},
                     {"start_ns", record.start_ns},
                     {"end_ns", record.end_ns.load()},
@@ -51,7 +52,7 @@ std::string threads_text() {
   threads().for_each([&](const thread_record& record) {
     if (++rows > thread_rows_shown) return;
     text += fmt::format("{:>10} {:>10} {:>8}  {:<16} {}\n", record.sequent_id, record.internal_id,
-                        record.tid, record.name_text(), record.kairos_owned ? "kairos" : "program");
+                        record.tid, printable(record.name_text()), record.kairos_owned ? "kairos" : "program");
   });
   if (rows > thread_rows_shown)
     text += fmt::format("... {} more threads (all of them in the JSON output)\n", rows - thread_rows_shown);
@@ -139,7 +140,8 @@ written_report write_report(const report_request& request) {
     written.failure = write_output(path, [&](std::ostream& file) {
       if (format == "text") {
         file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
-                            runtime_report_version, request.command_line, getpid(), request.end_reason);
+                            runtime_report_version, printable(request.command_line), getpid(),
+                            request.end_reason);
         if (have_database) {
           auto profile = database::open_profile(database_path);
           database::write_text(profile, file);
@@ -158,7 +160,7 @@ written_report write_report(const report_request& request) {
         database::write_folded(profile, file);
       } else if (format == "json") {
         nlohmann::json document{{"kairos_report_version", runtime_report_version},
-                                {"command", request.command_line},
+                                {"command", printable(request.command_line)},
                                 {"pid", getpid()},
                                 {"ppid", getppid()},
                                 {"end_reason", request.end_reason},
@@ -167,7 +169,7 @@ written_report write_report(const report_request& request) {
                                 {"threads", threads_json()},
                                 {"regions", kairos::to_json(data)},
                                 {"profile", profile_summary(database_path)}};
-        file << document.dump(1) << "\n";
+        file << document.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       }
     });
     if (written.failure) break;

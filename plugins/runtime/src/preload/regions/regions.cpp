@@ -16,6 +16,7 @@
 #include <kairos/component_list.hpp>
 #include <kairos/component_tuple.hpp>
 #include <kairos/components.hpp>
+#include <kairos/printable.hpp>
 #include <kairos/storage/stored.hpp>
 
 #include "preload/support/bounded_wait.hpp"
@@ -86,6 +87,7 @@ regions_globals& all() {
 
 constexpr std::size_t component_count = std::tuple_size_v<builtin_components>;
 constexpr int mismatches_shown = 5;
+constexpr std::size_t shown_name_bytes = 120;  // of a name in a stderr line
 
 std::array<bool, component_count> enabled_components{};
 bool only_wall_clock = false;
@@ -169,13 +171,14 @@ void pop_region(const char* name) {
     if (stack.empty()) {
       report_mismatch(fmt::format("kairos_pop_region(\"{}\") on thread {} (tid {}) but no region "
                                   "is open there; the pop is ignored",
-                                  given, record.sequent_id, record.tid));
+                                  printable(given, shown_name_bytes), record.sequent_id, record.tid));
       return;
     }
     if (*stack.back().name != given) {
       report_mismatch(fmt::format("kairos_pop_region(\"{}\") on thread {} (tid {}) but the "
                                   "innermost open region is \"{}\"; the pop is ignored",
-                                  given, record.sequent_id, record.tid, *stack.back().name));
+                                  printable(given, shown_name_bytes), record.sequent_id, record.tid,
+                                  printable(*stack.back().name, shown_name_bytes)));
       return;
     }
     auto& region = stack.back();
