@@ -96,7 +96,7 @@ void per_process(benchmark::internal::Benchmark* benchmark) {
 
 int main(int argc, char** argv) {
   using kairos::benchmarks::run_and_print_ratios;
-  if (std::getenv("KAIROS_BENCH_CHILD") != nullptr) {
+  if (std::getenv("BENCH_RUNTIME_CHILD") != nullptr) {
     benchmark::RegisterBenchmark("user_api_with_kairos", user_api_with_kairos);
     benchmark::RegisterBenchmark("stored_region", stored_region);
     return run_and_print_ratios(argc, argv, {{"user_api_with_kairos", "stored_region", 3.0}});
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
        {"user_api_without_kairos", "empty_function_calls", 2.0}});
   std::fflush(stdout);
   // Part 2 needs libkairos.so loaded: this program again, under kairos-run, with the same options.
-  setenv("KAIROS_BENCH_CHILD", "1", 1);
+  setenv("BENCH_RUNTIME_CHILD", "1", 1);
   setenv("KAIROS_OUTPUT_PATH", (scratch_directory + "/regions-%pid%").c_str(), 1);
   char self[4096] = {};
   if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) return 1;
