@@ -6,6 +6,7 @@
 # Usage: benchmarks/compile_time.sh [compiler (default c++)] [runs (default 5)]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$root/scripts/install-deps.sh" "$root/benchmarks/debian-packages.txt"  # /usr/bin/time
 compiler=${1:-c++}
 runs=${2:-5}
 work=$(mktemp -d)

@@ -11,14 +11,18 @@
 
 #include <fmt/format.h>
 
+#include "smoke.hpp"
+
 namespace kairos::benchmarks {
 
-// Keeps the median real time of every benchmark, in nanoseconds whatever its display unit,
-// while the console reporter prints as usual.
+// Keeps the median real time of every benchmark, in nanoseconds whatever its display unit, and
+// the spread of its repetitions (coefficient of variation), while the console reporter prints as
+// usual.
 class median_collector : public ::benchmark::ConsoleReporter {
  public:
   median_collector() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular) {}
   std::map<std::string, double> median_ns;
+  std::map<std::string, double> spread;  // standard deviation / mean of the repetitions
 
   static double nanoseconds_per_unit(::benchmark::TimeUnit unit) {
     switch (unit) {
@@ -30,10 +34,14 @@ class median_collector : public ::benchmark::ConsoleReporter {
   }
 
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& run : runs)
-      if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median")
+    for (const auto& run : runs) {
+      if (run.run_type != Run::RT_Aggregate) continue;
+      if (run.aggregate_name == "median")
         median_ns[run.run_name.function_name] =
             run.GetAdjustedRealTime() * nanoseconds_per_unit(run.time_unit);
+      else if (run.aggregate_name == "cv")
+        spread[run.run_name.function_name] = run.real_accumulated_time;
+    }
     ConsoleReporter::ReportRuns(runs);
   }
 };
@@ -44,34 +52,56 @@ struct ratio_claim {
   double limit;  // the ratio the project promises to stay under
 };
 
-// Runs every registered benchmark (repetitions and interleaving unless the command line says
-// otherwise) and prints "ratio" lines; returns 0 even when a claim is missed: a claim is data.
-inline int run_and_print_ratios(int argc, char** argv, const std::vector<ratio_claim>& claims) {
-  std::vector<char*> arguments(argv, argv + argc);
-  std::string repetitions = "--benchmark_repetitions=15";
-  std::string interleave = "--benchmark_enable_random_interleaving=true";
-  std::string aggregates = "--benchmark_report_aggregates_only=true";
-  std::string min_time = "--benchmark_min_time=0.05";
-  for (auto* option : {&repetitions, &interleave, &aggregates, &min_time})
-    arguments.insert(arguments.begin() + 1, option->data());
-  int count = static_cast<int>(arguments.size());
-  ::benchmark::Initialize(&count, arguments.data());
-  median_collector reporter;
-  ::benchmark::RunSpecifiedBenchmarks(&reporter);
-  ::benchmark::Shutdown();
-
-  fmt::print("\n{:<44} {:>10} {:>10} {:>8} {:>8}\n", "ratio (median of repetitions)", "ns",
-             "base ns", "ratio", "limit");
+// Prints one "ratio" line a claim: both medians with their spread (cv), the ratio and the limit.
+// Returns false if a claim could not be computed (a benchmark skipped, failed or misnamed): that
+// prints MISSING and fails the program, since a broken benchmark must not pass for a fast one.
+// A claim over its limit is data, not a failure.
+inline bool print_ratios(const median_collector& reporter, const std::vector<ratio_claim>& claims) {
+  fmt::print("\n{:<52} {:>10} {:>6} {:>10} {:>6} {:>8} {:>8}\n", "ratio (median of repetitions)",
+             "ns", "cv", "base ns", "cv", "ratio", "limit");
+  bool all_printed = true;
   for (const auto& claim : claims) {
     const auto measured = reporter.median_ns.find(claim.measured);
     const auto baseline = reporter.median_ns.find(claim.baseline);
-    if (measured == reporter.median_ns.end() || baseline == reporter.median_ns.end()) continue;
+    const std::string name = claim.measured + " / " + claim.baseline;
+    if (measured == reporter.median_ns.end() || baseline == reporter.median_ns.end() ||
+        !(baseline->second > 0)) {
+      fmt::print("{:<52} MISSING: a side did not run (skipped or failed, see above)\n", name);
+      all_printed = false;
+      continue;
+    }
+    auto spread_of = [&](const std::string& benchmark) {
+      const auto found = reporter.spread.find(benchmark);
+      return found == reporter.spread.end() ? 0.0 : found->second * 100.0;
+    };
     const double ratio = measured->second / baseline->second;
-    fmt::print("{:<44} {:>10.2f} {:>10.2f} {:>8.3f} {:>8.2f} {}\n",
-               claim.measured + " / " + claim.baseline, measured->second, baseline->second, ratio,
-               claim.limit, ratio <= claim.limit ? "ok" : "OVER");
+    fmt::print("{:<52} {:>10.2f} {:>5.1f}% {:>10.2f} {:>5.1f}% {:>8.3f} {:>8.2f} {}\n", name,
+               measured->second, spread_of(claim.measured), baseline->second,
+               spread_of(claim.baseline), ratio, claim.limit, ratio <= claim.limit ? "ok" : "OVER");
   }
-  return 0;
+  return all_printed;
+}
+
+// Runs every registered benchmark, repetitions of all of them interleaved at random (unless the
+// command line says otherwise), and prints the claims' ratios; returns the program's exit status.
+inline int run_and_print_ratios(int argc, char** argv, const std::vector<ratio_claim>& claims) {
+  std::vector<char*> arguments(argv, argv + argc);
+  std::vector<std::string> options = {"--benchmark_repetitions=15",
+                                      "--benchmark_enable_random_interleaving=true",
+                                      "--benchmark_report_aggregates_only=true",
+                                      "--benchmark_min_time=0.05"};
+  for (auto& option : options) arguments.insert(arguments.begin() + 1, option.data());
+  // Smoke: appended last, so they win over the defaults and the command line.
+  std::vector<std::string> smoke = {"--benchmark_repetitions=3", "--benchmark_min_time=0.001"};
+  if (smoke_run())
+    for (auto& option : smoke) arguments.push_back(option.data());
+  int count = static_cast<int>(arguments.size());
+  ::benchmark::Initialize(&count, arguments.data());
+  if (::benchmark::ReportUnrecognizedArguments(count, arguments.data())) return 2;
+  median_collector reporter;
+  ::benchmark::RunSpecifiedBenchmarks(&reporter);
+  ::benchmark::Shutdown();
+  return print_ratios(reporter, claims) ? 0 : 1;
 }
 
 }  // namespace kairos::benchmarks

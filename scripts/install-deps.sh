@@ -27,7 +27,14 @@ done
 
 echo "[kairos] installing missing Debian packages: ${missing[*]}"
 as_root=()
-[ "$(id -u)" -ne 0 ] && as_root=(sudo)
+if [ "$(id -u)" -ne 0 ]; then
+  # A fresh Debian has no sudo: then the one thing to do is say what root must run.
+  if ! command -v sudo >/dev/null; then
+    echo "[kairos] not root and no sudo here; as root, run: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  as_root=(sudo)
+fi
 export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" apt-get update -qq
 "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -7,14 +7,17 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <kairos/plugins/papi.hpp>
 #if KAIROS_BENCH_WITH_SDE
 #include <sde_lib.h>
+#endif
 
 #include "median.hpp"
-#endif
+#include "smoke.hpp"
 
 namespace {
 
@@ -84,38 +87,56 @@ double nanoseconds_per_call(Operation operation, int calls) {
 
 using kairos::benchmarks::median;
 
+// Rounds alternate between the raw event set and papi_vector so both see the same machine load.
+// Each side runs on a thread of its own: PAPI runs one event set per component and thread, and
+// papi_vector keeps its thread's set running between phases.
 void print_side_by_side() {
   if (!kairos::papi_vector::available())
     std::printf("PAPI CPU counters skipped: %s\n", kairos::papi_vector::unavailable_reason().c_str());
-  kairos::papi_vector counters{work_items_event};
-  if (!counters.events()[0].counting) {
-    std::printf("PAPI sde comparison skipped: %s\n",
-                counters.events()[0].unavailable_reason.c_str());
-    return;
+  {
+    kairos::papi_vector probe{work_items_event};
+    if (!probe.events()[0].counting) {
+      std::printf("PAPI sde comparison skipped: %s\n", probe.events()[0].unavailable_reason.c_str());
+      return;
+    }
   }
-  // A raw event set of the same event, on the same thread (a second set of the sde component
-  // cannot run at the same time, so the raw set is measured before kairos's set starts).
-  int raw_set = PAPI_NULL;
-  PAPI_create_eventset(&raw_set);
-  PAPI_add_named_event(raw_set, work_items_event);
-  PAPI_start(raw_set);
-  long long value = 0;
-  constexpr int rounds = 21;
-  constexpr int calls = 50'000;
-  std::vector<double> raw_ns;
-  for (int round = 0; round < rounds; ++round)
-    raw_ns.push_back(nanoseconds_per_call([&] { PAPI_read(raw_set, &value); }, calls));
-  PAPI_stop(raw_set, &value);
-  PAPI_cleanup_eventset(raw_set);
-  PAPI_destroy_eventset(&raw_set);
-  std::vector<double> phase_ns;
-  for (int round = 0; round < rounds; ++round)
-    phase_ns.push_back(nanoseconds_per_call([&] { counters.start(); counters.stop(); }, calls));
-  std::printf("raw PAPI_read, 1 sde event: %.0f ns; papi_vector start+stop: %.0f ns "
-              "(medians of %d rounds of %d calls)\n",
-              median(raw_ns), median(phase_ns), rounds, calls);
-  std::printf("ratio papi_vector start+stop vs two raw PAPI_read: %.2f (medians of %d)\n",
-              median(phase_ns) / (2 * median(raw_ns)), rounds);
+  using kairos::benchmarks::smoke_or;
+  const int rounds = smoke_or(3, 21);
+  const int calls = smoke_or(1'000, 50'000);
+  std::vector<double> raw_ns, phase_ns, ratio;
+  for (int round = 0; round < rounds; ++round) {
+    double raw = 0, phase = 0;
+    std::thread{[&] {
+      int raw_set = PAPI_NULL;
+      long long value = 0;
+      PAPI_create_eventset(&raw_set);
+      PAPI_add_named_event(raw_set, work_items_event);
+      PAPI_start(raw_set);
+      raw = nanoseconds_per_call([&] { PAPI_read(raw_set, &value); }, calls);
+      PAPI_stop(raw_set, &value);
+      PAPI_cleanup_eventset(raw_set);
+      PAPI_destroy_eventset(&raw_set);
+    }}.join();
+    std::thread{[&] {
+      kairos::papi_vector counters{work_items_event};
+      counters.start();  // the first start creates and starts the thread's set: not timed
+      counters.stop();
+      phase = nanoseconds_per_call([&] { counters.start(); counters.stop(); }, calls);
+    }}.join();
+    raw_ns.push_back(raw);
+    phase_ns.push_back(phase);
+    ratio.push_back(phase / (2 * raw));
+  }
+  const auto spread = [](const std::vector<double>& values) {
+    return std::make_pair(*std::min_element(values.begin(), values.end()),
+                          *std::max_element(values.begin(), values.end()));
+  };
+  std::printf("raw PAPI_read, 1 sde event: %.1f ns (%.1f–%.1f); papi_vector start+stop: %.1f ns "
+              "(%.1f–%.1f) (medians (min–max) of %d interleaved rounds of %d calls)\n",
+              median(raw_ns), spread(raw_ns).first, spread(raw_ns).second, median(phase_ns),
+              spread(phase_ns).first, spread(phase_ns).second, rounds, calls);
+  std::printf("ratio papi_vector start+stop vs two raw PAPI_read: %.2f (%.2f–%.2f) (median of %d)\n",
+              median(ratio), spread(ratio).first, spread(ratio).second, rounds);
 }
 
 }  // namespace

@@ -14,13 +14,14 @@ endfunction()
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${build} -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX}
     -DCMAKE_INSTALL_PREFIX=${prefix} -DKAIROS_BUILD_TESTS=OFF -DKAIROS_BUILD_EXAMPLES=OFF
     -DKAIROS_BUILD_BENCHMARKS=OFF)
-run(${CMAKE_COMMAND} --build ${build})
+# One job: ctest runs this beside other tests, some of them timing-sensitive, in one of its slots.
+run(${CMAKE_COMMAND} --build ${build} --parallel 1)
 run(${CMAKE_COMMAND} --install ${build})
 
 set(consumer ${WORK_DIR}/consumer-build)
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${consumer} -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix})
-run(${CMAKE_COMMAND} --build ${consumer})
+run(${CMAKE_COMMAND} --build ${consumer} --parallel 1)
 run(${consumer}/consumer)
 if(EXISTS ${consumer}/consumer_database)
   run(${consumer}/consumer_database)

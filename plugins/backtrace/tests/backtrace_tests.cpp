@@ -192,17 +192,28 @@ TEST_CASE("a nested capture on the same thread (inside the dynamic loader guard)
   CHECK(symbolizer.resolve(stack.lookup_address(0)).module.find("kairos_backtrace_tests") != std::string::npos);
 }
 
+namespace {
+struct counts_cleanup {
+  int& cleanups;
+  ~counts_cleanup() { ++cleanups; }
+};
+[[gnu::noinline]] void throw_through_frames(int depth, int& cleanups) {
+  counts_cleanup cleanup{cleanups};
+  if (depth == 1) throw std::runtime_error("thrown through 3 frames");
+  throw_through_frames(depth - 1, cleanups);
+  asm volatile("" ::: "memory");  // not a tail call: each frame stays on the stack
+}
+}  // namespace
+
 TEST_CASE("linking kairos::backtrace leaves C++ exceptions on libgcc's unwinder, not libunwind's") {
   Dl_info info{};
   REQUIRE(dladdr(reinterpret_cast<void*>(&_Unwind_RaiseException), &info) != 0);
   CHECK(std::string{info.dli_fname}.find("libgcc_s") != std::string::npos);
-  bool caught = false;
-  try {
-    throw std::runtime_error("thrown through the program's unwinder");
-  } catch (const std::runtime_error&) {
-    caught = true;
-  }
-  CHECK(caught);
+  // And that unwinder runs the cleanups of every frame it crosses and delivers the exception whole.
+  int cleanups = 0;
+  CHECK_THROWS_WITH_AS(throw_through_frames(3, cleanups), "thrown through 3 frames",
+                       std::runtime_error);
+  CHECK(cleanups == 3);
 }
 
 TEST_CASE("backtrace_timestamp is the wall-clock time of the sample") {

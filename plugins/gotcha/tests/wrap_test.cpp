@@ -132,7 +132,7 @@ TEST_CASE("a library loaded with dlopen after wrapping is wrapped") {
   dlclose(later);
 }
 
-TEST_CASE("dlsym of a wrapped name returns the wrapper; RTLD_NEXT still finds the original") {
+TEST_CASE("dlsym of a wrapped name returns the wrapper while RTLD_NEXT still finds the original") {
   unwrap_at_end cleanup;
   call_log::reset();
   void* original = dlsym(RTLD_DEFAULT, "kgt_add");

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -17,6 +18,8 @@
 #include <kairos/component_tuple.hpp>
 #include <kairos/components/wall_clock.hpp>
 #include <kairos/plugins/perf.hpp>
+
+#include "kairos_test_skip.hpp"
 
 namespace {
 
@@ -44,9 +47,30 @@ std::string rejection_message(std::initializer_list<std::string_view> names) {
   return {};
 }
 
+// Where perf_event_open refuses even software events (non-root at perf_event_paranoid 3, a
+// seccomp profile), the tests that count say so and are skipped; the runtime takes its timer then.
+// Use: if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
+std::optional<std::string> perf_refused() {
+  if (kairos::perf_counters::available()) return std::nullopt;
+  return "perf_event_open refuses software events here: " + kairos::perf_counters::unavailable_reason();
+}
+
+bool has_pmu() { return kairos::perf_counters::available("instructions"); }
+
 }  // namespace
 
-TEST_CASE("perf_counters is available here because software events open") {
+TEST_CASE("where perf_event_open is refused, perf_counters is unavailable with the kernel's reason") {
+  if (kairos::perf_counters::available())
+    return kairos_test::skip("perf_event_open opens software events here");
+  CHECK(kairos::perf_counters::unavailable_reason().find("(E") != std::string::npos);
+  kairos::perf_counters counters{"task-clock"};
+  counters.start();
+  counters.stop();
+  CHECK_FALSE(counters.value_of("task-clock").has_value());
+}
+
+TEST_CASE("perf_counters is available where software events open") {
+  if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
   CHECK(kairos::perf_counters::available());
   CHECK(kairos::perf_counters::unavailable_reason().empty());
   CHECK(kairos::perf_counters::available("task-clock"));
@@ -54,6 +78,7 @@ TEST_CASE("perf_counters is available here because software events open") {
 }
 
 TEST_CASE("task-clock over a 100 ms CPU spin reads 90 to 110 ms") {
+  if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
   kairos::perf_counters counters{"task-clock"};
   counters.start();
   spin_for_cpu_ms(100);
@@ -66,6 +91,7 @@ TEST_CASE("task-clock over a 100 ms CPU spin reads 90 to 110 ms") {
 }
 
 TEST_CASE("page-faults rise by at least half the pages when 64 MiB of fresh memory is touched") {
+  if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
   constexpr std::size_t bytes = 64u << 20;
   constexpr std::size_t page = 4096;
   void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -85,6 +111,7 @@ TEST_CASE("page-faults rise by at least half the pages when 64 MiB of fresh memo
 }
 
 TEST_CASE("context-switches rise across sleeps") {
+  if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
   kairos::perf_counters counters{"context-switches"};
   counters.start();
   for (int sleep = 0; sleep < 20; ++sleep) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -93,16 +120,17 @@ TEST_CASE("context-switches rise across sleeps") {
   REQUIRE(statuses.size() == 1);
   REQUIRE(statuses[0].counting);
   if (statuses[0].user_space_only) {
-    // perf_event_paranoid forced exclude_kernel=1, and a switch happens in the kernel: 0 is right.
-    MESSAGE("context-switches counted user-space only here (perf_event_paranoid)");
+    // perf_event_paranoid forced exclude_kernel=1, and a switch happens in the kernel: nothing
+    // to count. What can be checked is that the reason is given.
     CHECK(statuses[0].note.find("perf_event_paranoid=") != std::string::npos);
-    CHECK(*counters.value_of("context-switches") >= 0.0);
-  } else {
-    CHECK(*counters.value_of("context-switches") >= 20.0);
+    return kairos_test::skip("context-switches counted user-space only here: " + statuses[0].note);
   }
+  CHECK(*counters.value_of("context-switches") >= 20.0);
+  CHECK(*counters.value_of("context-switches") <= 2000.0);
 }
 
 TEST_CASE("start and stop accumulate over phases and leave out what happens between them") {
+  if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
   kairos::perf_counters counters{"task-clock"};
   counters.start();
   spin_for_cpu_ms(30);
@@ -115,31 +143,48 @@ TEST_CASE("start and stop accumulate over phases and leave out what happens betw
   CHECK(*counters.value_of("task-clock") <= 70.0);
 }
 
-TEST_CASE("hardware events either count sensibly or are unavailable with the kernel's reason") {
+TEST_CASE("on a machine with a PMU, hardware events count a known loop") {
+  if (!has_pmu())
+    return kairos_test::skip("no hardware PMU here: " +
+                             kairos::perf_counters::unavailable_reason("instructions"));
+  kairos::perf_counters counters{"instructions", "cycles", "branch-instructions", "branch-misses"};
+  counters.start();
+  volatile std::uint64_t sink = 0;
+  for (std::uint64_t i = 0; i < 10'000'000; ++i) sink = sink + i;  // >= 4 instructions, 1 branch each
+  counters.stop();
+  for (const auto& status : counters.events()) CHECK_MESSAGE(status.counting, status.name);
+  const double instructions = *counters.value_of("instructions");
+  const double branches = *counters.value_of("branch-instructions");
+  CHECK(instructions >= 4e7);
+  CHECK(instructions <= 4e8);
+  CHECK(*counters.value_of("cycles") >= 1e6);
+  CHECK(branches >= 1e7);
+  CHECK(branches <= instructions);
+  CHECK(*counters.value_of("branch-misses") <= branches / 10);  // one loop branch, predicted
+}
+
+TEST_CASE("without a PMU, hardware events are unavailable with the kernel's reason") {
+  if (has_pmu()) return kairos_test::skip("this machine has a hardware PMU: its events count");
+  if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
   for (std::string_view name : {"instructions", "cycles", "branch-misses", "cache-misses"}) {
     CAPTURE(name);
     kairos::perf_counters counters{name};
     counters.start();
-    spin_for_cpu_ms(20);
+    spin_for_cpu_ms(5);
     counters.stop();
-    if (kairos::perf_counters::available(name)) {
-      REQUIRE(counters.value_of(name).has_value());
-      if (name == "instructions" || name == "cycles") CHECK(*counters.value_of(name) > 1e6);
-      else CHECK(*counters.value_of(name) >= 0.0);
-    } else {
-      const std::string reason = kairos::perf_counters::unavailable_reason(name);
-      CHECK(reason.find(std::string{name} + ": ") == 0);
-      CHECK(reason.find('(') != std::string::npos);  // the errno's name, e.g. (ENOENT)
-      CHECK_FALSE(counters.value_of(name).has_value());
-      REQUIRE(counters.events().size() == 1);
-      CHECK_FALSE(counters.events()[0].counting);
-      CHECK(counters.events()[0].unavailable_reason == reason);
-      MESSAGE(reason);
-    }
+    CHECK_FALSE(kairos::perf_counters::available(name));
+    const std::string reason = kairos::perf_counters::unavailable_reason(name);
+    CHECK(reason.find(std::string{name} + ": ") == 0);
+    CHECK(reason.find('(') != std::string::npos);  // the errno's name, e.g. (ENOENT)
+    CHECK_FALSE(counters.value_of(name).has_value());
+    REQUIRE(counters.events().size() == 1);
+    CHECK_FALSE(counters.events()[0].counting);
+    CHECK(counters.events()[0].unavailable_reason == reason);
   }
 }
 
 TEST_CASE("an event that cannot count does not take the rest of the group down") {
+  if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
   // The unavailable event (if any here) comes first: it would have been the group leader.
   kairos::perf_counters counters{"instructions", "task-clock", "page-faults", "cycles"};
   counters.start();
@@ -166,12 +211,14 @@ TEST_CASE("unknown event names are rejected with the list of valid ones") {
 }
 
 TEST_CASE("perf's short aliases name the same events") {
+  if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
   kairos::perf_counters counters{"cs", "faults", "context-switches"};
   CHECK(counters.events().size() == 2);  // cs and context-switches are one event
   CHECK(counters.value_of("cs").has_value());
 }
 
 TEST_CASE("counters count only their own thread: another thread's spin is not counted") {
+  if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
   kairos::perf_counters this_thread_counters{"task-clock"};
   double other_thread_task_clock_ms = 0.0;
   this_thread_counters.start();
@@ -190,6 +237,7 @@ TEST_CASE("counters count only their own thread: another thread's spin is not co
 }
 
 TEST_CASE("a bundle with perf_counters and a wall clock measures both") {
+  if (const auto refused = perf_refused()) return kairos_test::skip(*refused);
   kairos::component_tuple<kairos::wall_clock, kairos::perf_counters> bundle{"spin"};
   bundle.start();
   spin_for_cpu_ms(20);
@@ -201,11 +249,9 @@ TEST_CASE("a bundle with perf_counters and a wall clock measures both") {
 }
 
 TEST_CASE("more hardware events than the PMU holds are multiplexed and scaled to the whole phase") {
-  if (!kairos::perf_counters::available("instructions")) {
-    MESSAGE("no hardware PMU here: " << kairos::perf_counters::unavailable_reason("instructions"));
-    CHECK_FALSE(kairos::perf_counters::unavailable_reason("instructions").empty());
-    return;
-  }
+  if (!has_pmu())
+    return kairos_test::skip("no hardware PMU here: " +
+                             kairos::perf_counters::unavailable_reason("instructions"));
   auto fixed_work = [] {
     volatile std::uint64_t sink = 0;
     for (std::uint64_t i = 0; i < 50'000'000; ++i) sink = sink + i;

@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 
-from harness import Failure, check, run_named_test
+from harness import Failure, check, communicate, read_line, run_named_test, run_process
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_AVAIL = os.environ.get("KAIROS_AVAIL", "")
@@ -37,8 +37,8 @@ def clean_environment(**extra):
 
 
 def run(command, cwd, environment=None, stdin=None):
-    result = subprocess.run(command, cwd=cwd, env=environment or clean_environment(),
-                            stdin=stdin, capture_output=True, timeout=TIMEOUT)
+    result = run_process(command, TIMEOUT, cwd=cwd, env=environment or clean_environment(),
+                         stdin=stdin)
     return result.stdout, result.stderr, result.returncode
 
 
@@ -230,9 +230,9 @@ def signal_mid_run(directory, signal_number, name):
     def start(command):
         process = subprocess.Popen(command, cwd=directory, env=clean_environment(),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        check(process.stdout.readline() == b"ready\n", "the program started")
+        check(read_line(process, TIMEOUT) == b"ready\n", "the program started")
         process.send_signal(signal_number)
-        out, err = process.communicate(timeout=TIMEOUT)
+        out, err = communicate(process, TIMEOUT)
         return out, err, process.returncode
     plain = start([PROGRAM, "wait-for-signal"])
     profiled = start([KAIROS_RUN, "--", PROGRAM, "wait-for-signal"])
@@ -415,9 +415,8 @@ def test_output_path_keys(directory):
 
 def test_install_tree_works(directory):
     prefix = os.path.join(directory, "prefix")
-    result = subprocess.run(["cmake", "--install", BUILD_DIR, "--component", "runtime",
-                             "--prefix", prefix],
-                            capture_output=True, timeout=TIMEOUT)
+    result = run_process(["cmake", "--install", BUILD_DIR, "--component", "runtime",
+                          "--prefix", prefix], TIMEOUT)
     check(result.returncode == 0, result.stderr.decode())
     moved = os.path.join(directory, "moved")
     os.rename(prefix, moved)  # an install tree works wherever it is
