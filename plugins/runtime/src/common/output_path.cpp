@@ -1,5 +1,7 @@
 #include <kairos/runtime/output_path.hpp>
 
+#include <kairos/printable.hpp>
+
 #include <unistd.h>
 
 #include <array>
@@ -54,6 +56,8 @@ path_values path_values::of_this_process() {
 
 namespace {
 
+constexpr std::size_t shown_key_bytes = 120;  // of a bad key, in the error line
+
 // Walks `pattern`, calling on_text for literal text and on_key for each %key%; stops at the first
 // malformed or unknown key and returns its description.
 template <class OnText, class OnKey>
@@ -70,12 +74,12 @@ std::string walk(std::string_view pattern, OnText on_text, OnKey on_key) {
     on_text(pattern.substr(position, open - position));
     const auto close = pattern.find('%', open + 1);
     if (close == std::string_view::npos)
-      return "unterminated key '" + std::string{pattern.substr(open)} + "'";
+      return "unterminated key '" + printable(pattern.substr(open), shown_key_bytes) + "'";
     const auto key = pattern.substr(open + 1, close - open - 1);
     bool known = false;
     for (auto simple : simple_keys) known = known || key == simple;
     if (!known && key.starts_with("env{") && key.ends_with("}") && key.size() > 5) known = true;
-    if (!known) return "unknown key '%" + std::string{key} + "%'";
+    if (!known) return "unknown key '%" + printable(key, shown_key_bytes) + "%'";
     on_key(key);
     position = close + 1;
   }

@@ -16,25 +16,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <kairos/printable.hpp>
 #include <kairos/runtime/output_path.hpp>
 
 namespace kairos::runtime {
 namespace {
 
-// A value from the user, as an error line shows it: control characters escaped (a newline would
-// break the line), and at most 120 bytes of it (a 100,000-character value was echoed whole).
-std::string shown(std::string_view text) {
-  constexpr std::size_t shown_bytes = 120;
-  std::string result;
-  for (std::size_t i = 0; i < text.size() && i < shown_bytes; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) result += fmt::format("\\x{:02x}", c);
-    else if (c == '"' || c == '\\') (result += '\\') += static_cast<char>(c);
-    else result += static_cast<char>(c);
-  }
-  if (text.size() > shown_bytes) result += fmt::format("... ({} bytes in all)", text.size());
-  return result;
-}
+// A value from the user, as an error line shows it: escaped and capped (a 100,000-character
+// value was echoed whole), by the one helper every output uses.
+constexpr std::size_t shown_value_bytes = 120;
+std::string shown(std::string_view text) { return kairos::printable(text, shown_value_bytes); }
 
 }  // namespace
 
@@ -157,7 +148,7 @@ std::optional<std::string> check_value(const setting_definition& definition,
       for (const auto& item : items)
         if (!definition.choices.empty() && !is_choice(definition.choices, item))
           return fmt::format("a comma-separated list of {} ('{}' is not one of them)",
-                             definition.choices, item);
+                             definition.choices, shown(item));
       return std::nullopt;
     }
     case setting_type::path:
