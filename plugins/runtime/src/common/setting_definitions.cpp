@@ -2,6 +2,7 @@
 // describes it, the runtime and kairos-run read it.
 #include <array>
 
+#include <kairos/components.hpp>
 #include <kairos/runtime/settings.hpp>
 
 namespace kairos::runtime {
@@ -12,6 +13,23 @@ using enum setting_type;
 constexpr std::string_view component_names =
     "wall_clock,cpu_clock,thread_cpu_clock,user_clock,system_clock,peak_rss,page_rss,page_faults,"
     "context_switches";
+
+// The accepted names are the built-in components' labels, in kairos::builtin_components' order
+// (the one list of them): a component added there and not here fails to compile.
+template <class... Components>
+constexpr bool names_match(std::tuple<Components...>*) {
+  std::string_view rest = component_names;
+  bool match = true;
+  auto next = [&](std::string_view label) {
+    const auto comma = rest.find(',');
+    match = match && rest.substr(0, comma) == label;
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+  };
+  (next(Components::label()), ...);
+  return match && rest.empty();
+}
+static_assert(names_match(static_cast<builtin_components*>(nullptr)),
+              "KAIROS_COMPONENTS' accepted names and kairos::builtin_components disagree");
 
 constexpr double max_frequency_hz = 100'000;
 constexpr double max_seconds = 1e9;

@@ -48,6 +48,7 @@
 #include "preload/support/private_descriptor.hpp"
 #include "preload/support/problems.hpp"
 #include "preload/support/reentry_guard.hpp"
+#include "preload/support/signal_name.hpp"
 #include "preload/threads/thread_registry.hpp"
 
 extern char** environ;
@@ -106,13 +107,6 @@ long generation_of(pid_t pid) {
   const auto colon = value.find(':');
   if (colon == std::string::npos || value.substr(0, colon) != std::to_string(pid)) return 0;
   return std::strtol(value.c_str() + colon + 1, nullptr, 10);
-}
-
-std::string signal_name(int signal_number) {
-  if (signal_number >= SIGRTMIN && signal_number <= SIGRTMAX)
-    return fmt::format("SIGRTMIN+{}", signal_number - SIGRTMIN);
-  const char* name = sigabbrev_np(signal_number);
-  return name ? fmt::format("SIG{}", name) : std::to_string(signal_number);
 }
 
 std::string plural(std::uint64_t count, std::string_view noun) {

@@ -28,6 +28,7 @@
 #include "preload/support/clock.hpp"
 #include "preload/support/internal_thread.hpp"
 #include "preload/support/reentry_guard.hpp"
+#include "preload/support/signal_name.hpp"
 #include "preload/threads/thread_registry.hpp"
 
 namespace kairos::runtime {
@@ -436,7 +437,8 @@ void* control_main(void*) {
 // --- the signal ------------------------------------------------------------------------------
 
 // A real-time signal rather than SIGPROF: the program's own SIGPROF (setitimer, gperftools) keeps
-// working untouched. The first one, from SIGRTMIN + 6 up, that the program left at its default.
+// working untouched. The first one, from SIGRTMIN + 6 up, that the program left at its default;
+// `note` says so when it is not the first choice.
 int choose_signal(std::string& note) {
   const int preferred = SIGRTMIN + 6;
   for (int candidate = preferred; candidate <= SIGRTMAX; ++candidate) {
@@ -445,8 +447,8 @@ int choose_signal(std::string& note) {
     const bool taken = (current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL;
     if (taken) continue;
     if (candidate != preferred)
-      note = fmt::format("the program handles signal SIGRTMIN+{}; sampling uses SIGRTMIN+{} instead",
-                         preferred - SIGRTMIN, candidate - SIGRTMIN);
+      note = fmt::format("the program handles signal {}; sampling uses {} instead",
+                         signal_name(preferred), signal_name(candidate));
     return candidate;
   }
   return 0;
