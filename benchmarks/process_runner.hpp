@@ -1,8 +1,9 @@
 #pragma once
 // Whole processes for the benchmarks that compare them side by side: spawn with a clean KAIROS_*
-// environment (plus the given variables), stdout and stderr to /dev/null, wait, and report wall
-// time and rusage. `while_running(pid)` is called in a loop until the process ends (a poll of
-// its /proc entries, say); it should sleep a little itself.
+// environment (plus the given variables), stdout to `stdout_path` (default /dev/null), stderr to
+// /dev/null, wait, and report wall time and rusage. `while_running(pid)` is called in a loop until
+// the process ends (a poll of its /proc entries, say); it should sleep a little itself. A process
+// that fails ends the benchmark: a failed run must never count as a fast one.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -31,7 +32,8 @@ struct process_result {
 
 inline process_result run_process(std::vector<std::string> command,
                                   const std::vector<std::string>& extra_environment = {},
-                                  const std::function<void(pid_t)>& while_running = {}) {
+                                  const std::function<void(pid_t)>& while_running = {},
+                                  const std::string& stdout_path = "/dev/null") {
   std::vector<std::string> environment_text;
   for (char** entry = environ; *entry; ++entry)
     if (!std::string_view{*entry}.starts_with("KAIROS_")) environment_text.emplace_back(*entry);
@@ -43,7 +45,7 @@ inline process_result run_process(std::vector<std::string> command,
   envp.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   const auto start = std::chrono::steady_clock::now();
   pid_t pid = 0;

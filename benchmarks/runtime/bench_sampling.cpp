@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "median.hpp"
+#include "process_runner.hpp"
 #include "smoke.hpp"
 
 extern char** environ;
@@ -41,38 +42,17 @@ struct run_result {
 // the benchmark if the process fails: a failed run must not count as a fast one.
 run_result run(std::vector<std::string> command, const std::vector<std::string>& extra_environment,
                const std::string& output) {
-  std::vector<std::string> environment_text;
-  for (char** entry = environ; *entry; ++entry)
-    if (std::string_view{*entry}.substr(0, 7) != "KAIROS_") environment_text.emplace_back(*entry);
-  environment_text.insert(environment_text.end(), extra_environment.begin(), extra_environment.end());
-  std::vector<char*> argv, envp;
-  for (auto& word : command) argv.push_back(word.data());
-  argv.push_back(nullptr);
-  for (auto& word : environment_text) envp.push_back(word.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  const auto start = std::chrono::steady_clock::now();
-  pid_t pid = 0;
-  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()) != 0) std::exit(1);
-  int status = 0;
-  rusage usage{};
-  wait4(pid, &status, 0, &usage);
-  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  posix_spawn_file_actions_destroy(&actions);
+  const auto process = kairos::benchmarks::run_process(command, extra_environment, {}, output);
   long long three_quarters = 0, one_quarter = 0;
   FILE* printed = std::fopen(output.c_str(), "r");
   const bool read = printed && std::fscanf(printed, "cpu_ns three_quarters=%lld one_quarter=%lld",
                                            &three_quarters, &one_quarter) == 2;
   if (printed) std::fclose(printed);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !read) {
-    std::fprintf(stderr, "bench_sampling: %s failed (status %d) or printed no CPU times\n",
-                 command.front().c_str(), status);
+  if (!read) {
+    std::fprintf(stderr, "bench_sampling: %s printed no CPU times\n", command.front().c_str());
     std::exit(1);
   }
-  return {wall_s, usage.ru_maxrss, static_cast<double>(three_quarters + one_quarter) / 1e9};
+  return {process.wall_s, process.max_rss_kb, static_cast<double>(three_quarters + one_quarter) / 1e9};
 }
 
 // "median (min–max)" of a series.
