@@ -9,11 +9,7 @@
 //   peak RSS   the largest sample count that fits in about a minute (20 kHz × 2 threads × 25 s
 //              ≈ 1 million samples), RSS after 5 s vs after 25 s: bounded if equal.
 // Usage: bench_sampling [runs, default 5]. KAIROS_BENCHMARK_SMOKE=1: one short round, no long run.
-#include <fcntl.h>
-#include <spawn.h>
 #include <sqlite3.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
