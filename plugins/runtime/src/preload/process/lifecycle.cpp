@@ -187,6 +187,9 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   const auto sampling = sampling_totals();
   const losses lost{sampling.dropped, region_rows_dropped(), 0, sampling.unsampled_cpu_ns,
                     sampling.threads_blocking};
+  // Known only now: the CPU-time source turns from perf to the timer if the kernel refuses perf.
+  add_database_metadata("sampling_cpu_source", sampling.cpu_source);
+  add_database_metadata("sampling_signal", sampling.signal_number ? signal_name(sampling.signal_number) : "");
   add_database_metadata("dropped.samples", std::to_string(lost.samples));
   add_database_metadata("dropped.region_rows", std::to_string(lost.region_rows));
   add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
@@ -408,9 +411,6 @@ void initialize() {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (first_image) report(sampling.failure);
     if (first_image && !sampling.note.empty()) report(sampling.note);
-    const auto totals = sampling_totals();
-    add_database_metadata("sampling_cpu_source", totals.cpu_source);
-    add_database_metadata("sampling_signal", totals.signal_number ? signal_name(totals.signal_number) : "");
   }
   atexit(&finalize_at_exit);
   pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);

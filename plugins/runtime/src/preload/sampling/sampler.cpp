@@ -56,7 +56,12 @@ struct sampler_globals {
   std::mutex mutex;  // samplers and arming
   std::vector<thread_sampler*> samplers;
   sampler_window cpu, real;
-  cpu_source source = cpu_source::perf;
+  // perf until the kernel first refuses a task-clock event (paranoid level, seccomp), then the
+  // POSIX CPU timer for good. Not probed at start: every thread starts on the timer anyway, and
+  // a process that ends before its first thread is 20 ms old never calls perf_event_open (whose
+  // first call in a process the kernel sometimes holds for 10-35 ms).
+  std::atomic<cpu_source> source{cpu_source::perf};
+  bool perf_wanted_explicitly = false;  // KAIROS_SAMPLING_CPUTIME_SOURCE=perf: say so if refused
   int signal_number = 0;
   sample_delivery deliver = nullptr;
   std::atomic<bool> stopping{false};
@@ -174,11 +179,26 @@ void set_clocks_running(thread_sampler& sampler, bool running) noexcept {
   }
 }
 
+// The kernel refused a task-clock event for a reason that will not go away: the timer from now on.
+void fall_back_to_timer(int error) {
+  if (globals->source.exchange(cpu_source::posix_timer) == cpu_source::posix_timer) return;
+  if (globals->perf_wanted_explicitly)
+    report(fmt::format("KAIROS_SAMPLING_CPUTIME_SOURCE=perf but perf_event_open refuses a task-clock "
+                       "event here ({}; see /proc/sys/kernel/perf_event_paranoid); using the POSIX "
+                       "CPU timer",
+                       std::strerror(error)));
+}
+
 // A task-clock sampling event on `tid`, its overflow signal routed to that thread.
 owned_descriptor open_task_clock(pid_t tid, std::int64_t period_ns) {
   owned_descriptor event{perf::open_sampling_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK,
                                                    tid, static_cast<std::uint64_t>(period_ns))};
-  if (!event) return event;
+  if (!event) {
+    const int error = errno;
+    if (error == EACCES || error == EPERM || error == ENOENT || error == ENOSYS || error == EINVAL)
+      fall_back_to_timer(error);
+    return event;
+  }
   const int fd = event.get();
   f_owner_ex owner{F_OWNER_TID, tid};
   if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC | O_NONBLOCK) != 0 ||
@@ -464,13 +484,6 @@ void set_window(sampler_window& window, const settings& values, bool on, setting
   window.end_ns = seconds > 0 ? window.start_ns + static_cast<std::int64_t>(seconds * 1e9) : 0;
 }
 
-bool perf_task_clock_works() {
-  owned_descriptor probe{perf::open_sampling_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, 0, 1'000'000)};
-  const bool works = static_cast<bool>(probe);
-  probe.close_if_ours();
-  return works;
-}
-
 void account_ended(thread_sampler& sampler) {
   globals->delivered_by_ended += sampler.delivered.load();
   globals->dropped_by_ended += sampler.dropped.load();
@@ -495,11 +508,8 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
     return result;
   }
   const auto& wanted_source = values.text(setting::sampling_cputime_source);
-  const bool perf_works = wanted_source != "timer" && perf_task_clock_works();
-  if (wanted_source == "perf" && !perf_works && globals->cpu.enabled)
-    result.note = "KAIROS_SAMPLING_CPUTIME_SOURCE=perf but perf_event_open refuses a task-clock "
-                  "event here (see /proc/sys/kernel/perf_event_paranoid); using the POSIX CPU timer";
-  globals->source = perf_works ? cpu_source::perf : cpu_source::posix_timer;
+  globals->source = wanted_source == "timer" ? cpu_source::posix_timer : cpu_source::perf;
+  globals->perf_wanted_explicitly = wanted_source == "perf" && globals->cpu.enabled;
   struct sigaction action {};
   action.sa_sigaction = &on_sampling_signal;
   sigfillset(&action.sa_mask);  // nothing nests inside the handler
