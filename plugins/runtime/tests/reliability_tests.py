@@ -73,6 +73,31 @@ def test_bash_pipelines_keep_their_descriptors(directory):
               f"bash lost a descriptor: {err!r}")
 
 
+def test_kairos_descriptors_sit_above_the_programs(directory):
+    # Every descriptor kairos keeps while a program runs (perf events, the database and its
+    # journal, spill files, its stderr copy, and the ELF and debug files libdw reads to symbolize)
+    # sits at or above half the RLIMIT_NOFILE soft limit (at most 1000), never on a low number a
+    # program picks for itself.
+    import resource
+    import time
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    floor = min(soft // 2, 1000) if soft != resource.RLIM_INFINITY else 1000
+    process = subprocess.Popen([KAIROS_RUN, "--freq", "1000", "--", PROGRAM, "busy-until-signal"],
+                               cwd=directory, env=environment(), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+    try:
+        check(process.stdout.readline() == b"ready\n", "the program started")
+        time.sleep(1.5)  # samples taken, written and symbolized (libdw has opened its files)
+        low = {}
+        for fd in os.listdir(f"/proc/{process.pid}/fd"):
+            if 2 < int(fd) < floor:
+                low[int(fd)] = os.readlink(f"/proc/{process.pid}/fd/{fd}")
+    finally:
+        process.terminate()
+        process.wait(timeout=TIMEOUT)
+    check(not low, f"descriptors below {floor} that the program did not open: {low}")
+
+
 def test_program_that_closes_every_descriptor_is_still_sampled(directory):
     # close_range/closefrom (daemons, shells) close kairos's perf events too: kairos notices and
     # opens fresh ones, above the program's own numbers, and never writes to a reused number.

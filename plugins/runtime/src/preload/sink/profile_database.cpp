@@ -52,7 +52,9 @@ database_file& file() {
 }
 
 database::frame_info symbolize(std::uint64_t address) {
-  if (!file().symbols) file().symbols = std::make_unique<backtrace_symbolizer>();
+  // libdw keeps the ELF and debug files it reads open: above kairos's floor, like every
+  // descriptor kairos keeps, they never sit on a number the program uses.
+  if (!file().symbols) file().symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor);
   const auto& symbol = file().symbols->resolve(static_cast<std::uintptr_t>(address));
   database::frame_info frame;
   frame.address = address;

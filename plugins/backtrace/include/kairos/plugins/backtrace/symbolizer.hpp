@@ -60,9 +60,21 @@ class backtrace_symbolizer {
  public:
   static constexpr bool file_line_available_at_build = KAIROS_BACKTRACE_HAVE_LIBDW != 0;
 
-  backtrace_symbolizer() {
+  // `keep_descriptor`: applied to every file descriptor libdw opens and keeps (the ELF and debug
+  // files it reads), e.g. to move it out of the profiled program's way; nullptr keeps them as
+  // opened. One policy per process (libdw's callbacks are plain functions).
+  explicit backtrace_symbolizer(int (*keep_descriptor)(int) = nullptr) {
 #if KAIROS_BACKTRACE_HAVE_LIBDW
     if (dw_ == nullptr) return;
+    kept_descriptor_policy() = keep_descriptor;
+    if (keep_descriptor != nullptr) {
+      callbacks_.find_elf = &find_elf_kept;
+      callbacks_.find_debuginfo = &find_debuginfo_kept;
+      callbacks_.debuginfo_path = nullptr;
+      dwfl_ = dw_->dwfl_begin(&callbacks_);
+      report_modules();
+      return;
+    }
     callbacks_.find_elf = dw_->dwfl_linux_proc_find_elf;
     // Separate debug files by build id (/usr/lib/debug/.build-id, where Debian's -dbgsym packages
     // put them), not dwfl_standard_find_debuginfo: that one falls back to debuginfod, which
@@ -186,6 +198,23 @@ class backtrace_symbolizer {
   }
 
 #if KAIROS_BACKTRACE_HAVE_LIBDW
+  static int (*&kept_descriptor_policy())(int) {
+    static int (*policy)(int) = nullptr;
+    return policy;
+  }
+  static int keep(int fd) { return fd >= 0 && kept_descriptor_policy() ? kept_descriptor_policy()(fd) : fd; }
+  static int find_elf_kept(Dwfl_Module* module, void** user_data, const char* name, Dwarf_Addr base,
+                           char** file_name, Elf** elf) {
+    return keep(backtrace_detail::libdw()->dwfl_linux_proc_find_elf(module, user_data, name, base,
+                                                                     file_name, elf));
+  }
+  static int find_debuginfo_kept(Dwfl_Module* module, void** user_data, const char* name,
+                                 Dwarf_Addr base, const char* file_name, const char* debuglink,
+                                 GElf_Word crc, char** debuginfo_file_name) {
+    return keep(backtrace_detail::libdw()->dwfl_build_id_find_debuginfo(
+        module, user_data, name, base, file_name, debuglink, crc, debuginfo_file_name));
+  }
+
   // The line table names the innermost inlined code; the symbol names the function it was inlined
   // into. Keep them consistent: for inlined code, file:line is the call site of the outermost
   // inlined call, a line of `symbol.function` itself.
