@@ -102,7 +102,8 @@ constexpr std::array definitions{
                        "real-time sampler duration; empty = KAIROS_SAMPLING_DURATION", {}, 0,
                        max_seconds, true},
     setting_definition{"sampling_allocator_size", "KAIROS_SAMPLING_ALLOCATOR_SIZE", integer, "8",
-                       "sampling", "sampled threads served by one writer thread", {}, 1, 4096},
+                       "sampling", "live sampled threads one writer thread serves before another starts "
+                       "(writers retire when idle)", {}, 1, 4096},
     setting_definition{"use_temporary_files", "KAIROS_USE_TEMPORARY_FILES", boolean, "true",
                        "sampling", "writer threads spill samples to temporary files (unnamed, O_TMPFILE; "
                        "ingested into the database every flush interval)"},
