@@ -9,6 +9,7 @@
 
 #include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
+#include <kairos/runtime/time_windows.hpp>
 
 using namespace kairos::runtime;
 
@@ -216,4 +217,118 @@ TEST_CASE("a bad value is shown capped and with its control characters escaped")
   REQUIRE(escaped.problems().size() == 1);
   CHECK(escaped.problems()[0].find('\n') == std::string::npos);
   CHECK(escaped.problems()[0].find("a\\x0ab") != std::string::npos);
+}
+
+// --- time windows (docs/windows.md) ------------------------------------------------------------
+
+TEST_CASE("period specs: clock first or last, defaults, units, several in sequence") {
+  auto parsed = parse_periods("realtime:10:1:5 process_cputime:10:2:20, 10:250ms  instructions:100M:10M:0");
+  REQUIRE_FALSE(parsed.error);
+  const auto& specs = parsed.value;
+  REQUIRE(specs.size() == 4);
+  CHECK(specs[0].clock == window_clock::realtime);
+  CHECK(specs[0].delay == 10'000'000'000);
+  CHECK(specs[0].duration == 1'000'000'000);
+  CHECK(specs[0].repeat == 5);
+  CHECK(specs[1].clock == window_clock::process_cputime);
+  CHECK(specs[1].repeat == 20);
+  CHECK(specs[2].clock == window_clock::realtime);  // the default clock
+  CHECK(specs[2].duration == 250'000'000);
+  CHECK(specs[2].repeat == 1);                       // the default repeat
+  CHECK(specs[3].clock == window_clock::instructions);
+  CHECK(specs[3].delay == 100'000'000);
+  CHECK(specs[3].repeat == 0);
+  CHECK(specs[3].text == "instructions:100M:10M:0");
+
+  auto last = parse_periods("10:1:3:thread_cputime 1.5:50us:monotonic 0:2.25ms");
+  REQUIRE_FALSE(last.error);
+  CHECK(last.value[0].clock == window_clock::thread_cputime);
+  CHECK(last.value[0].repeat == 3);
+  CHECK(last.value[1].clock == window_clock::monotonic);
+  CHECK(last.value[1].delay == 1'500'000'000);
+  CHECK(last.value[1].duration == 50'000);
+  CHECK(last.value[2].duration == 2'250'000);
+  CHECK(parse_periods("").value.empty());
+  CHECK(parse_periods(" , ").value.empty());
+}
+
+TEST_CASE("a malformed period spec is named with its position and what is accepted") {
+  const auto error_of = [](const char* text) {
+    auto parsed = parse_periods(text);
+    REQUIRE(parsed.error);
+    return *parsed.error;
+  };
+  CHECK(error_of("realtime:10:x:5") == "spec 1 (\"realtime:10:x:5\"), character 13: the duration: \"x\" is not "
+                                       "a number of seconds with an optional unit s, ms, us or ns (10, 2.5, 250ms)");
+  CHECK(error_of("realtime:1:1 walltime:1:1").find("character 14: \"walltime\" is not a clock; clocks: realtime,") !=
+        std::string::npos);
+  CHECK(error_of("10M:1:realtime").find("\"10M\" counts instructions, but the realtime clock takes") != std::string::npos);
+  CHECK(error_of("instructions:1ms:1M").find("is a time, but the instructions clock takes a count") != std::string::npos);
+  CHECK(error_of("10m:1").find("\"10m\" is ambiguous") != std::string::npos);
+  CHECK(error_of("1:0").find("the duration is 0") != std::string::npos);
+  CHECK(error_of("1:1:-2").find("the repeat count \"-2\" is not an integer") != std::string::npos);
+  CHECK(error_of("1").find("has 1 number; a spec is delay:duration") != std::string::npos);
+  CHECK(error_of("1:2:3:4:5").find("has 5 numbers") != std::string::npos);
+  CHECK(error_of("1:1:0 2:2").find("spec 2 (\"2:2\", character 7) follows \"1:1:0\", which repeats until") !=
+        std::string::npos);
+  CHECK(error_of("instructions:1.5:1M").find("finer than 1 instruction") != std::string::npos);
+  CHECK(error_of("99999999999:1").find("too large") != std::string::npos);
+  CHECK(error_of("1..5:1").find("is not a number") != std::string::npos);
+}
+
+TEST_CASE("KAIROS_TRACE_PERIODS is checked when loaded; a bad one disables kairos, naming the spec") {
+  environment_block environment{"KAIROS_TRACE_PERIODS=realtime:1:1 process_cputime:1:zz"};
+  const auto values = settings::load(environment.get());
+  REQUIRE(values.problems().size() == 1);
+  CHECK(values.problems()[0].find("[kairos] KAIROS_TRACE_PERIODS=\"realtime:1:1 process_cputime:1:zz\" (from the "
+                                  "environment) is not valid: expected specs clock:delay:duration[:repeat]") == 0);
+  CHECK(values.problems()[0].find("spec 2 (\"process_cputime:1:zz\"), character 32: the duration") !=
+        std::string::npos);
+  CHECK_FALSE(values.usable());
+}
+
+TEST_CASE("a windows file: comments, a header, units; out-of-order windows are named by line") {
+  auto parsed = parse_windows_file("# phases\nclock,start,length\n realtime , 1 , 0.5 \n\ninstructions,100M,10M # B\n"
+                                   "realtime,2s,250ms\n",
+                                   "w.csv");
+  REQUIRE_FALSE(parsed.error);
+  REQUIRE(parsed.value.size() == 3);
+  CHECK(parsed.value[0].start == 1'000'000'000);
+  CHECK(parsed.value[0].length == 500'000'000);
+  CHECK(parsed.value[1].clock == window_clock::instructions);
+  CHECK(parsed.value[1].length == 10'000'000);
+  CHECK(parsed.value[2].text == "w.csv:6: realtime,2s,250ms");
+
+  auto overlap = parse_windows_file("realtime,2,1\nmonotonic,0,1\nrealtime,2.5,1\n", "w.csv");
+  REQUIRE(overlap.error);
+  CHECK(overlap.error->find("w.csv:3, column 10: this realtime window starts before the one of line 1 ends") == 0);
+  auto fields = parse_windows_file("realtime,1\n", "w.csv");
+  REQUIRE(fields.error);
+  CHECK(fields.error->find("w.csv:1, column 1: \"realtime,1\" has 2 fields; each line is clock,start,length") == 0);
+  auto missing = load_windows_file("/nonexistent/windows.csv");
+  REQUIRE(missing.error);
+  CHECK(missing.error->find("/nonexistent/windows.csv cannot be read: No such file or directory") == 0);
+}
+
+TEST_CASE("the window plan runs the specs one after another, then the file's windows") {
+  auto periods = parse_periods("realtime:1:1:2 monotonic:0:1");
+  auto fixed = parse_windows_file("instructions,5M,1M\n", "w.csv");
+  window_plan plan{std::move(periods.value), std::move(fixed.value)};
+  CHECK(plan.uses(window_clock::instructions));
+  CHECK_FALSE(plan.uses(window_clock::thread_cputime));
+  std::vector<std::pair<window_clock, std::int64_t>> seen;
+  while (auto window = plan.next()) {
+    CHECK(window->ordinal == static_cast<std::int64_t>(seen.size()) + 1);
+    seen.emplace_back(window->clock, window->cycle);
+  }
+  CHECK(seen == std::vector<std::pair<window_clock, std::int64_t>>{{window_clock::realtime, 1},
+                                                                  {window_clock::realtime, 2},
+                                                                  {window_clock::monotonic, 1},
+                                                                  {window_clock::instructions, 1}});
+  auto forever = window_plan{parse_periods("1:1:0").value, {}};
+  for (int i = 0; i < 1000; ++i) REQUIRE(forever.next());
+  auto dropped = window_plan{parse_periods("instructions:1M:1M:0").value, parse_windows_file("realtime,1,1", "w").value};
+  dropped.drop(window_clock::instructions);
+  CHECK(dropped.next()->clock == window_clock::realtime);
+  CHECK_FALSE(dropped.next());
 }

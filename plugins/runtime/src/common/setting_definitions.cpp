@@ -3,7 +3,9 @@
 #include <array>
 
 #include <kairos/components.hpp>
+#include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
+#include <kairos/runtime/time_windows.hpp>
 
 namespace kairos::runtime {
 namespace {
@@ -31,6 +33,25 @@ constexpr bool names_match(std::tuple<Components...>*) {
 static_assert(names_match(static_cast<builtin_components*>(nullptr)),
               "KAIROS_COMPONENTS' accepted names and kairos::builtin_components disagree");
 
+std::optional<std::string> check_output_path(std::string_view text) {
+  if (auto problem = check_path_pattern(text))
+    return "a path whose keys are among " + std::string{accepted_path_keys()} + " (" + *problem + ")";
+  return std::nullopt;
+}
+
+std::optional<std::string> check_periods(std::string_view text) {
+  auto periods = parse_periods(text);
+  if (!periods.error) return std::nullopt;
+  return "specs clock:delay:duration[:repeat] or delay:duration[:repeat][:clock], separated by spaces "
+         "or commas (kairos-avail --settings shows examples); " + *periods.error;
+}
+
+std::optional<std::string> check_windows_file(std::string_view text) {
+  auto windows = load_windows_file(std::string{text});
+  if (!windows.error) return std::nullopt;
+  return "a CSV file of clock,start,length lines; " + *windows.error;
+}
+
 constexpr double max_frequency_hz = 100'000;
 constexpr double max_seconds = 1e9;
 
@@ -52,7 +73,8 @@ constexpr std::array definitions{
     setting_definition{"output_path", "KAIROS_OUTPUT_PATH", path, "kairos-output/%exe%-%pid%",
                        "output",
                        "file stem of each process's outputs (extension added per format); keys "
-                       "%pid% %ppid% %hostname% %exe% %launch_date% %rank% %env{NAME}%"},
+                       "%pid% %ppid% %hostname% %exe% %launch_date% %rank% %env{NAME}%",
+                       {}, 0, 0, false, &check_output_path},
     setting_definition{"output_formats", "KAIROS_OUTPUT_FORMATS", list, "db,text,trace", "output",
                        "outputs written at exit: db (<stem>.db, the SQLite profile), text (<stem>.txt), "
                        "trace (<stem>.trace.json, Chrome trace), folded (<stem>.folded), json "
@@ -107,6 +129,17 @@ constexpr std::array definitions{
     setting_definition{"use_temporary_files", "KAIROS_USE_TEMPORARY_FILES", boolean, "true",
                        "sampling", "writer threads spill samples to temporary files (unnamed, O_TMPFILE; "
                        "ingested into the database every flush interval)"},
+    // windows (docs/windows.md): nothing is collected outside them
+    setting_definition{"trace_periods", "KAIROS_TRACE_PERIODS", text, "", "windows",
+                       "when to collect: specs clock:delay:duration:repeat run one after another, "
+                       "e.g. \"realtime:10:1:5 process_cputime:10:2:20\" (5 x: 10 s off, 1 s on; "
+                       "then 20 x by CPU time); the clock may come last; clocks realtime, monotonic, "
+                       "process_cputime, thread_cputime, instructions (10M); repeat 0: until exit",
+                       {}, 0, 0, true, &check_periods},
+    setting_definition{"trace_windows_file", "KAIROS_TRACE_WINDOWS_FILE", path, "", "windows",
+                       "CSV of irregular windows, one clock,start,length a line (instructions,100M,10M), "
+                       "counted from the process's start; they follow KAIROS_TRACE_PERIODS' windows",
+                       {}, 0, 0, true, &check_windows_file},
     // internal: set by kairos-run and the runtime to tie the processes of one launch together
     setting_definition{"launch_pid", "KAIROS_LAUNCH_PID", integer, "0", "internal",
                        "pid of the launched process (set by kairos-run); others are children", {},
@@ -126,7 +159,8 @@ constexpr bool rows_match_names() {
       "sampling_cputime", "sampling_cputime_source", "sampling_cputime_freq",
       "sampling_cputime_delay", "sampling_cputime_duration", "sampling_realtime",
       "sampling_realtime_freq", "sampling_realtime_delay", "sampling_realtime_duration",
-      "sampling_allocator_size", "use_temporary_files", "launch_pid", "launch_date",
+      "sampling_allocator_size", "use_temporary_files", "trace_periods", "trace_windows_file",
+      "launch_pid", "launch_date",
       "exec_generation"};
   if (std::size(names) != definitions.size()) return false;
   for (std::size_t i = 0; i < definitions.size(); ++i)

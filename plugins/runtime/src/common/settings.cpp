@@ -17,7 +17,6 @@
 #include <nlohmann/json.hpp>
 
 #include <kairos/printable.hpp>
-#include <kairos/runtime/output_path.hpp>
 
 namespace kairos::runtime {
 namespace {
@@ -118,9 +117,9 @@ std::vector<std::string> split_list(std::string_view text) {
   return items;
 }
 
-std::optional<std::string> check_value(const setting_definition& definition,
-                                       std::string_view text) {
-  if (definition.may_be_empty && trim(text).empty()) return std::nullopt;
+namespace {
+
+std::optional<std::string> check_type(const setting_definition& definition, std::string_view text) {
   switch (definition.type) {
     case setting_type::boolean:
       if (parse_boolean(text)) return std::nullopt;
@@ -152,14 +151,18 @@ std::optional<std::string> check_value(const setting_definition& definition,
       return std::nullopt;
     }
     case setting_type::path:
-      if (definition.variable == "KAIROS_OUTPUT_PATH") {
-        if (auto problem = check_path_pattern(text))
-          return "a path whose keys are among " + std::string{accepted_path_keys()} + " (" +
-                 *problem + ")";
-      }
-      return std::nullopt;
+      break;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> check_value(const setting_definition& definition,
+                                       std::string_view text) {
+  if (definition.may_be_empty && trim(text).empty()) return std::nullopt;
+  if (auto accepted = check_type(definition, text)) return accepted;
+  return definition.check ? definition.check(trim(text)) : std::nullopt;
 }
 
 settings::settings() {
@@ -247,8 +250,10 @@ int nesting_depth(std::string_view text) {
   return deepest;
 }
 
-// The file's text, or why it cannot be a config file ("a directory", "larger than 1 MiB", ...).
-std::optional<std::string> read_config_text(const std::string& path, std::string& why_not) {
+}  // namespace
+
+std::optional<std::string> read_bounded_text_file(const std::string& path, std::size_t max_bytes,
+                                                  std::string& why_not) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     why_not = std::strerror(errno);
@@ -260,8 +265,8 @@ std::optional<std::string> read_config_text(const std::string& path, std::string
     why_not = std::strerror(errno);
   } else if (!S_ISREG(status.st_mode)) {
     why_not = S_ISDIR(status.st_mode) ? "it is a directory" : "it is not a regular file";
-  } else if (static_cast<std::size_t>(status.st_size) > config_file_max_bytes) {
-    why_not = fmt::format("it is {} bytes, more than the {} accepted", status.st_size, config_file_max_bytes);
+  } else if (static_cast<std::size_t>(status.st_size) > max_bytes) {
+    why_not = fmt::format("it is {} bytes, more than the {} accepted", status.st_size, max_bytes);
   } else {
     std::string content(static_cast<std::size_t>(status.st_size), '\0');
     std::size_t done = 0;
@@ -278,11 +283,9 @@ std::optional<std::string> read_config_text(const std::string& path, std::string
   return text;
 }
 
-}  // namespace
-
 void settings::apply_config_file(const std::string& path) {
   std::string why_not;
-  const auto text = read_config_text(path, why_not);
+  const auto text = read_bounded_text_file(path, config_file_max_bytes, why_not);
   if (!text) {
     reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" cannot be used: {}; expected a "
                                 "readable JSON file of at most {} bytes; kairos is disabled for this run",
@@ -353,6 +356,7 @@ bool settings::category_usable(std::string_view category) const {
 
 bool settings::usable() const {
   return category_usable("general") && category_usable("output") && category_usable("regions") &&
+         category_usable("windows") &&
          boolean(setting::enabled);
 }
 

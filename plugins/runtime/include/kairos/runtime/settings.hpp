@@ -25,12 +25,15 @@ struct setting_definition {
   std::string_view variable;       // environment variable: "KAIROS_SAMPLING_FREQ"
   setting_type type;
   std::string_view default_value;  // as text; "" for "unset" (see may_be_empty)
-  std::string_view category;       // "general", "output", "regions", "sampling", "internal"
+  std::string_view category;       // "general", "output", "regions", "sampling", "windows", "internal"
   std::string_view description;
   std::string_view choices = {};   // comma-separated accepted words (text, list); "" = any
   double minimum = 0;              // integer and number: accepted range
   double maximum = 0;
   bool may_be_empty = false;       // "" means "inherit" or "not set"
+  // A check beyond the type's (a path pattern's keys, a window spec): nullopt when accepted, else
+  // what is accepted and where the value departs from it.
+  std::optional<std::string> (*check)(std::string_view text) = nullptr;
 };
 
 // Every setting, by name: the table's rows in order (setting_definitions()[index] is the row of
@@ -45,6 +48,7 @@ enum class setting : std::size_t {
   sampling_cputime_duration,
   sampling_realtime, sampling_realtime_freq, sampling_realtime_delay, sampling_realtime_duration,
   sampling_allocator_size, use_temporary_files,
+  trace_periods, trace_windows_file,
   launch_pid, launch_date, exec_generation,
 };
 
@@ -58,6 +62,10 @@ const setting_definition* find_setting(std::string_view name_or_variable);
 std::optional<std::string> check_value(const setting_definition& definition, std::string_view text);
 // "true", "1", "yes", "on" (any case) → true; "false", "0", "no", "off" → false.
 std::optional<bool> parse_boolean(std::string_view text);
+// The text of a regular file of at most `max_bytes`, or why not ("it is a directory", the errno
+// text, ...) in `why_not`: the one way kairos reads a user's file.
+std::optional<std::string> read_bounded_text_file(const std::string& path, std::size_t max_bytes,
+                                                  std::string& why_not);
 // "a, b,c" → {"a", "b", "c"}.
 std::vector<std::string> split_list(std::string_view text);
 
