@@ -5,8 +5,8 @@
 namespace kairos::database {
 namespace {
 
-// Strings are interned; every event row carries the time window it belongs to (0: the whole run;
-// the window table arrives with the time windows that fill it);
+// Strings are interned; every event row carries the time window it belongs to (0: no windows
+// were set; else the window table's ordinal);
 // each distinct call stack is stored once, as a trie of (parent, frame) nodes.
 constexpr const char* schema_sql = R"sql(
 CREATE TABLE metadata (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,7 +41,16 @@ CREATE TABLE counter (
 CREATE TABLE region (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
   name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
-  depth INTEGER NOT NULL, window INTEGER NOT NULL DEFAULT 0);
+  depth INTEGER NOT NULL, window INTEGER NOT NULL DEFAULT 0,
+  clipped INTEGER NOT NULL DEFAULT 0);  -- 1: start cut to its window's opening, 2: end to its closing
+-- Time windows (docs/windows.md): amounts in the clock's units (ns, or instructions) counted from
+-- the process's start; actual_* and *_ns are NULL for a window that never opened.
+CREATE TABLE window (
+  ordinal INTEGER PRIMARY KEY, spec TEXT NOT NULL, clock TEXT NOT NULL,
+  planned_start INTEGER NOT NULL, planned_end INTEGER NOT NULL,
+  actual_start INTEGER, actual_end INTEGER, start_ns INTEGER, end_ns INTEGER,
+  samples INTEGER NOT NULL DEFAULT 0, regions INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX sample_window ON sample (window);
 CREATE INDEX sample_stack ON sample (stack);
 CREATE INDEX sample_thread_time ON sample (thread, time_ns);
 CREATE INDEX region_thread_time ON region (thread, start_ns);
@@ -78,35 +87,48 @@ LEFT JOIN string AS leaf_name ON leaf_name.id = frame.function;
 -- anywhere on the stack (once per sample, however often it recurs). Samples are first summed per
 -- (thread, stack), so the stack walk runs once per distinct stack, not once per sample.
 CREATE VIEW stack_weights AS
-SELECT thread, stack, SUM(weight_ns) AS weight_ns, COUNT(*) AS samples
-FROM sample WHERE stack IS NOT NULL GROUP BY thread, stack;
+SELECT thread, window, stack, SUM(weight_ns) AS weight_ns, COUNT(*) AS samples
+FROM sample WHERE stack IS NOT NULL GROUP BY thread, window, stack;
 
 CREATE VIEW top_functions_by_thread AS
 WITH weights AS (SELECT * FROM stack_weights),
 self_weight AS (
-  SELECT weights.thread AS thread, frame.function AS function, SUM(weights.weight_ns) AS self
+  SELECT weights.thread AS thread, weights.window AS window, frame.function AS function,
+         SUM(weights.weight_ns) AS self
   FROM weights JOIN stack ON stack.id = weights.stack JOIN frame ON frame.id = stack.frame
-  GROUP BY weights.thread, frame.function),
+  GROUP BY weights.thread, weights.window, frame.function),
 total_weight AS (
-  SELECT weights.thread AS thread, stack_functions.function AS function,
+  SELECT weights.thread AS thread, weights.window AS window, stack_functions.function AS function,
          SUM(weights.weight_ns) AS total
   FROM weights JOIN stack_functions ON stack_functions.stack = weights.stack
-  GROUP BY weights.thread, stack_functions.function)
-SELECT total_weight.thread AS thread, string.value AS name,
+  GROUP BY weights.thread, weights.window, stack_functions.function)
+SELECT total_weight.thread AS thread, total_weight.window AS window, string.value AS name,
        COALESCE(self_weight.self, 0) AS self, total_weight.total AS total
 FROM total_weight
 JOIN string ON string.id = total_weight.function
 LEFT JOIN self_weight ON self_weight.thread = total_weight.thread
+                     AND self_weight.window = total_weight.window
                      AND self_weight.function = total_weight.function;
 
+-- The whole run; top_functions_by_window splits it by time window.
 CREATE VIEW top_functions AS
 SELECT name, SUM(self) AS self, SUM(total) AS total
 FROM top_functions_by_thread GROUP BY name;
 
+CREATE VIEW top_functions_by_window AS
+SELECT window, name, SUM(self) AS self, SUM(total) AS total
+FROM top_functions_by_thread GROUP BY window, name;
+
+CREATE VIEW windows AS
+SELECT ordinal, spec, clock, planned_start, planned_end, actual_start, actual_end,
+       actual_start - planned_start AS start_error, actual_end - planned_end AS end_error,
+       start_ns, end_ns, end_ns - start_ns AS duration_ns, samples, regions
+FROM window;
+
 CREATE VIEW regions AS
 SELECT string.value AS name, region.thread AS thread, region.start_ns AS start_ns,
        region.end_ns AS end_ns, region.end_ns - region.start_ns AS duration_ns,
-       region.depth AS depth, region.window AS window
+       region.depth AS depth, region.window AS window, region.clipped AS clipped
 FROM region JOIN string ON string.id = region.name;
 
 CREATE VIEW threads AS

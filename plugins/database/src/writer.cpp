@@ -34,11 +34,14 @@ struct profile_writer::statements {
         counter{database,
                 "INSERT INTO counter (thread, time_ns, name, value, window) VALUES (?, ?, ?, ?, ?)"},
         region{database,
-               "INSERT INTO region (thread, name, start_ns, end_ns, depth, window) "
-               "VALUES (?, ?, ?, ?, ?, ?)"} {}
+               "INSERT INTO region (thread, name, start_ns, end_ns, depth, window, clipped) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?)"},
+        window{database,
+               "INSERT OR REPLACE INTO window (ordinal, spec, clock, planned_start, planned_end, "
+               "actual_start, actual_end, start_ns, end_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"} {}
 
   statement metadata, string, process, process_end, thread, thread_end, frame, stack,
-      sample, realtime_sample, counter, region;
+      sample, realtime_sample, counter, region, window;
 };
 
 namespace {
@@ -207,7 +210,8 @@ void profile_writer::add_counter(std::int64_t thread, std::int64_t time_ns, std:
 }
 
 void profile_writer::add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
-                                std::int64_t end_ns, std::int64_t depth, std::int64_t window) {
+                                std::int64_t end_ns, std::int64_t depth, std::int64_t window,
+                                std::int64_t clipped) {
   const auto name_id = intern(name);
   ensure_transaction();
   statements_->region.bind(1, thread)
@@ -216,7 +220,33 @@ void profile_writer::add_region(std::int64_t thread, std::string_view name, std:
       .bind(4, end_ns)
       .bind(5, depth)
       .bind(6, window)
+      .bind(7, clipped)
       .run();
+}
+
+void profile_writer::add_window(const window_info& window) {
+  ensure_transaction();
+  auto& insert = statements_->window;
+  insert.bind(1, window.ordinal)
+      .bind(2, std::string_view{window.spec})
+      .bind(3, std::string_view{window.clock})
+      .bind(4, window.planned_start)
+      .bind(5, window.planned_end);
+  int column = 6;
+  for (const auto& value : {window.actual_start, window.actual_end, window.start_ns, window.end_ns}) {
+    value ? insert.bind(column, *value) : insert.bind_null(column);
+    ++column;
+  }
+  insert.run();
+}
+
+void profile_writer::count_window_rows() {
+  ensure_transaction();
+  database_.execute(R"sql(
+    UPDATE window SET
+      samples = (SELECT COUNT(*) FROM sample WHERE sample.window = window.ordinal)
+              + (SELECT COUNT(*) FROM realtime_sample WHERE realtime_sample.window = window.ordinal),
+      regions = (SELECT COUNT(*) FROM region WHERE region.window = window.ordinal))sql");
 }
 
 }  // namespace kairos::database

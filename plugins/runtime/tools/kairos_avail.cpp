@@ -16,6 +16,7 @@
 #include <kairos/component_traits.hpp>
 #include <kairos/components.hpp>
 #include <kairos/runtime/settings.hpp>
+#include <kairos/runtime/time_windows.hpp>
 
 #if defined(KAIROS_AVAIL_HAS_PERF)
 #include <kairos/plugins/perf.hpp>
@@ -80,6 +81,51 @@ std::vector<row> setting_rows() {
   for (const auto& problem : current.problems()) std::cerr << problem << '\n';
   return rows;
 }
+
+// The time windows' clocks (docs/windows.md), with whether each can run here.
+std::vector<row> window_clock_rows() {
+  using kairos::runtime::window_clock;
+  struct described {
+    window_clock clock;
+    const char* unit;
+    const char* description;
+  };
+  const described clocks[] = {
+      {window_clock::realtime, "s (ms, us, ns)", "wall-clock time since the process started"},
+      {window_clock::monotonic, "s (ms, us, ns)", "like realtime, immune to clock changes"},
+      {window_clock::process_cputime, "s (ms, us, ns)", "CPU time of all the process's threads; stands still while it sleeps"},
+      {window_clock::thread_cputime, "s (ms, us, ns)", "CPU time of the main thread"},
+      {window_clock::instructions, "count (K, M, G)", "user-space instructions retired by the process (perf_event, needs a PMU)"},
+  };
+  std::vector<row> rows;
+  for (const auto& [clock, unit, description] : clocks) {
+    bool available = true;
+    std::string reason;
+#if defined(KAIROS_AVAIL_HAS_PERF)
+    if (clock == window_clock::instructions) {
+      const auto& probe = kairos::perf::probe_catalog()[kairos::perf::find_event("instructions")];
+      available = probe.available;
+      reason = probe.unavailable_reason;
+    }
+#endif
+    const std::string name{kairos::runtime::clock_name(clock)};
+    rows.push_back({name, "windows",
+                    nlohmann::json{{"name", name}, {"available", available}, {"unit", unit},
+                                   {"category", "windows"}, {"description", description}, {"reason", reason}}});
+  }
+  return rows;
+}
+
+constexpr const char* window_examples =
+    "  KAIROS_TRACE_PERIODS (kairos-run --periods) examples:\n"
+    "    realtime:10:1:5                    five times: 10 s off, then 1 s on\n"
+    "    10:1:5:realtime                    the same, clock last\n"
+    "    realtime:2:1 process_cputime:0:3   2 s off, 1 s on; then 3 s of CPU time\n"
+    "    monotonic:9:1:0                    1 s in every 10, until exit\n"
+    "    instructions:90M:10M:0             10 M instructions in every 100 M\n"
+    "  KAIROS_TRACE_WINDOWS_FILE (kairos-run --windows-file): lines clock,start,length, e.g.\n"
+    "    realtime,1.5,250ms                 # from 1.5 s to 1.75 s after the start\n"
+    "  docs/windows.md has the rest: precision, the window table, kairos-report --window\n\n";
 
 std::vector<row> counter_rows() {
   std::vector<row> rows;
@@ -174,20 +220,21 @@ void print_table(const std::string& title, const std::vector<row>& rows,
 int main(int argc, char** argv) {
   CLI::App app{"kairos-avail: the components, settings and hardware counters kairos offers here",
                "kairos-avail"};
-  bool components = false, settings = false, counters = false, json = false;
+  bool components = false, settings = false, counters = false, windows = false, json = false;
   std::string name_regex, category;
   app.add_flag("-C,--components", components, "components: name, available here, unit, description");
   app.add_flag("-S,--settings", settings,
                "settings: variable, current value, type, default, category, description");
   app.add_flag("-H,--hw-counters", counters,
                "perf events and PAPI presets: available here or not, and why");
+  app.add_flag("-W,--windows", windows, "time windows: their clocks, available here or not, and examples");
   app.add_option("-r,--regex", name_regex, "only names matching this regular expression");
   app.add_option("-c,--category", category,
                  "only this category (core, perf, papi; general, output, regions, sampling, "
-                 "internal; perf-software, perf-hardware, perf-cache)");
+                 "windows, internal; perf-software, perf-hardware, perf-cache)");
   app.add_flag("--json", json, "JSON instead of tables");
   CLI11_PARSE(app, argc, argv);
-  if (!components && !settings && !counters) components = settings = counters = true;
+  if (!components && !settings && !counters && !windows) components = settings = counters = windows = true;
 
   std::regex pattern;
   try {
@@ -221,6 +268,11 @@ int main(int argc, char** argv) {
   if (settings)
     emit("settings", "SETTINGS", filtered(setting_rows()),
          {"variable", "value", "type", "default", "category", "description"});
+  if (windows) {
+    emit("window_clocks", "TIME WINDOW CLOCKS", filtered(window_clock_rows()),
+         {"name", "available", "unit", "description", "reason"});
+    if (!json) std::cout << window_examples;
+  }
   if (counters)
     emit("hw_counters", "HARDWARE COUNTERS", filtered(counter_rows()),
          {"name", "available", "category", "description", "reason"});

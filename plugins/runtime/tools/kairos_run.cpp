@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
       "exit status is kairos-run's. Outputs go to KAIROS_OUTPUT_PATH (default\n"
       "kairos-output/%exe%-%pid%) with one '[kairos]' line on stderr at exit saying where.",
       "kairos-run"};
-  std::string output, formats, frequency, components, config, cputime, realtime;
+  std::string output, formats, frequency, components, config, cputime, realtime, periods, windows_file;
   std::vector<std::string> settings_given;
   bool follow_children = false;
   int verbose = 0;
@@ -89,6 +89,11 @@ int main(int argc, char** argv) {
   app.add_option("--components", components,
                  "what user-API regions measure (KAIROS_COMPONENTS), e.g. wall_clock,peak_rss");
   app.add_option("--config", config, "JSON settings file (KAIROS_CONFIG_FILE)");
+  app.add_option("--periods", periods,
+                 "collect only in time windows (KAIROS_TRACE_PERIODS), e.g. 'realtime:10:1:5' = five "
+                 "times 10 s off, 1 s on; docs/windows.md");
+  app.add_option("--windows-file", windows_file,
+                 "CSV of irregular windows, clock,start,length a line (KAIROS_TRACE_WINDOWS_FILE)");
   app.add_flag("--follow-children", follow_children,
                "profile child processes too, each with its own output (KAIROS_FOLLOW_CHILDREN)");
   app.add_flag("-v,--verbose", verbose, "more [kairos] lines; repeat for more (KAIROS_VERBOSE)");
@@ -135,6 +140,8 @@ int main(int argc, char** argv) {
   if (app.count("--realtime")) add("KAIROS_SAMPLING_REALTIME", realtime.empty() ? "true" : realtime);
   if (app.count("--components")) add("KAIROS_COMPONENTS", components);
   if (app.count("--config")) add("KAIROS_CONFIG_FILE", config);
+  if (app.count("--periods")) add("KAIROS_TRACE_PERIODS", periods);
+  if (app.count("--windows-file")) add("KAIROS_TRACE_WINDOWS_FILE", windows_file);
   if (follow_children) add("KAIROS_FOLLOW_CHILDREN", "true");
   if (verbose > 0) add("KAIROS_VERBOSE", std::to_string(verbose));
   for (const auto& given : settings_given) {

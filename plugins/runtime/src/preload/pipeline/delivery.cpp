@@ -7,6 +7,7 @@
 #include "preload/regions/regions.hpp"
 #include "preload/sink/profile_database.hpp"
 #include "preload/threads/thread_registry.hpp"
+#include "preload/windows/windows.hpp"
 
 namespace kairos::runtime {
 namespace {
@@ -35,6 +36,20 @@ void forget_parent_if_forked() {
   state->last_counter_ns.clear();
 }
 
+database_window database_row(const window_record& window) {
+  database_window row{window.ordinal, window.spec, clock_name(window.clock), window.planned_start,
+                      window.planned_end, {}, {}, {}, {}};
+  if (window.opened) {
+    row.actual_start = window.actual_start;
+    row.start_ns = window.start_ns;
+  }
+  if (window.closed) {
+    row.actual_end = window.actual_end;
+    row.end_ns = window.end_ns;
+  }
+  return row;
+}
+
 }  // namespace
 
 void deliver_samples(const sample_batch& batch) {
@@ -43,14 +58,14 @@ void deliver_samples(const sample_batch& batch) {
   database_batch rows;
   for (const auto& sample : batch) {
     rows.add_sample(*sample.thread, clock_of(sample.source), sample.time_ns, sample.weight_ns,
-                    {sample.addresses, sample.frame_count});
+                    {sample.addresses, sample.frame_count}, sample.window);
     // The thread's CPU time as a counter track, at most every 100 ms per thread.
     if (sample.source != sample_source::cpu_time) continue;
     auto& last = state->last_counter_ns[sample.thread];
     if (last != 0 && sample.time_ns - last < counter_interval_ns) continue;
     last = sample.time_ns;
     rows.add_counter(*sample.thread, sample.time_ns, "thread_cpu_time_ns",
-                     static_cast<double>(sample.thread_cpu_ns));
+                     static_cast<double>(sample.thread_cpu_ns), sample.window);
   }
   rows.commit(false);
 }
@@ -64,9 +79,11 @@ void flush_to_database(bool force) {
   database_batch rows;
   for_each_region_log([&](thread_record& thread, region_log& log) {
     log.drain([&](const region_row& region) {
-      rows.add_region(thread, *region.name, region.start_ns, region.end_ns, region.depth);
+      rows.add_region(thread, *region.name, region.start_ns, region.end_ns, region.depth, region.window,
+                      region.clipped);
     });
   });
+  for (const auto& window : take_window_changes()) rows.add_window(database_row(window));
   // Threads get their rows once the database exists (it is created by the first sample or
   // region); until then they wait here, so a thread that ended early is still listed.
   if (rows.has_file()) {

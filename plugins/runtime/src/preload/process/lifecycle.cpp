@@ -34,6 +34,7 @@
 
 #include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
+#include <kairos/runtime/time_windows.hpp>
 
 #include "preload/outputs/report.hpp"
 #include "preload/pipeline/delivery.hpp"
@@ -50,6 +51,7 @@
 #include "preload/support/reentry_guard.hpp"
 #include "preload/support/signal_name.hpp"
 #include "preload/threads/thread_registry.hpp"
+#include "preload/windows/windows.hpp"
 
 extern char** environ;
 
@@ -79,6 +81,7 @@ struct runtime_globals {
   pid_t stem_pid = 0;
   std::string stem;
   std::string exec_snapshot_stem;
+  bool windows_planned = false;  // KAIROS_TRACE_PERIODS or KAIROS_TRACE_WINDOWS_FILE
 };
 runtime_globals* globals = nullptr;
 
@@ -165,8 +168,21 @@ struct losses {
   std::uint64_t threads_blocking = 0;
 };
 
+std::string why_nothing_was_recorded() {
+  if (!globals->windows_planned)
+    return fmt::format("sampling starts after KAIROS_SAMPLING_DELAY={} s", globals->values.text(setting::sampling_delay));
+  const auto windows = windows_totals();
+  if (windows.opened == 0) return "no time window opened before the end";
+  return fmt::format("{} opened; nothing ran in them", plural(windows.opened, "time window"));
+}
+
 std::string describe(const losses& lost, int signal_number) {
   std::string text;
+  if (globals->windows_planned) {
+    const auto windows = windows_totals();
+    text += fmt::format("; {} opened", plural(windows.opened, "time window"));
+    if (windows.skipped) text += fmt::format(", {} skipped (their time had passed)", windows.skipped);
+  }
   if (lost.samples) text += fmt::format("; {} lost (the writers fell behind)", plural(lost.samples, "sample"));
   if (lost.region_rows)
     text += fmt::format("; {} not in the database (still in the region report)", plural(lost.region_rows, "region row"));
@@ -183,6 +199,7 @@ std::string describe(const losses& lost, int signal_number) {
 // Stops the producers, delivers everything, closes the database; writes the outputs under `stem`
 // and says what was written. Nothing recorded: nothing written.
 void write_everything(const std::string& end_reason, bool snapshot) {
+  stop_windows();
   stop_sampling();
   const auto sampling = sampling_totals();
   const losses lost{sampling.dropped, region_rows_dropped(), 0, sampling.unsampled_cpu_ns,
@@ -201,9 +218,8 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   if (sampling.delivered == 0 && regions == 0) {
     if (!database_path.empty()) remove_database_files(database_path);
     if (!snapshot && globals->identity.launched)
-      report(fmt::format("0 samples, 0 regions on {}; outputs: none (nothing was recorded: sampling "
-                         "starts after KAIROS_SAMPLING_DELAY={} s){}",
-                         plural(program_threads(), "thread"), globals->values.text(setting::sampling_delay),
+      report(fmt::format("0 samples, 0 regions on {}; outputs: none (nothing was recorded: {}){}",
+                         plural(program_threads(), "thread"), why_nothing_was_recorded(),
                          describe(lost, sampling.signal_number)));
     return;
   }
@@ -304,6 +320,7 @@ void after_fork_in_child() {
   database_forget_after_fork_in_child();
   delivery_forget_after_fork_in_child();
   sampling_forget_after_fork_in_child();  // a child is not sampled (docs/runtime.md)
+  windows_forget_after_fork_in_child();
   globals->identity.launched = false;
   globals->identity.generation = 0;
   if (!globals->values.boolean(setting::follow_children)) {
@@ -358,6 +375,17 @@ metadata_list run_metadata() {
   return metadata;
 }
 
+// The time windows the settings ask for (both were checked when loaded).
+window_plan planned_windows(const settings& values) {
+  auto periods = parse_periods(values.text(setting::trace_periods));
+  std::vector<fixed_window> fixed;
+  if (const auto& file = values.text(setting::trace_windows_file); !file.empty())
+    fixed = load_windows_file(file).value;
+  return window_plan{std::move(periods.value), std::move(fixed)};
+}
+
+void on_window_edge() noexcept { sampling_windows_changed(); }
+
 void initialize() {
   reentry_guard guard;
   prepare_private_descriptors();
@@ -407,10 +435,20 @@ void initialize() {
   if (database_wanted)
     configure_profile_database(&database_path_of_this_process, run_metadata(),
                                static_cast<std::int64_t>(globals->values.number(setting::flush_interval) * 1e9));
+  auto windows = planned_windows(globals->values);
+  globals->windows_planned = !windows.empty();
+  // Windows say when sampling runs: the default delay would only cut into the first one.
+  if (globals->windows_planned && globals->values.at(setting::sampling_delay).source == setting_source::default_value)
+    globals->values.set("KAIROS_SAMPLING_DELAY", "0", setting_source::default_value);
   if (database_wanted && globals->values.category_usable("sampling")) {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (first_image) report(sampling.failure);
     if (first_image && !sampling.note.empty()) report(sampling.note);
+  }
+  if (globals->windows_planned) {
+    auto started = start_windows(std::move(windows), &on_window_edge);
+    if (first_image)
+      for (const auto& note : started.notes) report(note);
   }
   atexit(&finalize_at_exit);
   pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);

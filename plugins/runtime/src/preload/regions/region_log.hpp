@@ -17,6 +17,8 @@ struct region_row {
   std::int64_t start_ns;
   std::int64_t end_ns;
   std::int32_t depth;
+  std::int32_t window;   // 0: no windows
+  std::int32_t clipped;  // 1: start cut to the window's opening, 2: end cut to its closing
 };
 
 class region_log {

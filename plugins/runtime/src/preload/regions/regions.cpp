@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <deque>
@@ -23,6 +24,7 @@
 #include "preload/support/clock.hpp"
 #include "preload/support/reentry_guard.hpp"
 #include "preload/threads/thread_registry.hpp"
+#include "preload/windows/window_state.hpp"
 
 namespace kairos::runtime {
 namespace {
@@ -45,7 +47,11 @@ using wall_clock_bundle = stored<component_tuple<wall_clock>>;
 struct open_region {
   const std::string* name = nullptr;  // interned; the bundle's label views it
   std::int64_t start_ns = 0;          // steady clock, for the region's row in the database
-  // Both empty: pushed while collection was off.
+  // Under time windows: the edges seen at the push (a different count at the pop means the
+  // region crossed one), and whether a window was open then.
+  std::uint64_t window_edges = 0;
+  bool pushed_inside = true;
+  // Both empty: pushed while collection was off, or outside every window.
   std::optional<region_bundle> bundle;
   std::optional<wall_clock_bundle> wall_clock_only;
 };
@@ -138,6 +144,21 @@ void on_this_thread(Work&& work) {
   regions.busy.store(false, std::memory_order_release);
 }
 
+// A region under time windows: one row in its window, or, when it crossed edges, one row per
+// window it overlapped, cut to the window.
+void append_window_rows(region_log& log, const open_region& region, std::int64_t end_ns, std::int32_t depth) {
+  if (window_edges() == region.window_edges) {
+    if (region.pushed_inside) log.append({region.name, region.start_ns, end_ns, depth, current_window(), 0});
+    return;
+  }
+  if (!region.pushed_inside) pushes.fetch_add(1, std::memory_order_relaxed);  // a row comes after all
+  for_each_window_between(region.start_ns, end_ns, [&](const window_span& window) {
+    const std::int32_t clipped = (window.open_ns > region.start_ns ? 1 : 0) | (window.close_ns < end_ns ? 2 : 0);
+    log.append({region.name, std::max(region.start_ns, window.open_ns), std::min(end_ns, window.close_ns), depth,
+                window.ordinal, clipped});
+  });
+}
+
 void report_mismatch(const std::string& message) {
   const auto count = mismatches.fetch_add(1, std::memory_order_relaxed) + 1;
   if (count <= mismatches_shown) report(message);
@@ -150,6 +171,14 @@ void push_region(const char* name) {
     auto& region = regions.stack.emplace_back();
     region.name = regions.intern(name ? name : "(null)");
     if (!collecting.load(std::memory_order_relaxed)) return;
+    if (windows_govern()) {
+      region.window_edges = window_edges();
+      region.pushed_inside = inside_window();
+      if (!region.pushed_inside) {  // its row may still come, clipped, if a window opens before the pop
+        region.start_ns = steady_now_ns();
+        return;
+      }
+    }
     pushes.fetch_add(1, std::memory_order_relaxed);
     if (only_wall_clock) {  // its wall clock gives the span: no clock reads of our own
       region.wall_clock_only.emplace(std::string_view{*region.name});
@@ -193,9 +222,12 @@ void pop_region(const char* name) {
       region.bundle->stop();
       end_ns = steady_now_ns();
     }
-    if (end_ns != 0 && keep_region_rows)
-      regions.finished.append({region.name, region.start_ns, end_ns,
-                               static_cast<std::int32_t>(stack.size()) - 1});
+    const auto depth = static_cast<std::int32_t>(stack.size()) - 1;
+    if (!windows_govern()) {
+      if (end_ns != 0 && keep_region_rows) regions.finished.append({region.name, region.start_ns, end_ns, depth, 0, 0});
+    } else if (keep_region_rows && region.start_ns != 0) {
+      append_window_rows(regions.finished, region, end_ns != 0 ? end_ns : steady_now_ns(), depth);
+    }
     stack.pop_back();
   });
 }

@@ -65,6 +65,7 @@ struct spill_header {
   std::int64_t time_ns, weight_ns, thread_cpu_ns;
   std::uint16_t frame_count;
   sample_source source;
+  std::int32_t window;
 };
 
 int open_spill_file() {
@@ -95,6 +96,7 @@ void copy_out(sample_buffer& buffer, std::uint32_t end, sample_batch& batch) {
     sample.weight_ns = record.weight_ns;
     sample.thread_cpu_ns = record.thread_cpu_ns;
     sample.source = record.source;
+    sample.window = record.window;
     sample.frame_count = static_cast<std::uint16_t>(record.stack.size());
     for (std::size_t f = 0; f < record.stack.size(); ++f) sample.addresses[f] = record.stack.lookup_address(f);
   }
@@ -117,7 +119,7 @@ bool spill(sample_writer& writer, const sample_batch& batch) {
   bytes.reserve(batch.size() * (sizeof(spill_header) + 16 * sizeof(std::uint64_t)));
   for (const auto& sample : batch) {
     spill_header header{sample.thread, sample.time_ns, sample.weight_ns, sample.thread_cpu_ns,
-                        sample.frame_count, sample.source};
+                        sample.frame_count, sample.source, sample.window};
     const auto* h = reinterpret_cast<const char*>(&header);
     bytes.insert(bytes.end(), h, h + sizeof header);
     const auto* a = reinterpret_cast<const char*>(sample.addresses);
@@ -155,6 +157,7 @@ void deliver_spill_file(sample_writer& writer) {
       sample.weight_ns = header.weight_ns;
       sample.thread_cpu_ns = header.thread_cpu_ns;
       sample.source = header.source;
+      sample.window = header.window;
       sample.frame_count = header.frame_count;
       std::memcpy(sample.addresses, chunk.data() + position + sizeof header,
                   header.frame_count * sizeof(std::uint64_t));

@@ -30,10 +30,13 @@
 #include "preload/support/reentry_guard.hpp"
 #include "preload/support/signal_name.hpp"
 #include "preload/threads/thread_registry.hpp"
+#include "preload/windows/window_state.hpp"
 
 namespace kairos::runtime {
 namespace {
 
+// A sampler's own delay and duration (KAIROS_SAMPLING_*_DELAY/DURATION); `open` also needs a time
+// window open when windows govern (window_state.hpp).
 struct sampler_window {
   bool enabled = false;
   double frequency_hz = 0;
@@ -139,6 +142,7 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
   record.weight_ns = weight_ns;
   record.thread_cpu_ns = cpu_ns;
   record.source = source;
+  record.window = current_window();
   record.stack.sample(context);
   buffer->committed.store(index + 1, std::memory_order_release);
   sampler.delivered.fetch_add(1, std::memory_order_relaxed);
@@ -380,6 +384,7 @@ void realtime_tick() {
     sample.time_ns = now;
     sample.weight_ns = globals->real.period_ns;
     sample.source = sample_source::waiting;
+    sample.window = current_window();
     if (sampler->syscall_file.still_ours())
       if (const auto address = blocked_at(sampler->syscall_file); address != 0) {
         sample.addresses[0] = address;
@@ -405,11 +410,12 @@ void rearm_closed_descriptors() {
   }
 }
 
+// The control thread at each tick, and the windows thread at each edge.
 void update_windows(std::int64_t now) {
+  std::lock_guard lock{globals->mutex};
   for (auto* window : {&globals->cpu, &globals->real}) {
-    const bool active = window->active_at(now) && !globals->stopping.load();
+    const bool active = window->active_at(now) && inside_window() && !globals->stopping.load();
     if (active == window->open) continue;
-    std::lock_guard lock{globals->mutex};
     window->open = active;
     for (auto* sampler : globals->samplers) {
       std::lock_guard arming{sampler->arming};
@@ -454,25 +460,7 @@ void* control_main(void*) {
   return nullptr;
 }
 
-// --- the signal ------------------------------------------------------------------------------
-
-// A real-time signal rather than SIGPROF: the program's own SIGPROF (setitimer, gperftools) keeps
-// working untouched. The first one, from SIGRTMIN + 6 up, that the program left at its default;
-// `note` says so when it is not the first choice.
-int choose_signal(std::string& note) {
-  const int preferred = SIGRTMIN + 6;
-  for (int candidate = preferred; candidate <= SIGRTMAX; ++candidate) {
-    struct sigaction current {};
-    if (sigaction(candidate, nullptr, &current) != 0) continue;
-    const bool taken = (current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL;
-    if (taken) continue;
-    if (candidate != preferred)
-      note = fmt::format("the program handles signal {}; sampling uses {} instead",
-                         signal_name(preferred), signal_name(candidate));
-    return candidate;
-  }
-  return 0;
-}
+// --- start and stop --------------------------------------------------------------------------
 
 void set_window(sampler_window& window, const settings& values, bool on, setting frequency,
                 setting delay, setting duration, std::int64_t origin_ns) {
@@ -502,7 +490,7 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   set_window(globals->real, values, values.boolean(setting::sampling_realtime), setting::sampling_realtime_freq,
              setting::sampling_realtime_delay, setting::sampling_realtime_duration, origin);
   if (!globals->cpu.enabled && !globals->real.enabled) return result;
-  globals->signal_number = choose_signal(result.note);
+  globals->signal_number = unused_realtime_signal(SIGRTMIN + 6, result.note, "sampling");
   if (globals->signal_number == 0) {
     result.failure = problem{"every real-time signal is handled by the program; sampling is disabled"};
     return result;
@@ -542,6 +530,11 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
 }
 
 bool sampling_enabled() noexcept { return enabled.load(std::memory_order_acquire); }
+
+void sampling_windows_changed() noexcept {
+  if (!enabled.load(std::memory_order_acquire)) return;
+  update_windows(steady_now_ns());
+}
 
 // The samplers' mutex is held only to add the thread to the list: its set-up (buffers, the
 // mask, its clock's system calls) runs beside other threads' starts and ends, not after them.

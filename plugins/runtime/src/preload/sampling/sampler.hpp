@@ -49,6 +49,9 @@ struct sampling_start {
 // `max_writers` writer threads.
 sampling_start start_sampling(const settings& values, sample_delivery deliver, int max_writers);
 bool sampling_enabled() noexcept;
+// A time window opened or closed (window_state.hpp): every thread is armed or disarmed now, not
+// at the control thread's next tick.
+void sampling_windows_changed() noexcept;
 
 // On every program thread as it starts (after registration) and as it ends.
 void sampling_thread_started() noexcept;

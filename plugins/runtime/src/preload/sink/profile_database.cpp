@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -43,6 +45,7 @@ struct database_state {
   metadata_list metadata;
   std::int64_t flush_interval_ns = 1'000'000'000;
   database_file* file = nullptr;  // null until the first row (in this process)
+  std::vector<database::window_info> windows_waiting;  // until the file exists
 };
 database_state* state = nullptr;
 
@@ -129,6 +132,8 @@ bool create_if_needed() {
     file().writer->set_metadata("kairos_version", KAIROS_VERSION);
     file().writer->set_metadata("pid", std::to_string(process.pid));
     for (const auto& [key, value] : state->metadata) file().writer->set_metadata(key, value);
+    for (const auto& window : state->windows_waiting) file().writer->add_window(window);
+    state->windows_waiting.clear();
     file().writer->commit();
   });
   file().last_commit_ns = steady_now_ns();
@@ -201,34 +206,49 @@ bool database_batch::writable() {
 }
 
 void database_batch::add_sample(thread_record& thread, sample_clock clock, std::int64_t time_ns,
-                                std::int64_t weight_ns, std::span<const std::uint64_t> stack) {
+                                std::int64_t weight_ns, std::span<const std::uint64_t> stack,
+                                std::int32_t window) {
   if (!writable()) return;
   insert([&] {
     const auto row = thread_row(thread);
     const auto stack_row = file().writer->add_stack(stack);
     if (clock == sample_clock::cpu_time) {
-      file().writer->add_sample(row, time_ns, weight_ns, stack_row);
+      file().writer->add_sample(row, time_ns, weight_ns, stack_row, window);
       ++file().pending.samples;
     } else {
-      file().writer->add_realtime_sample(row, time_ns, weight_ns, stack_row);
+      file().writer->add_realtime_sample(row, time_ns, weight_ns, stack_row, window);
       ++file().pending.realtime_samples;
     }
   });
 }
 
 void database_batch::add_counter(thread_record& thread, std::int64_t time_ns,
-                                 std::string_view name, double value) {
+                                 std::string_view name, double value, std::int32_t window) {
   if (!writable()) return;
-  insert([&] { file().writer->add_counter(thread_row(thread), time_ns, name, value); });
+  insert([&] { file().writer->add_counter(thread_row(thread), time_ns, name, value, window); });
 }
 
 void database_batch::add_region(thread_record& thread, std::string_view name,
-                                std::int64_t start_ns, std::int64_t end_ns, std::int32_t depth) {
+                                std::int64_t start_ns, std::int64_t end_ns, std::int32_t depth,
+                                std::int32_t window, std::int32_t clipped) {
   if (!writable()) return;
   insert([&] {
-    file().writer->add_region(thread_row(thread), name, start_ns, end_ns, depth);
+    file().writer->add_region(thread_row(thread), name, start_ns, end_ns, depth, window, clipped);
     ++file().pending.regions;
   });
+}
+
+void database_batch::add_window(const database_window& window) {
+  if (!writable()) return;
+  database::window_info row{window.ordinal, window.spec, std::string{window.clock}, window.planned_start,
+                            window.planned_end, window.actual_start, window.actual_end, window.start_ns,
+                            window.end_ns};
+  if (!has_file()) {
+    std::erase_if(state->windows_waiting, [&](const database::window_info& waiting) { return waiting.ordinal == row.ordinal; });
+    state->windows_waiting.push_back(std::move(row));
+    return;
+  }
+  insert([&] { file().writer->add_window(row); });
 }
 
 void database_batch::add_thread(thread_record& thread) {
@@ -259,6 +279,7 @@ std::string finish_profile_database(std::string_view end_reason) {
     file().writer->set_metadata("end_reason", end_reason);
     file().writer->set_metadata("rows_lost", std::to_string(file().counts.rows_lost));
     file().writer->end_process(file().process_row, steady_now_ns());
+    file().writer->count_window_rows();
   });
   commit_now();
   return file().path;
@@ -300,6 +321,7 @@ void database_forget_after_fork_in_child() noexcept {
   // The connection and the symbolizer are the parent's: abandoned (leaked), never touched. The
   // child's own state is built when its first row arrives, in ordinary code, not in this handler.
   state->file = nullptr;
+  new (&state->windows_waiting) std::vector<database::window_info>;  // the parent's, leaked
   state->mutex.unlock();  // taken by this thread in database_lock_for_fork
 }
 

@@ -7,6 +7,7 @@
 // One profile_writer behind one mutex: writers symbolize and insert in turn (SQLite has one
 // writer per database anyway). A failed insert is counted, never thrown at the producer.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,15 @@ void add_database_metadata(std::string key, std::string value);
 
 enum class sample_clock { cpu_time, real_time };
 
+// A row of the window table (docs/windows.md); amounts in the window's clock units.
+struct database_window {
+  std::int64_t ordinal = 0;
+  std::string spec;
+  std::string_view clock;
+  std::int64_t planned_start = 0, planned_end = 0;
+  std::optional<std::int64_t> actual_start, actual_end, start_ns, end_ns;
+};
+
 // Rows of one delivery, under the database's lock; the first row creates the file.
 class database_batch {
  public:
@@ -45,12 +55,17 @@ class database_batch {
   database_batch(const database_batch&) = delete;
   database_batch& operator=(const database_batch&) = delete;
 
+  // `window`: the time window the row belongs to (0: no windows).
   void add_sample(thread_record& thread, sample_clock clock, std::int64_t time_ns,
-                  std::int64_t weight_ns, std::span<const std::uint64_t> stack_leaf_first);
+                  std::int64_t weight_ns, std::span<const std::uint64_t> stack_leaf_first,
+                  std::int32_t window);
   void add_counter(thread_record& thread, std::int64_t time_ns, std::string_view name,
-                   double value);
+                   double value, std::int32_t window);
   void add_region(thread_record& thread, std::string_view name, std::int64_t start_ns,
-                  std::int64_t end_ns, std::int32_t depth);
+                  std::int64_t end_ns, std::int32_t depth, std::int32_t window, std::int32_t clipped);
+  // A window as planned, opened or closed (written again as it changes). Windows alone do not
+  // create the file: they wait for the first row that does.
+  void add_window(const database_window& window);
   // A thread's row now (threads appear with their first sample or region otherwise).
   void add_thread(thread_record& thread);
   void end_thread(thread_record& thread);

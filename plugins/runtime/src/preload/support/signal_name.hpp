@@ -1,5 +1,6 @@
 #pragma once
-// A signal as kairos names it in its lines and metadata: "SIGTERM", "SIGRTMIN+6", or the number.
+// A signal as kairos names it in its lines and metadata: "SIGTERM", "SIGRTMIN+6", or the number;
+// and the one rule for choosing a real-time signal of kairos's own.
 #include <signal.h>
 #include <string.h>
 
@@ -12,6 +13,23 @@ inline std::string signal_name(int signal_number) {
     return "SIGRTMIN+" + std::to_string(signal_number - SIGRTMIN);
   const char* name = sigabbrev_np(signal_number);
   return name ? std::string{"SIG"} + name : std::to_string(signal_number);
+}
+
+// The first real-time signal from `preferred` up that is still at its default disposition (the
+// program does not handle it, and kairos has not taken it), or 0 when none is. Real-time rather
+// than SIGPROF or SIGIO, so the program's own (setitimer, gperftools, O_ASYNC) keep working.
+// `note` says so when the choice is not `preferred`.
+inline int unused_realtime_signal(int preferred, std::string& note, const char* purpose) {
+  for (int candidate = preferred; candidate <= SIGRTMAX; ++candidate) {
+    struct sigaction current {};
+    if (sigaction(candidate, nullptr, &current) != 0) continue;
+    if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) continue;
+    if (candidate != preferred)
+      note = "the program handles signal " + signal_name(preferred) + "; " + purpose + " uses " +
+             signal_name(candidate) + " instead";
+    return candidate;
+  }
+  return 0;
 }
 
 }  // namespace kairos::runtime

@@ -5,7 +5,8 @@
 namespace kairos::database {
 
 // Raised whenever a table, column or view changes meaning; readers refuse other versions.
-inline constexpr int schema_version = 2;  // 2: no tables without a writer (window, api_call, gpu_*)
+// 2: no tables without a writer (window, api_call, gpu_*); 3: the window table, region.clipped
+inline constexpr int schema_version = 3;
 
 // Creates every table and view in an empty database (WAL journal).
 void create_schema(connection& database);

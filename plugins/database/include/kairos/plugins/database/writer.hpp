@@ -45,6 +45,15 @@ struct thread_info {
   std::int64_t start_ns = 0;
 };
 
+// A time window as planned and as it went (the window table); amounts in the clock's units.
+struct window_info {
+  std::int64_t ordinal = 0;
+  std::string spec;
+  std::string clock;
+  std::int64_t planned_start = 0, planned_end = 0;
+  std::optional<std::int64_t> actual_start, actual_end, start_ns, end_ns;  // none: never opened
+};
+
 class profile_writer {
  public:
   using symbolizer = std::function<frame_info(std::uint64_t address)>;
@@ -70,8 +79,14 @@ class profile_writer {
                            std::int64_t stack, std::int64_t window = 0);
   void add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name, double value,
                    std::int64_t window = 0);
+  // `clipped`: 1 when the start was cut to the window's opening, 2 the end to its closing.
   void add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
-                  std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0);
+                  std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0,
+                  std::int64_t clipped = 0);
+  // Written when a window opens and again when it closes: the last version stays.
+  void add_window(const window_info& window);
+  // Each window's samples and regions, counted from the rows (once, at the end).
+  void count_window_rows();
 
   std::int64_t intern(std::string_view text);
 
