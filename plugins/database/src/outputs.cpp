@@ -1,6 +1,7 @@
 #include <kairos/plugins/database/outputs.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -30,18 +31,24 @@ struct thread_row {
   std::int64_t weight_ns;
 };
 
-std::int64_t scalar(connection& profile, const char* sql) {
+std::int64_t scalar(connection& profile, const std::string& sql) {
   auto query = profile.prepare(sql);
   return query.step() ? query.integer(0) : 0;
 }
 
-std::vector<thread_row> sampled_threads(connection& profile) {
+// " AND <column> BETWEEN first AND last", or nothing for every window. Integers only: no quoting.
+std::string in_windows(const window_range& windows, std::string_view column) {
+  if (windows.all) return {};
+  return fmt::format(" AND {} BETWEEN {} AND {}", column, windows.first, windows.last);
+}
+
+std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows) {
   std::vector<thread_row> rows;
   auto query = profile.prepare(
       "SELECT threads.id, threads.sequent_id, threads.tid, threads.pid, COALESCE(threads.name, ''), "
       "       COUNT(sample.id), COALESCE(SUM(sample.weight_ns), 0) "
-      "FROM threads LEFT JOIN sample ON sample.thread = threads.id "
-      "GROUP BY threads.id ORDER BY threads.sequent_id");
+      "FROM threads LEFT JOIN sample ON sample.thread = threads.id" + in_windows(windows, "sample.window") +
+      " GROUP BY threads.id ORDER BY threads.sequent_id");
   while (query.step())
     rows.push_back({query.integer(0), query.integer(1), query.integer(2), query.integer(3),
                     std::string{query.text(4)}, query.integer(5), query.integer(6)});
@@ -62,10 +69,11 @@ void rank(std::vector<function_row>& rows, std::size_t limit) {
   if (rows.size() > limit) rows.resize(limit);
 }
 
-function_weights weigh_functions(connection& profile, std::size_t limit) {
+function_weights weigh_functions(connection& profile, std::size_t limit, const window_range& windows) {
   function_weights weights;
   std::map<std::string, function_row> overall;
-  auto query = profile.prepare("SELECT thread, name, self, total FROM top_functions_by_thread");
+  auto query = profile.prepare("SELECT thread, name, SUM(self), SUM(total) FROM top_functions_by_thread "
+                               "WHERE 1" + in_windows(windows, "window") + " GROUP BY thread, name");
   while (query.step()) {
     function_row row{std::string{query.text(1)}, query.integer(2), query.integer(3)};
     auto& sum = overall.try_emplace(row.name, function_row{row.name, 0, 0}).first->second;
@@ -99,20 +107,108 @@ std::string json_string(std::string_view text) {
   return nlohmann::json(printable(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// --- time windows ----------------------------------------------------------------------------
+
+constexpr std::int64_t window_sections_shown = 50;
+constexpr std::size_t window_functions_shown = 10;
+constexpr std::size_t windows_compared = 12;
+
+struct window_row {
+  std::int64_t ordinal;
+  std::string spec, clock;
+  std::int64_t planned_start, planned_end;
+  bool opened;
+  std::int64_t actual_start, actual_end, start_ns, end_ns;
+  std::int64_t samples = 0, weight_ns = 0;
+};
+
+std::vector<window_row> windows_in(connection& profile, const window_range& windows) {
+  std::vector<window_row> rows;
+  auto query = profile.prepare(
+      "SELECT window.ordinal, window.spec, window.clock, window.planned_start, window.planned_end, "
+      "       window.actual_start IS NOT NULL, COALESCE(window.actual_start, 0), "
+      "       COALESCE(window.actual_end, window.actual_start, 0), COALESCE(window.start_ns, 0), "
+      "       COALESCE(window.end_ns, window.start_ns, 0), "
+      "       (SELECT COUNT(*) FROM sample WHERE sample.window = window.ordinal), "
+      "       (SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE sample.window = window.ordinal) "
+      "FROM window WHERE 1" + in_windows(windows, "window.ordinal") + " ORDER BY window.ordinal");
+  while (query.step())
+    rows.push_back({query.integer(0), std::string{query.text(1)}, std::string{query.text(2)}, query.integer(3),
+                    query.integer(4), query.integer(5) != 0, query.integer(6), query.integer(7), query.integer(8),
+                    query.integer(9), query.integer(10), query.integer(11)});
+  return rows;
+}
+
+// An amount of a window's clock: "1.250 s", or "12.5 M instructions".
+std::string amount(const std::string& clock, std::int64_t value) {
+  if (clock == "instructions") return fmt::format("{:.3f} M instructions", value * 1e-6);
+  return fmt::format("{:.3f} s", value * 1e-9);
+}
+
+std::string describe_window(const window_row& window) {
+  auto text = fmt::format("window {} ({}): ", window.ordinal, printable(window.spec));
+  const auto planned = fmt::format("planned {} {} to {}", window.clock, amount(window.clock, window.planned_start),
+                                   amount(window.clock, window.planned_end));
+  if (!window.opened) return text + "never opened (" + planned + ")";
+  return text + fmt::format("{} {} to {} ({}), {} samples, {:.3f} s of CPU time", window.clock,
+                            amount(window.clock, window.actual_start), amount(window.clock, window.actual_end),
+                            planned, window.samples, window.weight_ns * 1e-9);
+}
+
+// Each window's functions from one pass over top_functions_by_window, ranked.
+std::map<std::int64_t, std::vector<function_row>> functions_by_window(connection& profile, std::size_t limit,
+                                                                      const window_range& windows) {
+  std::map<std::int64_t, std::vector<function_row>> by_window;
+  auto query = profile.prepare("SELECT window, name, self, total FROM top_functions_by_window WHERE window > 0" +
+                               in_windows(windows, "window"));
+  while (query.step())
+    by_window[query.integer(0)].push_back({std::string{query.text(1)}, query.integer(2), query.integer(3)});
+  for (auto& [window, rows] : by_window) rank(rows, limit);
+  return by_window;
+}
+
+void write_window_sections(connection& profile, std::ostream& out, const window_range& range) {
+  const auto windows = windows_in(profile, range);
+  if (windows.empty()) return;
+  auto functions = functions_by_window(profile, window_functions_shown, range);
+  out << fmt::format("time windows: {}\n\n", windows.size());
+  std::int64_t shown = 0;
+  for (const auto& window : windows) {
+    if (++shown > window_sections_shown) {
+      out << fmt::format("... {} more windows: kairos-report --window K (or K..L) shows any of them\n\n",
+                         static_cast<std::int64_t>(windows.size()) - window_sections_shown);
+      break;
+    }
+    if (!window.opened || window.samples == 0) {
+      out << describe_window(window) << "\n\n";
+      continue;
+    }
+    write_table(out, describe_window(window), functions[window.ordinal], window.weight_ns);
+  }
+}
+
 }  // namespace
 
+std::int64_t window_count(connection& profile) { return scalar(profile, "SELECT COUNT(*) FROM window"); }
+
 void write_text(connection& profile, std::ostream& out, const text_options& options) {
-  const auto samples = scalar(profile, "SELECT COUNT(*) FROM sample");
-  const auto weight_ns = scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample");
-  const auto threads = sampled_threads(profile);
-  out << fmt::format("kairos profile: {} samples standing for {:.3f} s of CPU time, {} threads\n\n",
-                     samples, weight_ns * 1e-9, threads.size());
+  const auto& range = options.windows;
+  const auto samples = scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"));
+  const auto weight_ns =
+      scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE 1" + in_windows(range, "window"));
+  const auto threads = sampled_threads(profile, range);
+  out << fmt::format("kairos profile: {} samples standing for {:.3f} s of CPU time, {} threads{}\n\n",
+                     samples, weight_ns * 1e-9, threads.size(),
+                     range.all ? std::string{}
+                               : fmt::format(" (time windows {} to {})", range.first, range.last));
   if (samples == 0) {
     out << "no samples were recorded\n";
+    write_window_sections(profile, out, range);
     return;
   }
-  auto weights = weigh_functions(profile, options.functions);
+  auto weights = weigh_functions(profile, options.functions, range);
   write_table(out, "top functions, all threads", weights.overall, weight_ns);
+  write_window_sections(profile, out, range);
   if (!options.per_thread) return;
   for (const auto& thread : threads) {
     if (thread.samples == 0) continue;
@@ -125,8 +221,10 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
 }
 
 void write_summary_json(connection& profile, std::ostream& out, const text_options& options) {
-  const auto weight_ns = scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample");
-  auto weights = weigh_functions(profile, options.functions);
+  const auto& range = options.windows;
+  const auto weight_ns =
+      scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE 1" + in_windows(range, "window"));
+  auto weights = weigh_functions(profile, options.functions, range);
   auto functions_json = [&](const std::vector<function_row>& ranked, std::int64_t whole) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : ranked)
@@ -138,13 +236,33 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
     return rows;
   };
   nlohmann::json summary{{"schema_version", schema_version},
-                         {"samples", scalar(profile, "SELECT COUNT(*) FROM sample")},
+                         {"samples", scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"))},
                          {"weight_ns", weight_ns},
                          {"top_functions", functions_json(weights.overall, weight_ns)},
-                         {"threads", nlohmann::json::array()}};
+                         {"threads", nlohmann::json::array()},
+                         {"windows", nlohmann::json::array()}};
+  auto window_functions = functions_by_window(profile, options.functions, range);
+  for (const auto& window : windows_in(profile, range)) {
+    nlohmann::json entry{{"ordinal", window.ordinal},
+                         {"spec", printable(window.spec)},
+                         {"clock", window.clock},
+                         {"planned_start", window.planned_start},
+                         {"planned_end", window.planned_end},
+                         {"opened", window.opened},
+                         {"samples", window.samples},
+                         {"weight_ns", window.weight_ns},
+                         {"top_functions", functions_json(window_functions[window.ordinal], window.weight_ns)}};
+    if (window.opened) {
+      entry["actual_start"] = window.actual_start;
+      entry["actual_end"] = window.actual_end;
+      entry["start_ns"] = window.start_ns;
+      entry["end_ns"] = window.end_ns;
+    }
+    summary["windows"].push_back(std::move(entry));
+  }
   auto metadata = profile.prepare("SELECT key, value FROM metadata ORDER BY key");
   while (metadata.step()) summary["metadata"][std::string{metadata.text(0)}] = metadata.text(1);
-  for (const auto& thread : sampled_threads(profile))
+  for (const auto& thread : sampled_threads(profile, range))
     summary["threads"].push_back({{"sequent_id", thread.sequent_id},
                                   {"tid", thread.tid},
                                   {"name", printable(thread.name)},
@@ -154,11 +272,12 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
   out << summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
 }
 
-void write_trace(connection& profile, std::ostream& out) {
+void write_trace(connection& profile, std::ostream& out, const window_range& range) {
   // Timestamps in microseconds from the earliest event, as the format expects.
   const auto origin_ns = scalar(profile,
                                 "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample "
-                                "UNION ALL SELECT MIN(start_ns) FROM region)");
+                                "UNION ALL SELECT MIN(start_ns) FROM region "
+                                "UNION ALL SELECT MIN(start_ns) FROM window)");
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
   auto separator = [&] {
@@ -181,18 +300,41 @@ void write_trace(connection& profile, std::ostream& out) {
     out << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
                        threads.integer(0), threads.integer(1), json_string(name));
   }
+  // The windows on a track of their own (tid 0 is no thread's), so the gaps between them show.
+  const auto windows = windows_in(profile, range);
+  const auto first_pid = scalar(profile, "SELECT MIN(pid) FROM process");
+  if (!windows.empty()) {
+    separator();
+    out << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":0,"args":{{"name":"kairos time windows"}}}})",
+                       first_pid);
+  }
+  for (const auto& window : windows) {
+    if (!window.opened) continue;
+    separator();
+    out << fmt::format(R"({{"ph":"X","cat":"window","name":"window {}","pid":{},"tid":0,"ts":{:.3f},"dur":{:.3f},)"
+                       R"("args":{{"spec":{},"clock":"{}","planned_start":{},"planned_end":{},"actual_start":{},)"
+                       R"("actual_end":{},"samples":{}}}}})",
+                       window.ordinal, first_pid, (window.start_ns - origin_ns) * 1e-3,
+                       (window.end_ns - window.start_ns) * 1e-3, json_string(window.spec), window.clock,
+                       window.planned_start, window.planned_end, window.actual_start, window.actual_end,
+                       window.samples);
+  }
   auto regions = profile.prepare(
-      "SELECT regions.name, threads.pid, threads.tid, regions.start_ns, regions.duration_ns "
-      "FROM regions JOIN threads ON threads.id = regions.thread ORDER BY regions.start_ns");
+      "SELECT regions.name, threads.pid, threads.tid, regions.start_ns, regions.duration_ns, regions.clipped "
+      "FROM regions JOIN threads ON threads.id = regions.thread WHERE 1" + in_windows(range, "regions.window") +
+      " ORDER BY regions.start_ns");
   while (regions.step()) {
     separator();
-    out << fmt::format(R"({{"ph":"X","cat":"region","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f}}})",
+    out << fmt::format(R"({{"ph":"X","cat":"region","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f})",
                        json_string(regions.text(0)), regions.integer(1), regions.integer(2),
                        (regions.integer(3) - origin_ns) * 1e-3, regions.integer(4) * 1e-3);
+    if (regions.integer(5) != 0) out << fmt::format(R"(,"args":{{"clipped":{}}})", regions.integer(5));
+    out << '}';
   }
   auto samples = profile.prepare(
       "SELECT samples.leaf, threads.pid, threads.tid, samples.time_ns, samples.stack, samples.weight "
-      "FROM samples JOIN threads ON threads.id = samples.thread ORDER BY samples.time_ns");
+      "FROM samples JOIN threads ON threads.id = samples.thread WHERE 1" + in_windows(range, "samples.window") +
+      " ORDER BY samples.time_ns");
   while (samples.step()) {
     separator();
     const auto leaf = samples.is_null(0) ? std::string_view{"<no stack>"} : samples.text(0);
@@ -217,9 +359,9 @@ void write_trace(connection& profile, std::ostream& out) {
   out << "}}\n";
 }
 
-void write_folded(connection& profile, std::ostream& out) {
+void write_folded(connection& profile, std::ostream& out, const window_range& range) {
   // Paths are built from the root of the trie down, once per stack node that was sampled.
-  auto folded = profile.prepare(R"sql(
+  auto folded = profile.prepare(std::string{R"sql(
     WITH RECURSIVE path (id, text) AS (
       SELECT stack.id, function.value FROM stack
       JOIN frame ON frame.id = stack.frame JOIN string AS function ON function.id = frame.function
@@ -229,12 +371,66 @@ void write_folded(connection& profile, std::ostream& out) {
       JOIN path ON stack.parent = path.id
       JOIN frame ON frame.id = stack.frame JOIN string AS function ON function.id = frame.function),
     weights AS (SELECT stack, SUM(weight_ns) AS weight_ns FROM sample
-                WHERE stack IS NOT NULL GROUP BY stack)
+                WHERE stack IS NOT NULL)sql"} + in_windows(range, "window") + R"sql( GROUP BY stack)
     SELECT path.text, weights.weight_ns FROM weights JOIN path ON path.id = weights.stack
     ORDER BY path.text)sql");
   while (folded.step()) {
     const auto weight_us = (folded.integer(1) + 500) / 1000;
     if (weight_us > 0) out << folded.text(0) << ' ' << weight_us << '\n';
+  }
+}
+
+void write_window_comparison(connection& profile, std::ostream& out, std::size_t functions) {
+  auto windows = windows_in(profile, {});
+  std::erase_if(windows, [](const window_row& window) { return window.weight_ns == 0; });
+  if (windows.size() < 2) {
+    out << fmt::format("{} time window{} samples: nothing to compare (set KAIROS_TRACE_PERIODS with "
+                       "repeated or several windows)\n",
+                       windows.size(), windows.size() == 1 ? " has" : "s have");
+    return;
+  }
+  const auto with_samples = windows.size();
+  if (windows.size() > windows_compared) {  // the windows with the most samples, in order
+    std::sort(windows.begin(), windows.end(), [](const auto& a, const auto& b) { return a.weight_ns > b.weight_ns; });
+    windows.resize(windows_compared);
+    std::sort(windows.begin(), windows.end(), [](const auto& a, const auto& b) { return a.ordinal < b.ordinal; });
+  }
+  // Each function's share of each window's weight, in percent: total (inclusive), so a phase's
+  // function shows however deep its work runs.
+  const auto by_window = functions_by_window(profile, std::numeric_limits<std::size_t>::max(), {});
+  std::map<std::string, std::vector<double>> shares;
+  for (std::size_t column = 0; column < windows.size(); ++column) {
+    const auto found = by_window.find(windows[column].ordinal);
+    if (found == by_window.end()) continue;
+    for (const auto& row : found->second) {
+      auto& share = shares.try_emplace(row.name, std::vector<double>(windows.size(), 0.0)).first->second;
+      share[column] = percent(row.total_ns, windows[column].weight_ns);
+    }
+  }
+  struct change {
+    std::string name;
+    double spread;
+    const std::vector<double>* shares;
+  };
+  std::vector<change> changes;
+  for (const auto& [name, share] : shares) {
+    const auto [low, high] = std::minmax_element(share.begin(), share.end());
+    changes.push_back({name, *high - *low, &share});
+  }
+  std::sort(changes.begin(), changes.end(), [](const change& a, const change& b) {
+    return std::tie(b.spread, a.name) < std::tie(a.spread, b.name);
+  });
+  if (changes.size() > functions) changes.resize(functions);
+  out << fmt::format("functions whose share of the CPU time changed most between time windows "
+                     "(total %, {} of {} windows with samples)\n",
+                     windows.size(), with_samples);
+  out << fmt::format("{:>7}", "CHANGE");
+  for (const auto& window : windows) out << fmt::format(" {:>7}", fmt::format("w{}", window.ordinal));
+  out << "  FUNCTION\n";
+  for (const auto& row : changes) {
+    out << fmt::format("{:>7.1f}", row.spread);
+    for (const double share : *row.shares) out << fmt::format(" {:>7.1f}", share);
+    out << "  " << printable(row.name) << '\n';
   }
 }
 

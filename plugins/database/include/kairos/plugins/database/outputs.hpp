@@ -2,27 +2,44 @@
 // The outputs derived from a profile database by streaming queries: memory stays bounded by the
 // number of threads and distinct names, never by the number of samples or regions.
 #include <cstddef>
+#include <cstdint>
 #include <ostream>
 
 #include <kairos/plugins/database/sqlite.hpp>
 
 namespace kairos::database {
 
+// Time windows first..last (docs/windows.md); the default, 0..0 with `all`, is every row.
+struct window_range {
+  std::int64_t first = 0, last = 0;
+  bool all = true;
+  static window_range only(std::int64_t first, std::int64_t last) { return {first, last, false}; }
+};
+
 struct text_options {
   std::size_t functions = 20;  // rows per table
   bool per_thread = true;
+  window_range windows;
 };
 
-// Top functions by self and by total weighted samples, overall and per thread.
+// Top functions by self and by total weighted samples, overall and per thread; with time
+// windows, then the top functions of each window.
 void write_text(connection& profile, std::ostream& out, const text_options& options = {});
 
 // Chrome Trace Event JSON (Perfetto UI, chrome://tracing, speedscope): regions as complete
-// events, samples as instant events carrying their stack ("sf") into "stackFrames".
-void write_trace(connection& profile, std::ostream& out);
+// events, samples as instant events carrying their stack ("sf") into "stackFrames", and each time
+// window as a slice on a track of its own.
+void write_trace(connection& profile, std::ostream& out, const window_range& windows = {});
 
 // Folded stacks ("main;solve;step 1200"), weights in microseconds of CPU time, for flamegraph.pl
 // and speedscope.
-void write_folded(connection& profile, std::ostream& out);
+void write_folded(connection& profile, std::ostream& out, const window_range& windows = {});
+
+// Phase behaviour: the functions whose share of the samples changed most between time windows.
+void write_window_comparison(connection& profile, std::ostream& out, std::size_t functions = 20);
+
+// How many windows the profile has (0: none were set).
+std::int64_t window_count(connection& profile);
 
 // The text report's content as JSON.
 void write_summary_json(connection& profile, std::ostream& out, const text_options& options = {});
