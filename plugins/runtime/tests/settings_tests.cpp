@@ -276,7 +276,7 @@ TEST_CASE("a malformed period spec is named with its position and what is accept
   CHECK(error_of("1..5:1").find("is not a number") != std::string::npos);
 }
 
-TEST_CASE("KAIROS_TRACE_PERIODS is checked when loaded; a bad one disables kairos, naming the spec") {
+TEST_CASE("KAIROS_TRACE_PERIODS is checked when loaded: a bad one disables kairos, naming the spec") {
   environment_block environment{"KAIROS_TRACE_PERIODS=realtime:1:1 process_cputime:1:zz"};
   const auto values = settings::load(environment.get());
   REQUIRE(values.problems().size() == 1);
@@ -287,7 +287,7 @@ TEST_CASE("KAIROS_TRACE_PERIODS is checked when loaded; a bad one disables kairo
   CHECK_FALSE(values.usable());
 }
 
-TEST_CASE("a windows file: comments, a header, units; out-of-order windows are named by line") {
+TEST_CASE("a windows file takes comments, a header and units, and names out-of-order windows by line") {
   auto parsed = parse_windows_file("# phases\nclock,start,length\n realtime , 1 , 0.5 \n\ninstructions,100M,10M # B\n"
                                    "realtime,2s,250ms\n",
                                    "w.csv");
