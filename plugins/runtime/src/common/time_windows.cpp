@@ -91,8 +91,8 @@ std::optional<std::int64_t> parse_amount(std::string_view field, window_clock cl
   std::int64_t whole = 0;
   bool too_large = false;
   for (char c : whole_text) {
+    if ((too_large = whole > (limit / scale - (c - '0')) / 10)) break;  // checked before it can overflow
     whole = whole * 10 + (c - '0');
-    if ((too_large = whole > limit / scale)) break;
   }
   if (too_large) {
     why = fmt::format("{} is too large; at most {} {}", quoted, limit / scale,
