@@ -440,15 +440,16 @@ void initialize() {
   // Windows say when sampling runs: the default delay would only cut into the first one.
   if (globals->windows_planned && globals->values.at(setting::sampling_delay).source == setting_source::default_value)
     globals->values.set("KAIROS_SAMPLING_DELAY", "0", setting_source::default_value);
-  if (database_wanted && globals->values.category_usable("sampling")) {
-    auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
-    if (first_image) report(sampling.failure);
-    if (first_image && !sampling.note.empty()) report(sampling.note);
-  }
+  // Before the sampler: no thread is armed until the first window opens.
   if (globals->windows_planned) {
     auto started = start_windows(std::move(windows), &on_window_edge);
     if (first_image)
       for (const auto& note : started.notes) report(note);
+  }
+  if (database_wanted && globals->values.category_usable("sampling")) {
+    auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
+    if (first_image) report(sampling.failure);
+    if (first_image && !sampling.note.empty()) report(sampling.note);
   }
   atexit(&finalize_at_exit);
   pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
