@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ constexpr std::int64_t stop_check_ns = 100'000'000;
 // predicted crossing.
 constexpr std::int64_t instruction_poll_min_ns = 50'000;
 constexpr std::int64_t instruction_poll_max_ns = 10'000'000;
+constexpr std::int64_t cpu_poll_min_ns = 200'000;
 
 struct clock_source {
   bool available = false;
@@ -53,6 +55,7 @@ struct windows_globals {
   window_edge_callback on_edge = nullptr;
   std::array<clock_source, window_clock_count> clocks;
   int signal_number = 0;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   std::atomic<pid_t> thread_tid{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> done{false};
@@ -165,7 +168,13 @@ void set_alarm(window_clock clock, std::int64_t target) {
 }
 
 std::int64_t poll_interval(window_clock clock, std::int64_t now_value, std::int64_t target) {
-  if (!counts_instructions(clock)) return stop_check_ns;
+  if (clock == window_clock::realtime || clock == window_clock::monotonic) return stop_check_ns;
+  if (!counts_instructions(clock)) {
+    // CPU timers fire at the scheduler's tick (4 ms at CONFIG_HZ=250): the thread also wakes when
+    // the process, running on every CPU, could have reached the edge, and reads the clock.
+    const auto left = (target - now_value) / std::max(globals->cpus, 1L);
+    return std::clamp<std::int64_t>(left, cpu_poll_min_ns, stop_check_ns);
+  }
   const auto now_ns = steady_now_ns();
   if (globals->last_count_ns != 0 && now_ns > globals->last_count_ns && now_value >= globals->last_count)
     globals->instructions_per_ns = static_cast<double>(now_value - globals->last_count) /
@@ -273,6 +282,7 @@ void run_plan() {
 void* windows_main(void*) {
   reentry_guard guard;
   pthread_setname_np(pthread_self(), "kairos-windows");
+  prctl(PR_SET_TIMERSLACK, 1UL);  // its timed waits end on time, not up to 50 us later
   globals->thread_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   for (auto& source : globals->clocks)  // the overflow signal comes here, and only here
     if (source.instructions) {
