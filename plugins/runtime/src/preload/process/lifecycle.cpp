@@ -210,6 +210,12 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   add_database_metadata("dropped.samples", std::to_string(lost.samples));
   add_database_metadata("dropped.region_rows", std::to_string(lost.region_rows));
   add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
+  if (globals->windows_planned) {
+    const auto windows = windows_totals();
+    add_database_metadata("windows.opened", std::to_string(windows.opened));
+    add_database_metadata("windows.skipped", std::to_string(windows.skipped));
+    add_database_metadata("windows.edge_ns", std::to_string(windows.edge_ns));
+  }
   flush_to_database(true);
   auto database_path = finish_profile_database(end_reason);
   close_profile_database();

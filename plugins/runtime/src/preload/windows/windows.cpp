@@ -210,6 +210,15 @@ void publish(window_record record) {
   globals->changes.push_back(std::move(record));
 }
 
+// The producers' side of an edge (the sampler arms or disarms every thread), timed.
+void run_edge() {
+  const auto start = steady_now_ns();
+  globals->on_edge();
+  const auto spent = steady_now_ns() - start;
+  std::lock_guard lock{globals->mutex};
+  globals->totals.edge_ns += spent;
+}
+
 void open_window(window_record& record, std::int64_t reading) {
   record.opened = true;
   record.actual_start = reading;
@@ -223,7 +232,7 @@ void open_window(window_record& record, std::int64_t reading) {
   window_state_detail::ordinal.store(static_cast<std::int32_t>(record.ordinal), std::memory_order_relaxed);
   window_state_detail::open.store(true, std::memory_order_release);
   window_state_detail::edges.fetch_add(1, std::memory_order_acq_rel);
-  globals->on_edge();
+  run_edge();
   publish(record);
 }
 
@@ -237,7 +246,7 @@ void close_window(window_record& record, std::int64_t reading) {
     if (!globals->history.empty()) globals->history.back().close_ns = record.end_ns;
   }
   window_state_detail::edges.fetch_add(1, std::memory_order_acq_rel);
-  globals->on_edge();
+  run_edge();
   publish(record);
 }
 
@@ -266,16 +275,17 @@ void run_plan() {
       skip_window(record);
       continue;
     }
+    // -1: stopping, or the clock can no longer be read (the main thread of thread_cputime ended,
+    // the program closed the instruction counter): the plan ends there.
     const auto opened_at = wait_for(planned->clock, record.planned_start);
     if (opened_at < 0) {
-      if (globals->stopping.load()) return;
-      skip_window(record);
-      continue;
+      if (!globals->stopping.load()) skip_window(record);
+      return;
     }
     open_window(record, opened_at);
     const auto closed_at = wait_for(planned->clock, record.planned_end);
     close_window(record, closed_at);
-    if (globals->stopping.load()) return;
+    if (closed_at < 0) return;
   }
 }
 

@@ -46,6 +46,7 @@ std::vector<window_record> take_window_changes();
 struct windows_summary {
   std::int64_t opened = 0;
   std::int64_t skipped = 0;  // planned, never opened
+  std::int64_t edge_ns = 0;  // spent arming and disarming at the edges (on_edge), all of them
 };
 windows_summary windows_totals() noexcept;
 
