@@ -191,6 +191,44 @@ void write_window_sections(connection& profile, std::ostream& out, const window_
 
 std::int64_t window_count(connection& profile) { return scalar(profile, "SELECT COUNT(*) FROM window"); }
 
+// GPU work: the kernels by total device time, the copies by kind (docs/plugins/gpu.md).
+constexpr std::int64_t kernels_shown = 20;
+
+void write_gpu_sections(connection& profile, std::ostream& out, const window_range& range) {
+  const auto kernels = scalar(profile, "SELECT COUNT(*) FROM gpu_kernel WHERE 1" + in_windows(range, "window"));
+  const auto copies = scalar(profile, "SELECT COUNT(*) FROM gpu_memcpy WHERE 1" + in_windows(range, "window"));
+  if (kernels == 0 && copies == 0) return;
+  if (kernels > 0) {
+    const auto total_ns = scalar(profile, "SELECT COALESCE(SUM(duration_ns), 0) FROM gpu_kernels WHERE 1" +
+                                              in_windows(range, "window"));
+    out << fmt::format("\ntop kernels: {} launches, {:.3f} ms of device time\n", kernels, total_ns * 1e-6);
+    out << fmt::format("{:>10} {:>7} {:>9} {:>10} {:>10}  {}\n", "total ms", "%", "launches", "mean us",
+                       "max us", "kernel");
+    auto rows = profile.prepare(
+        "SELECT name, COUNT(*), SUM(duration_ns), AVG(duration_ns), MAX(duration_ns) FROM gpu_kernels WHERE 1" +
+        in_windows(range, "window") + " GROUP BY name ORDER BY SUM(duration_ns) DESC LIMIT " +
+        std::to_string(kernels_shown));
+    while (rows.step())
+      out << fmt::format("{:>10.3f} {:>6.1f}% {:>9} {:>10.1f} {:>10.1f}  {}\n", rows.integer(2) * 1e-6,
+                         percent(rows.integer(2), total_ns), rows.integer(1), rows.real(3) * 1e-3,
+                         rows.integer(4) * 1e-3, printable(rows.text(0)));
+  }
+  if (copies > 0) {
+    out << fmt::format("\ntop copies: {} copies and memsets\n", copies);
+    out << fmt::format("{:>10} {:>7} {:>12} {:>9}  {}\n", "total ms", "copies", "MB", "GB/s", "kind");
+    auto rows = profile.prepare(
+        "SELECT kind, COUNT(*), SUM(bytes), SUM(end_ns - start_ns) FROM gpu_memcpy WHERE 1" +
+        in_windows(range, "window") + " GROUP BY kind ORDER BY SUM(end_ns - start_ns) DESC");
+    while (rows.step()) {
+      const auto ns = rows.integer(3);
+      out << fmt::format("{:>10.3f} {:>7} {:>12.3f} {:>9}  {}\n", ns * 1e-6, rows.integer(1),
+                         rows.integer(2) * 1e-6,
+                         ns > 0 ? fmt::format("{:.2f}", static_cast<double>(rows.integer(2)) / ns) : "-",
+                         rows.text(0));
+    }
+  }
+}
+
 void write_text(connection& profile, std::ostream& out, const text_options& options) {
   const auto& range = options.windows;
   const auto samples = scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"));
@@ -203,11 +241,13 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
                                : fmt::format(" (time windows {} to {})", range.first, range.last));
   if (samples == 0) {
     out << "no samples were recorded\n";
+    write_gpu_sections(profile, out, range);
     write_window_sections(profile, out, range);
     return;
   }
   auto weights = weigh_functions(profile, options.functions, range);
   write_table(out, "top functions, all threads", weights.overall, weight_ns);
+  write_gpu_sections(profile, out, range);
   write_window_sections(profile, out, range);
   if (!options.per_thread) return;
   for (const auto& thread : threads) {
@@ -272,11 +312,71 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
   out << summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
 }
 
+// GPU work in the trace: each (device, stream) a track of its own, under the process, with its
+// kernels and copies as slices; API calls as slices on the calling thread's track.
+template <class Separator>
+void write_gpu_tracks(connection& profile, std::ostream& out, const window_range& range, std::int64_t origin_ns,
+                      std::int64_t pid, Separator& separator) {
+  constexpr std::int64_t first_gpu_track = 1'000'000'000;  // above any tid
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> tracks;  // (device row, stream) → tid
+  auto track_of = [&](std::int64_t device, std::int64_t stream, std::string_view device_name) {
+    const auto [found, added] =
+        tracks.try_emplace({device, stream}, first_gpu_track + static_cast<std::int64_t>(tracks.size()));
+    if (added) {
+      separator();
+      out << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", pid,
+                         found->second,
+                         json_string(fmt::format("GPU {} stream {}", device_name,
+                                                 stream == 0 ? std::string{"default"} : fmt::format("{:#x}", stream))));
+    }
+    return found->second;
+  };
+  auto work = profile.prepare(
+      "SELECT 'kernel', COALESCE(gpu_kernel.device, -1), gpu_kernel.stream, string.value, gpu_kernel.start_ns, "
+      "gpu_kernel.end_ns, COALESCE(gpu_device.name, '?'), gpu_kernel.grid_x, gpu_kernel.grid_y, gpu_kernel.grid_z, "
+      "gpu_kernel.block_x, gpu_kernel.block_y, gpu_kernel.block_z, gpu_kernel.shared_bytes, gpu_kernel.correlation "
+      "FROM gpu_kernel JOIN string ON string.id = gpu_kernel.name "
+      "LEFT JOIN gpu_device ON gpu_device.id = gpu_kernel.device WHERE 1" + in_windows(range, "gpu_kernel.window") +
+      " UNION ALL SELECT 'copy', COALESCE(gpu_memcpy.device, -1), gpu_memcpy.stream, gpu_memcpy.kind, "
+      "gpu_memcpy.start_ns, gpu_memcpy.end_ns, COALESCE(gpu_device.name, '?'), gpu_memcpy.bytes, 0, 0, 0, 0, 0, 0, "
+      "gpu_memcpy.correlation FROM gpu_memcpy LEFT JOIN gpu_device ON gpu_device.id = gpu_memcpy.device WHERE 1" +
+      in_windows(range, "gpu_memcpy.window") + " ORDER BY 5");
+  while (work.step()) {
+    const auto tid = track_of(work.integer(1), work.integer(2), work.text(6));
+    const bool kernel = work.text(0) == "kernel";
+    separator();
+    out << fmt::format(R"({{"ph":"X","cat":"gpu_{}","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
+                       work.text(0), json_string(work.text(3)), pid, tid, (work.integer(4) - origin_ns) * 1e-3,
+                       (work.integer(5) - work.integer(4)) * 1e-3);
+    if (kernel)
+      out << fmt::format(R"("grid":[{},{},{}],"block":[{},{},{}],"shared_bytes":{},)", work.integer(7),
+                         work.integer(8), work.integer(9), work.integer(10), work.integer(11), work.integer(12),
+                         work.integer(13));
+    else
+      out << fmt::format(R"("bytes":{},)", work.integer(7));
+    out << fmt::format(R"("correlation":{}}}}})", work.integer(14));
+  }
+  auto calls = profile.prepare(
+      "SELECT gpu_api_calls.name, threads.pid, threads.tid, gpu_api_calls.start_ns, gpu_api_calls.duration_ns, "
+      "gpu_api_calls.correlation FROM gpu_api_calls JOIN threads ON threads.id = gpu_api_calls.thread WHERE 1" +
+      in_windows(range, "gpu_api_calls.window") + " ORDER BY gpu_api_calls.start_ns");
+  while (calls.step()) {
+    separator();
+    out << fmt::format(R"({{"ph":"X","cat":"gpu_api","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},)"
+                       R"("args":{{"correlation":{}}}}})",
+                       json_string(calls.text(0)), calls.integer(1), calls.integer(2),
+                       (calls.integer(3) - origin_ns) * 1e-3, calls.integer(4) * 1e-3, calls.integer(5));
+  }
+}
+
 void write_trace(connection& profile, std::ostream& out, const window_range& range) {
   // Timestamps in microseconds from the earliest event, as the format expects.
   const auto origin_ns = scalar(profile,
                                 "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample "
                                 "UNION ALL SELECT MIN(start_ns) FROM region "
+                                "UNION ALL SELECT MIN(start_ns) FROM gpu_kernel "
+                                "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "
+                                "UNION ALL SELECT MIN(start_ns) FROM gpu_api_call "
                                 "UNION ALL SELECT MIN(start_ns) FROM window)");
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
@@ -319,6 +419,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
                        window.planned_start, window.planned_end, window.actual_start, window.actual_end,
                        window.samples);
   }
+  write_gpu_tracks(profile, out, range, origin_ns, first_pid, separator);
   auto regions = profile.prepare(
       "SELECT regions.name, threads.pid, threads.tid, regions.start_ns, regions.duration_ns, regions.clipped "
       "FROM regions JOIN threads ON threads.id = regions.thread WHERE 1" + in_windows(range, "regions.window") +

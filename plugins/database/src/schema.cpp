@@ -50,6 +50,28 @@ CREATE TABLE window (
   planned_start INTEGER NOT NULL, planned_end INTEGER NOT NULL,
   actual_start INTEGER, actual_end INTEGER, start_ns INTEGER, end_ns INTEGER,
   samples INTEGER NOT NULL DEFAULT 0, regions INTEGER NOT NULL DEFAULT 0);
+-- GPU activity (docs/plugins/gpu.md): times on the host's CLOCK_MONOTONIC, device timestamps mapped
+-- onto it; `thread`, `call_ns` and `stack` say who asked for the work, `correlation` ties a kernel
+-- or copy to its gpu_api_call.
+CREATE TABLE gpu_device (
+  id INTEGER PRIMARY KEY, api TEXT NOT NULL, device_index INTEGER NOT NULL, name TEXT NOT NULL,
+  architecture TEXT NOT NULL, memory_bytes INTEGER, multiprocessors INTEGER, clock_khz INTEGER,
+  memory_clock_khz INTEGER);
+CREATE TABLE gpu_kernel (
+  id INTEGER PRIMARY KEY, device INTEGER REFERENCES gpu_device, stream INTEGER NOT NULL,
+  name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
+  shared_bytes INTEGER, correlation INTEGER, thread INTEGER REFERENCES thread, call_ns INTEGER,
+  stack INTEGER REFERENCES stack, window INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE gpu_memcpy (
+  id INTEGER PRIMARY KEY, device INTEGER REFERENCES gpu_device, stream INTEGER NOT NULL,
+  kind TEXT NOT NULL, bytes INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  asynchronous INTEGER NOT NULL, correlation INTEGER, thread INTEGER REFERENCES thread,
+  call_ns INTEGER, stack INTEGER REFERENCES stack, window INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE gpu_api_call (
+  id INTEGER PRIMARY KEY, api TEXT NOT NULL, name INTEGER NOT NULL REFERENCES string,
+  thread INTEGER REFERENCES thread, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  correlation INTEGER, window INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX sample_window ON sample (window);
 CREATE INDEX sample_stack ON sample (stack);
 CREATE INDEX sample_thread_time ON sample (thread, time_ns);
@@ -130,6 +152,34 @@ SELECT string.value AS name, region.thread AS thread, region.start_ns AS start_n
        region.end_ns AS end_ns, region.end_ns - region.start_ns AS duration_ns,
        region.depth AS depth, region.window AS window, region.clipped AS clipped
 FROM region JOIN string ON string.id = region.name;
+
+CREATE VIEW gpu_kernels AS
+SELECT gpu_kernel.id AS id, string.value AS name, gpu_kernel.device AS device,
+       gpu_kernel.stream AS stream, gpu_kernel.start_ns AS start_ns, gpu_kernel.end_ns AS end_ns,
+       gpu_kernel.end_ns - gpu_kernel.start_ns AS duration_ns, gpu_kernel.grid_x AS grid_x,
+       gpu_kernel.grid_y AS grid_y, gpu_kernel.grid_z AS grid_z, gpu_kernel.block_x AS block_x,
+       gpu_kernel.block_y AS block_y, gpu_kernel.block_z AS block_z,
+       gpu_kernel.shared_bytes AS shared_bytes, gpu_kernel.thread AS thread,
+       gpu_kernel.start_ns - gpu_kernel.call_ns AS queued_ns, gpu_kernel.window AS window
+FROM gpu_kernel JOIN string ON string.id = gpu_kernel.name;
+
+CREATE VIEW top_kernels AS
+SELECT name, COUNT(*) AS launches, SUM(duration_ns) AS total_ns, AVG(duration_ns) AS mean_ns,
+       MIN(duration_ns) AS min_ns, MAX(duration_ns) AS max_ns
+FROM gpu_kernels GROUP BY name;
+
+CREATE VIEW top_copies AS
+SELECT kind, COUNT(*) AS copies, SUM(bytes) AS bytes, SUM(end_ns - start_ns) AS total_ns,
+       CASE WHEN SUM(end_ns - start_ns) > 0 THEN SUM(bytes) * 1.0 / SUM(end_ns - start_ns) END
+         AS gb_per_s
+FROM gpu_memcpy GROUP BY kind;
+
+CREATE VIEW gpu_api_calls AS
+SELECT string.value AS name, gpu_api_call.api AS api, gpu_api_call.thread AS thread,
+       gpu_api_call.start_ns AS start_ns, gpu_api_call.end_ns AS end_ns,
+       gpu_api_call.end_ns - gpu_api_call.start_ns AS duration_ns,
+       gpu_api_call.correlation AS correlation, gpu_api_call.window AS window
+FROM gpu_api_call JOIN string ON string.id = gpu_api_call.name;
 
 CREATE VIEW threads AS
 SELECT thread.id AS id, thread.internal_id AS internal_id, thread.sequent_id AS sequent_id,

@@ -38,10 +38,25 @@ struct profile_writer::statements {
                "VALUES (?, ?, ?, ?, ?, ?, ?)"},
         window{database,
                "INSERT OR REPLACE INTO window (ordinal, spec, clock, planned_start, planned_end, "
-               "actual_start, actual_end, start_ns, end_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"} {}
+               "actual_start, actual_end, start_ns, end_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+        gpu_device{database,
+                   "INSERT INTO gpu_device (api, device_index, name, architecture, memory_bytes, "
+                   "multiprocessors, clock_khz, memory_clock_khz) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"},
+        gpu_kernel{database,
+                   "INSERT INTO gpu_kernel (device, stream, name, start_ns, end_ns, grid_x, grid_y, "
+                   "grid_z, block_x, block_y, block_z, shared_bytes, correlation, thread, call_ns, "
+                   "stack, window) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+        gpu_memcpy{database,
+                   "INSERT INTO gpu_memcpy (device, stream, kind, bytes, start_ns, end_ns, "
+                   "asynchronous, correlation, thread, call_ns, stack, window) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+        gpu_api_call{database,
+                     "INSERT INTO gpu_api_call (api, name, thread, start_ns, end_ns, correlation, "
+                     "window) VALUES (?, ?, ?, ?, ?, ?, ?)"} {}
 
   statement metadata, string, process, process_end, thread, thread_end, frame, stack,
-      sample, realtime_sample, counter, region, window;
+      sample, realtime_sample, counter, region, window, gpu_device, gpu_kernel, gpu_memcpy,
+      gpu_api_call;
 };
 
 namespace {
@@ -222,6 +237,77 @@ void profile_writer::add_region(std::int64_t thread, std::string_view name, std:
       .bind(6, window)
       .bind(7, clipped)
       .run();
+}
+
+namespace {
+void bind_optional(statement& insert, int column, const std::optional<std::int64_t>& value) {
+  value ? void(insert.bind(column, *value)) : void(insert.bind_null(column));
+}
+}  // namespace
+
+std::int64_t profile_writer::add_gpu_device(const gpu_device_info& device) {
+  ensure_transaction();
+  statements_->gpu_device.bind(1, std::string_view{device.api})
+      .bind(2, device.index)
+      .bind(3, std::string_view{device.name})
+      .bind(4, std::string_view{device.architecture})
+      .bind(5, device.memory_bytes)
+      .bind(6, device.multiprocessors)
+      .bind(7, device.clock_khz)
+      .bind(8, device.memory_clock_khz)
+      .run();
+  return database_.last_insert_id();
+}
+
+void profile_writer::add_gpu_kernel(std::optional<std::int64_t> device, const gpu_kernel_info& kernel,
+                                    const gpu_work_origin& origin) {
+  std::string symbolized;
+  if (kernel.name.empty() && kernel.function_address != 0 && symbolize_)
+    symbolized = symbolize_(kernel.function_address).function;
+  if (kernel.name.empty() && symbolized.empty())
+    symbolized = fmt::format("kernel@{:#x}", kernel.function_address);
+  const auto name_id = intern(kernel.name.empty() ? std::string_view{symbolized} : kernel.name);
+  ensure_transaction();
+  auto& insert = statements_->gpu_kernel;
+  bind_optional(insert, 1, device);
+  insert.bind(2, kernel.stream).bind(3, name_id).bind(4, kernel.start_ns).bind(5, kernel.end_ns);
+  for (int axis = 0; axis < 3; ++axis) {
+    insert.bind(6 + axis, kernel.grid[static_cast<std::size_t>(axis)]);
+    insert.bind(9 + axis, kernel.block[static_cast<std::size_t>(axis)]);
+  }
+  insert.bind(12, kernel.shared_bytes).bind(13, origin.correlation);
+  bind_optional(insert, 14, origin.thread);
+  insert.bind(15, origin.call_ns);
+  bind_optional(insert, 16, origin.stack);
+  insert.bind(17, origin.window).run();
+}
+
+void profile_writer::add_gpu_copy(std::optional<std::int64_t> device, const gpu_copy_info& copy,
+                                  const gpu_work_origin& origin) {
+  ensure_transaction();
+  auto& insert = statements_->gpu_memcpy;
+  bind_optional(insert, 1, device);
+  insert.bind(2, copy.stream)
+      .bind(3, copy.kind)
+      .bind(4, copy.bytes)
+      .bind(5, copy.start_ns)
+      .bind(6, copy.end_ns)
+      .bind(7, std::int64_t{copy.asynchronous})
+      .bind(8, origin.correlation);
+  bind_optional(insert, 9, origin.thread);
+  insert.bind(10, origin.call_ns);
+  bind_optional(insert, 11, origin.stack);
+  insert.bind(12, origin.window).run();
+}
+
+void profile_writer::add_gpu_api_call(std::string_view api, std::string_view name, std::int64_t start_ns,
+                                      std::int64_t end_ns, const gpu_work_origin& origin) {
+  const auto name_id = intern(name);
+  ensure_transaction();
+  auto& insert = statements_->gpu_api_call;
+  insert.bind(1, api).bind(2, name_id);
+  bind_optional(insert, 3, origin.thread);
+  insert.bind(4, start_ns).bind(5, end_ns).bind(6, origin.correlation).bind(7, origin.window).run();
 }
 
 void profile_writer::add_window(const window_info& window) {

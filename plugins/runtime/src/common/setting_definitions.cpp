@@ -140,6 +140,11 @@ constexpr std::array definitions{
                        "CSV of irregular windows, one clock,start,length a line (instructions,100M,10M), "
                        "counted from the process's start; they follow KAIROS_TRACE_PERIODS' windows",
                        {}, 0, 0, true, &check_windows_file},
+    // gpu
+    setting_definition{"gpu", "KAIROS_GPU", text, "auto", "gpu",
+                       "GPU kernels, copies and API calls (HIP; CUDA through CUPTI): auto observes a GPU "
+                       "runtime loaded in the program, off never wraps or loads anything",
+                       "auto,off"},
     // internal: set by kairos-run and the runtime to tie the processes of one launch together
     setting_definition{"launch_pid", "KAIROS_LAUNCH_PID", integer, "0", "internal",
                        "pid of the launched process (set by kairos-run); others are children", {},
@@ -160,7 +165,7 @@ constexpr bool rows_match_names() {
       "sampling_cputime_delay", "sampling_cputime_duration", "sampling_realtime",
       "sampling_realtime_freq", "sampling_realtime_delay", "sampling_realtime_duration",
       "sampling_allocator_size", "use_temporary_files", "trace_periods", "trace_windows_file",
-      "launch_pid", "launch_date",
+      "gpu", "launch_pid", "launch_date",
       "exec_generation"};
   if (std::size(names) != definitions.size()) return false;
   for (std::size_t i = 0; i < definitions.size(); ++i)

@@ -25,7 +25,7 @@ struct setting_definition {
   std::string_view variable;       // environment variable: "KAIROS_SAMPLING_FREQ"
   setting_type type;
   std::string_view default_value;  // as text; "" for "unset" (see may_be_empty)
-  std::string_view category;       // "general", "output", "regions", "sampling", "windows", "internal"
+  std::string_view category;       // "general", "output", "regions", "sampling", "windows", "gpu", "internal"
   std::string_view description;
   std::string_view choices = {};   // comma-separated accepted words (text, list); "" = any
   double minimum = 0;              // integer and number: accepted range
@@ -49,6 +49,7 @@ enum class setting : std::size_t {
   sampling_realtime, sampling_realtime_freq, sampling_realtime_delay, sampling_realtime_duration,
   sampling_allocator_size, use_temporary_files,
   trace_periods, trace_windows_file,
+  gpu,
   launch_pid, launch_date, exec_generation,
 };
 

@@ -1,12 +1,15 @@
 #include "preload/pipeline/delivery.hpp"
 
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "preload/gpu/gpu_activity.hpp"
 #include "preload/regions/regions.hpp"
 #include "preload/sink/profile_database.hpp"
 #include "preload/threads/thread_registry.hpp"
+#include "preload/windows/window_state.hpp"
 #include "preload/windows/windows.hpp"
 
 namespace kairos::runtime {
@@ -19,6 +22,7 @@ struct delivery_state {
   std::size_t thread_cursor = 0;            // threads of the registry seen so far
   std::vector<thread_record*> unfinished;   // threads whose end is not in the database yet
   std::unordered_map<const thread_record*, std::int64_t> last_counter_ns;
+  std::unordered_map<pid_t, thread_record*> program_threads;  // by tid: who asked for GPU work
   bool forget_parent = false;  // set in a fork child; done by the child's first flush
 };
 delivery_state* state = new delivery_state;  // never destroyed: used until the process ends
@@ -34,6 +38,7 @@ void forget_parent_if_forked() {
   state->thread_cursor = 0;
   state->unfinished.clear();
   state->last_counter_ns.clear();
+  state->program_threads.clear();
 }
 
 database_window database_row(const window_record& window) {
@@ -48,6 +53,56 @@ database_window database_row(const window_record& window) {
     row.end_ns = window.end_ns;
   }
   return row;
+}
+
+thread_record* thread_of(std::int64_t tid) {
+  const auto found = state->program_threads.find(static_cast<pid_t>(tid));
+  return found == state->program_threads.end() ? nullptr : found->second;
+}
+
+// The window the program was in when it asked for the work; nullopt when windows govern and none
+// was open then (nothing is collected outside the windows).
+std::optional<std::int32_t> window_at(std::int64_t call_ns) {
+  if (!windows_govern()) return 0;
+  std::optional<std::int32_t> found;
+  for_each_window_between(call_ns, call_ns, [&](const window_span& span) { found = span.ordinal; });
+  return found;
+}
+
+void add_gpu_rows(database_batch& rows, const gpu::activity_batch& activity) {
+  for (const auto& device : activity.devices)
+    rows.add_gpu_device({std::string{gpu::name_of(device.api)}, device.index, device.name, device.architecture,
+                         static_cast<std::int64_t>(device.memory_bytes), device.multiprocessors,
+                         device.clock_khz, device.memory_clock_khz});
+  auto origin = [](const gpu::call_site& site, std::uint64_t correlation, std::int32_t window) {
+    return gpu_origin{thread_of(site.tid), site.stack, site.call_ns, static_cast<std::int64_t>(correlation), window};
+  };
+  for (const auto& kernel : activity.kernels) {
+    const auto window = window_at(kernel.site.call_ns);
+    if (!window) continue;
+    database::gpu_kernel_info row{kernel.name, kernel.function_address, static_cast<std::int64_t>(kernel.stream),
+                                  kernel.start_ns, kernel.end_ns, {}, {}, kernel.shared_bytes};
+    for (std::size_t axis = 0; axis < 3; ++axis) {
+      row.grid[axis] = kernel.grid[axis];
+      row.block[axis] = kernel.block[axis];
+    }
+    rows.add_gpu_kernel(gpu::name_of(kernel.api), kernel.device, row, origin(kernel.site, kernel.correlation, *window));
+  }
+  for (const auto& copy : activity.copies) {
+    const auto window = window_at(copy.site.call_ns);
+    if (!window) continue;
+    rows.add_gpu_copy(gpu::name_of(copy.api), copy.device,
+                      {gpu::name_of(copy.kind), static_cast<std::int64_t>(copy.stream),
+                       static_cast<std::int64_t>(copy.bytes), copy.start_ns, copy.end_ns, copy.asynchronous},
+                      origin(copy.site, copy.correlation, *window));
+  }
+  for (const auto& call : activity.calls) {
+    const auto window = window_at(call.start_ns);
+    if (!window) continue;
+    rows.add_gpu_api_call(gpu::name_of(call.api), call.name, call.start_ns, call.end_ns,
+                          gpu_origin{thread_of(call.tid), {}, call.start_ns,
+                                     static_cast<std::int64_t>(call.correlation), *window});
+  }
 }
 
 }  // namespace
@@ -74,7 +129,9 @@ void flush_to_database(bool force) {
   std::lock_guard lock{state->mutex};
   forget_parent_if_forked();
   threads().for_each_new(state->thread_cursor, [](thread_record& thread) {
-    if (!thread.kairos_owned) state->unfinished.push_back(&thread);
+    if (thread.kairos_owned) return;
+    state->unfinished.push_back(&thread);
+    state->program_threads[thread.tid] = &thread;
   });
   database_batch rows;
   for_each_region_log([&](thread_record& thread, region_log& log) {
@@ -84,6 +141,7 @@ void flush_to_database(bool force) {
     });
   });
   for (const auto& window : take_window_changes()) rows.add_window(database_row(window));
+  add_gpu_rows(rows, take_gpu_activity());
   // Threads get their rows once the database exists (it is created by the first sample or
   // region); until then they wait here, so a thread that ended early is still listed.
   if (rows.has_file()) {

@@ -36,6 +36,7 @@
 #include <kairos/runtime/settings.hpp>
 #include <kairos/runtime/time_windows.hpp>
 
+#include "preload/gpu/gpu_activity.hpp"
 #include "preload/outputs/report.hpp"
 #include "preload/pipeline/delivery.hpp"
 #include "preload/process/lifecycle.hpp"
@@ -60,6 +61,8 @@ namespace {
 
 constexpr std::chrono::milliseconds user_api_wait{200};
 constexpr int stem_suffixes_tried = 1000;
+// At the end, how long kairos waits for its own events of GPU work still running.
+constexpr std::int64_t gpu_drain_timeout_ns = 2'000'000'000;
 constexpr std::int64_t unsampled_worth_saying_ns = 20'000'000;
 
 std::atomic<runtime_state> state{runtime_state::loading};
@@ -201,6 +204,7 @@ std::string describe(const losses& lost, int signal_number) {
 void write_everything(const std::string& end_reason, bool snapshot) {
   stop_windows();
   stop_sampling();
+  stop_gpu(gpu_drain_timeout_ns);
   const auto sampling = sampling_totals();
   const losses lost{sampling.dropped, region_rows_dropped(), 0, sampling.unsampled_cpu_ns,
                     sampling.threads_blocking};
@@ -221,7 +225,8 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   close_profile_database();
   const auto counts = database_counts_written();
   const auto regions = regions_recorded();
-  if (sampling.delivered == 0 && regions == 0) {
+  const auto gpu_work = counts.gpu_kernels + counts.gpu_copies;
+  if (sampling.delivered == 0 && regions == 0 && gpu_work == 0) {
     if (!database_path.empty()) remove_database_files(database_path);
     if (!snapshot && globals->identity.launched)
       report(fmt::format("0 samples, 0 regions on {}; outputs: none (nothing was recorded: {}){}",
@@ -248,7 +253,10 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   if (written.files.empty() && !with_rows.rows && !with_rows.samples) return;
   std::string files;
   for (const auto& file : written.files) files += (files.empty() ? "" : ", ") + file;
-  report(fmt::format("{}, {} on {}; outputs: {}{}", plural(samples, "sample"), plural(regions, "region"),
+  const auto gpu = gpu_work == 0 ? std::string{}
+                                 : fmt::format(", {}, {} GPU cop{}", plural(counts.gpu_kernels, "GPU kernel"),
+                                               counts.gpu_copies, counts.gpu_copies == 1 ? "y" : "ies");
+  report(fmt::format("{}, {}{} on {}; outputs: {}{}", plural(samples, "sample"), plural(regions, "region"), gpu,
                      plural(program_threads(), "thread"), files.empty() ? "none" : files,
                      describe(with_rows, sampling.signal_number)));
 }
@@ -290,8 +298,9 @@ void finalize_on_signal(int signal_number) {
 }
 
 void flush_on_tick() {
-  if (state.load() == runtime_state::active)
-    report(capture_problem("writing the profile database failed", [] { flush_to_database(false); }));
+  if (state.load() != runtime_state::active) return;
+  report(capture_problem("observing the GPU failed", [] { gpu_tick(); }));
+  report(capture_problem("writing the profile database failed", [] { flush_to_database(false); }));
 }
 
 bool finished() { return finalize_done.load(); }
@@ -327,6 +336,7 @@ void after_fork_in_child() {
   delivery_forget_after_fork_in_child();
   sampling_forget_after_fork_in_child();  // a child is not sampled (docs/runtime.md)
   windows_forget_after_fork_in_child();
+  gpu_forget_after_fork_in_child();
   globals->identity.launched = false;
   globals->identity.generation = 0;
   if (!globals->values.boolean(setting::follow_children)) {
@@ -456,6 +466,11 @@ void initialize() {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (first_image) report(sampling.failure);
     if (first_image && !sampling.note.empty()) report(sampling.note);
+  }
+  if (database_wanted && globals->values.category_usable("gpu")) {
+    const auto notes = start_gpu(globals->values.text(setting::gpu) == "auto");
+    if (first_image && verbosity() > 0)
+      for (const auto& note : notes) report(note);
   }
   atexit(&finalize_at_exit);
   pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -33,6 +34,7 @@ struct database_file {
   std::int64_t process_row = -1;
   std::int64_t last_commit_ns = 0;
   std::unordered_map<const thread_record*, std::int64_t> thread_rows;
+  std::map<std::pair<std::string, std::int64_t>, std::int64_t> gpu_device_rows;  // (api, index)
   database_counts counts;   // committed rows (and rows lost)
   database_counts pending;  // inserted since the last commit: lost with it if it fails
   problem first_problem;
@@ -46,6 +48,7 @@ struct database_state {
   std::int64_t flush_interval_ns = 1'000'000'000;
   database_file* file = nullptr;  // null until the first row (in this process)
   std::vector<database::window_info> windows_waiting;  // until the file exists
+  std::vector<database::gpu_device_info> gpu_devices_waiting;
 };
 database_state* state = nullptr;
 
@@ -85,7 +88,8 @@ std::string host_name() {
 void commit_now() {
   auto& rows = file();
   const auto failure = capture_problem("writing the profile database failed", [] { file().writer->commit(); });
-  const auto pending = rows.pending.samples + rows.pending.realtime_samples + rows.pending.regions;
+  const auto pending = rows.pending.samples + rows.pending.realtime_samples + rows.pending.regions +
+                       rows.pending.gpu_kernels + rows.pending.gpu_copies;
   if (failure) {
     rows.counts.rows_lost += pending;
     if (!rows.first_problem) {
@@ -96,6 +100,8 @@ void commit_now() {
     rows.counts.samples += rows.pending.samples;
     rows.counts.realtime_samples += rows.pending.realtime_samples;
     rows.counts.regions += rows.pending.regions;
+    rows.counts.gpu_kernels += rows.pending.gpu_kernels;
+    rows.counts.gpu_copies += rows.pending.gpu_copies;
   }
   rows.pending = {};
 }
@@ -134,6 +140,9 @@ bool create_if_needed() {
     for (const auto& [key, value] : state->metadata) file().writer->set_metadata(key, value);
     for (const auto& window : state->windows_waiting) file().writer->add_window(window);
     state->windows_waiting.clear();
+    for (const auto& device : state->gpu_devices_waiting)
+      file().gpu_device_rows[{device.api, device.index}] = file().writer->add_gpu_device(device);
+    state->gpu_devices_waiting.clear();
     file().writer->commit();
   });
   file().last_commit_ns = steady_now_ns();
@@ -251,6 +260,56 @@ void database_batch::add_window(const database_window& window) {
   insert([&] { file().writer->add_window(row); });
 }
 
+namespace {
+database::gpu_work_origin origin_row(const gpu_origin& origin) {
+  database::gpu_work_origin row;
+  if (origin.thread) row.thread = thread_row(*origin.thread);
+  if (!origin.stack_leaf_first.empty()) row.stack = file().writer->add_stack(origin.stack_leaf_first);
+  row.call_ns = origin.call_ns;
+  row.correlation = origin.correlation;
+  row.window = origin.window;
+  return row;
+}
+std::optional<std::int64_t> gpu_device_row(std::string_view api, std::int64_t index) {
+  const auto found = file().gpu_device_rows.find({std::string{api}, index});
+  if (found == file().gpu_device_rows.end()) return std::nullopt;
+  return found->second;
+}
+}  // namespace
+
+void database_batch::add_gpu_device(const database::gpu_device_info& device) {
+  if (!writable()) return;
+  if (!has_file()) {
+    state->gpu_devices_waiting.push_back(device);
+    return;
+  }
+  insert([&] { file().gpu_device_rows[{device.api, device.index}] = file().writer->add_gpu_device(device); });
+}
+
+void database_batch::add_gpu_kernel(std::string_view api, std::int64_t device_index,
+                                    const database::gpu_kernel_info& kernel, const gpu_origin& origin) {
+  if (!writable()) return;
+  insert([&] {
+    file().writer->add_gpu_kernel(gpu_device_row(api, device_index), kernel, origin_row(origin));
+    ++file().pending.gpu_kernels;
+  });
+}
+
+void database_batch::add_gpu_copy(std::string_view api, std::int64_t device_index,
+                                  const database::gpu_copy_info& copy, const gpu_origin& origin) {
+  if (!writable()) return;
+  insert([&] {
+    file().writer->add_gpu_copy(gpu_device_row(api, device_index), copy, origin_row(origin));
+    ++file().pending.gpu_copies;
+  });
+}
+
+void database_batch::add_gpu_api_call(std::string_view api, std::string_view name, std::int64_t start_ns,
+                                      std::int64_t end_ns, const gpu_origin& origin) {
+  if (!writable()) return;
+  insert([&] { file().writer->add_gpu_api_call(api, name, start_ns, end_ns, origin_row(origin)); });
+}
+
 void database_batch::add_thread(thread_record& thread) {
   if (!has_file()) return;  // threads alone do not create the file
   insert([&] { thread_row(thread); });
@@ -295,6 +354,7 @@ void close_profile_database() {
     record_failure(std::move(failure));
   file().writer.reset();
   file().thread_rows.clear();
+  file().gpu_device_rows.clear();
 }
 
 database_counts database_counts_written() {
@@ -322,6 +382,7 @@ void database_forget_after_fork_in_child() noexcept {
   // child's own state is built when its first row arrives, in ordinary code, not in this handler.
   state->file = nullptr;
   new (&state->windows_waiting) std::vector<database::window_info>;  // the parent's, leaked
+  new (&state->gpu_devices_waiting) std::vector<database::gpu_device_info>;
   state->mutex.unlock();  // taken by this thread in database_lock_for_fork
 }
 

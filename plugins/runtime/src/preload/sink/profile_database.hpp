@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <kairos/plugins/database/writer.hpp>
+
 #include "preload/support/problems.hpp"
 
 namespace kairos::runtime {
@@ -24,6 +26,8 @@ struct database_counts {
   std::uint64_t samples = 0;
   std::uint64_t realtime_samples = 0;
   std::uint64_t regions = 0;
+  std::uint64_t gpu_kernels = 0;
+  std::uint64_t gpu_copies = 0;
   std::uint64_t rows_lost = 0;  // inserts that failed (disk full, I/O error)
 };
 
@@ -47,6 +51,15 @@ struct database_window {
   std::optional<std::int64_t> actual_start, actual_end, start_ns, end_ns;
 };
 
+// Who asked for a GPU kernel, copy or call (rows of the gpu_* tables, docs/plugins/gpu.md).
+struct gpu_origin {
+  thread_record* thread = nullptr;  // none: a thread kairos never saw
+  std::span<const std::uint64_t> stack_leaf_first;
+  std::int64_t call_ns = 0;
+  std::int64_t correlation = 0;
+  std::int32_t window = 0;
+};
+
 // Rows of one delivery, under the database's lock; the first row creates the file.
 class database_batch {
  public:
@@ -66,6 +79,14 @@ class database_batch {
   // A window as planned, opened or closed (written again as it changes). Windows alone do not
   // create the file: they wait for the first row that does.
   void add_window(const database_window& window);
+  // GPU activity. A device alone does not create the file (like a window); kernels and copies do.
+  void add_gpu_device(const database::gpu_device_info& device);
+  void add_gpu_kernel(std::string_view api, std::int64_t device_index,
+                      const database::gpu_kernel_info& kernel, const gpu_origin& origin);
+  void add_gpu_copy(std::string_view api, std::int64_t device_index, const database::gpu_copy_info& copy,
+                    const gpu_origin& origin);
+  void add_gpu_api_call(std::string_view api, std::string_view name, std::int64_t start_ns,
+                        std::int64_t end_ns, const gpu_origin& origin);
   // A thread's row now (threads appear with their first sample or region otherwise).
   void add_thread(thread_record& thread);
   void end_thread(thread_record& thread);

@@ -5,8 +5,9 @@
 namespace kairos::database {
 
 // Raised whenever a table, column or view changes meaning; readers refuse other versions.
-// 2: no tables without a writer (window, api_call, gpu_*); 3: the window table, region.clipped
-inline constexpr int schema_version = 3;
+// 2: no tables without a writer (window, api_call, gpu_*); 3: the window table, region.clipped;
+// 4: gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call
+inline constexpr int schema_version = 4;
 
 // Creates every table and view in an empty database (WAL journal).
 void create_schema(connection& database);

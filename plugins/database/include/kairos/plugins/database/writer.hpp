@@ -5,6 +5,7 @@
 // transaction; commit() ends it (the runtime calls it every KAIROS_FLUSH_INTERVAL), so a killed
 // program leaves a valid database holding everything up to the last commit.
 // One writer per database and per thread: it is not thread-safe.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -54,6 +55,33 @@ struct window_info {
   std::optional<std::int64_t> actual_start, actual_end, start_ns, end_ns;  // none: never opened
 };
 
+// GPU activity (the gpu_* tables); times in CLOCK_MONOTONIC ns. `thread` and `stack` are row ids
+// (none: the caller was not seen, or no stack was captured).
+struct gpu_device_info {
+  std::string api;  // "hip", "cuda"
+  std::int64_t index = 0;
+  std::string name, architecture;
+  std::int64_t memory_bytes = 0, multiprocessors = 0, clock_khz = 0, memory_clock_khz = 0;
+};
+struct gpu_work_origin {
+  std::optional<std::int64_t> thread, stack;
+  std::int64_t call_ns = 0;
+  std::int64_t correlation = 0;
+  std::int64_t window = 0;
+};
+struct gpu_kernel_info {
+  std::string_view name;
+  std::uint64_t function_address = 0;  // symbolized when `name` is empty
+  std::int64_t stream = 0, start_ns = 0, end_ns = 0;
+  std::array<std::int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};
+  std::int64_t shared_bytes = 0;
+};
+struct gpu_copy_info {
+  std::string_view kind;
+  std::int64_t stream = 0, bytes = 0, start_ns = 0, end_ns = 0;
+  bool asynchronous = false;
+};
+
 class profile_writer {
  public:
   using symbolizer = std::function<frame_info(std::uint64_t address)>;
@@ -87,6 +115,15 @@ class profile_writer {
   void add_window(const window_info& window);
   // Each window's samples and regions, counted from the rows (once, at the end).
   void count_window_rows();
+
+  // The device's row id, for its kernels and copies.
+  std::int64_t add_gpu_device(const gpu_device_info& device);
+  void add_gpu_kernel(std::optional<std::int64_t> device, const gpu_kernel_info& kernel,
+                      const gpu_work_origin& origin);
+  void add_gpu_copy(std::optional<std::int64_t> device, const gpu_copy_info& copy,
+                    const gpu_work_origin& origin);
+  void add_gpu_api_call(std::string_view api, std::string_view name, std::int64_t start_ns,
+                        std::int64_t end_ns, const gpu_work_origin& origin);
 
   std::int64_t intern(std::string_view text);
 

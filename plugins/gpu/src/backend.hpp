@@ -1,0 +1,52 @@
+#pragma once
+// What a backend (hip_backend.cpp, cuda_backend.cpp) gives the collector (collector.cpp) and what
+// it may call on it. Internal to the plugin.
+#include <cstdint>
+#include <string>
+
+#include <kairos/plugins/gpu/activity.hpp>
+#include <kairos/plugins/gpu/collector.hpp>
+
+namespace kairos::gpu::detail {
+
+struct backend {
+  virtual ~backend() = default;
+  virtual runtime_api api() const = 0;
+  // Tries to start observing (the runtime may have been loaded since the last try); fills `reason`
+  // when it cannot. Called under the collector's lock.
+  virtual bool start(std::string& reason) = 0;
+  virtual bool observing() const = 0;
+  virtual void poll() = 0;                            // resolve completed work, non-blocking
+  virtual void drain(std::int64_t timeout_ns) = 0;    // resolve everything launched, bounded
+  virtual void stop() = 0;
+  virtual void forget_after_fork() noexcept = 0;
+};
+
+backend& hip_backend();
+backend& cuda_backend();  // reports itself unavailable where the build had no CUDA toolkit
+
+// The collector's side, for backends. Thread-safe.
+const collector_options& options();
+std::int64_t host_now_ns() noexcept;  // CLOCK_MONOTONIC
+call_site capture_call_site(std::int64_t call_ns);
+std::uint64_t next_correlation() noexcept;
+
+// Tallies of the calling thread.
+void tally_api(std::int64_t ns) noexcept;
+// Ordinals of the calling thread's kernel/copy (what the device-time ledger is indexed by).
+struct ledger_entry {
+  void* ledger = nullptr;  // the issuing thread's; nullptr when device times are not retained
+  std::uint64_t ordinal = 0;
+  bool copy = false;       // a copy's ordinal (tally_copy), else a kernel's
+};
+ledger_entry tally_kernel();
+ledger_entry tally_copy(copy_kind kind, std::uint64_t bytes);
+void resolve(const ledger_entry& entry, std::int64_t device_ns);
+
+// Completed activity (ignored when options().keep_activity is false). Any thread, any lock.
+void emit(device_info device);
+void emit(kernel_activity kernel);
+void emit(copy_activity copy);
+void emit(const api_call& call);
+
+}  // namespace kairos::gpu::detail

@@ -1,0 +1,565 @@
+// The HIP backend: the HIP runtime's API calls wrapped by GOT patching (kairos::gotcha), so
+// unmodified programs are observed. Around each kernel launch and copy the wrapper records two of
+// kairos's own events on the same stream; their elapsed time is the work's device time. They are
+// resolved once complete (hipEventQuery, never a wait on the program's streams) by poll(), which a
+// kairos thread calls, and after the program's own synchronisations.
+//
+// Clocks: a reference event is recorded on a private non-blocking stream and waited for (only that
+// event) with the host clock read before the record and after the wait; the midpoint is the
+// reference's host time, off by at most half that bracket. A launch's start on the host clock is
+// the reference's host time plus hipEventElapsedTime(reference, start event). References are
+// renewed every second, because the elapsed time is a float in milliseconds (1 µs steps at 10 s).
+#include "backend.hpp"
+
+#if KAIROS_GPU_HAVE_HIP_HEADERS
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <hip/hip_runtime_api.h>
+#include <kairos/plugins/gotcha.hpp>
+
+namespace kairos::gpu::detail {
+namespace {
+
+constexpr std::int64_t reference_interval_ns = 1'000'000'000;
+
+// The runtime's functions kairos calls itself (never through the program's GOT, never wrapped).
+struct hip_functions {
+  hipError_t (*get_device_count)(int*) = nullptr;
+  hipError_t (*get_device)(int*) = nullptr;
+  hipError_t (*set_device)(int) = nullptr;
+  hipError_t (*get_device_properties)(hipDeviceProp_t*, int) = nullptr;
+  const char* (*error_string)(hipError_t) = nullptr;
+  const char* (*error_name)(hipError_t) = nullptr;
+  hipError_t (*event_create)(hipEvent_t*, unsigned) = nullptr;
+  hipError_t (*event_destroy)(hipEvent_t) = nullptr;
+  hipError_t (*event_record)(hipEvent_t, hipStream_t) = nullptr;
+  hipError_t (*event_query)(hipEvent_t) = nullptr;
+  hipError_t (*event_synchronize)(hipEvent_t) = nullptr;
+  hipError_t (*event_elapsed)(float*, hipEvent_t, hipEvent_t) = nullptr;
+  hipError_t (*stream_create)(hipStream_t*, unsigned) = nullptr;
+  const char* (*kernel_name_by_pointer)(const void*, hipStream_t) = nullptr;  // optional
+  const char* (*kernel_name)(hipFunction_t) = nullptr;                        // optional
+};
+
+std::string demangled(const char* symbol) {
+  if (symbol == nullptr) return {};
+  int status = 0;
+  char* readable = abi::__cxa_demangle(symbol, nullptr, nullptr, &status);
+  std::string name = status == 0 && readable ? readable : symbol;
+  std::free(readable);
+  return name;
+}
+
+std::string describe(const hip_functions& hip, hipError_t error) {
+  const char* name = hip.error_name ? hip.error_name(error) : nullptr;
+  const char* text = hip.error_string ? hip.error_string(error) : nullptr;
+  return std::string{name ? name : "hipError " + std::to_string(error)} + ": " + (text ? text : "");
+}
+
+// What a wrapped call is, from its arguments.
+enum class work_kind { call, kernel, copy };
+struct work {
+  work_kind kind = work_kind::call;
+  hipStream_t stream = nullptr;
+  copy_kind copy = copy_kind::unknown;
+  std::uint64_t bytes = 0;
+  const void* function = nullptr;      // hipLaunchKernel's host stub
+  hipFunction_t module_function = nullptr;
+  std::array<std::uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
+  std::uint32_t shared_bytes = 0;
+  bool asynchronous = false;
+  bool synchronises = false;  // resolve completed work after it returns
+};
+
+copy_kind kind_of(hipMemcpyKind kind) {
+  switch (kind) {
+    case hipMemcpyHostToDevice: return copy_kind::host_to_device;
+    case hipMemcpyDeviceToHost: return copy_kind::device_to_host;
+    case hipMemcpyDeviceToDevice: return copy_kind::device_to_device;
+    case hipMemcpyHostToHost: return copy_kind::host_to_host;
+    default: return copy_kind::unknown;  // hipMemcpyDefault: the runtime infers it
+  }
+}
+std::array<std::uint32_t, 3> sizes(dim3 d) { return {d.x, d.y, d.z}; }
+
+// One entry per wrapped function: its symbol and how to read its arguments.
+enum class hip_call {
+  launch_kernel, launch_kernel_spt, ext_launch_kernel, module_launch_kernel,
+  memcpy, memcpy_spt, memcpy_async, memcpy_async_spt, memcpy_with_stream,
+  memcpy_htod, memcpy_dtoh, memcpy_dtod, memcpy_htod_async, memcpy_dtoh_async, memcpy_dtod_async,
+  memcpy_2d, memcpy_2d_async, memcpy_3d, memcpy_3d_async, memcpy_peer, memcpy_peer_async,
+  memset, memset_async, memset_d32,
+  malloc, free, host_malloc, host_free, malloc_managed,
+  stream_synchronize, device_synchronize, event_synchronize,
+};
+
+template <hip_call C, class... Args>
+work describe_call(Args... arguments) {
+  const auto a = std::forward_as_tuple(arguments...);
+  work w;
+  using enum hip_call;
+  if constexpr (C == launch_kernel || C == launch_kernel_spt || C == ext_launch_kernel) {
+    w.kind = work_kind::kernel;
+    w.function = std::get<0>(a);
+    w.grid = sizes(std::get<1>(a));
+    w.block = sizes(std::get<2>(a));
+    w.shared_bytes = static_cast<std::uint32_t>(std::get<4>(a));
+    w.stream = C == launch_kernel_spt ? hipStreamPerThread : std::get<5>(a);
+  } else if constexpr (C == module_launch_kernel) {
+    w.kind = work_kind::kernel;
+    w.module_function = std::get<0>(a);
+    w.grid = {std::get<1>(a), std::get<2>(a), std::get<3>(a)};
+    w.block = {std::get<4>(a), std::get<5>(a), std::get<6>(a)};
+    w.shared_bytes = std::get<7>(a);
+    w.stream = std::get<8>(a);
+  } else if constexpr (C == memcpy || C == memcpy_spt) {
+    w = {work_kind::copy, C == memcpy_spt ? hipStreamPerThread : nullptr, kind_of(std::get<3>(a)),
+         std::get<2>(a)};
+    w.synchronises = true;
+  } else if constexpr (C == memcpy_async || C == memcpy_async_spt || C == memcpy_with_stream) {
+    w = {work_kind::copy, C == memcpy_async_spt ? hipStreamPerThread : std::get<4>(a),
+         kind_of(std::get<3>(a)), std::get<2>(a)};
+    w.asynchronous = C != memcpy_with_stream;
+  } else if constexpr (C == memcpy_htod || C == memcpy_dtoh || C == memcpy_dtod) {
+    w = {work_kind::copy, nullptr,
+         C == memcpy_htod ? copy_kind::host_to_device
+                          : C == memcpy_dtoh ? copy_kind::device_to_host : copy_kind::device_to_device,
+         std::get<2>(a)};
+  } else if constexpr (C == memcpy_htod_async || C == memcpy_dtoh_async || C == memcpy_dtod_async) {
+    w = {work_kind::copy, std::get<3>(a),
+         C == memcpy_htod_async ? copy_kind::host_to_device
+         : C == memcpy_dtoh_async ? copy_kind::device_to_host : copy_kind::device_to_device,
+         std::get<2>(a)};
+    w.asynchronous = true;
+  } else if constexpr (C == memcpy_2d || C == memcpy_2d_async) {
+    w = {work_kind::copy, nullptr, kind_of(std::get<6>(a)), std::get<4>(a) * std::get<5>(a)};
+    if constexpr (C == memcpy_2d_async) {
+      w.stream = std::get<7>(a);
+      w.asynchronous = true;
+    }
+  } else if constexpr (C == memcpy_3d || C == memcpy_3d_async) {
+    const hipMemcpy3DParms* p = std::get<0>(a);
+    w = {work_kind::copy, nullptr, p ? kind_of(p->kind) : copy_kind::unknown,
+         p ? std::uint64_t{p->extent.width} * p->extent.height * p->extent.depth : 0};
+    if constexpr (C == memcpy_3d_async) {
+      w.stream = std::get<1>(a);
+      w.asynchronous = true;
+    }
+  } else if constexpr (C == memcpy_peer || C == memcpy_peer_async) {
+    w = {work_kind::copy, nullptr, copy_kind::peer, std::get<4>(a)};
+    if constexpr (C == memcpy_peer_async) {
+      w.stream = std::get<5>(a);
+      w.asynchronous = true;
+    }
+  } else if constexpr (C == memset || C == memset_async) {
+    w = {work_kind::copy, nullptr, copy_kind::memset, std::get<2>(a)};
+    if constexpr (C == memset_async) {
+      w.stream = std::get<3>(a);
+      w.asynchronous = true;
+    }
+  } else if constexpr (C == memset_d32) {
+    w = {work_kind::copy, nullptr, copy_kind::memset, std::get<2>(a) * 4};
+  } else if constexpr (C == stream_synchronize || C == device_synchronize || C == event_synchronize) {
+    w.synchronises = true;
+  }
+  return w;
+}
+
+struct pending_work {
+  work_kind kind;
+  int device;
+  hipStream_t stream;
+  hipEvent_t start, stop;
+  std::string name;
+  std::uint64_t function_address;
+  work described;
+  ledger_entry ledger;
+  std::uint64_t correlation;
+  call_site site;
+};
+
+struct reference {
+  hipEvent_t event = nullptr;
+  std::int64_t host_ns = 0;
+};
+
+class hip : public backend {
+ public:
+  runtime_api api() const override { return runtime_api::hip; }
+  bool observing() const override { return observing_.load(std::memory_order_acquire); }
+  bool start(std::string& reason) override;
+  void poll() override;
+  void drain(std::int64_t timeout_ns) override;
+  void stop() override;
+  void forget_after_fork() noexcept override { forked_ = true; }
+
+  template <hip_call C, class R, class... Args>
+  R intercept(R (*original)(Args...), Args... arguments);
+
+ private:
+  bool resolve_functions(void* library, std::string& reason);
+  bool install_wrappers(std::string& reason);
+  hipEvent_t take_event();  // under mutex_
+  bool renew_reference(int device);  // under mutex_
+  void resolve_completed(bool wait, std::int64_t deadline_ns);  // under mutex_
+
+  hip_functions hip_;
+  std::atomic<bool> observing_{false};
+  bool forked_ = false;
+  std::mutex mutex_;  // pending_, the event pool, references_
+  std::vector<pending_work> pending_;
+  std::vector<hipEvent_t> free_events_;
+  std::vector<reference> references_;  // by device
+  std::vector<hipStream_t> reference_streams_;
+};
+
+hip& the_backend() {
+  static auto* kept = new hip;  // wrappers may run until the process ends
+  return *kept;
+}
+
+// While a wrapper runs on a thread, the runtime's own internal calls of wrapped functions (hipMemcpy
+// implemented through hipMemcpyAsync, say) go straight through: each call is counted once.
+thread_local bool inside_wrapper = false;
+
+template <hip_call C>
+struct interceptor {
+  template <class R, class... Args>
+  R operator()(const gotcha_data&, R (*original)(Args...), Args... arguments) {
+    return the_backend().intercept<C>(original, arguments...);
+  }
+};
+
+template <hip_call C>
+using wrapper = kairos::gotcha<1, interceptor<C>, std::integral_constant<hip_call, C>>;
+
+struct wrapped_function {
+  const char* symbol;
+  gotcha_patcher::wrap_status (*wrap)(std::string_view);
+  bool (*unwrap)();
+};
+template <hip_call C, class Function>
+constexpr wrapped_function entry(const char* symbol) {
+  return {symbol, &wrapper<C>::template wrap<0, Function>, &wrapper<C>::template unwrap<0>};
+}
+
+using launch_type = hipError_t(const void*, dim3, dim3, void**, size_t, hipStream_t);
+using copy_type = hipError_t(void*, const void*, size_t, hipMemcpyKind);
+using copy_async_type = hipError_t(void*, const void*, size_t, hipMemcpyKind, hipStream_t);
+using copy_bytes_type = hipError_t(void*, void*, size_t);
+using copy_bytes_async_type = hipError_t(void*, void*, size_t, hipStream_t);
+using copy_2d_type = hipError_t(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind);
+using copy_2d_async_type =
+    hipError_t(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind, hipStream_t);
+using copy_peer_type = hipError_t(void*, int, const void*, int, size_t);
+
+const std::array wrapped_functions{
+    entry<hip_call::launch_kernel, launch_type>("hipLaunchKernel"),
+    entry<hip_call::launch_kernel_spt, launch_type>("hipLaunchKernel_spt"),
+    entry<hip_call::ext_launch_kernel,
+          hipError_t(const void*, dim3, dim3, void**, size_t, hipStream_t, hipEvent_t, hipEvent_t, int)>(
+        "hipExtLaunchKernel"),
+    entry<hip_call::module_launch_kernel,
+          hipError_t(hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                     hipStream_t, void**, void**)>("hipModuleLaunchKernel"),
+    entry<hip_call::memcpy, copy_type>("hipMemcpy"),
+    entry<hip_call::memcpy_spt, copy_type>("hipMemcpy_spt"),
+    entry<hip_call::memcpy_async, copy_async_type>("hipMemcpyAsync"),
+    entry<hip_call::memcpy_async_spt, copy_async_type>("hipMemcpyAsync_spt"),
+    entry<hip_call::memcpy_with_stream, copy_async_type>("hipMemcpyWithStream"),
+    entry<hip_call::memcpy_htod, copy_bytes_type>("hipMemcpyHtoD"),
+    entry<hip_call::memcpy_dtoh, copy_bytes_type>("hipMemcpyDtoH"),
+    entry<hip_call::memcpy_dtod, copy_bytes_type>("hipMemcpyDtoD"),
+    entry<hip_call::memcpy_htod_async, copy_bytes_async_type>("hipMemcpyHtoDAsync"),
+    entry<hip_call::memcpy_dtoh_async, copy_bytes_async_type>("hipMemcpyDtoHAsync"),
+    entry<hip_call::memcpy_dtod_async, copy_bytes_async_type>("hipMemcpyDtoDAsync"),
+    entry<hip_call::memcpy_2d, copy_2d_type>("hipMemcpy2D"),
+    entry<hip_call::memcpy_2d_async, copy_2d_async_type>("hipMemcpy2DAsync"),
+    entry<hip_call::memcpy_3d, hipError_t(const hipMemcpy3DParms*)>("hipMemcpy3D"),
+    entry<hip_call::memcpy_3d_async, hipError_t(const hipMemcpy3DParms*, hipStream_t)>("hipMemcpy3DAsync"),
+    entry<hip_call::memcpy_peer, copy_peer_type>("hipMemcpyPeer"),
+    entry<hip_call::memcpy_peer_async,
+          hipError_t(void*, int, const void*, int, size_t, hipStream_t)>("hipMemcpyPeerAsync"),
+    entry<hip_call::memset, hipError_t(void*, int, size_t)>("hipMemset"),
+    entry<hip_call::memset_async, hipError_t(void*, int, size_t, hipStream_t)>("hipMemsetAsync"),
+    entry<hip_call::memset_d32, hipError_t(void*, int, size_t)>("hipMemsetD32"),
+    entry<hip_call::malloc, hipError_t(void**, size_t)>("hipMalloc"),
+    entry<hip_call::free, hipError_t(void*)>("hipFree"),
+    entry<hip_call::host_malloc, hipError_t(void**, size_t, unsigned)>("hipHostMalloc"),
+    entry<hip_call::host_free, hipError_t(void*)>("hipHostFree"),
+    entry<hip_call::malloc_managed, hipError_t(void**, size_t, unsigned)>("hipMallocManaged"),
+    entry<hip_call::stream_synchronize, hipError_t(hipStream_t)>("hipStreamSynchronize"),
+    entry<hip_call::device_synchronize, hipError_t()>("hipDeviceSynchronize"),
+    entry<hip_call::event_synchronize, hipError_t(hipEvent_t)>("hipEventSynchronize"),
+};
+static_assert(wrapped_functions.size() == static_cast<std::size_t>(hip_call::event_synchronize) + 1,
+              "one wrapped_functions entry per hip_call, in the enum's order");
+
+template <hip_call C, class R, class... Args>
+R hip::intercept(R (*original)(Args...), Args... arguments) {
+  if (inside_wrapper || !observing()) return original(arguments...);
+  inside_wrapper = true;
+  struct leave {
+    ~leave() { inside_wrapper = false; }
+  } on_return;
+
+  const work described = describe_call<C>(arguments...);
+  const std::uint64_t correlation = next_correlation();
+  const std::int64_t call_ns = host_now_ns();
+  hipEvent_t start = nullptr, stop = nullptr;
+  if (described.kind != work_kind::call) {
+    std::lock_guard lock{mutex_};
+    start = take_event();
+    stop = take_event();
+  }
+  const bool started = start && stop && hip_.event_record(start, described.stream) == hipSuccess;
+  const std::int64_t begin_ns = host_now_ns();
+  const R result = original(arguments...);
+  const std::int64_t end_ns = host_now_ns();
+  const bool launched =
+      started && result == hipSuccess && hip_.event_record(stop, described.stream) == hipSuccess;
+
+  tally_api(end_ns - begin_ns);
+  emit(api_call{runtime_api::hip, wrapped_functions[static_cast<std::size_t>(C)].symbol, begin_ns,
+                end_ns, correlation, static_cast<std::int64_t>(::syscall(SYS_gettid))});
+  if (described.kind != work_kind::call) {
+    const ledger_entry ledger = described.kind == work_kind::kernel
+                                    ? tally_kernel()
+                                    : tally_copy(described.copy, described.bytes);
+    std::lock_guard lock{mutex_};
+    if (launched) {
+      int device = 0;
+      if (hip_.get_device(&device) != hipSuccess) device = 0;
+      std::string name;
+      if (described.function && hip_.kernel_name_by_pointer)
+        name = demangled(hip_.kernel_name_by_pointer(described.function, described.stream));
+      else if (described.module_function && hip_.kernel_name)
+        name = demangled(hip_.kernel_name(described.module_function));
+      pending_.push_back({described.kind, device, described.stream, start, stop, std::move(name),
+                          reinterpret_cast<std::uint64_t>(described.function), described, ledger,
+                          correlation, capture_call_site(call_ns)});
+    } else {
+      if (start) free_events_.push_back(start);
+      if (stop) free_events_.push_back(stop);
+      resolve(ledger, 0);  // nothing ran
+    }
+  }
+  if (described.synchronises && result == hipSuccess) poll();
+  return result;
+}
+
+bool hip::resolve_functions(void* library, std::string& reason) {
+  auto find = [&](auto& pointer, const char* symbol, bool required) {
+    pointer = reinterpret_cast<std::remove_reference_t<decltype(pointer)>>(dlsym(library, symbol));
+    if (pointer == nullptr && required && reason.empty())
+      reason = std::string{"the HIP runtime loaded here has no "} + symbol;
+  };
+  find(hip_.get_device_count, "hipGetDeviceCount", true);
+  find(hip_.get_device, "hipGetDevice", true);
+  find(hip_.set_device, "hipSetDevice", true);
+  find(hip_.get_device_properties, "hipGetDeviceProperties", true);
+  find(hip_.error_string, "hipGetErrorString", true);
+  find(hip_.error_name, "hipGetErrorName", true);
+  find(hip_.event_create, "hipEventCreateWithFlags", true);
+  find(hip_.event_destroy, "hipEventDestroy", true);
+  find(hip_.event_record, "hipEventRecord", true);
+  find(hip_.event_query, "hipEventQuery", true);
+  find(hip_.event_synchronize, "hipEventSynchronize", true);
+  find(hip_.event_elapsed, "hipEventElapsedTime", true);
+  find(hip_.stream_create, "hipStreamCreateWithFlags", true);
+  find(hip_.kernel_name_by_pointer, "hipKernelNameRefByPtr", false);
+  find(hip_.kernel_name, "hipKernelNameRef", false);
+  return reason.empty();
+}
+
+bool hip::start(std::string& reason) {
+  if (forked_) {
+    reason = "a fork child does not observe the HIP runtime its parent started";
+    return false;
+  }
+  void* library = dlopen("libamdhip64.so.5", RTLD_NOLOAD | RTLD_LAZY);
+  if (library == nullptr) library = dlopen("libamdhip64.so", RTLD_NOLOAD | RTLD_LAZY);
+  if (library == nullptr) library = dlopen("libamdhip64.so.6", RTLD_NOLOAD | RTLD_LAZY);
+  if (library == nullptr) {
+    reason = "no HIP runtime (libamdhip64) is loaded in this process";
+    return false;
+  }
+  const bool resolved = resolve_functions(library, reason);
+  dlclose(library);  // RTLD_NOLOAD took a reference; the program's own keeps it loaded
+  if (!resolved) return false;
+
+  int count = 0;
+  if (const hipError_t error = hip_.get_device_count(&count); error != hipSuccess || count == 0) {
+    reason = error != hipSuccess ? describe(hip_, error) : "the HIP runtime sees no device";
+    return false;
+  }
+  int current = 0;
+  if (hip_.get_device(&current) != hipSuccess) current = 0;
+  for (int index = 0; index < count; ++index) {
+    hipDeviceProp_t properties{};
+    if (hip_.get_device_properties(&properties, index) != hipSuccess) continue;
+    emit(device_info{runtime_api::hip, index, properties.name, properties.gcnArchName,
+                     properties.totalGlobalMem, properties.multiProcessorCount, properties.clockRate,
+                     properties.memoryClockRate});
+  }
+  {
+    std::lock_guard lock{mutex_};
+    references_.assign(static_cast<std::size_t>(count), {});
+    reference_streams_.assign(static_cast<std::size_t>(count), nullptr);
+    if (!renew_reference(current)) {
+      reason = "cannot record a reference event on device " + std::to_string(current);
+      return false;
+    }
+  }
+  observing_.store(true, std::memory_order_release);
+  if (!install_wrappers(reason)) {
+    observing_.store(false, std::memory_order_release);
+    return false;
+  }
+  return true;
+}
+
+bool hip::install_wrappers(std::string& reason) {
+  std::size_t defined = 0;
+  for (const auto& function : wrapped_functions) {
+    const auto status = function.wrap(function.symbol);
+    if (status.defined) ++defined;
+    if (!status.installed && reason.empty()) reason = status.message;
+  }
+  if (defined == 0 && reason.empty()) reason = "none of the HIP functions kairos wraps is defined";
+  return defined > 0;
+}
+
+hipEvent_t hip::take_event() {
+  if (!free_events_.empty()) {
+    hipEvent_t event = free_events_.back();
+    free_events_.pop_back();
+    return event;
+  }
+  hipEvent_t event = nullptr;
+  return hip_.event_create(&event, hipEventDefault) == hipSuccess ? event : nullptr;
+}
+
+bool hip::renew_reference(int device) {
+  if (device < 0 || static_cast<std::size_t>(device) >= references_.size()) return false;
+  int current = 0;
+  if (hip_.get_device(&current) != hipSuccess || (current != device && hip_.set_device(device) != hipSuccess))
+    return false;
+  auto& stream = reference_streams_[static_cast<std::size_t>(device)];
+  bool renewed = false;
+  if (stream != nullptr || hip_.stream_create(&stream, hipStreamNonBlocking) == hipSuccess) {
+    hipEvent_t event = take_event();
+    const std::int64_t before = host_now_ns();
+    if (event && hip_.event_record(event, stream) == hipSuccess &&
+        hip_.event_synchronize(event) == hipSuccess) {
+      const std::int64_t after = host_now_ns();
+      auto& kept = references_[static_cast<std::size_t>(device)];
+      if (kept.event) free_events_.push_back(kept.event);
+      kept = {event, before + (after - before) / 2};
+      renewed = true;
+    } else if (event) {
+      free_events_.push_back(event);
+    }
+  }
+  // Back to the thread's own device (this may be a program thread, in a synchronisation's poll).
+  if (current != device && hip_.set_device(current) != hipSuccess) renewed = false;
+  return renewed;
+}
+
+void hip::resolve_completed(bool wait, std::int64_t deadline_ns) {
+  for (std::size_t device = 0; device < references_.size(); ++device)
+    if (references_[device].event && host_now_ns() - references_[device].host_ns > reference_interval_ns)
+      renew_reference(static_cast<int>(device));
+  std::erase_if(pending_, [&](pending_work& work) {
+    if (hip_.event_query(work.stop) != hipSuccess) {
+      if (!wait || host_now_ns() >= deadline_ns || hip_.event_synchronize(work.stop) != hipSuccess)
+        return false;
+    }
+    float duration_ms = 0, since_reference_ms = 0;
+    const auto& reference = references_[static_cast<std::size_t>(work.device)];
+    if (!reference.event) renew_reference(work.device);
+    // A time the runtime cannot give (it should, for two completed events) counts as none: the
+    // work is kept, at its call's host time, rather than dropped.
+    if (hip_.event_elapsed(&duration_ms, work.start, work.stop) != hipSuccess) duration_ms = 0;
+    std::int64_t start_ns = work.site.call_ns;
+    if (reference.event &&
+        hip_.event_elapsed(&since_reference_ms, reference.event, work.start) == hipSuccess)
+      start_ns = reference.host_ns + static_cast<std::int64_t>(double{since_reference_ms} * 1e6);
+    const auto device_ns = static_cast<std::int64_t>(double{duration_ms} * 1e6);
+    const auto stream = reinterpret_cast<std::uint64_t>(work.stream);
+    if (work.kind == work_kind::kernel) {
+      emit(kernel_activity{runtime_api::hip, work.device, stream, std::move(work.name),
+                           work.function_address, start_ns, start_ns + device_ns, work.described.grid,
+                           work.described.block, work.described.shared_bytes, work.correlation,
+                           std::move(work.site)});
+    } else {
+      emit(copy_activity{runtime_api::hip, work.device, stream, work.described.copy,
+                         work.described.bytes, start_ns, start_ns + device_ns,
+                         work.described.asynchronous, work.correlation, std::move(work.site)});
+    }
+    resolve(work.ledger, device_ns);
+    free_events_.push_back(work.start);
+    free_events_.push_back(work.stop);
+    return true;
+  });
+}
+
+void hip::poll() {
+  if (!observing() || forked_) return;
+  std::lock_guard lock{mutex_};
+  resolve_completed(false, 0);
+}
+
+void hip::drain(std::int64_t timeout_ns) {
+  if (!observing() || forked_) return;
+  std::lock_guard lock{mutex_};
+  resolve_completed(true, host_now_ns() + timeout_ns);
+}
+
+void hip::stop() {
+  if (!observing_.exchange(false)) return;
+  for (const auto& function : wrapped_functions) function.unwrap();
+}
+
+}  // namespace
+
+backend& hip_backend() { return the_backend(); }
+
+}  // namespace kairos::gpu::detail
+
+#else  // built without HIP's headers
+
+namespace kairos::gpu::detail {
+namespace {
+class hip_unavailable : public backend {
+ public:
+  runtime_api api() const override { return runtime_api::hip; }
+  bool start(std::string& reason) override {
+    reason = "kairos was built without HIP's headers (Debian package libamdhip64-dev)";
+    return false;
+  }
+  bool observing() const override { return false; }
+  void poll() override {}
+  void drain(std::int64_t) override {}
+  void stop() override {}
+  void forget_after_fork() noexcept override {}
+};
+}  // namespace
+backend& hip_backend() {
+  static hip_unavailable kept;
+  return kept;
+}
+}  // namespace kairos::gpu::detail
+
+#endif

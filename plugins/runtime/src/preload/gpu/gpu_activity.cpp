@@ -1,0 +1,124 @@
+#include "preload/gpu/gpu_activity.hpp"
+
+#include <link.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include <fmt/format.h>
+
+#include <kairos/plugins/backtrace/capture.hpp>
+#include <kairos/plugins/gpu/collector.hpp>
+
+#include "preload/support/clock.hpp"
+#include "preload/support/reentry_guard.hpp"
+
+namespace kairos::runtime {
+namespace {
+
+constexpr std::int64_t runtime_recheck_ns = 500'000'000;
+
+std::atomic<bool> wanted{false};
+std::atomic<bool> observed{false};
+std::atomic<std::int64_t> last_check_ns{0};
+
+// libkairos.so's own code, whose frames (the wrapper, the collector) top every captured stack.
+struct address_range {
+  std::uintptr_t begin = 0, end = 0;
+  bool holds(std::uintptr_t address) const { return address >= begin && address < end; }
+};
+address_range kairos_code;
+
+address_range code_of_this_library() {
+  struct search {
+    std::uintptr_t inside;
+    address_range found;
+  } wanted{reinterpret_cast<std::uintptr_t>(&code_of_this_library), {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* context) {
+        auto& search = *static_cast<struct search*>(context);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& segment = info->dlpi_phdr[i];
+          if (segment.p_type != PT_LOAD || !(segment.p_flags & PF_X)) continue;
+          const std::uintptr_t begin = info->dlpi_addr + segment.p_vaddr;
+          if (search.inside >= begin && search.inside < begin + segment.p_memsz) {
+            search.found = {begin, begin + segment.p_memsz};
+            return 1;
+          }
+        }
+        return 0;
+      },
+      &wanted);
+  return wanted.found;
+}
+
+// The caller of the GPU API call, leaf first, from the program's frame on (libgcc's unwinder: a
+// wrapper is ordinary code, not a signal handler, so the loader's tables are safe to walk).
+std::size_t capture_caller(std::uint64_t* frames, std::size_t capacity) {
+  std::uintptr_t captured[96];
+  bool truncated = false;
+  const auto result = backtrace_detail::capture_frames(captured, 0, false, truncated);
+  int first = 0;
+  while (first < result.count && kairos_code.holds(captured[first])) ++first;
+  std::size_t count = 0;
+  for (int i = first; i < result.count && count < capacity; ++i) frames[count++] = captured[i];
+  return count;
+}
+
+std::vector<std::string> describe(const std::vector<gpu::backend_status>& statuses) {
+  std::vector<std::string> notes;
+  for (const auto& status : statuses)
+    if (status.observing) notes.push_back(fmt::format("GPU: observing the {} runtime", gpu::name_of(status.api)));
+  return notes;
+}
+
+std::vector<std::string> check_runtimes() {
+  reentry_guard guard;
+  gpu::collector_options options;
+  options.capture_stack = &capture_caller;
+  const auto statuses = gpu::start(options);
+  last_check_ns.store(steady_now_ns(), std::memory_order_relaxed);
+  const bool now = gpu::observing();
+  if (now && !observed.exchange(true)) return describe(statuses);
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> start_gpu(bool want) {
+  wanted.store(want, std::memory_order_release);
+  if (!want) return {};
+  backtrace_detail::prewarm_process();
+  kairos_code = code_of_this_library();
+  return check_runtimes();
+}
+
+void gpu_tick() {
+  if (!wanted.load(std::memory_order_acquire)) return;
+  if (!observed.load(std::memory_order_acquire) &&
+      steady_now_ns() - last_check_ns.load(std::memory_order_relaxed) >= runtime_recheck_ns)
+    check_runtimes();  // a runtime the program loaded with dlopen since the last look
+  if (!observed.load(std::memory_order_acquire)) return;
+  reentry_guard guard;
+  gpu::poll();
+}
+
+gpu::activity_batch take_gpu_activity() {
+  if (!observed.load(std::memory_order_acquire)) return {};
+  return gpu::take_completed();
+}
+
+void stop_gpu(std::int64_t timeout_ns) {
+  if (!observed.load(std::memory_order_acquire)) return;
+  reentry_guard guard;
+  gpu::stop(timeout_ns);
+}
+
+bool gpu_observed() noexcept { return observed.load(std::memory_order_acquire); }
+
+void gpu_forget_after_fork_in_child() noexcept {
+  if (!observed.load(std::memory_order_acquire)) return;
+  gpu::forget_after_fork();
+}
+
+}  // namespace kairos::runtime

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""GPU tests (docs/plugins/gpu.md): a HIP program under kairos-run, checked through its profile.
+
+There is no GPU on the machines these tests run on. The program (plugins/gpu/tests/hip_program.cpp)
+is linked against Debian's real HIP runtime; run as it is, that runtime answers hipErrorNoDevice,
+and kairos must leave that path exactly as it was. With LD_LIBRARY_PATH pointing at the test double
+(plugins/gpu/tests/hip_double/), the same binary runs against a stand-in runtime that simulates
+asynchronous kernels and copies with known durations: the honest way to test API interception
+without hardware. The real-runtime path with a device is checked on a GPU machine (docs).
+
+Run one test: gpu_tests.py NAME (ctest does). Needs KAIROS_RUN, KAIROS_REPORT, KAIROS_HIP_PROGRAM and
+KAIROS_HIP_DOUBLE_DIR in the environment.
+"""
+import json
+import os
+import sqlite3
+import sys
+
+from harness import check, run_named_test, run_process
+
+KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
+KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
+PROGRAM = os.environ.get("KAIROS_HIP_PROGRAM", "")
+DOUBLE_DIR = os.environ.get("KAIROS_HIP_DOUBLE_DIR", "")
+TIMEOUT = 60
+# Simulated durations are exact; what is measured adds the launch's own host time between kairos's
+# start event and the kernel (microseconds) and the float milliseconds of hipEventElapsedTime.
+TOLERANCE_MS = 0.5
+# hip_program's plan: stream A runs three integrate kernels, stream B one reduce_sum.
+KERNELS_A = [(2.0, (64, 1, 1), (256, 1, 1), 0), (3.0, (128, 1, 1), (128, 2, 1), 1024),
+             (4.0, (256, 2, 1), (64, 4, 1), 2048)]
+COPIES = {("host_to_device", 1 << 20), ("device_to_host", 512 << 10), ("memset", 64 << 10)}
+
+
+def environment(double=True, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
+    env["LC_ALL"] = "C"
+    if double:
+        env["LD_LIBRARY_PATH"] = DOUBLE_DIR
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def plain(double=True, **extra):
+    return run_process([PROGRAM], TIMEOUT, env=environment(double, **extra))
+
+
+def profiled(directory, double=True, formats="db,text,trace", **extra):
+    return run_process([KAIROS_RUN, "-o", os.path.join(directory, "out"), "--formats", formats, "--", PROGRAM],
+                       TIMEOUT, env=environment(double, **extra))
+
+
+def without_kairos_lines(stderr):
+    return [line for line in stderr.decode(errors="replace").splitlines() if not line.startswith("[kairos]")]
+
+
+def same_as_plain(result, bare):
+    check(result.returncode == bare.returncode,
+          f"exit status {result.returncode} under kairos, {bare.returncode} without: {result.stderr!r}")
+    check(result.stdout == bare.stdout, f"stdout changed: {result.stdout!r} vs {bare.stdout!r}")
+    check(without_kairos_lines(result.stderr) == without_kairos_lines(bare.stderr),
+          f"stderr changed: {result.stderr!r} vs {bare.stderr!r}")
+
+
+def test_kernels_and_copies_recorded(directory):
+    bare = plain()
+    check(bare.returncode == 0, f"the program runs against the test double: {bare.stderr!r}")
+    result = profiled(directory)
+    same_as_plain(result, bare)
+    db = sqlite3.connect(os.path.join(directory, "out.db"))
+
+    devices = db.execute("SELECT api, name, architecture FROM gpu_device").fetchall()
+    check(devices == [("hip", "kairos HIP test double", "gfx90a")], f"one device, described: {devices}")
+
+    kernels = db.execute(
+        "SELECT name, stream, duration_ns, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes, "
+        "start_ns, end_ns, queued_ns FROM gpu_kernels ORDER BY start_ns").fetchall()
+    check(len(kernels) == 4, f"exactly the 4 kernels launched: {kernels}")
+    integrate = [k for k in kernels if k[0].startswith("physics::integrate(")]
+    reduce = [k for k in kernels if k[0].startswith("reduce_sum")]
+    check(len(integrate) == 3 and len(reduce) == 1, f"names demangled: {[k[0] for k in kernels]}")
+    check(len({k[1] for k in integrate}) == 1 and reduce[0][1] != integrate[0][1],
+          "integrate on one stream, reduce_sum on another")
+    for (name, _, duration_ns, gx, gy, gz, bx, by, bz, shared, *_), (ms, grid, block, shared_wanted) in zip(
+            integrate, KERNELS_A):
+        check(abs(duration_ns / 1e6 - ms) <= TOLERANCE_MS, f"{name}: {duration_ns / 1e6:.3f} ms, simulated {ms} ms")
+        check((gx, gy, gz) == grid and (bx, by, bz) == block and shared == shared_wanted,
+              f"{name}: grid {(gx, gy, gz)} block {(bx, by, bz)} shared {shared}, launched {grid} {block} {shared_wanted}")
+    check(abs(reduce[0][2] / 1e6 - 5.0) <= TOLERANCE_MS, f"reduce_sum: {reduce[0][2] / 1e6:.3f} ms, simulated 5 ms")
+    for earlier, later in zip(integrate, integrate[1:]):
+        check(later[10] >= earlier[11] - 50_000, "a stream runs its kernels one after another, in launch order")
+    check(all(k[12] >= -100_000 for k in kernels), "no kernel starts before its launch call")
+
+    copies = {(kind, size) for kind, size in db.execute("SELECT kind, bytes FROM gpu_memcpy")}
+    check(copies == COPIES, f"the copies and the memset, by kind and size: {copies}")
+
+    calls = dict(db.execute("SELECT name, COUNT(*) FROM gpu_api_calls GROUP BY name"))
+    check(calls.get("hipLaunchKernel") == 4 and calls.get("hipDeviceSynchronize", 0) >= 1,
+          f"API calls recorded: {calls}")
+    correlated = db.execute(
+        "SELECT COUNT(*) FROM gpu_kernel JOIN gpu_api_call USING (correlation) "
+        "JOIN string ON string.id = gpu_api_call.name WHERE string.value = 'hipLaunchKernel'").fetchone()[0]
+    check(correlated == 4, f"each kernel tied to its launch call: {correlated}")
+
+    main_thread = db.execute("SELECT id FROM thread WHERE sequent_id = 0").fetchone()
+    owners = {thread for (thread,) in db.execute("SELECT thread FROM gpu_kernel")}
+    check(main_thread is not None and owners == {main_thread[0]}, f"launched by the main thread: {owners}")
+    stack = db.execute("SELECT stack FROM gpu_kernel WHERE stack IS NOT NULL LIMIT 1").fetchone()
+    check(stack is not None, "the launching call stack is kept")
+    names = [name for (name,) in db.execute(
+        "WITH RECURSIVE chain(id) AS (SELECT ? UNION ALL SELECT parent FROM stack JOIN chain ON stack.id = chain.id "
+        "WHERE parent IS NOT NULL) SELECT string.value FROM chain JOIN stack ON stack.id = chain.id "
+        "JOIN frame ON frame.id = stack.frame JOIN string ON string.id = frame.function", (stack[0],))]
+    check("main" in names, f"the stack reaches main: {names}")
+    check(not any("kairos::" in name for name in names[:1]), f"the leaf is the program's, not kairos's: {names[:3]}")
+
+    with open(os.path.join(directory, "out.txt")) as report:
+        text = report.read()
+    check("top kernels: 4 launches" in text and "physics::integrate" in text, f"text report: {text}")
+    check("top copies: 3" in text and "host_to_device" in text, "text report lists the copies")
+    with open(os.path.join(directory, "out.json")) as trace_file:
+        trace = json.load(trace_file)["traceEvents"]
+    tracks = [e["args"]["name"] for e in trace if e.get("name") == "thread_name" and e["args"]["name"].startswith("GPU ")]
+    check(len(tracks) == 2, f"one trace track per stream: {tracks}")
+    check(sum(1 for e in trace if e.get("cat") == "gpu_kernel") == 4, "the kernels are slices in the trace")
+    summary = [line for line in result.stderr.decode().splitlines() if line.startswith("[kairos]")]
+    check(any("4 GPU kernels, 3 GPU copies" in line for line in summary), f"the exit line counts them: {summary}")
+
+
+def test_no_device_path_unchanged(directory):
+    bare = plain(double=False)
+    check(bare.returncode == 3, f"Debian's HIP runtime has no device here: {bare.returncode} {bare.stderr!r}")
+    result = profiled(directory, double=False, KAIROS_VERBOSE=1)
+    same_as_plain(result, bare)
+
+
+def test_gpu_off_wraps_nothing(directory):
+    bare = plain()
+    result = profiled(directory, KAIROS_GPU="off", KAIROS_SAMPLING_DELAY=0, KAIROS_SAMPLING_FREQ=1000)
+    same_as_plain(result, bare)
+    path = os.path.join(directory, "out.db")
+    if os.path.exists(path):
+        count = sqlite3.connect(path).execute("SELECT COUNT(*) FROM gpu_kernel").fetchone()[0]
+        check(count == 0, f"KAIROS_GPU=off records no kernel: {count}")
+
+
+def test_report_from_database(directory):
+    result = profiled(directory, formats="db")
+    check(result.returncode == 0, f"exit status {result.returncode}: {result.stderr!r}")
+    text = run_process([KAIROS_REPORT, os.path.join(directory, "out.db")], TIMEOUT)
+    check(text.returncode == 0, f"kairos-report: {text.stderr!r}")
+    out = text.stdout.decode()
+    check("top kernels" in out and "reduce_sum" in out, f"kairos-report shows the kernels: {out}")
+
+
+if __name__ == "__main__":
+    sys.exit(run_named_test(globals(), "kairos-gpu"))
