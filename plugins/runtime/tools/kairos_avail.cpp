@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
   app.add_option("-r,--regex", name_regex, "only names matching this regular expression");
   app.add_option("-c,--category", category,
                  "only this category (core, perf, papi; general, output, regions, sampling, "
-                 "windows, internal; perf-software, perf-hardware, perf-cache)");
+                 "windows, gpu, internal; perf-software, perf-hardware, perf-cache)");
   app.add_flag("--json", json, "JSON instead of tables");
   CLI11_PARSE(app, argc, argv);
   if (!components && !settings && !counters && !windows) components = settings = counters = windows = true;
