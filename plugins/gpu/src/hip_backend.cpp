@@ -216,7 +216,7 @@ class hip : public backend {
 
   hip_functions hip_;
   std::atomic<bool> observing_{false};
-  bool forked_ = false;
+  std::atomic<bool> forked_{false};  // set by the fork child's handler
   std::mutex mutex_;  // pending_, the event pool, references_
   std::vector<pending_work> pending_;
   std::vector<hipEvent_t> free_events_;
@@ -308,7 +308,8 @@ static_assert(wrapped_functions.size() == static_cast<std::size_t>(hip_call::eve
 
 template <hip_call C, class R, class... Args>
 R hip::intercept(R (*original)(Args...), Args... arguments) {
-  if (inside_wrapper || !observing()) return original(arguments...);
+  // A fork child's runtime is its own (HIP does not survive fork): its work is not observed.
+  if (inside_wrapper || !observing() || forked_) return original(arguments...);
   inside_wrapper = true;
   struct leave {
     ~leave() { inside_wrapper = false; }

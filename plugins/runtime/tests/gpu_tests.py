@@ -118,10 +118,11 @@ def test_kernels_and_copies_recorded(directory):
         text = report.read()
     check("top kernels: 4 launches" in text and "physics::integrate" in text, f"text report: {text}")
     check("top copies: 3" in text and "host_to_device" in text, "text report lists the copies")
-    with open(os.path.join(directory, "out.json")) as trace_file:
+    with open(os.path.join(directory, "out.trace.json")) as trace_file:
         trace = json.load(trace_file)["traceEvents"]
     tracks = [e["args"]["name"] for e in trace if e.get("name") == "thread_name" and e["args"]["name"].startswith("GPU ")]
-    check(len(tracks) == 2, f"one trace track per stream: {tracks}")
+    # Streams A and B, and the default stream of the synchronous copies.
+    check(len(tracks) == 3, f"one trace track per stream: {tracks}")
     check(sum(1 for e in trace if e.get("cat") == "gpu_kernel") == 4, "the kernels are slices in the trace")
     summary = [line for line in result.stderr.decode().splitlines() if line.startswith("[kairos]")]
     check(any("4 GPU kernels, 3 GPU copies" in line for line in summary), f"the exit line counts them: {summary}")

@@ -211,6 +211,7 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
            fmt::format("[kairos] {}=\"{}\" (from the {}) is not valid: expected {}; {}",
                        definition->variable, shown(text), source_name(source), *accepted,
                        definition->category == "sampling" ? "sampling is disabled"
+                       : definition->category == "gpu" ? "GPU work is not observed"
                        : definition->category == "internal" ? "the value is ignored"
                                                             : "kairos is disabled for this run"));
     return false;
