@@ -28,6 +28,7 @@ backend& cuda_backend();  // reports itself unavailable where the build had no C
 // The collector's side, for backends. Thread-safe.
 const collector_options& options();
 std::int64_t host_now_ns() noexcept;  // CLOCK_MONOTONIC
+std::int64_t current_tid() noexcept;  // gettid, kept per thread (no system call per API call)
 call_site capture_call_site(std::int64_t call_ns);
 std::uint64_t next_correlation() noexcept;
 

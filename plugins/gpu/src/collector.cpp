@@ -122,12 +122,23 @@ void poll() {
 }
 
 activity_batch take_completed() {
+  activity_batch batch;
+  take_completed(batch);
+  return batch;
+}
+
+void take_completed(activity_batch& batch) {
+  batch.devices.clear();
+  batch.kernels.clear();
+  batch.copies.clear();
+  batch.calls.clear();
   std::lock_guard lock{state().activity_mutex};
-  return std::exchange(state().completed, {});
+  std::swap(batch, state().completed);
 }
 
 void stop(std::int64_t timeout_ns) {
   std::lock_guard lock{state().mutex};
+  state().started = false;  // a later start() takes its options anew
   for (auto* backend : backends()) {
     if (!backend->observing()) continue;
     backend->drain(timeout_ns);
@@ -169,8 +180,14 @@ std::int64_t host_now_ns() noexcept {
   return now.tv_sec * 1'000'000'000ll + now.tv_nsec;
 }
 
+std::int64_t current_tid() noexcept {
+  // A fork child's first thread has a new tid; GPU work of fork children is not observed.
+  thread_local const auto tid = static_cast<std::int64_t>(::syscall(SYS_gettid));
+  return tid;
+}
+
 call_site capture_call_site(std::int64_t call_ns) {
-  call_site site{static_cast<std::int64_t>(::syscall(SYS_gettid)), call_ns, {}};
+  call_site site{current_tid(), call_ns, {}};
   if (const auto capture = state().options.capture_stack) {
     std::uint64_t frames[64];
     site.stack.assign(frames, frames + capture(frames, std::size(frames)));

@@ -15,8 +15,6 @@
 
 #include <cxxabi.h>
 #include <dlfcn.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -317,7 +315,6 @@ R hip::intercept(R (*original)(Args...), Args... arguments) {
 
   const work described = describe_call<C>(arguments...);
   const std::uint64_t correlation = next_correlation();
-  const std::int64_t call_ns = host_now_ns();
   hipEvent_t start = nullptr, stop = nullptr;
   if (described.kind != work_kind::call) {
     std::lock_guard lock{mutex_};
@@ -333,7 +330,7 @@ R hip::intercept(R (*original)(Args...), Args... arguments) {
 
   tally_api(end_ns - begin_ns);
   emit(api_call{runtime_api::hip, wrapped_functions[static_cast<std::size_t>(C)].symbol, begin_ns,
-                end_ns, correlation, static_cast<std::int64_t>(::syscall(SYS_gettid))});
+                end_ns, correlation, current_tid()});
   if (described.kind != work_kind::call) {
     const ledger_entry ledger = described.kind == work_kind::kernel
                                     ? tally_kernel()
@@ -349,7 +346,7 @@ R hip::intercept(R (*original)(Args...), Args... arguments) {
         name = demangled(hip_.kernel_name(described.module_function));
       pending_.push_back({described.kind, device, described.stream, start, stop, std::move(name),
                           reinterpret_cast<std::uint64_t>(described.function), described, ledger,
-                          correlation, capture_call_site(call_ns)});
+                          correlation, capture_call_site(begin_ns)});
     } else {
       if (start) free_events_.push_back(start);
       if (stop) free_events_.push_back(stop);

@@ -103,9 +103,8 @@ void gpu_tick() {
   gpu::poll();
 }
 
-gpu::activity_batch take_gpu_activity() {
-  if (!observed.load(std::memory_order_acquire)) return {};
-  return gpu::take_completed();
+void take_gpu_activity(gpu::activity_batch& batch) {
+  if (observed.load(std::memory_order_acquire)) gpu::take_completed(batch);
 }
 
 void stop_gpu(std::int64_t timeout_ns) {

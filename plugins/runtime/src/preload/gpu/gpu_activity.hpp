@@ -15,7 +15,8 @@ namespace kairos::runtime {
 std::vector<std::string> start_gpu(bool wanted);
 // The service thread's tick: picks up runtimes loaded since, resolves completed work.
 void gpu_tick();
-gpu::activity_batch take_gpu_activity();
+// What completed since the last take, into `batch` (whose storage the collector reuses).
+void take_gpu_activity(gpu::activity_batch& batch);
 // Finalize: waits up to `timeout_ns` for kairos's own events of launched work, then stops.
 void stop_gpu(std::int64_t timeout_ns);
 bool gpu_observed() noexcept;

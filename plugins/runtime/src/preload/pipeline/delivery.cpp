@@ -23,6 +23,7 @@ struct delivery_state {
   std::vector<thread_record*> unfinished;   // threads whose end is not in the database yet
   std::unordered_map<const thread_record*, std::int64_t> last_counter_ns;
   std::unordered_map<pid_t, thread_record*> program_threads;  // by tid: who asked for GPU work
+  gpu::activity_batch gpu_activity;  // kept across flushes: the collector reuses its storage
   bool forget_parent = false;  // set in a fork child; done by the child's first flush
 };
 delivery_state* state = new delivery_state;  // never destroyed: used until the process ends
@@ -141,7 +142,8 @@ void flush_to_database(bool force) {
     });
   });
   for (const auto& window : take_window_changes()) rows.add_window(database_row(window));
-  add_gpu_rows(rows, take_gpu_activity());
+  take_gpu_activity(state->gpu_activity);
+  add_gpu_rows(rows, state->gpu_activity);
   // Threads get their rows once the database exists (it is created by the first sample or
   // region); until then they wait here, so a thread that ended early is still listed.
   if (rows.has_file()) {

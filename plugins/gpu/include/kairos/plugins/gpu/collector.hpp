@@ -37,6 +37,9 @@ bool observing();
 void poll();
 // What completed since the last take (empty when keep_activity is false).
 activity_batch take_completed();
+// The same into `batch` (cleared first), which gives its storage in exchange: a caller that keeps
+// one batch across takes lets the collector reuse it, with no allocation in the steady state.
+void take_completed(activity_batch& batch);
 // The process's end: waits up to `timeout_ns` for kairos's own records of launched work, resolves
 // them, then stops observing (the program's streams are never waited on).
 void stop(std::int64_t timeout_ns);
