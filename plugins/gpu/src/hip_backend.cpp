@@ -59,10 +59,14 @@ std::string demangled(const char* symbol) {
   return name;
 }
 
+// "hipErrorNoDevice: no ROCm-capable device is detected"; HIP 5.2's error string is the name
+// itself, said once.
 std::string describe(const hip_functions& hip, hipError_t error) {
   const char* name = hip.error_name ? hip.error_name(error) : nullptr;
   const char* text = hip.error_string ? hip.error_string(error) : nullptr;
-  return std::string{name ? name : "hipError " + std::to_string(error)} + ": " + (text ? text : "");
+  std::string described = name ? name : "hipError " + std::to_string(error);
+  if (text && described != text) described += std::string{": "} + text;
+  return described;
 }
 
 // What a wrapped call is, from its arguments.
