@@ -51,6 +51,12 @@ void print(const char* name, const spread& value, const char* unit, double scale
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : smoke_or(1, 5);
   const std::string seconds = argc > 2 ? argv[2] : (smoke_run() ? "0.2" : "1");
+  if (rounds < 1 || std::atof(seconds.c_str()) <= 0) {
+    std::fprintf(stderr, "bench_windows: rounds (\"%s\") must be a whole number ≥ 1 and seconds per phase "
+                         "(\"%s\") a number > 0; usage: bench_windows [rounds] [seconds per phase]\n",
+                 argc > 1 ? argv[1] : "", seconds.c_str());
+    return 2;
+  }
   const std::string program = KAIROS_PHASED_PROGRAM_PATH, kairos_run = KAIROS_RUN_PATH;
   const auto directory = std::filesystem::temp_directory_path() / ("kairos-bench-windows-" + std::to_string(getpid()));
   std::filesystem::create_directories(directory);
