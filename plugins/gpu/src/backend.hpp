@@ -24,6 +24,8 @@ struct backend {
 
 backend& hip_backend();
 backend& cuda_backend();  // reports itself unavailable where the build had no CUDA toolkit
+// Activity records CUPTI dropped (it could not get a buffer in time); 0 when CUDA was not observed.
+std::uint64_t cuda_dropped_records();
 
 // The collector's side, for backends. Thread-safe.
 const collector_options& options();

@@ -146,6 +146,8 @@ void stop(std::int64_t timeout_ns) {
   }
 }
 
+std::uint64_t records_dropped() { return detail::cuda_dropped_records(); }
+
 void forget_after_fork() noexcept {
   for (auto* backend : backends()) backend->forget_after_fork();
 }

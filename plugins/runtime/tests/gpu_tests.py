@@ -16,12 +16,13 @@ import os
 import sqlite3
 import sys
 
-from harness import check, run_named_test, run_process
+from harness import check, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
 PROGRAM = os.environ.get("KAIROS_HIP_PROGRAM", "")
 DOUBLE_DIR = os.environ.get("KAIROS_HIP_DOUBLE_DIR", "")
+CUDA_PROGRAM = os.environ.get("KAIROS_CUDA_PROGRAM", "")
 TIMEOUT = 60
 # Simulated durations are exact; what is measured adds the launch's own host time between kairos's
 # start event and the kernel (microseconds) and the float milliseconds of hipEventElapsedTime.
@@ -152,6 +153,47 @@ def test_report_from_database(directory):
     check(text.returncode == 0, f"kairos-report: {text.stderr!r}")
     out = text.stdout.decode()
     check("top kernels" in out and "reduce_sum" in out, f"kairos-report shows the kernels: {out}")
+
+
+def cuda_runs(directory, **extra):
+    command = [KAIROS_RUN, "-o", os.path.join(directory, "out"), "--formats", "db,text", "--", CUDA_PROGRAM]
+    env = environment(double=False, **extra)
+    return run_process([CUDA_PROGRAM], TIMEOUT, env=env), run_process(command, TIMEOUT, env=env)
+
+
+def test_cuda_program(directory):
+    """cuda_program (plugins/gpu/tests/cuda_program.cu) under kairos-run: without a device (here) its
+    exit and output are unchanged; with one, CUPTI's kernels match the program's own cudaEvent times."""
+    if not CUDA_PROGRAM:
+        skip("no CUDA compiler at configure time: cuda_program was not built")
+    bare, result = cuda_runs(directory, KAIROS_VERBOSE=1)
+    check(result.returncode == bare.returncode, f"exit status {result.returncode} under kairos, {bare.returncode} without")
+    check(result.stdout == bare.stdout, f"stdout changed: {result.stdout!r} vs {bare.stdout!r}")
+    if bare.returncode == 3:
+        check(without_kairos_lines(result.stderr) == without_kairos_lines(bare.stderr),
+              f"stderr changed: {result.stderr!r} vs {bare.stderr!r}")
+        skip("no CUDA device here: the no-device path is unchanged, the kernels cannot be checked")
+    check(bare.returncode == 0, f"cuda_program failed: {bare.stderr!r}")
+    events = {}
+    for line in without_kairos_lines(result.stderr):
+        if line.startswith("cuda_program: kernel "):
+            name, ms = line[len("cuda_program: kernel "):].rsplit(" ", 1)
+            events.setdefault(name, []).append(float(ms))
+    db = sqlite3.connect(os.path.join(directory, "out.db"))
+    kernels = db.execute("SELECT name, duration_ns FROM gpu_kernels ORDER BY start_ns").fetchall()
+    check(len(kernels) == 4, f"the 4 kernels: {kernels}")
+    measured = {}
+    for name, duration_ns in kernels:
+        measured.setdefault(name.split("(")[0], []).append(duration_ns / 1e6)
+    check(set(measured) == set(events), f"names {sorted(measured)} vs the program's {sorted(events)}")
+    for name, times in measured.items():
+        for cupti_ms, event_ms in zip(sorted(times), sorted(events[name])):
+            check(abs(cupti_ms - event_ms) <= max(0.05 * event_ms, 0.05),
+                  f"{name}: {cupti_ms:.3f} ms recorded, {event_ms:.3f} ms by the program's events")
+    devices = db.execute("SELECT api, architecture FROM gpu_device").fetchall()
+    check(devices and devices[0][0] == "cuda" and devices[0][1].startswith("sm_"), f"the device: {devices}")
+    kinds = {kind for (kind,) in db.execute("SELECT kind FROM gpu_memcpy")}
+    check({"host_to_device", "device_to_host", "memset"} <= kinds, f"copies by kind: {kinds}")
 
 
 if __name__ == "__main__":

@@ -115,6 +115,8 @@ void stop_gpu(std::int64_t timeout_ns) {
 
 bool gpu_observed() noexcept { return observed.load(std::memory_order_acquire); }
 
+std::uint64_t gpu_records_dropped() { return gpu_observed() ? gpu::records_dropped() : 0; }
+
 void gpu_forget_after_fork_in_child() noexcept {
   if (!observed.load(std::memory_order_acquire)) return;
   gpu::forget_after_fork();

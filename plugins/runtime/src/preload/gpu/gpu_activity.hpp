@@ -20,6 +20,8 @@ void take_gpu_activity(gpu::activity_batch& batch);
 // Finalize: waits up to `timeout_ns` for kairos's own events of launched work, then stops.
 void stop_gpu(std::int64_t timeout_ns);
 bool gpu_observed() noexcept;
+// Records the GPU runtime dropped before kairos took them (lost data, said at exit).
+std::uint64_t gpu_records_dropped();
 // fork child (async-signal-safe): the parent's launched work is forgotten.
 void gpu_forget_after_fork_in_child() noexcept;
 

@@ -169,6 +169,7 @@ struct losses {
   std::uint64_t rows = 0;         // database inserts that failed
   std::int64_t unsampled_cpu_ns = 0;
   std::uint64_t threads_blocking = 0;
+  std::uint64_t gpu_records = 0;  // dropped by the GPU runtime (CUPTI's buffers full)
 };
 
 std::string why_nothing_was_recorded() {
@@ -190,6 +191,8 @@ std::string describe(const losses& lost, int signal_number) {
   if (lost.region_rows)
     text += fmt::format("; {} not in the database (still in the region report)", plural(lost.region_rows, "region row"));
   if (lost.rows) text += fmt::format("; {} could not be written", plural(lost.rows, "database row"));
+  if (lost.gpu_records)
+    text += fmt::format("; {} dropped by the GPU runtime", plural(lost.gpu_records, "GPU activity record"));
   // Shells block every signal for a moment around their critical sections: only a stretch worth
   // at least two sampling periods is worth a sentence (the exact figure is in the database).
   if (lost.unsampled_cpu_ns >= unsampled_worth_saying_ns)
@@ -207,13 +210,14 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   stop_gpu(gpu_drain_timeout_ns);
   const auto sampling = sampling_totals();
   const losses lost{sampling.dropped, region_rows_dropped(), 0, sampling.unsampled_cpu_ns,
-                    sampling.threads_blocking};
+                    sampling.threads_blocking, gpu_records_dropped()};
   // Known only now: the CPU-time source turns from perf to the timer if the kernel refuses perf.
   add_database_metadata("sampling_cpu_source", sampling.cpu_source);
   add_database_metadata("sampling_signal", sampling.signal_number ? signal_name(sampling.signal_number) : "");
   add_database_metadata("dropped.samples", std::to_string(lost.samples));
   add_database_metadata("dropped.region_rows", std::to_string(lost.region_rows));
   add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
+  if (gpu_observed()) add_database_metadata("dropped.gpu_records", std::to_string(lost.gpu_records));
   if (globals->windows_planned) {
     const auto windows = windows_totals();
     add_database_metadata("windows.opened", std::to_string(windows.opened));
@@ -250,7 +254,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   report(written.failure);
   auto with_rows = lost;
   with_rows.rows = counts.rows_lost;
-  if (written.files.empty() && !with_rows.rows && !with_rows.samples) return;
+  if (written.files.empty() && !with_rows.rows && !with_rows.samples && !with_rows.gpu_records) return;
   std::string files;
   for (const auto& file : written.files) files += (files.empty() ? "" : ", ") + file;
   const auto gpu = gpu_work == 0 ? std::string{}

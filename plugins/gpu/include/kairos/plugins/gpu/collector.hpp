@@ -43,6 +43,9 @@ void take_completed(activity_batch& batch);
 // The process's end: waits up to `timeout_ns` for kairos's own records of launched work, resolves
 // them, then stops observing (the program's streams are never waited on).
 void stop(std::int64_t timeout_ns);
+// Activity records a runtime dropped before kairos could take them (CUPTI's buffers were full):
+// lost data, for the host to say so.
+std::uint64_t records_dropped();
 // fork child: the parent's pending work is forgotten (the child never sees its events complete).
 void forget_after_fork() noexcept;
 
