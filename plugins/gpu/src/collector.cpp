@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <utility>
 #include <deque>
 #include <memory>
@@ -31,6 +32,7 @@ struct collector_state {
   std::mutex mutex;  // the backends' start, poll and stop; the ledgers' list
   collector_options options;
   bool started = false;
+  bool stop_at_exit_registered = false;
   // Taken by emit from any thread (wrappers, poll, CUPTI's own), never while taking `mutex`.
   std::mutex activity_mutex;
   activity_batch completed;
@@ -93,6 +95,14 @@ std::int64_t sum_device_ns(device_ledger_handle handle, std::deque<std::int64_t>
   }
 }
 
+// GPU runtimes tear themselves down at exit (CUPTI's and HIP's static destructors, CUDA's atexit
+// handlers): a backend must be stopped before. An atexit handler registered once a backend has
+// started runs before everything the runtime registered when it was loaded or initialised, which
+// was earlier (seen on an H100: cuptiActivityDisable crashed in a finalize that ran after CUPTI's
+// destructors). What it drains stays in the collector for the host's last take.
+constexpr std::int64_t exit_drain_timeout_ns = 2'000'000'000;
+void stop_before_runtimes_exit() { stop(exit_drain_timeout_ns); }
+
 }  // namespace
 
 std::vector<backend_status> start(const collector_options& options) {
@@ -101,11 +111,14 @@ std::vector<backend_status> start(const collector_options& options) {
   if (!s.started) s.options = options;
   s.started = true;
   std::vector<backend_status> statuses;
+  bool started_one = false;
   for (auto* backend : backends()) {
     backend_status status{backend->api(), backend->observing(), {}};
-    if (!status.observing) status.observing = backend->start(status.reason);
+    if (!status.observing) started_one |= status.observing = backend->start(status.reason);
     statuses.push_back(std::move(status));
   }
+  if (started_one && !s.stop_at_exit_registered)
+    s.stop_at_exit_registered = std::atexit(&stop_before_runtimes_exit) == 0;
   return statuses;
 }
 

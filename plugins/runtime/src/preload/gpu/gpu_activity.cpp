@@ -1,7 +1,9 @@
 #include "preload/gpu/gpu_activity.hpp"
 
+#include <dlfcn.h>
 #include <link.h>
 
+#include <cstdlib>
 #include <algorithm>
 #include <atomic>
 
@@ -11,6 +13,7 @@
 #include <kairos/plugins/gpu/collector.hpp>
 
 #include "preload/support/clock.hpp"
+#include "preload/support/problems.hpp"
 #include "preload/support/reentry_guard.hpp"
 
 namespace kairos::runtime {
@@ -83,11 +86,26 @@ std::vector<std::string> check_runtimes() {
   return {};
 }
 
+// CUDA loads the library CUDA_INJECTION64_PATH names when the program initialises the driver
+// (cuInit), and calls its InitializeInjection before any context exists: CUPTI is set up in time
+// for the first kernel, and only in a program that uses CUDA (whose runtime, linked statically as
+// nvcc does by default, loads libcuda only then). A value already there is another tool's (Nsight
+// Systems): it is kept, and kairos finds CUDA at its next look instead.
+constexpr const char* cuda_injection_variable = "CUDA_INJECTION64_PATH";
+
+void ask_cuda_to_call_kairos() {
+  if (std::getenv(cuda_injection_variable) != nullptr) return;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&ask_cuda_to_call_kairos), &info) && info.dli_fname)
+    setenv(cuda_injection_variable, info.dli_fname, 1);
+}
+
 }  // namespace
 
 std::vector<std::string> start_gpu(bool want) {
   wanted.store(want, std::memory_order_release);
   if (!want) return {};
+  ask_cuda_to_call_kairos();
   backtrace_detail::prewarm_process();
   kairos_code = code_of_this_library();
   return check_runtimes();
@@ -123,3 +141,15 @@ void gpu_forget_after_fork_in_child() noexcept {
 }
 
 }  // namespace kairos::runtime
+
+// Called by CUDA's driver inside cuInit (see ask_cuda_to_call_kairos); 1 tells it all went well,
+// whatever kairos could do (a failure is kairos's to report, never the program's).
+extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
+  using namespace kairos::runtime;
+  if (wanted.load(std::memory_order_acquire) && !observed.load(std::memory_order_acquire))
+    report(capture_problem("observing CUDA failed", [] {
+      for (const auto& note : check_runtimes())
+        if (verbosity() > 0) report(note);
+    }));
+  return 1;
+}

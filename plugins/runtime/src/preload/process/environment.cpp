@@ -24,6 +24,12 @@ library_paths* paths = nullptr;  // built once at init, never destroyed
 // when LD_PRELOAD changed; the previous one is kept alive (a child may still point at it).
 const char* child_preload_entry = nullptr;
 
+// Set by the gpu stage (gpu/gpu_activity.cpp) so that CUDA calls kairos at cuInit; a child kairos
+// leaves alone gets it no more than LD_PRELOAD. A fork child needs nothing: kairos is already in
+// its memory, switched off.
+constexpr const char* cuda_injection_variable = "CUDA_INJECTION64_PATH";
+constexpr std::string_view cuda_injection_prefix = "CUDA_INJECTION64_PATH=";
+
 bool is_this_library(std::string_view entry) {
   if (entry == paths->own) return true;
   std::error_code error;
@@ -66,6 +72,9 @@ std::optional<std::string> preload_without_kairos(std::string_view preload) {
 }
 
 void remove_kairos_from_environment() {
+  prepare_environment_editing();
+  if (const char* injection = std::getenv(cuda_injection_variable); injection && is_this_library(injection))
+    unsetenv(cuda_injection_variable);
   const char* preload = std::getenv("LD_PRELOAD");
   if (!preload) return;
   if (auto kept = preload_without_kairos(preload)) {
@@ -101,6 +110,9 @@ exec_environment environment_for_exec(char* const* environment, bool profiled, b
   for (auto entry = environment; entry && *entry; ++entry) {
     std::string_view assignment{*entry};
     if (assignment.starts_with("KAIROS_EXEC_GENERATION=")) continue;
+    if (strip && assignment.starts_with(cuda_injection_prefix) &&
+        is_this_library(assignment.substr(cuda_injection_prefix.size())))
+      continue;
     if (strip && assignment.starts_with("LD_PRELOAD=")) {
       auto kept = preload_without_kairos(assignment.substr(11));
       if (kept && kept->empty()) continue;
