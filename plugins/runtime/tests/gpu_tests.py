@@ -146,6 +146,15 @@ def test_gpu_off_wraps_nothing(directory):
         check(count == 0, f"KAIROS_GPU=off records no kernel: {count}")
 
 
+def test_stacks_off(directory):
+    bare = plain()
+    result = profiled(directory, KAIROS_GPU_STACKS="false")
+    same_as_plain(result, bare)
+    db = sqlite3.connect(os.path.join(directory, "out.db"))
+    rows = db.execute("SELECT COUNT(*), COUNT(stack), COUNT(thread) FROM gpu_kernel").fetchone()
+    check(rows == (4, 0, 4), f"kernels without stacks, still with their thread: {rows}")
+
+
 def test_report_from_database(directory):
     result = profiled(directory, formats="db")
     check(result.returncode == 0, f"exit status {result.returncode}: {result.stderr!r}")

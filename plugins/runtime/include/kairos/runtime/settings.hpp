@@ -49,7 +49,7 @@ enum class setting : std::size_t {
   sampling_realtime, sampling_realtime_freq, sampling_realtime_delay, sampling_realtime_duration,
   sampling_allocator_size, use_temporary_files,
   trace_periods, trace_windows_file,
-  gpu,
+  gpu, gpu_stacks,
   launch_pid, launch_date, exec_generation,
 };
 

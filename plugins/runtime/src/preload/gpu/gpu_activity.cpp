@@ -22,6 +22,7 @@ namespace {
 constexpr std::int64_t runtime_recheck_ns = 500'000'000;
 
 std::atomic<bool> wanted{false};
+std::atomic<bool> with_stacks{true};
 std::atomic<bool> observed{false};
 std::atomic<std::int64_t> last_check_ns{0};
 
@@ -78,7 +79,7 @@ std::vector<std::string> describe(const std::vector<gpu::backend_status>& status
 std::vector<std::string> check_runtimes() {
   reentry_guard guard;
   gpu::collector_options options;
-  options.capture_stack = &capture_caller;
+  if (with_stacks.load(std::memory_order_relaxed)) options.capture_stack = &capture_caller;
   const auto statuses = gpu::start(options);
   last_check_ns.store(steady_now_ns(), std::memory_order_relaxed);
   const bool now = gpu::observing();
@@ -102,7 +103,8 @@ void ask_cuda_to_call_kairos() {
 
 }  // namespace
 
-std::vector<std::string> start_gpu(bool want) {
+std::vector<std::string> start_gpu(bool want, bool stacks) {
+  with_stacks.store(stacks, std::memory_order_relaxed);
   wanted.store(want, std::memory_order_release);
   if (!want) return {};
   ask_cuda_to_call_kairos();

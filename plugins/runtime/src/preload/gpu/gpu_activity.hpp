@@ -11,8 +11,9 @@
 
 namespace kairos::runtime {
 
-// At init: starts observing (when `wanted`); the notes say what was found ("HIP: 1 device ...").
-std::vector<std::string> start_gpu(bool wanted);
+// At init: starts observing (when `wanted`), with each launch's call stack when `stacks`; the notes
+// say what was found.
+std::vector<std::string> start_gpu(bool wanted, bool stacks);
 // The service thread's tick: picks up runtimes loaded since, resolves completed work.
 void gpu_tick();
 // What completed since the last take, into `batch` (whose storage the collector reuses).

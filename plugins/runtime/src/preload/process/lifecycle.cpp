@@ -472,7 +472,8 @@ void initialize() {
     if (first_image && !sampling.note.empty()) report(sampling.note);
   }
   if (database_wanted && globals->values.category_usable("gpu")) {
-    const auto notes = start_gpu(globals->values.text(setting::gpu) == "auto");
+    const auto notes = start_gpu(globals->values.text(setting::gpu) == "auto",
+                                 globals->values.boolean(setting::gpu_stacks));
     if (first_image && verbosity() > 0)
       for (const auto& note : notes) report(note);
   }
