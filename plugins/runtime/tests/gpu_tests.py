@@ -47,6 +47,7 @@ def plain(double=True, **extra):
 
 
 def profiled(directory, double=True, formats="db,text,trace", **extra):
+    extra.setdefault("KAIROS_GPU_STACKS", "true")
     return run_process([KAIROS_RUN, "-o", os.path.join(directory, "out"), "--formats", formats, "--", PROGRAM],
                        TIMEOUT, env=environment(double, **extra))
 
@@ -146,9 +147,10 @@ def test_gpu_off_wraps_nothing(directory):
         check(count == 0, f"KAIROS_GPU=off records no kernel: {count}")
 
 
-def test_stacks_off(directory):
+def test_stacks_off_by_default(directory):
     bare = plain()
-    result = profiled(directory, KAIROS_GPU_STACKS="false")
+    result = run_process([KAIROS_RUN, "-o", os.path.join(directory, "out"), "--", PROGRAM], TIMEOUT,
+                         env=environment())
     same_as_plain(result, bare)
     db = sqlite3.connect(os.path.join(directory, "out.db"))
     rows = db.execute("SELECT COUNT(*), COUNT(stack), COUNT(thread) FROM gpu_kernel").fetchone()

@@ -145,9 +145,9 @@ constexpr std::array definitions{
                        "GPU kernels, copies and API calls (HIP; CUDA through CUPTI): auto observes a GPU "
                        "runtime loaded in the program, off never wraps or loads anything",
                        "auto,off"},
-    setting_definition{"gpu_stacks", "KAIROS_GPU_STACKS", boolean, "true", "gpu",
-                       "record the call stack of each GPU kernel launch and copy (about 2.5 us per "
-                       "call on an H100; off: thread and call time only)"},
+    setting_definition{"gpu_stacks", "KAIROS_GPU_STACKS", boolean, "false", "gpu",
+                       "also record the call stack of each GPU kernel launch and copy (3-5 us more per "
+                       "call on an H100, where a launch costs about 4 us); off: its thread and call time"},
     // internal: set by kairos-run and the runtime to tie the processes of one launch together
     setting_definition{"launch_pid", "KAIROS_LAUNCH_PID", integer, "0", "internal",
                        "pid of the launched process (set by kairos-run); others are children", {},

@@ -22,7 +22,7 @@ namespace {
 constexpr std::int64_t runtime_recheck_ns = 500'000'000;
 
 std::atomic<bool> wanted{false};
-std::atomic<bool> with_stacks{true};
+std::atomic<bool> with_stacks{false};
 std::atomic<bool> observed{false};
 std::atomic<std::int64_t> last_check_ns{0};
 
