@@ -97,7 +97,7 @@ BENCHMARK(memcpy_async_wrapped);
 
 // The double's own call costs ~40 ns, so the limits say what kairos may add: 15× is ≈0.55 µs per
 // call (a real runtime's launch costs several µs); a caller's stack (libgcc's unwinder, what
-// kairos-run captures) adds ≈3 µs more.
+// kairos-run captures with KAIROS_GPU_STACKS=true) adds ≈3 µs more.
 int main(int argc, char** argv) {
   return kairos::benchmarks::run_and_print_ratios(
       argc, argv,
