@@ -22,6 +22,26 @@ struct backend {
   virtual void forget_after_fork() noexcept = 0;
 };
 
+// A backend in a build without its runtime's headers: never observing, and saying why.
+class unavailable_backend : public backend {
+ public:
+  unavailable_backend(runtime_api api, const char* reason) : api_{api}, reason_{reason} {}
+  runtime_api api() const override { return api_; }
+  bool start(std::string& reason) override {
+    reason = reason_;
+    return false;
+  }
+  bool observing() const override { return false; }
+  void poll() override {}
+  void drain(std::int64_t) override {}
+  void stop() override {}
+  void forget_after_fork() noexcept override {}
+
+ private:
+  runtime_api api_;
+  const char* reason_;
+};
+
 backend& hip_backend();
 backend& cuda_backend();  // reports itself unavailable where the build had no CUDA toolkit
 // Activity records CUPTI dropped (it could not get a buffer in time); 0 when CUDA was not observed.

@@ -993,23 +993,9 @@ std::uint64_t cuda_dropped_records() { return dropped_records.load(std::memory_o
 #else  // built without the CUDA toolkit
 
 namespace kairos::gpu::detail {
-namespace {
-class cuda_unavailable : public backend {
- public:
-  runtime_api api() const override { return runtime_api::cuda; }
-  bool start(std::string& reason) override {
-    reason = "kairos was built without the CUDA toolkit (CUPTI)";
-    return false;
-  }
-  bool observing() const override { return false; }
-  void poll() override {}
-  void drain(std::int64_t) override {}
-  void stop() override {}
-  void forget_after_fork() noexcept override {}
-};
-}  // namespace
 backend& cuda_backend() {
-  static cuda_unavailable kept;
+  static unavailable_backend kept{runtime_api::cuda,
+                                  "kairos was built without the CUDA toolkit (CUPTI)"};
   return kept;
 }
 std::uint64_t cuda_dropped_records() { return 0; }

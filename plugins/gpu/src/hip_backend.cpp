@@ -543,23 +543,9 @@ backend& hip_backend() { return the_backend(); }
 #else  // built without HIP's headers
 
 namespace kairos::gpu::detail {
-namespace {
-class hip_unavailable : public backend {
- public:
-  runtime_api api() const override { return runtime_api::hip; }
-  bool start(std::string& reason) override {
-    reason = "kairos was built without HIP's headers (Debian package libamdhip64-dev)";
-    return false;
-  }
-  bool observing() const override { return false; }
-  void poll() override {}
-  void drain(std::int64_t) override {}
-  void stop() override {}
-  void forget_after_fork() noexcept override {}
-};
-}  // namespace
 backend& hip_backend() {
-  static hip_unavailable kept;
+  static unavailable_backend kept{runtime_api::hip,
+                                  "kairos was built without HIP's headers (Debian package libamdhip64-dev)"};
   return kept;
 }
 }  // namespace kairos::gpu::detail

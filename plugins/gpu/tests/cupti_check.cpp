@@ -25,35 +25,12 @@
 
 #include <kairos/plugins/gpu/collector.hpp>
 
+#include "cuda_workload.hpp"
+
 namespace kairos::gpu::detail {
 std::uint64_t cuda_dropped_records();  // cuda_backend.cpp
 }
 
-// cuda_program.cu's, as it declares them.
-namespace cuda_program {
-struct kernel_run {
-  const char* name;
-  int stream;
-  unsigned grid[3], block[3];
-  unsigned dynamic_shared, static_shared;
-  long long spin_us;
-  long long launch_begin_ns, launch_end_ns, done_ns;
-  float event_ms;
-};
-struct copy_run {
-  int kind;
-  unsigned long long bytes;
-  bool asynchronous;
-  long long begin_ns, end_ns;
-};
-struct workload {
-  kernel_run kernels[4];
-  copy_run copies[3];
-  int kernel_count, copy_count;
-};
-int initialise(char* message, std::size_t size);
-int run(workload& out, char* message, std::size_t size);
-}  // namespace cuda_program
 
 namespace {
 
