@@ -27,9 +27,6 @@
 
 #include "cuda_workload.hpp"
 
-namespace kairos::gpu::detail {
-std::uint64_t cuda_dropped_records();  // cuda_backend.cpp
-}
 
 
 namespace {
@@ -227,7 +224,7 @@ int main() {
   for (const auto& c : mine)
     if (c.name.starts_with("cu") && !c.name.starts_with("cuda")) ++driver;
   std::printf("\ncupti_check: %zu API calls (%zu on this thread, %zu of them driver calls), %llu records dropped\n",
-              batch.calls.size(), mine.size(), driver, static_cast<unsigned long long>(gpu::detail::cuda_dropped_records()));
+              batch.calls.size(), mine.size(), driver, static_cast<unsigned long long>(gpu::records_dropped()));
   expect(!mine.empty(), "API calls reported on this thread (tid " + std::to_string(tid) + ")");
   expect(nested == 0, std::to_string(nested) + " API calls reported inside another");
 
