@@ -24,6 +24,11 @@
 #if defined(KAIROS_AVAIL_HAS_PAPI)
 #include <kairos/plugins/papi.hpp>
 #endif
+#if defined(KAIROS_AVAIL_HAS_GPU)
+#include <dlfcn.h>
+
+#include <kairos/plugins/gpu.hpp>
+#endif
 
 extern char** environ;
 
@@ -58,6 +63,16 @@ std::vector<row> component_rows() {
 #endif
 #if defined(KAIROS_AVAIL_HAS_PAPI)
   rows.push_back(component_row<kairos::papi_vector>("papi"));
+#endif
+#if defined(KAIROS_AVAIL_HAS_GPU)
+  // The GPU components observe a runtime the program has loaded: "available here" means this
+  // machine has one that sees a device, so kairos-avail loads them as a program would.
+  for (const char* runtime : {"libamdhip64.so.5", "libamdhip64.so.6", "libcuda.so.1"})
+    dlopen(runtime, RTLD_NOW | RTLD_GLOBAL);
+  rows.push_back(component_row<kairos::gpu_kernel_time>("gpu"));
+  rows.push_back(component_row<kairos::gpu_memcpy_time>("gpu"));
+  rows.push_back(component_row<kairos::gpu_memcpy_bytes>("gpu"));
+  rows.push_back(component_row<kairos::gpu_api_time>("gpu"));
 #endif
   return rows;
 }
@@ -230,7 +245,7 @@ int main(int argc, char** argv) {
   app.add_flag("-W,--windows", windows, "time windows: their clocks, available here or not, and examples");
   app.add_option("-r,--regex", name_regex, "only names matching this regular expression");
   app.add_option("-c,--category", category,
-                 "only this category (core, perf, papi; general, output, regions, sampling, "
+                 "only this category (core, perf, papi, gpu; general, output, regions, sampling, "
                  "windows, gpu, internal; perf-software, perf-hardware, perf-cache)");
   app.add_flag("--json", json, "JSON instead of tables");
   CLI11_PARSE(app, argc, argv);
