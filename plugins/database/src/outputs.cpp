@@ -260,6 +260,39 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   }
 }
 
+// The text report's GPU sections as data: devices, kernels by name, copies by kind.
+nlohmann::json gpu_json(connection& profile, const window_range& range) {
+  nlohmann::json gpu{{"devices", nlohmann::json::array()},
+                     {"top_kernels", nlohmann::json::array()},
+                     {"copies", nlohmann::json::array()}};
+  auto devices = profile.prepare(
+      "SELECT api, device_index, name, architecture, memory_bytes, multiprocessors FROM gpu_device ORDER BY id");
+  while (devices.step())
+    gpu["devices"].push_back({{"api", devices.text(0)},
+                              {"index", devices.integer(1)},
+                              {"name", printable(devices.text(2))},
+                              {"architecture", devices.text(3)},
+                              {"memory_bytes", devices.integer(4)},
+                              {"multiprocessors", devices.integer(5)}});
+  auto kernels = profile.prepare(
+      "SELECT name, COUNT(*), SUM(duration_ns), MAX(duration_ns) FROM gpu_kernels WHERE 1" +
+      in_windows(range, "window") + " GROUP BY name ORDER BY SUM(duration_ns) DESC LIMIT " +
+      std::to_string(kernels_shown));
+  while (kernels.step())
+    gpu["top_kernels"].push_back({{"name", printable(kernels.text(0))},
+                                  {"launches", kernels.integer(1)},
+                                  {"total_ns", kernels.integer(2)},
+                                  {"max_ns", kernels.integer(3)}});
+  auto copies = profile.prepare("SELECT kind, COUNT(*), SUM(bytes), SUM(end_ns - start_ns) FROM gpu_memcpy WHERE 1" +
+                                in_windows(range, "window") + " GROUP BY kind ORDER BY kind");
+  while (copies.step())
+    gpu["copies"].push_back({{"kind", copies.text(0)},
+                             {"count", copies.integer(1)},
+                             {"bytes", copies.integer(2)},
+                             {"total_ns", copies.integer(3)}});
+  return gpu;
+}
+
 void write_summary_json(connection& profile, std::ostream& out, const text_options& options) {
   const auto& range = options.windows;
   const auto weight_ns =
@@ -300,6 +333,7 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
     }
     summary["windows"].push_back(std::move(entry));
   }
+  summary["gpu"] = gpu_json(profile, range);
   auto metadata = profile.prepare("SELECT key, value FROM metadata ORDER BY key");
   while (metadata.step()) summary["metadata"][std::string{metadata.text(0)}] = metadata.text(1);
   for (const auto& thread : sampled_threads(profile, range))

@@ -164,6 +164,11 @@ def test_report_from_database(directory):
     check(text.returncode == 0, f"kairos-report: {text.stderr!r}")
     out = text.stdout.decode()
     check("top kernels" in out and "reduce_sum" in out, f"kairos-report shows the kernels: {out}")
+    summary = run_process([KAIROS_REPORT, os.path.join(directory, "out.db"), "-f", "json"], TIMEOUT)
+    gpu = json.loads(summary.stdout)["gpu"]
+    kernels = {k["name"].split("(")[0]: k["launches"] for k in gpu["top_kernels"]}
+    check(kernels == {"physics::integrate": 3, "reduce_sum": 1}, f"the JSON summary's kernels: {gpu}")
+    check(len(gpu["devices"]) == 1 and sum(c["count"] for c in gpu["copies"]) == 3, f"devices, copies: {gpu}")
 
 
 def cuda_runs(directory, **extra):
