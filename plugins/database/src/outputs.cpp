@@ -12,8 +12,12 @@
 #include <kairos/plugins/database/schema.hpp>
 #include <kairos/printable.hpp>
 
+#include "output_helpers.hpp"
+
 namespace kairos::database {
 namespace {
+
+using namespace output_helpers;
 
 struct function_row {
   std::string name;
@@ -30,17 +34,6 @@ struct thread_row {
   std::int64_t samples;
   std::int64_t weight_ns;
 };
-
-std::int64_t scalar(connection& profile, const std::string& sql) {
-  auto query = profile.prepare(sql);
-  return query.step() ? query.integer(0) : 0;
-}
-
-// " AND <column> BETWEEN first AND last", or nothing for every window. Integers only: no quoting.
-std::string in_windows(const window_range& windows, std::string_view column) {
-  if (windows.all) return {};
-  return fmt::format(" AND {} BETWEEN {} AND {}", column, windows.first, windows.last);
-}
 
 std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows) {
   std::vector<thread_row> rows;
@@ -102,10 +95,6 @@ void write_table(std::ostream& out, const std::string& title, const std::vector<
   out << '\n';
 }
 
-// Every name in a JSON output: shown as kairos::printable shows it (escaped, capped).
-std::string json_string(std::string_view text) {
-  return nlohmann::json(printable(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 // --- time windows ----------------------------------------------------------------------------
 

@@ -309,5 +309,50 @@ def test_outputs_and_kairos_report(directory):
     check(bad.returncode != 0, "a missing database is an error")
 
 
+def test_speedscope_file(directory):
+    """speedscope's format (its published schema's required fields), checked against the database and
+    the program's own 75/25 CPU split."""
+    out, err, status = kairos(["split", "0.6"], directory, ["--freq", "500"],
+                              KAIROS_OUTPUT_FORMATS="db,speedscope")
+    check(status == 0, err)
+    three, one = cpu_split(out)
+    db_path = only("*.db", directory)
+    document = json.load(open(only("*.speedscope.json", directory)))
+    check(document["$schema"] == "https://www.speedscope.app/file-format-schema.json", "speedscope's schema")
+    check(document["name"].endswith(f"{os.path.basename(PROGRAM)} split 0.6"), f"named after the command: {document['name']}")
+    frames = document["shared"]["frames"]
+    check(all(isinstance(frame.get("name"), str) for frame in frames), "every frame has a name")
+    names = [frame["name"] for frame in frames]
+    check(len(set(names)) == len(names), "frames are shared by name")
+    db = sqlite3.connect(db_path)
+    by_thread = dict(db.execute(
+        "SELECT thread.tid, SUM(weight_ns) FROM sample JOIN thread ON thread.id = sample.thread "
+        "WHERE stack IS NOT NULL GROUP BY thread.tid"))
+    profiles = document["profiles"]
+    check(len(profiles) == len(by_thread), f"one profile per sampled thread: {len(profiles)} vs {len(by_thread)}")
+    check([p["endValue"] for p in profiles] == sorted((p["endValue"] for p in profiles), reverse=True),
+          "the heaviest thread first")
+    weights = {"compute_three_quarters": 0, "compute_one_quarter": 0}
+    for profile in profiles:
+        check(profile["type"] == "sampled" and profile["unit"] == "nanoseconds" and profile["startValue"] == 0,
+              f"a sampled profile in nanoseconds: {profile['name']}")
+        check(len(profile["samples"]) == len(profile["weights"]), "one weight per sample")
+        check(sum(profile["weights"]) == profile["endValue"], "endValue is the profile's weight")
+        tid = int(profile["name"].split("tid ")[1].split(",")[0].rstrip(")"))
+        check(profile["endValue"] == by_thread[tid], f"thread {tid}: the database's weight")
+        for stack, weight in zip(profile["samples"], profile["weights"]):
+            check(all(0 <= index < len(frames) for index in stack), "indices into the shared frames")
+            check(names[stack[0]] in ("_start", "__clone3", "__clone", "clone3", "clone"), f"root first: {names[stack[0]]}")
+            for function in weights:
+                if any(function in names[index] for index in stack):
+                    weights[function] += weight
+    share = 100.0 * weights["compute_three_quarters"] / max(1, sum(weights.values()))
+    truth = 100.0 * three / (three + one)
+    check(abs(share - truth) <= 5.0, f"compute_three_quarters {share:.1f}% of the two vs {truth:.1f}% by CPU time")
+    report = run_process([KAIROS_REPORT, db_path, "--format", "speedscope"], TIMEOUT)
+    check(report.returncode == 0 and json.loads(report.stdout)["profiles"] == profiles,
+          f"kairos-report --format speedscope writes the same profiles: {report.stderr!r}")
+
+
 if __name__ == "__main__":
     sys.exit(run_named_test(globals(), "kairos-sampling"))

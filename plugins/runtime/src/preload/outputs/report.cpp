@@ -98,6 +98,7 @@ problem write_output(const std::string& path, Write&& write) {
 std::string output_file(const std::string& stem, const std::string& format) {
   if (format == "text") return stem + ".txt";
   if (format == "trace") return stem + ".trace.json";
+  if (format == "speedscope") return stem + ".speedscope.json";
   return stem + "." + format;
 }
 
@@ -136,7 +137,7 @@ written_report write_report(const report_request& request) {
       if (have_database) written.files.push_back(path);
       continue;
     }
-    if (!have_database && (format == "trace" || format == "folded")) continue;
+    if (!have_database && (format == "trace" || format == "folded" || format == "speedscope")) continue;
     written.failure = write_output(path, [&](std::ostream& file) {
       if (format == "text") {
         file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
@@ -158,6 +159,9 @@ written_report write_report(const report_request& request) {
       } else if (format == "folded") {
         auto profile = database::open_profile(database_path);
         database::write_folded(profile, file);
+      } else if (format == "speedscope") {
+        auto profile = database::open_profile(database_path);
+        database::write_speedscope(profile, file, {}, "kairos " KAIROS_VERSION);
       } else if (format == "json") {
         nlohmann::json document{{"kairos_report_version", runtime_report_version},
                                 {"command", printable(request.command_line)},

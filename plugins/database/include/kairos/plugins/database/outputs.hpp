@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
+#include <string_view>
 
 #include <kairos/plugins/database/sqlite.hpp>
 
@@ -34,6 +35,12 @@ void write_trace(connection& profile, std::ostream& out, const window_range& win
 // Folded stacks ("main;solve;step 1200"), weights in microseconds of CPU time, for flamegraph.pl
 // and speedscope.
 void write_folded(connection& profile, std::ostream& out, const window_range& windows = {});
+
+// speedscope's own file format (speedscope.app, or `speedscope FILE`): one sampled profile per
+// thread, heaviest first, each distinct stack once with its weight in nanoseconds of CPU time.
+// `exporter` names the writer ("kairos 0.1.0").
+void write_speedscope(connection& profile, std::ostream& out, const window_range& windows = {},
+                      std::string_view exporter = "kairos");
 
 // Phase behaviour: the functions whose share of the samples changed most between time windows.
 void write_window_comparison(connection& profile, std::ostream& out, std::size_t functions = 20);

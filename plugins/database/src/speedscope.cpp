@@ -1,0 +1,92 @@
+// speedscope's file format (https://www.speedscope.app/file-format-schema.json): one "sampled"
+// profile per thread, each distinct stack once with its summed weight (what speedscope's
+// left-heavy and sandwich views show; a bounded file however many samples there are), frames
+// shared across threads by function name.
+#include <kairos/plugins/database/outputs.hpp>
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <kairos/plugins/database/schema.hpp>
+
+#include "output_helpers.hpp"
+
+namespace kairos::database {
+
+using namespace output_helpers;
+
+void write_speedscope(connection& profile, std::ostream& out, const window_range& range,
+                      std::string_view exporter) {
+  // Stack nodes in id order: a node is inserted after its parent, so its parent's path is known.
+  struct node {
+    std::int64_t parent = -1;
+    std::size_t frame = 0;
+  };
+  std::unordered_map<std::int64_t, node> nodes;
+  std::unordered_map<std::string, std::size_t> frame_of;
+  std::vector<std::string> frames;  // JSON objects, in index order
+  auto stacks = profile.prepare(
+      "SELECT stack.id, stack.parent, function.value, COALESCE(file.value, ''), COALESCE(frame.line, 0) "
+      "FROM stack JOIN frame ON frame.id = stack.frame JOIN string AS function ON function.id = frame.function "
+      "LEFT JOIN string AS file ON file.id = frame.file ORDER BY stack.id");
+  while (stacks.step()) {
+    const std::string name{stacks.text(2)};
+    auto [found, added] = frame_of.try_emplace(name, frames.size());
+    if (added) {
+      std::string frame = fmt::format(R"({{"name":{})", json_string(name));
+      if (!stacks.text(3).empty()) frame += fmt::format(R"(,"file":{},"line":{})", json_string(stacks.text(3)), stacks.integer(4));
+      frames.push_back(frame + '}');
+    }
+    nodes[stacks.integer(0)] = {stacks.is_null(1) ? -1 : stacks.integer(1), found->second};
+  }
+  auto path_of = [&](std::int64_t stack) {
+    std::vector<std::size_t> leaf_first;
+    for (auto at = nodes.find(stack); at != nodes.end(); at = nodes.find(at->second.parent))
+      leaf_first.push_back(at->second.frame);
+    return std::string{"["} + fmt::format("{}", fmt::join(leaf_first.rbegin(), leaf_first.rend(), ",")) + ']';
+  };
+
+  const auto command = [&] {
+    auto query = profile.prepare("SELECT value FROM metadata WHERE key = 'command'");
+    return query.step() ? std::string{query.text(0)} : std::string{};
+  }();
+  out << R"({"$schema":"https://www.speedscope.app/file-format-schema.json","exporter":)"
+      << json_string(exporter) << R"(,"name":)" << json_string(command.empty() ? "kairos profile" : command)
+      << R"(,"activeProfileIndex":0,"shared":{"frames":[)";
+  for (std::size_t i = 0; i < frames.size(); ++i) out << (i ? "," : "") << frames[i];
+  out << R"(]},"profiles":[)";
+
+  // Threads by weight, heaviest first (speedscope opens the first); each thread's stacks streamed.
+  auto threads = profile.prepare(
+      "SELECT sample.thread, thread.sequent_id, thread.tid, COALESCE(name.value, ''), SUM(sample.weight_ns) "
+      "FROM sample JOIN thread ON thread.id = sample.thread LEFT JOIN string AS name ON name.id = thread.name "
+      "WHERE sample.stack IS NOT NULL" + in_windows(range, "sample.window") +
+      " GROUP BY sample.thread ORDER BY SUM(sample.weight_ns) DESC");
+  bool first_thread = true;
+  while (threads.step()) {
+    const auto name = fmt::format("thread {} (tid {}{}{})", threads.integer(1), threads.integer(2),
+                                  threads.text(3).empty() ? "" : ", ", threads.text(3));
+    out << (first_thread ? "" : ",") << R"({"type":"sampled","name":)" << json_string(name)
+        << R"(,"unit":"nanoseconds","startValue":0,"endValue":)" << threads.integer(4) << R"(,"samples":[)";
+    first_thread = false;
+    auto weights = profile.prepare(
+        "SELECT stack, SUM(weight_ns) FROM sample WHERE thread = ? AND stack IS NOT NULL" +
+        in_windows(range, "window") + " GROUP BY stack ORDER BY stack");
+    weights.bind(1, threads.integer(0));
+    std::string weight_list;
+    bool first_stack = true;
+    while (weights.step()) {
+      out << (first_stack ? "" : ",") << path_of(weights.integer(0));
+      weight_list += fmt::format("{}{}", first_stack ? "" : ",", weights.integer(1));
+      first_stack = false;
+    }
+    out << R"(],"weights":[)" << weight_list << "]}";
+  }
+  out << "]}\n";
+}
+
+}  // namespace kairos::database
