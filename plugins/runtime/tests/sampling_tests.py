@@ -354,5 +354,42 @@ def test_speedscope_file(directory):
           f"kairos-report --format speedscope writes the same profiles: {report.stderr!r}")
 
 
+def test_flamegraph_file(directory):
+    """The flame graph SVG, read as a browser's DOM would be: a graph for all threads and one per
+    thread, boxes as wide as their share (the 75/25 split within 3 points), tooltips, nothing fetched."""
+    import xml.etree.ElementTree as ElementTree
+    out, err, status = kairos(["split", "0.6"], directory, ["--freq", "500"],
+                              KAIROS_OUTPUT_FORMATS="db,flamegraph")
+    check(status == 0, err)
+    three, one = cpu_split(out)
+    path = only("*.svg", directory)
+    text = open(path).read()
+    outside = [u for u in re.findall(r"(?:https?:)?//[^\s\"'<>)]+", text) if "www.w3.org/2000/svg" not in u]
+    check(not outside and "<image" not in text and "@import" not in text, f"nothing fetched: {outside}")
+    svg = "{http://www.w3.org/2000/svg}"
+    root = ElementTree.parse(path).getroot()
+    check(root.find(f"{svg}script") is not None, "the script is inline")
+    graphs = root.findall(f"{svg}g")
+    names = [g.get("data-name") for g in graphs]
+    check(names[0] == "all threads" and len(names) == 3, f"all threads, then the two workers: {names}")
+    frames = graphs[0].findall(f"{svg}g")
+
+    def share(function):
+        return sum(float(f.get("data-w")) for f in frames if function in f.find(f"{svg}title").text)
+    three_share, one_share = share("compute_three_quarters"), share("compute_one_quarter")
+    truth = 100.0 * three / (three + one)
+    check(abs(100.0 * three_share - truth) <= 3.0 and abs(100.0 * one_share - (100.0 - truth)) <= 3.0,
+          f"widths {100 * three_share:.1f}% / {100 * one_share:.1f}% of the root vs {truth:.1f}% by CPU time")
+    for frame in frames:
+        title = frame.find(f"{svg}title").text
+        check(re.search(r" \(total [0-9.]+ ms, [0-9.]+%; self [0-9.]+ ms\)$", title), f"a tooltip: {title}")
+        rect = frame.find(f"{svg}rect")
+        check(abs(float(rect.get("width")) + 0.5 - 1200 * float(frame.get("data-w"))) <= 0.6 or
+              float(rect.get("width")) == 0.1, "each box drawn as wide as its share")
+    report = run_process([KAIROS_REPORT, only("*.db", directory), "--format", "flamegraph"], TIMEOUT)
+    check(report.returncode == 0 and report.stdout.decode() == text,
+          f"kairos-report --format flamegraph draws the same picture: {report.stderr!r}")
+
+
 if __name__ == "__main__":
     sys.exit(run_named_test(globals(), "kairos-sampling"))

@@ -99,6 +99,7 @@ std::string output_file(const std::string& stem, const std::string& format) {
   if (format == "text") return stem + ".txt";
   if (format == "trace") return stem + ".trace.json";
   if (format == "speedscope") return stem + ".speedscope.json";
+  if (format == "flamegraph") return stem + ".svg";
   return stem + "." + format;
 }
 
@@ -137,7 +138,8 @@ written_report write_report(const report_request& request) {
       if (have_database) written.files.push_back(path);
       continue;
     }
-    if (!have_database && (format == "trace" || format == "folded" || format == "speedscope")) continue;
+    if (!have_database && (format == "trace" || format == "folded" || format == "speedscope" || format == "flamegraph"))
+      continue;
     written.failure = write_output(path, [&](std::ostream& file) {
       if (format == "text") {
         file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
@@ -159,6 +161,9 @@ written_report write_report(const report_request& request) {
       } else if (format == "folded") {
         auto profile = database::open_profile(database_path);
         database::write_folded(profile, file);
+      } else if (format == "flamegraph") {
+        auto profile = database::open_profile(database_path);
+        database::write_flamegraph(profile, file);
       } else if (format == "speedscope") {
         auto profile = database::open_profile(database_path);
         database::write_speedscope(profile, file, {}, "kairos " KAIROS_VERSION);

@@ -42,6 +42,20 @@ void write_folded(connection& profile, std::ostream& out, const window_range& wi
 void write_speedscope(connection& profile, std::ostream& out, const window_range& windows = {},
                       std::string_view exporter = "kairos");
 
+// A flame graph: one self-contained SVG (its script inline, nothing fetched), a graph for all
+// threads and one per thread; click to zoom, search with the matched share, icicle view, tooltips
+// with self and total time. Frames narrower than `minimum_width_fraction` of their graph are merged
+// into "[narrow frames]"; the summary says how much.
+struct flamegraph_summary {
+  std::size_t graphs = 0;            // all threads, then one per sampled thread
+  std::int64_t frames = 0;           // boxes in the all-threads graph
+  std::int64_t total_ns = 0;         // CPU time sampled
+  std::int64_t merged_frames = 0;    // frames merged into [narrow frames] (all-threads graph)
+  std::int64_t merged_ns = 0;
+};
+flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, const window_range& windows = {},
+                                    double minimum_width_fraction = 0.001);
+
 // Phase behaviour: the functions whose share of the samples changed most between time windows.
 void write_window_comparison(connection& profile, std::ostream& out, std::size_t functions = 20);
 
