@@ -301,7 +301,9 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
   double x = 10;
   for (std::size_t index = 0; index < graphs.size(); ++index) {
     if (graphs[index].root.total_ns == 0) continue;
-    const auto label = index == 0 ? std::string{"all threads"} : fmt::format("thread {}", index);
+    // "thread 2" from "thread 2 (tid 4243, worker)": the full name is the graph's title.
+    const auto& name = graphs[index].name;
+    const auto label = index == 0 ? name : name.substr(0, name.find(" ("));
     out << fmt::format(R"(<text class="choose" data-graph="g{}" x="{:.0f}" y="38">{}</text>)", index, x, xml(label))
         << "\n";
     x += 8.0 * static_cast<double>(label.size()) + 12;
