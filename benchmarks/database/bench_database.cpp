@@ -1,6 +1,6 @@
 // Database ingest: samples per second through profile_writer (as a writer thread inserts them:
 // batches committed every 64 Ki samples), the file size per million samples, and how long the
-// derived outputs take to stream from it.
+// derived outputs take to stream from it, and their sizes.
 // Usage: bench_database [samples, default 1,000,000]
 #include <sys/stat.h>
 
@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <streambuf>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -65,13 +67,24 @@ int main(int argc, char** argv) {
              bytes / 1e6 / (samples / 1e6));
 
   auto profile = db::open_profile(path);
-  for (auto [name, write] : {std::pair{"text", +[](db::connection& p, std::ostream& o) { db::write_text(p, o); }},
-                             std::pair{"folded", +[](db::connection& p, std::ostream& o) { db::write_folded(p, o); }},
-                             std::pair{"trace", +[](db::connection& p, std::ostream& o) { db::write_trace(p, o); }}}) {
-    std::ofstream sink{"/dev/null"};
+  using writer = void (*)(db::connection&, std::ostream&);
+  const std::pair<const char*, writer> outputs[] = {
+      {"text", [](db::connection& p, std::ostream& o) { db::write_text(p, o); }},
+      {"folded", [](db::connection& p, std::ostream& o) { db::write_folded(p, o); }},
+      {"trace", [](db::connection& p, std::ostream& o) { db::write_trace(p, o); }},
+      {"speedscope", [](db::connection& p, std::ostream& o) { db::write_speedscope(p, o); }},
+      {"flamegraph", [](db::connection& p, std::ostream& o) { db::write_flamegraph(p, o); }}};
+  for (const auto& [name, write] : outputs) {
+    // Counted, not kept: the size of what a user would get, without the disk's time.
+    struct counting_buffer : std::streambuf {
+      std::size_t bytes = 0;
+      int_type overflow(int_type c) override { return ++bytes, c; }
+      std::streamsize xsputn(const char*, std::streamsize n) override { return bytes += n, n; }
+    } counted;
+    std::ostream sink{&counted};
     const auto output_begin = clock_type::now();
     write(profile, sink);
-    fmt::print("output {}: {:.2f} s\n", name, seconds_since(output_begin));
+    fmt::print("output {}: {:.2f} s, {:.2f} MB\n", name, seconds_since(output_begin), counted.bytes / 1e6);
   }
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
 }
