@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
     std::ostream sink{&counted};
     const auto output_begin = clock_type::now();
     write(profile, sink);
-    fmt::print("output {}: {:.2f} s, {:.2f} MB\n", name, seconds_since(output_begin), counted.bytes / 1e6);
+    fmt::print("output {}: {:.2f} s, {:.1f} KB\n", name, seconds_since(output_begin), counted.bytes / 1e3);
   }
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
 }

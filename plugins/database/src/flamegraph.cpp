@@ -236,8 +236,7 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
     auto [entry, added] = graph_of_thread.try_emplace(weights.integer(0), graphs.size());
     if (added) {
       graphs.emplace_back();
-      graphs.back().name = fmt::format("thread {} (tid {}{}{})", weights.integer(1), weights.integer(2),
-                                       weights.text(3).empty() ? "" : ", ", weights.text(3));
+      graphs.back().name = thread_label(weights.integer(1), weights.integer(2), weights.text(3));
       graphs.back().root.name = graphs.back().name;
     }
     path.clear();

@@ -29,4 +29,9 @@ inline std::string json_string(std::string_view text) {
   return nlohmann::json(printable(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// How every output names a thread: "thread 2 (tid 4243, worker)" (the name as the kernel kept it).
+inline std::string thread_label(std::int64_t sequent_id, std::int64_t tid, std::string_view name) {
+  return fmt::format("thread {} (tid {}{}{})", sequent_id, tid, name.empty() ? "" : ", ", name);
+}
+
 }  // namespace kairos::database::output_helpers

@@ -242,9 +242,9 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   for (const auto& thread : threads) {
     if (thread.samples == 0) continue;
     write_table(out,
-                fmt::format("thread {} (tid {}{}{}): {} samples, {:.1f}% of the weight",
-                            thread.sequent_id, thread.tid, thread.name.empty() ? "" : ", ",
-                            printable(thread.name), thread.samples, percent(thread.weight_ns, weight_ns)),
+                fmt::format("{}: {} samples, {:.1f}% of the weight",
+                            thread_label(thread.sequent_id, thread.tid, printable(thread.name)), thread.samples,
+                            percent(thread.weight_ns, weight_ns)),
                 weights.by_thread[thread.id], thread.weight_ns);
   }
 }

@@ -68,8 +68,7 @@ void write_speedscope(connection& profile, std::ostream& out, const window_range
       " GROUP BY sample.thread ORDER BY SUM(sample.weight_ns) DESC");
   bool first_thread = true;
   while (threads.step()) {
-    const auto name = fmt::format("thread {} (tid {}{}{})", threads.integer(1), threads.integer(2),
-                                  threads.text(3).empty() ? "" : ", ", threads.text(3));
+    const auto name = thread_label(threads.integer(1), threads.integer(2), threads.text(3));
     out << (first_thread ? "" : ",") << R"({"type":"sampled","name":)" << json_string(name)
         << R"(,"unit":"nanoseconds","startValue":0,"endValue":)" << threads.integer(4) << R"(,"samples":[)";
     first_thread = false;

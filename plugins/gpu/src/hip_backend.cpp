@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include <hip/hip_runtime_api.h>
@@ -183,7 +184,7 @@ struct pending_work {
   int device;
   hipStream_t stream;
   hipEvent_t start, stop;
-  std::string name;
+  std::string mangled_name;  // as the runtime gave it; demangled when resolved, off the launch's path
   std::uint64_t function_address;
   work described;
   ledger_entry ledger;
@@ -224,6 +225,15 @@ class hip : public backend {
   std::vector<hipEvent_t> free_events_;
   std::vector<reference> references_;  // by device
   std::vector<hipStream_t> reference_streams_;
+  std::unordered_map<std::string, std::string> demangled_names_;  // a kernel is launched many times
+
+  // Under mutex_.
+  std::string demangled_once(const std::string& mangled) {
+    if (mangled.empty()) return {};
+    auto [found, added] = demangled_names_.try_emplace(mangled);
+    if (added) found->second = demangled(mangled.c_str());
+    return found->second;
+  }
 };
 
 hip& the_backend() {
@@ -339,19 +349,21 @@ R hip::intercept(R (*original)(Args...), Args... arguments) {
     const ledger_entry ledger = described.kind == work_kind::kernel
                                     ? tally_kernel()
                                     : tally_copy(described.copy, described.bytes);
-    std::lock_guard lock{mutex_};
     if (launched) {
       int device = 0;
       if (hip_.get_device(&device) != hipSuccess) device = 0;
-      std::string name;
+      const char* name = nullptr;
       if (described.function && hip_.kernel_name_by_pointer)
-        name = demangled(hip_.kernel_name_by_pointer(described.function, described.stream));
+        name = hip_.kernel_name_by_pointer(described.function, described.stream);
       else if (described.module_function && hip_.kernel_name)
-        name = demangled(hip_.kernel_name(described.module_function));
-      pending_.push_back({described.kind, device, described.stream, start, stop, std::move(name),
-                          reinterpret_cast<std::uint64_t>(described.function), described, ledger,
-                          correlation, capture_call_site(begin_ns)});
+        name = hip_.kernel_name(described.module_function);
+      pending_work pending{described.kind, device, described.stream, start, stop, name ? name : "",
+                           reinterpret_cast<std::uint64_t>(described.function), described, ledger,
+                           correlation, capture_call_site(begin_ns)};
+      std::lock_guard lock{mutex_};
+      pending_.push_back(std::move(pending));
     } else {
+      std::lock_guard lock{mutex_};
       if (start) free_events_.push_back(start);
       if (stop) free_events_.push_back(stop);
       resolve(ledger, 0);  // nothing ran
@@ -501,7 +513,7 @@ void hip::resolve_completed(bool wait, std::int64_t deadline_ns) {
     const auto device_ns = static_cast<std::int64_t>(double{duration_ms} * 1e6);
     const auto stream = reinterpret_cast<std::uint64_t>(work.stream);
     if (work.kind == work_kind::kernel) {
-      emit(kernel_activity{runtime_api::hip, work.device, stream, std::move(work.name),
+      emit(kernel_activity{runtime_api::hip, work.device, stream, demangled_once(work.mangled_name),
                            work.function_address, start_ns, start_ns + device_ns, work.described.grid,
                            work.described.block, work.described.shared_bytes, work.correlation,
                            std::move(work.site)});

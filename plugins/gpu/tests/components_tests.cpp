@@ -61,7 +61,7 @@ TEST_CASE("kernel time is the device time of the kernels launched in the region,
   const auto& kernels = region.component<kairos::gpu_kernel_time>();
   CHECK(kernels.issued() == 2);
   CHECK(kernels.get() == doctest::Approx(5.0).epsilon(tolerance_ms / 5.0));
-  CHECK(region.get<kairos::gpu_api_time>() >= 0.0);
+  CHECK(region.get<kairos::gpu_api_time>() > 0.0);  // two launches' host time
   REQUIRE(hipStreamSynchronize(stream) == hipSuccess);
   REQUIRE(hipStreamDestroy(stream) == hipSuccess);
 }

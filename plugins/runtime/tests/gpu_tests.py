@@ -141,8 +141,13 @@ def test_gpu_off_wraps_nothing(directory):
     bare = plain()
     result = profiled(directory, KAIROS_GPU="off", KAIROS_SAMPLING_DELAY=0, KAIROS_SAMPLING_FREQ=1000)
     same_as_plain(result, bare)
+    err = result.stderr.decode()
+    check("GPU" not in err, f"nothing observed, nothing said: {err!r}")
+    check("CUDA_INJECTION64_PATH" not in run_process(
+        [KAIROS_RUN, "-o", os.path.join(directory, "env"), "--", "env"], TIMEOUT,
+        env=environment(KAIROS_GPU="off")).stdout.decode(), "KAIROS_GPU=off asks nothing of CUDA")
     path = os.path.join(directory, "out.db")
-    if os.path.exists(path):
+    if os.path.exists(path):  # sampling may have written one; it must hold no GPU row
         count = sqlite3.connect(path).execute("SELECT COUNT(*) FROM gpu_kernel").fetchone()[0]
         check(count == 0, f"KAIROS_GPU=off records no kernel: {count}")
 

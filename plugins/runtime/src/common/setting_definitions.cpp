@@ -146,7 +146,7 @@ constexpr std::array definitions{
                        "runtime loaded in the program, off never wraps or loads anything",
                        "auto,off"},
     setting_definition{"gpu_stacks", "KAIROS_GPU_STACKS", boolean, "false", "gpu",
-                       "also record the call stack of each GPU kernel launch and copy (3-5 us more per "
+                       "also record the call stack of each GPU kernel launch and copy (2.6-4.7 us more per "
                        "call on an H100, where a launch costs about 4 us); off: its thread and call time"},
     // internal: set by kairos-run and the runtime to tie the processes of one launch together
     setting_definition{"launch_pid", "KAIROS_LAUNCH_PID", integer, "0", "internal",

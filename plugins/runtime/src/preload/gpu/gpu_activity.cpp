@@ -108,8 +108,10 @@ std::vector<std::string> start_gpu(bool want, bool stacks) {
   wanted.store(want, std::memory_order_release);
   if (!want) return {};
   ask_cuda_to_call_kairos();
-  backtrace_detail::prewarm_process();
-  kairos_code = code_of_this_library();
+  if (stacks) {  // the unwinder and kairos's own code range serve the stacks alone: no cost without
+    backtrace_detail::prewarm_process();
+    kairos_code = code_of_this_library();
+  }
   return check_runtimes();
 }
 
