@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, on a fresh machine: installs what is missing, builds kairos, profiles an unmodified
 # example program with kairos-run (sampling every thread, recording its user-API regions) and prints
-# where its time went, with the paths of the database, the trace and the report.
+# where its time went, then the paths of the database, the HTML report and the flame graph.
 # Usage: scripts/run-demo.sh [build directory, default build]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,11 +15,16 @@ output=$build/demo
 rm -rf "$output"
 echo "== kairos-run -- examples/profiled_app"
 # No start-up delay (default 0.5 s): the demo program runs only about two seconds.
-"$build/plugins/runtime/kairos-run" -o "$output/%exe%-%pid%" -s KAIROS_SAMPLING_DELAY=0 -- \
-  "$build/examples/profiled_app"
+"$build/plugins/runtime/kairos-run" -o "$output/%exe%-%pid%" -s KAIROS_SAMPLING_DELAY=0 \
+  --formats db,text,trace,html,flamegraph -- "$build/examples/profiled_app"
 echo
 echo "== the report ($(ls "$output"/*.txt))"
 cat "$output"/*.txt
 echo
-echo "== outputs: open the .trace.json in https://ui.perfetto.dev, query the .db with sqlite3"
+echo "== outputs (docs/outputs.md says what opens each)"
 ls -l "$output"
+echo
+echo "database:    $(ls "$output"/*.db)   (sqlite3; kairos-report turns it into any output again)"
+echo "trace:       $(ls "$output"/*.trace.json)   (https://ui.perfetto.dev or chrome://tracing)"
+echo "HTML report: $(ls "$output"/*.html)   (any browser, no network needed)"
+echo "flame graph: $(ls "$output"/*.svg)"

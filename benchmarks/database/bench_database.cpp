@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
       {"folded", [](db::connection& p, std::ostream& o) { db::write_folded(p, o); }},
       {"trace", [](db::connection& p, std::ostream& o) { db::write_trace(p, o); }},
       {"speedscope", [](db::connection& p, std::ostream& o) { db::write_speedscope(p, o); }},
-      {"flamegraph", [](db::connection& p, std::ostream& o) { db::write_flamegraph(p, o); }}};
+      {"flamegraph", [](db::connection& p, std::ostream& o) { db::write_flamegraph(p, o); }},
+      {"html", [](db::connection& p, std::ostream& o) { db::write_html(p, o); }}};
   for (const auto& [name, write] : outputs) {
     // Counted, not kept: the size of what a user would get, without the disk's time.
     struct counting_buffer : std::streambuf {

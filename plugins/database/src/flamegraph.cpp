@@ -45,21 +45,6 @@ struct tree_node {
   }
 };
 
-// XML text: names are printable (kairos::printable) and escaped for the SVG.
-std::string xml(std::string_view text) {
-  std::string escaped;
-  for (const char c : printable(text)) {
-    switch (c) {
-      case '&': escaped += "&amp;"; break;
-      case '<': escaped += "&lt;"; break;
-      case '>': escaped += "&gt;"; break;
-      case '"': escaped += "&quot;"; break;
-      default: escaped += c;
-    }
-  }
-  return escaped;
-}
-
 // A warm colour per name, stable across runs (flamegraph.pl's palette idea, hashed by name).
 std::string colour(std::string_view name) {
   std::uint32_t hash = 2166136261u;
@@ -105,9 +90,9 @@ struct graph_writer {
         R"(<g class="f" id="f{}" data-x="{:.9f}" data-w="{:.9f}" data-d="{}" data-p="{}"><title>{} (total {:.3f} ms, {:.2f}%; self {:.3f} ms)</title>)"
         R"(<rect x="{:.1f}" y="{:.0f}" width="{:.1f}" height="{}" rx="2" fill="{}"/><text x="{:.1f}" y="{:.0f}">{}</text></g>)"
         "\n",
-        id, x_fraction, w_fraction, depth, parent, xml(node.name), node.total_ns * 1e-6, 100.0 * w_fraction,
+        id, x_fraction, w_fraction, depth, parent, xml_text(node.name), node.total_ns * 1e-6, 100.0 * w_fraction,
         node.self_ns * 1e-6, x_px, y, std::max(w_px - 0.5, 0.1), frame_height - 1, colour(node.name), x_px + 3,
-        y + frame_height - 4, xml(fitted(node.name, w_px)));
+        y + frame_height - 4, xml_text(fitted(node.name, w_px)));
     std::vector<const tree_node*> children;
     for (const auto& [name, child] : node.children) children.push_back(child.get());
     std::sort(children.begin(), children.end(),
@@ -134,7 +119,9 @@ constexpr const char* script = R"js(
 <script type="text/ecmascript"><![CDATA[
 (function () {
   var W = 1200, H = 16, TOP = 48, icicle = false, graph = null, zoomed = null;
-  var svg = document.documentElement;
+  // Its own <svg>, whether the picture is a file of its own or inline in kairos's HTML report.
+  var svg = (document.currentScript && document.currentScript.closest("svg")) || document.documentElement;
+  function byId(id) { return svg.querySelector("#" + id); }
   function frames(g) { return g.querySelectorAll("g.f"); }
   function num(f, k) { return parseFloat(f.getAttribute("data-" + k)); }
   function place() {
@@ -160,34 +147,34 @@ constexpr const char* script = R"js(
     });
   }
   function show(g) {
-    document.querySelectorAll("g.graph").forEach(function (o) { o.style.display = o === g ? "" : "none"; });
+    svg.querySelectorAll("g.graph").forEach(function (o) { o.style.display = o === g ? "" : "none"; });
     graph = g; zoomed = null; clearSearch(); place();
-    document.getElementById("graph-name").textContent = g.getAttribute("data-name");
+    byId("graph-name").textContent = g.getAttribute("data-name");
   }
   function clearSearch() {
-    document.querySelectorAll("g.f rect").forEach(function (r) {
+    svg.querySelectorAll("g.f rect").forEach(function (r) {
       if (r.hasAttribute("data-fill")) r.setAttribute("fill", r.getAttribute("data-fill"));
     });
-    document.getElementById("matched").textContent = "";
+    byId("matched").textContent = "";
   }
   function search(pattern) {
     clearSearch();
     if (!pattern) return;
     var re;
-    try { re = new RegExp(pattern); } catch (e) { document.getElementById("matched").textContent = "bad pattern"; return; }
-    var byId = {}, share = 0;
-    frames(graph).forEach(function (f) { byId[f.id] = f; });
+    try { re = new RegExp(pattern); } catch (e) { byId("matched").textContent = "bad pattern"; return; }
+    var frameById = {}, share = 0;
+    frames(graph).forEach(function (f) { frameById[f.id] = f; });
     frames(graph).forEach(function (f) {
       var name = f.querySelector("title").textContent.replace(/ \(total [^)]*\)$/, "");
       if (!re.test(name)) return;
       var rect = f.querySelector("rect");
       if (!rect.hasAttribute("data-fill")) rect.setAttribute("data-fill", rect.getAttribute("fill"));
       rect.setAttribute("fill", "rgb(230,0,230)");
-      for (var p = byId["f" + f.getAttribute("data-p")]; p; p = byId["f" + p.getAttribute("data-p")])
+      for (var p = frameById["f" + f.getAttribute("data-p")]; p; p = frameById["f" + p.getAttribute("data-p")])
         if (re.test(p.querySelector("title").textContent.replace(/ \(total [^)]*\)$/, ""))) return;
       share += num(f, "w");
     });
-    document.getElementById("matched").textContent = "matched " + (100 * share).toFixed(1) + "%";
+    byId("matched").textContent = "matched " + (100 * share).toFixed(1) + "%";
   }
   svg.addEventListener("click", function (e) {
     var f = e.target.closest && e.target.closest("g.f");
@@ -197,10 +184,10 @@ constexpr const char* script = R"js(
     else if (id === "icicle") { icicle = !icicle; place(); }
     else if (id === "search") { search(window.prompt("Search (regular expression)", "")); }
     else if (e.target.classList && e.target.classList.contains("choose")) {
-      show(document.getElementById(e.target.getAttribute("data-graph")));
+      show(byId(e.target.getAttribute("data-graph")));
     }
   });
-  show(document.querySelector("g.graph"));
+  show(svg.querySelector("g.graph"));
 })();
 ]]></script>
 )js";
@@ -275,7 +262,7 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
     }
     // Without the script (printed, a viewer that runs none) the all-threads graph alone shows.
     body << fmt::format(R"(<g class="graph" id="g{}" data-name="{}" data-depth="{}"{}>)", index,
-                        xml(graphs[index].name), writer.graph_depth, index == 0 ? "" : R"( style="display:none")")
+                        xml_text(graphs[index].name), writer.graph_depth, index == 0 ? "" : R"( style="display:none")")
          << "\n" << frames.str() << "</g>\n";
   }
   summary.graphs = graphs.size();
@@ -285,7 +272,7 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
       R"(<?xml version="1.0" standalone="no"?>)"
       "\n"
       R"(<svg version="1.1" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" xmlns="http://www.w3.org/2000/svg">)"
-      "\n<style>text {{ font: 12px monospace; fill: #000; pointer-events: none; }} g.f {{ cursor: pointer; }}"
+      "\n<style>text {{ font: 12px monospace; fill: #000; }} g.f text {{ pointer-events: none; }} g.f {{ cursor: pointer; }}"
       " .button {{ font: 13px sans-serif; fill: #1a4f8a; cursor: pointer; }} .choose {{ font: 12px sans-serif;"
       " fill: #1a4f8a; cursor: pointer; }} rect.background {{ fill: #fdfaf3; }}</style>\n"
       R"(<rect class="background" width="100%" height="100%"/>)"
@@ -303,7 +290,7 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
     // "thread 2" from "thread 2 (tid 4243, worker)": the full name is the graph's title.
     const auto& name = graphs[index].name;
     const auto label = index == 0 ? name : name.substr(0, name.find(" ("));
-    out << fmt::format(R"(<text class="choose" data-graph="g{}" x="{:.0f}" y="38">{}</text>)", index, x, xml(label))
+    out << fmt::format(R"(<text class="choose" data-graph="g{}" x="{:.0f}" y="38">{}</text>)", index, x, xml_text(label))
         << "\n";
     x += 8.0 * static_cast<double>(label.size()) + 12;
   }

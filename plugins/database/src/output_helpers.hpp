@@ -1,9 +1,13 @@
 #pragma once
-// What the output writers (outputs.cpp, speedscope.cpp) share: one-value queries, the time-window
-// filter, and names as JSON strings.
+// What the output writers (outputs.cpp, speedscope.cpp, flamegraph.cpp, html.cpp) share: one-value
+// queries, the time-window filter, names as JSON and XML text, and the queries behind the tables
+// that several outputs show (defined in output_queries.cpp).
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -33,5 +37,78 @@ inline std::string json_string(std::string_view text) {
 inline std::string thread_label(std::int64_t sequent_id, std::int64_t tid, std::string_view name) {
   return fmt::format("thread {} (tid {}{}{})", sequent_id, tid, name.empty() ? "" : ", ", name);
 }
+
+// XML (SVG, HTML) text: names as kairos::printable shows them, escaped.
+inline std::string xml_text(std::string_view text) {
+  std::string escaped;
+  for (const char c : printable(text)) {
+    switch (c) {
+      case '&': escaped += "&amp;"; break;
+      case '<': escaped += "&lt;"; break;
+      case '>': escaped += "&gt;"; break;
+      case '"': escaped += "&quot;"; break;
+      case '\'': escaped += "&#39;"; break;
+      default: escaped += c;
+    }
+  }
+  return escaped;
+}
+
+double percent(std::int64_t part, std::int64_t whole);
+
+// --- functions and threads -------------------------------------------------------------------
+
+struct function_row {
+  std::string name;
+  std::int64_t self_ns;
+  std::int64_t total_ns;
+};
+
+struct thread_row {
+  std::int64_t id;
+  std::int64_t sequent_id;
+  std::int64_t tid;
+  std::int64_t pid;
+  std::string name;
+  std::int64_t samples;
+  std::int64_t weight_ns;
+};
+
+// Every thread, in sequent order, with its samples in the windows.
+std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows);
+
+// Heaviest self time first (then total, then name); the list cut to `limit`.
+void rank(std::vector<function_row>& rows, std::size_t limit);
+
+// Every thread's function weights from one pass over top_functions_by_thread (its rows are
+// threads x distinct functions, however many samples there are), ranked, the longest lists cut.
+struct function_weights {
+  std::vector<function_row> overall;
+  std::map<std::int64_t, std::vector<function_row>> by_thread;  // by thread.id
+};
+function_weights weigh_functions(connection& profile, std::size_t limit, const window_range& windows);
+
+// --- time windows ----------------------------------------------------------------------------
+
+struct window_row {
+  std::int64_t ordinal;
+  std::string spec, clock;
+  std::int64_t planned_start, planned_end;
+  bool opened;
+  std::int64_t actual_start, actual_end, start_ns, end_ns;
+  std::int64_t samples = 0, weight_ns = 0;
+};
+std::vector<window_row> windows_in(connection& profile, const window_range& windows);
+
+// Each window's functions from one pass over top_functions_by_window, ranked.
+std::map<std::int64_t, std::vector<function_row>> functions_by_window(connection& profile, std::size_t limit,
+                                                                      const window_range& windows);
+
+// --- GPU -------------------------------------------------------------------------------------
+
+constexpr std::int64_t kernels_shown = 20;
+
+// The GPU work as data: devices, the top kernels by total device time, copies by kind.
+nlohmann::json gpu_json(connection& profile, const window_range& windows);
 
 }  // namespace kairos::database::output_helpers

@@ -19,71 +19,6 @@ namespace {
 
 using namespace output_helpers;
 
-struct function_row {
-  std::string name;
-  std::int64_t self_ns;
-  std::int64_t total_ns;
-};
-
-struct thread_row {
-  std::int64_t id;
-  std::int64_t sequent_id;
-  std::int64_t tid;
-  std::int64_t pid;
-  std::string name;
-  std::int64_t samples;
-  std::int64_t weight_ns;
-};
-
-std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows) {
-  std::vector<thread_row> rows;
-  auto query = profile.prepare(
-      "SELECT threads.id, threads.sequent_id, threads.tid, threads.pid, COALESCE(threads.name, ''), "
-      "       COUNT(sample.id), COALESCE(SUM(sample.weight_ns), 0) "
-      "FROM threads LEFT JOIN sample ON sample.thread = threads.id" + in_windows(windows, "sample.window") +
-      " GROUP BY threads.id ORDER BY threads.sequent_id");
-  while (query.step())
-    rows.push_back({query.integer(0), query.integer(1), query.integer(2), query.integer(3),
-                    std::string{query.text(4)}, query.integer(5), query.integer(6)});
-  return rows;
-}
-
-// Every thread's function weights from one pass over top_functions_by_thread (its rows are
-// threads x distinct functions, however many samples there are), ranked, the longest lists cut.
-struct function_weights {
-  std::vector<function_row> overall;
-  std::map<std::int64_t, std::vector<function_row>> by_thread;
-};
-
-void rank(std::vector<function_row>& rows, std::size_t limit) {
-  std::sort(rows.begin(), rows.end(), [](const function_row& a, const function_row& b) {
-    return std::tie(b.self_ns, b.total_ns, a.name) < std::tie(a.self_ns, a.total_ns, b.name);
-  });
-  if (rows.size() > limit) rows.resize(limit);
-}
-
-function_weights weigh_functions(connection& profile, std::size_t limit, const window_range& windows) {
-  function_weights weights;
-  std::map<std::string, function_row> overall;
-  auto query = profile.prepare("SELECT thread, name, SUM(self), SUM(total) FROM top_functions_by_thread "
-                               "WHERE 1" + in_windows(windows, "window") + " GROUP BY thread, name");
-  while (query.step()) {
-    function_row row{std::string{query.text(1)}, query.integer(2), query.integer(3)};
-    auto& sum = overall.try_emplace(row.name, function_row{row.name, 0, 0}).first->second;
-    sum.self_ns += row.self_ns;
-    sum.total_ns += row.total_ns;
-    weights.by_thread[query.integer(0)].push_back(std::move(row));
-  }
-  for (auto& [name, row] : overall) weights.overall.push_back(std::move(row));
-  rank(weights.overall, limit);
-  for (auto& [thread, rows] : weights.by_thread) rank(rows, limit);
-  return weights;
-}
-
-double percent(std::int64_t part, std::int64_t whole) {
-  return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
-}
-
 void write_table(std::ostream& out, const std::string& title, const std::vector<function_row>& rows,
                  std::int64_t weight_ns) {
   out << fmt::format("{}\n{:>7} {:>12} {:>7} {:>12}  {}\n", title, "SELF %", "SELF ms", "TOTAL %",
@@ -102,32 +37,6 @@ constexpr std::int64_t window_sections_shown = 50;
 constexpr std::size_t window_functions_shown = 10;
 constexpr std::size_t windows_compared = 12;
 
-struct window_row {
-  std::int64_t ordinal;
-  std::string spec, clock;
-  std::int64_t planned_start, planned_end;
-  bool opened;
-  std::int64_t actual_start, actual_end, start_ns, end_ns;
-  std::int64_t samples = 0, weight_ns = 0;
-};
-
-std::vector<window_row> windows_in(connection& profile, const window_range& windows) {
-  std::vector<window_row> rows;
-  auto query = profile.prepare(
-      "SELECT window.ordinal, window.spec, window.clock, window.planned_start, window.planned_end, "
-      "       window.actual_start IS NOT NULL, COALESCE(window.actual_start, 0), "
-      "       COALESCE(window.actual_end, window.actual_start, 0), COALESCE(window.start_ns, 0), "
-      "       COALESCE(window.end_ns, window.start_ns, 0), "
-      "       (SELECT COUNT(*) FROM sample WHERE sample.window = window.ordinal), "
-      "       (SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE sample.window = window.ordinal) "
-      "FROM window WHERE 1" + in_windows(windows, "window.ordinal") + " ORDER BY window.ordinal");
-  while (query.step())
-    rows.push_back({query.integer(0), std::string{query.text(1)}, std::string{query.text(2)}, query.integer(3),
-                    query.integer(4), query.integer(5) != 0, query.integer(6), query.integer(7), query.integer(8),
-                    query.integer(9), query.integer(10), query.integer(11)});
-  return rows;
-}
-
 // An amount of a window's clock: "1.250 s", or "12.5 M instructions".
 std::string amount(const std::string& clock, std::int64_t value) {
   if (clock == "instructions") return fmt::format("{:.3f} M instructions", value * 1e-6);
@@ -142,18 +51,6 @@ std::string describe_window(const window_row& window) {
   return text + fmt::format("{} {} to {} ({}), {} samples, {:.3f} s of CPU time", window.clock,
                             amount(window.clock, window.actual_start), amount(window.clock, window.actual_end),
                             planned, window.samples, window.weight_ns * 1e-9);
-}
-
-// Each window's functions from one pass over top_functions_by_window, ranked.
-std::map<std::int64_t, std::vector<function_row>> functions_by_window(connection& profile, std::size_t limit,
-                                                                      const window_range& windows) {
-  std::map<std::int64_t, std::vector<function_row>> by_window;
-  auto query = profile.prepare("SELECT window, name, self, total FROM top_functions_by_window WHERE window > 0" +
-                               in_windows(windows, "window"));
-  while (query.step())
-    by_window[query.integer(0)].push_back({std::string{query.text(1)}, query.integer(2), query.integer(3)});
-  for (auto& [window, rows] : by_window) rank(rows, limit);
-  return by_window;
 }
 
 void write_window_sections(connection& profile, std::ostream& out, const window_range& range) {
@@ -176,13 +73,7 @@ void write_window_sections(connection& profile, std::ostream& out, const window_
   }
 }
 
-}  // namespace
-
-std::int64_t window_count(connection& profile) { return scalar(profile, "SELECT COUNT(*) FROM window"); }
-
 // GPU work: the kernels by total device time, the copies by kind (docs/plugins/gpu.md).
-constexpr std::int64_t kernels_shown = 20;
-
 void write_gpu_sections(connection& profile, std::ostream& out, const window_range& range) {
   const auto kernels = scalar(profile, "SELECT COUNT(*) FROM gpu_kernel WHERE 1" + in_windows(range, "window"));
   const auto copies = scalar(profile, "SELECT COUNT(*) FROM gpu_memcpy WHERE 1" + in_windows(range, "window"));
@@ -218,6 +109,12 @@ void write_gpu_sections(connection& profile, std::ostream& out, const window_ran
   }
 }
 
+}  // namespace
+
+using namespace output_helpers;
+
+std::int64_t window_count(connection& profile) { return scalar(profile, "SELECT COUNT(*) FROM window"); }
+
 void write_text(connection& profile, std::ostream& out, const text_options& options) {
   const auto& range = options.windows;
   const auto samples = scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"));
@@ -249,38 +146,6 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   }
 }
 
-// The text report's GPU sections as data: devices, kernels by name, copies by kind.
-nlohmann::json gpu_json(connection& profile, const window_range& range) {
-  nlohmann::json gpu{{"devices", nlohmann::json::array()},
-                     {"top_kernels", nlohmann::json::array()},
-                     {"copies", nlohmann::json::array()}};
-  auto devices = profile.prepare(
-      "SELECT api, device_index, name, architecture, memory_bytes, multiprocessors FROM gpu_device ORDER BY id");
-  while (devices.step())
-    gpu["devices"].push_back({{"api", devices.text(0)},
-                              {"index", devices.integer(1)},
-                              {"name", printable(devices.text(2))},
-                              {"architecture", devices.text(3)},
-                              {"memory_bytes", devices.integer(4)},
-                              {"multiprocessors", devices.integer(5)}});
-  auto kernels = profile.prepare(
-      "SELECT name, COUNT(*), SUM(duration_ns), MAX(duration_ns) FROM gpu_kernels WHERE 1" +
-      in_windows(range, "window") + " GROUP BY name ORDER BY SUM(duration_ns) DESC LIMIT " +
-      std::to_string(kernels_shown));
-  while (kernels.step())
-    gpu["top_kernels"].push_back({{"name", printable(kernels.text(0))},
-                                  {"launches", kernels.integer(1)},
-                                  {"total_ns", kernels.integer(2)},
-                                  {"max_ns", kernels.integer(3)}});
-  auto copies = profile.prepare("SELECT kind, COUNT(*), SUM(bytes), SUM(end_ns - start_ns) FROM gpu_memcpy WHERE 1" +
-                                in_windows(range, "window") + " GROUP BY kind ORDER BY kind");
-  while (copies.step())
-    gpu["copies"].push_back({{"kind", copies.text(0)},
-                             {"count", copies.integer(1)},
-                             {"bytes", copies.integer(2)},
-                             {"total_ns", copies.integer(3)}});
-  return gpu;
-}
 
 void write_summary_json(connection& profile, std::ostream& out, const text_options& options) {
   const auto& range = options.windows;

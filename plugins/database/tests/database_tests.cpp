@@ -181,6 +181,59 @@ TEST_CASE("the JSON summary carries the top functions and metadata") {
   CHECK(summary["threads"].size() == 2);
 }
 
+TEST_CASE("the HTML report holds the summary, the tables, the flame graph and the timeline") {
+  auto profile = db::open_profile(write_known_profile("html"));
+  std::ostringstream out;
+  db::write_html(profile, out, {}, "kairos test");
+  const auto page = out.str();
+  CHECK(page.starts_with("<!DOCTYPE html>"));
+  CHECK(page.find("<th>command</th><td><span class=\"name\">app --fast</span></td>") != std::string::npos);
+  CHECK(page.find("200 standing for 200.0 ms of CPU time") != std::string::npos);
+  // Top functions: write's 50% self, sortable by value.
+  CHECK(page.find(R"(<td class="n" data-v="50">50.0</td><td class="n" data-v="100">100.000</td>)") != std::string::npos);
+  CHECK(page.find("<?xml") == std::string::npos);  // the flame graph inline, without its declaration
+  CHECK(page.find(R"(<g class="graph" id="g0" data-name="all threads")") != std::string::npos);
+  CHECK(page.find("write &quot;quoted&quot; region") != std::string::npos);  // names escaped
+  CHECK(page.find(R"(<svg class="timeline")") != std::string::npos);
+  CHECK(page.find("src=") == std::string::npos);
+  CHECK(page.find("id=\"windows\"") == std::string::npos);  // no windows, no section
+  CHECK(page.find("id=\"gpu\"") == std::string::npos);
+}
+
+TEST_CASE("the HTML report stays bounded however many regions there are") {
+  const auto path = fresh_path("html_bounded");
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({4242, 1, std::nullopt, "host", "app", 1'000'000'000});
+    const auto thread = writer.add_thread(process, {0, 0, 4242, "main", 0});
+    // 100,000 regions of 2,000 names, one every 10 µs; every tenth has a child two levels down
+    // (its parent was never recorded: the region one level up adopts it).
+    for (std::int64_t i = 0; i < 100'000; ++i) {
+      const auto start = 1'000'000'000 + i * 10'000;
+      writer.add_region(thread, "region " + std::to_string(i % 2000), start, start + 8'000, 0);
+      if (i % 10 == 0) writer.add_region(thread, "orphan", start + 1'000, start + 2'000, 2);
+    }
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  std::ostringstream out;
+  db::write_html(profile, out);
+  const auto page = out.str();
+  CHECK(page.size() < 512 * 1024);
+  const auto table = page.substr(page.find("id=\"region-table\""));
+  std::size_t rows = 0;
+  for (auto at = table.find("<tr>"); at != std::string::npos && at < table.find("</table>"); at = table.find("<tr>", at + 1))
+    ++rows;
+  CHECK(rows == 1 + 500);  // the header and the rows shown
+  CHECK(page.find("more rows are left out") != std::string::npos);
+  // Contiguous regions merge into one run per lane: the timeline is a few boxes, not 110,000.
+  std::size_t boxes = 0;
+  for (auto at = page.find("class=\"region\""); at != std::string::npos; at = page.find("class=\"region\"", at + 1))
+    ++boxes;
+  CHECK(boxes <= 4);
+  CHECK(page.find("regions of several names") != std::string::npos);
+}
+
 TEST_CASE("a killed writer leaves a valid database with everything up to the last commit") {
   const auto path = fresh_path("killed");
   const pid_t child = fork();

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 
+import html_page
 from harness import Failure, check, communicate, read_line, run_named_test, run_process
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
@@ -169,7 +170,8 @@ def region_rows(directory):
 
 
 def test_user_api_regions_report(directory):
-    out, err, status = kairos([PROGRAM, "nested"], directory)
+    out, err, status = kairos([PROGRAM, "nested"], directory,
+                              environment=clean_environment(KAIROS_OUTPUT_FORMATS="db,text,trace,json,html"))
     check(status == 0 and b"active=1" in out, f"{status} {out!r} {err!r}")
     check(len(summaries(err)) == 1, f"one summary line: {err!r}")
     report = load_report(reports(directory)[0])
@@ -185,6 +187,10 @@ def test_user_api_regions_report(directory):
     check(sorted((name, depth) for name, depth, _, _ in rows) ==
           [("inner", 1)] * 6 + [("outer", 0)] * 3, f"9 region rows with their depths: {rows}")
     outers = [(start, end) for name, _, start, end in rows if name == "outer"]
+    # The HTML report's call graph of the regions: inner under outer, with its counts.
+    table = html_page.read(reports(directory, "*.html")[0]).tables["region-table"]
+    check([(row[0][0], row[1][0]) for row in table[1:]] == [("outer", "3"), ("inner", "6")],
+          f"the HTML report's region table: {table}")
     for name, _, start, end in rows:
         check(start <= end, f"{name} ends after it starts")
         if name == "inner":
@@ -347,7 +353,8 @@ def test_odd_region_names_keep_every_output_whole(directory):
     # Names are bytes from the user: a non-UTF-8 name once emptied the JSON report, a newline broke
     # the text tables' rows and a 1 MiB name made a 42 MB .txt. Stored exactly, shown escaped
     # and capped (kairos::printable), in every output.
-    out, err, status = kairos([PROGRAM, "odd-names"], directory)
+    out, err, status = kairos([PROGRAM, "odd-names"], directory,
+                              environment=clean_environment(KAIROS_OUTPUT_FORMATS="db,text,trace,json,html"))
     check((out, status) == (b"odd names done\n", 0), f"{out!r} {status} {err!r}")
     check(len(summaries(err)) == 1, f"the summary line: {err!r}")
     report = load_report(reports(directory)[0])  # parses: valid JSON
@@ -368,6 +375,13 @@ def test_odd_region_names_keep_every_output_whole(directory):
         stored = {row[0] for row in db.execute("SELECT CAST(name AS BLOB) FROM regions")}
     check(b"\xff\xfe not utf-8" in stored and b"n" * (1 << 20) in stored,
           "the database stores the names exactly")
+    html_path = reports(directory, "*.html")[0]
+    check(os.path.getsize(html_path) < 64 * 1024, f"the .html stays small: {os.path.getsize(html_path)}")
+    page = html_page.read(html_path)
+    names = [row[0][0] for row in page.tables["region-table"][1:]]
+    check("</script><b>\"markup\" & 'quotes'</b>" in names and "line\\x0abreak\\x09tab" in names,
+          f"markup in a name is text, escapes kept: {names}")
+    check(page.scripts == 1 and not page.fetches, "a name adds no script and fetches nothing")
 
 
 def test_per_thread_disable_and_stop(directory):

@@ -391,5 +391,38 @@ def test_flamegraph_file(directory):
           f"kairos-report --format flamegraph draws the same picture: {report.stderr!r}")
 
 
+def test_html_report(directory):
+    """The HTML report, read without a browser: every section, the top functions by the program's
+    75/25 CPU split, the flame graph inline, nothing fetched; kairos-report writes the same page."""
+    import html_page
+    out, err, status = kairos(["split", "0.6"], directory, ["--freq", "500"], KAIROS_OUTPUT_FORMATS="db,html")
+    check(status == 0, err)
+    check(re.search(r"outputs: \S+\.db, \S+\.html", err), f"the exit line names the page: {err!r}")
+    three, one = cpu_split(out)
+    path = only("*.html", directory)
+    page = html_page.read(path)
+    check(page.sections == ["summary", "functions", "flame-graph", "regions", "timeline", "settings"],
+          f"the sections, in order: {page.sections}")
+    check(not page.fetches, f"nothing fetched: {page.fetches}")
+    check(page.svgs == 2 and page.scripts == 2, "the flame graph and the timeline inline, with their scripts")
+    rows = page.tables["function-table"]
+    check([text for text, _ in rows[0]] == ["self %", "self ms", "total %", "total ms", "function"], f"{rows[0]}")
+    self_ms = {cells[4][0]: float(cells[1][1]) for cells in rows[1:]}
+    three_ms = sum(ms for name, ms in self_ms.items() if "compute_three_quarters" in name)
+    one_ms = sum(ms for name, ms in self_ms.items() if "compute_one_quarter" in name)
+    check(three_ms > 0 and one_ms > 0, f"both workers among the top functions: {sorted(self_ms)}")
+    truth = 100.0 * three / (three + one)
+    check(abs(100.0 * three_ms / (three_ms + one_ms) - truth) <= 5.0,
+          f"compute_three_quarters {100 * three_ms / (three_ms + one_ms):.1f}% of the two vs {truth:.1f}%")
+    summary = dict((cells[0][0], cells[1][0]) for cells in page.tables["summary-table"])
+    samples = sqlite3.connect(only("*.db", directory)).execute("SELECT COUNT(*) FROM sample").fetchone()[0]
+    check(summary["samples"].startswith(f"{samples} standing for"), f"the summary counts the samples: {summary}")
+    check(summary["command"].endswith("split 0.6") and summary["ended by"] == "exit", f"{summary}")
+    check("KAIROS_SAMPLING_FREQ" in dict((c[0][0], c[1][0]) for c in page.tables["settings-table"]), "the settings")
+    report = run_process([KAIROS_REPORT, only("*.db", directory), "--format", "html"], TIMEOUT)
+    check(report.returncode == 0 and report.stdout.decode() == open(path).read(),
+          f"kairos-report --format html writes the same page: {report.stderr!r}")
+
+
 if __name__ == "__main__":
     sys.exit(run_named_test(globals(), "kairos-sampling"))

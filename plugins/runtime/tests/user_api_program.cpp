@@ -103,11 +103,13 @@ int fork_child() {
   return 0;
 }
 
-// Region names are bytes: invalid UTF-8, control characters, a 1 MiB name, well-formed UTF-8.
+// Region names are bytes: invalid UTF-8, control characters, a 1 MiB name, well-formed UTF-8,
+// markup.
 int odd_names() {
   const std::string huge(1 << 20, 'n');
   for (const std::string& name : {std::string{"\xff\xfe not utf-8"}, std::string{"line\nbreak\ttab"},
-                                  huge, std::string{"caf\xc3\xa9 \xe2\x88\x91"}}) {
+                                  huge, std::string{"caf\xc3\xa9 \xe2\x88\x91"},
+                                  std::string{"</script><b>\"markup\" & 'quotes'</b>"}}) {
     kairos_push_region(name.c_str());
     kairos_pop_region(name.c_str());
   }

@@ -1,4 +1,4 @@
-// kairos-report DB... [--format text|trace|folded|speedscope|flamegraph|json] [--window K|K..L] [--compare-windows]
+// kairos-report DB... [--format text|trace|folded|speedscope|flamegraph|html|json] [--window K|K..L] [--compare-windows]
 // [-o FILE]: the outputs kairos-run writes at exit, produced again (offline, later) from profile
 // databases, by the same streamed writers; restricted to time windows, or comparing them.
 #include <charconv>
@@ -42,8 +42,9 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("-f,--format", format, "text (default), trace (Chrome Trace Event JSON), folded "
-                                        "(flamegraph.pl), speedscope (speedscope's own format), flamegraph (SVG), json (summary)")
-      ->check(CLI::IsMember({"text", "trace", "folded", "speedscope", "flamegraph", "json"}));
+                                        "(flamegraph.pl), speedscope (speedscope's own format), flamegraph (SVG), html (report "
+                                        "page), json (summary)")
+      ->check(CLI::IsMember({"text", "trace", "folded", "speedscope", "flamegraph", "html", "json"}));
   app.add_option("-o,--output", output, "write here instead of stdout");
   std::string window_text;
   bool compare_windows = false;
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   }
-  if (databases.size() > 1 && (format == "trace" || format == "speedscope" || format == "flamegraph" || format == "json")) {
+  if (databases.size() > 1 && format != "text" && format != "folded") {
     std::cerr << fmt::format("[kairos] --format {} takes one database at a time ({} given); "
                              "text and folded take several\n", format, databases.size());
     return 2;
@@ -108,6 +109,8 @@ int main(int argc, char** argv) {
         kairos::database::write_flamegraph(profile, out, windows);
       } else if (format == "speedscope") {
         kairos::database::write_speedscope(profile, out, windows, "kairos " KAIROS_VERSION);
+      } else if (format == "html") {
+        kairos::database::write_html(profile, out, windows, "kairos " KAIROS_VERSION);
       } else {
         kairos::database::write_summary_json(profile, out, {.windows = windows});
       }

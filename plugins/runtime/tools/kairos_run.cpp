@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", output,
                  "output file stem (KAIROS_OUTPUT_PATH); keys %pid% %ppid% %hostname% %exe% "
                  "%launch_date% %rank% %env{NAME}%");
-  app.add_option("--formats", formats, "outputs to write (KAIROS_OUTPUT_FORMATS): db,text,trace (default), folded, json");
+  app.add_option("--formats", formats, "outputs to write (KAIROS_OUTPUT_FORMATS): db,text,trace (default), folded, speedscope, "
+                                    "flamegraph, html, json; docs/outputs.md");
   app.add_option("--freq", frequency, "sampling frequency in Hz (KAIROS_SAMPLING_FREQ)");
   app.add_option("--cputime", cputime, "CPU-time sampling on|off (KAIROS_SAMPLING_CPUTIME)")
       ->expected(0, 1);

@@ -78,8 +78,9 @@ constexpr std::array definitions{
     setting_definition{"output_formats", "KAIROS_OUTPUT_FORMATS", list, "db,text,trace", "output",
                        "outputs written at exit: db (<stem>.db, the SQLite profile), text (<stem>.txt), "
                        "trace (<stem>.trace.json, Chrome trace), folded (<stem>.folded), speedscope "
-                       "(<stem>.speedscope.json), flamegraph (<stem>.svg), json (<stem>.json)",
-                       "db,text,trace,folded,speedscope,flamegraph,json"},
+                       "(<stem>.speedscope.json), flamegraph (<stem>.svg), html (<stem>.html, a report page), "
+                       "json (<stem>.json)",
+                       "db,text,trace,folded,speedscope,flamegraph,html,json"},
     setting_definition{"flush_interval", "KAIROS_FLUSH_INTERVAL", number, "1", "output",
                        "seconds between commits of the profile database (what a killed program "
                        "leaves is complete up to the last one)",

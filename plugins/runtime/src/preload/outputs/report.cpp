@@ -100,6 +100,7 @@ std::string output_file(const std::string& stem, const std::string& format) {
   if (format == "trace") return stem + ".trace.json";
   if (format == "speedscope") return stem + ".speedscope.json";
   if (format == "flamegraph") return stem + ".svg";
+  if (format == "html") return stem + ".html";
   return stem + "." + format;
 }
 
@@ -138,8 +139,7 @@ written_report write_report(const report_request& request) {
       if (have_database) written.files.push_back(path);
       continue;
     }
-    if (!have_database && (format == "trace" || format == "folded" || format == "speedscope" || format == "flamegraph"))
-      continue;
+    if (!have_database && format != "text" && format != "json") continue;  // the others derive from it
     written.failure = write_output(path, [&](std::ostream& file) {
       if (format == "text") {
         file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
@@ -167,6 +167,9 @@ written_report write_report(const report_request& request) {
       } else if (format == "speedscope") {
         auto profile = database::open_profile(database_path);
         database::write_speedscope(profile, file, {}, "kairos " KAIROS_VERSION);
+      } else if (format == "html") {
+        auto profile = database::open_profile(database_path);
+        database::write_html(profile, file, {}, "kairos " KAIROS_VERSION);
       } else if (format == "json") {
         nlohmann::json document{{"kairos_report_version", runtime_report_version},
                                 {"command", printable(request.command_line)},

@@ -6,6 +6,9 @@
 //   text    <stem>.txt         top functions (overall, per thread), region tables, threads
 //   trace   <stem>.trace.json  Chrome Trace Event JSON (regions as slices, samples with stacks)
 //   folded  <stem>.folded      collapsed stacks for flamegraph.pl / speedscope
+//   speedscope <stem>.speedscope.json  speedscope's own format
+//   flamegraph <stem>.svg      a flame graph, self-contained
+//   html    <stem>.html        a self-contained report page (summary, tables, flame graph, timeline)
 //   json    <stem>.json        the region report JSON, with the profile summary under "profile"
 #include <cstdint>
 #include <string>
@@ -17,7 +20,7 @@ namespace kairos::runtime {
 
 struct report_request {
   std::string stem;                  // absolute path without extension
-  std::vector<std::string> formats;  // "db", "text", "trace", "folded", "json"
+  std::vector<std::string> formats;  // KAIROS_OUTPUT_FORMATS: "db", "text", "trace", ...
   std::string command_line;
   std::string end_reason;            // "exit", "signal SIGTERM", "exec"
   std::string database_path;         // the profile database; empty when there is none

@@ -46,6 +46,9 @@ struct database_state {
   path_resolver resolve_path = nullptr;
   metadata_list metadata;
   std::int64_t flush_interval_ns = 1'000'000'000;
+  // When kairos started in this process (a fork child: the fork), not when the file was created:
+  // the process row's start, from which the outputs' timelines count.
+  std::int64_t process_start_ns = 0;
   database_file* file = nullptr;  // null until the first row (in this process)
   std::vector<database::window_info> windows_waiting;  // until the file exists
   std::vector<database::gpu_device_info> gpu_devices_waiting;
@@ -132,7 +135,7 @@ bool create_if_needed() {
     process.pid = getpid();
     process.ppid = getppid();
     process.hostname = host_name();
-    process.start_ns = steady_now_ns();
+    process.start_ns = state->process_start_ns;
     file().process_row = file().writer->add_process(process);
     file().writer->set_metadata("host", process.hostname);
     file().writer->set_metadata("kairos_version", KAIROS_VERSION);
@@ -192,6 +195,7 @@ void configure_profile_database(path_resolver path_of_this_process, metadata_lis
   state->resolve_path = path_of_this_process;
   state->metadata = std::move(metadata);
   state->flush_interval_ns = flush_interval_ns;
+  state->process_start_ns = steady_now_ns();
 }
 
 void add_database_metadata(std::string key, std::string value) {
@@ -381,6 +385,7 @@ void database_forget_after_fork_in_child() noexcept {
   // The connection and the symbolizer are the parent's: abandoned (leaked), never touched. The
   // child's own state is built when its first row arrives, in ordinary code, not in this handler.
   state->file = nullptr;
+  state->process_start_ns = steady_now_ns();
   new (&state->windows_waiting) std::vector<database::window_info>;  // the parent's, leaked
   new (&state->gpu_devices_waiting) std::vector<database::gpu_device_info>;
   state->mutex.unlock();  // taken by this thread in database_lock_for_fork

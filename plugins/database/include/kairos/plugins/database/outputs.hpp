@@ -56,6 +56,13 @@ struct flamegraph_summary {
 flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, const window_range& windows = {},
                                     double minimum_width_fraction = 0.001);
 
+// The HTML report: one self-contained page (nothing fetched; readable printed) with the run's
+// summary and settings, the top functions (sortable), the flame graph, the regions' call graph with
+// statistics, a per-thread timeline of regions and CPU use, and the time windows and GPU work where
+// the profile has them. `generator` names the writer ("kairos 0.1.0").
+void write_html(connection& profile, std::ostream& out, const window_range& windows = {},
+                std::string_view generator = "kairos");
+
 // Phase behaviour: the functions whose share of the samples changed most between time windows.
 void write_window_comparison(connection& profile, std::ostream& out, std::size_t functions = 20);
 

@@ -1,0 +1,113 @@
+// The queries several outputs share (output_helpers.hpp).
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "output_helpers.hpp"
+
+namespace kairos::database::output_helpers {
+
+std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows) {
+  std::vector<thread_row> rows;
+  auto query = profile.prepare(
+      "SELECT threads.id, threads.sequent_id, threads.tid, threads.pid, COALESCE(threads.name, ''), "
+      "       COUNT(sample.id), COALESCE(SUM(sample.weight_ns), 0) "
+      "FROM threads LEFT JOIN sample ON sample.thread = threads.id" + in_windows(windows, "sample.window") +
+      " GROUP BY threads.id ORDER BY threads.sequent_id");
+  while (query.step())
+    rows.push_back({query.integer(0), query.integer(1), query.integer(2), query.integer(3),
+                    std::string{query.text(4)}, query.integer(5), query.integer(6)});
+  return rows;
+}
+
+void rank(std::vector<function_row>& rows, std::size_t limit) {
+  std::sort(rows.begin(), rows.end(), [](const function_row& a, const function_row& b) {
+    return std::tie(b.self_ns, b.total_ns, a.name) < std::tie(a.self_ns, a.total_ns, b.name);
+  });
+  if (rows.size() > limit) rows.resize(limit);
+}
+
+function_weights weigh_functions(connection& profile, std::size_t limit, const window_range& windows) {
+  function_weights weights;
+  std::map<std::string, function_row> overall;
+  auto query = profile.prepare("SELECT thread, name, SUM(self), SUM(total) FROM top_functions_by_thread "
+                               "WHERE 1" + in_windows(windows, "window") + " GROUP BY thread, name");
+  while (query.step()) {
+    function_row row{std::string{query.text(1)}, query.integer(2), query.integer(3)};
+    auto& sum = overall.try_emplace(row.name, function_row{row.name, 0, 0}).first->second;
+    sum.self_ns += row.self_ns;
+    sum.total_ns += row.total_ns;
+    weights.by_thread[query.integer(0)].push_back(std::move(row));
+  }
+  for (auto& [name, row] : overall) weights.overall.push_back(std::move(row));
+  rank(weights.overall, limit);
+  for (auto& [thread, rows] : weights.by_thread) rank(rows, limit);
+  return weights;
+}
+
+double percent(std::int64_t part, std::int64_t whole) {
+  return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+
+std::vector<window_row> windows_in(connection& profile, const window_range& windows) {
+  std::vector<window_row> rows;
+  auto query = profile.prepare(
+      "SELECT window.ordinal, window.spec, window.clock, window.planned_start, window.planned_end, "
+      "       window.actual_start IS NOT NULL, COALESCE(window.actual_start, 0), "
+      "       COALESCE(window.actual_end, window.actual_start, 0), COALESCE(window.start_ns, 0), "
+      "       COALESCE(window.end_ns, window.start_ns, 0), "
+      "       (SELECT COUNT(*) FROM sample WHERE sample.window = window.ordinal), "
+      "       (SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE sample.window = window.ordinal) "
+      "FROM window WHERE 1" + in_windows(windows, "window.ordinal") + " ORDER BY window.ordinal");
+  while (query.step())
+    rows.push_back({query.integer(0), std::string{query.text(1)}, std::string{query.text(2)}, query.integer(3),
+                    query.integer(4), query.integer(5) != 0, query.integer(6), query.integer(7), query.integer(8),
+                    query.integer(9), query.integer(10), query.integer(11)});
+  return rows;
+}
+
+// Each window's functions from one pass over top_functions_by_window, ranked.
+std::map<std::int64_t, std::vector<function_row>> functions_by_window(connection& profile, std::size_t limit,
+                                                                      const window_range& windows) {
+  std::map<std::int64_t, std::vector<function_row>> by_window;
+  auto query = profile.prepare("SELECT window, name, self, total FROM top_functions_by_window WHERE window > 0" +
+                               in_windows(windows, "window"));
+  while (query.step())
+    by_window[query.integer(0)].push_back({std::string{query.text(1)}, query.integer(2), query.integer(3)});
+  for (auto& [window, rows] : by_window) rank(rows, limit);
+  return by_window;
+}
+
+nlohmann::json gpu_json(connection& profile, const window_range& range) {
+  nlohmann::json gpu{{"devices", nlohmann::json::array()},
+                     {"top_kernels", nlohmann::json::array()},
+                     {"copies", nlohmann::json::array()}};
+  auto devices = profile.prepare(
+      "SELECT api, device_index, name, architecture, memory_bytes, multiprocessors FROM gpu_device ORDER BY id");
+  while (devices.step())
+    gpu["devices"].push_back({{"api", devices.text(0)},
+                              {"index", devices.integer(1)},
+                              {"name", printable(devices.text(2))},
+                              {"architecture", devices.text(3)},
+                              {"memory_bytes", devices.integer(4)},
+                              {"multiprocessors", devices.integer(5)}});
+  auto kernels = profile.prepare(
+      "SELECT name, COUNT(*), SUM(duration_ns), MAX(duration_ns) FROM gpu_kernels WHERE 1" +
+      in_windows(range, "window") + " GROUP BY name ORDER BY SUM(duration_ns) DESC LIMIT " +
+      std::to_string(kernels_shown));
+  while (kernels.step())
+    gpu["top_kernels"].push_back({{"name", printable(kernels.text(0))},
+                                  {"launches", kernels.integer(1)},
+                                  {"total_ns", kernels.integer(2)},
+                                  {"max_ns", kernels.integer(3)}});
+  auto copies = profile.prepare("SELECT kind, COUNT(*), SUM(bytes), SUM(end_ns - start_ns) FROM gpu_memcpy WHERE 1" +
+                                in_windows(range, "window") + " GROUP BY kind ORDER BY kind");
+  while (copies.step())
+    gpu["copies"].push_back({{"kind", copies.text(0)},
+                             {"count", copies.integer(1)},
+                             {"bytes", copies.integer(2)},
+                             {"total_ns", copies.integer(3)}});
+  return gpu;
+}
+
+}  // namespace kairos::database::output_helpers
