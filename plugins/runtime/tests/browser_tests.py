@@ -77,6 +77,15 @@ def widest(frames, function):
     return max((frame for frame in frames if function in frame["name"]), key=lambda frame: frame["width"])
 
 
+def check_split_drawn(frames, root, three, one):
+    """The two workers' boxes as wide as their share of the program's CPU time, within 3 points."""
+    truth = 100.0 * three / (three + one)
+    three_share = 100.0 * width_of(frames, "compute_three_quarters") / root["width"]
+    one_share = 100.0 * width_of(frames, "compute_one_quarter") / root["width"]
+    check(abs(three_share - truth) <= 3.0 and abs(one_share - (100.0 - truth)) <= 3.0,
+          f"drawn {three_share:.1f}% / {one_share:.1f}% of the root vs {truth:.1f}% by CPU time")
+
+
 def test_flamegraph_in_chromium(directory):
     require()
     out, err, status = sampled.kairos(["split", "0.6"], directory, ["--freq", "500"],
@@ -93,11 +102,7 @@ def test_flamegraph_in_chromium(directory):
         frames = shown["frames"]
         root = next(frame for frame in frames if frame["depth"] == 0)
         check(abs(root["width"] - 1200) <= 1, f"the root spans the picture: {root['width']} px")
-        truth = 100.0 * three / (three + one)
-        three_share = 100.0 * width_of(frames, "compute_three_quarters") / root["width"]
-        one_share = 100.0 * width_of(frames, "compute_one_quarter") / root["width"]
-        check(abs(three_share - truth) <= 3.0 and abs(one_share - (100.0 - truth)) <= 3.0,
-              f"drawn {three_share:.1f}% / {one_share:.1f}% of the root vs {truth:.1f}% by CPU time")
+        check_split_drawn(frames, root, three, one)
 
         page.click(*centre(widest(frames, "compute_one_quarter")))
         zoomed = page.evaluate(SHOWN_FRAMES)["frames"]
@@ -250,11 +255,7 @@ def test_html_report_in_chromium(directory):
         # The flame graph inline: drawn at the page's scale, the 75/25 split within 3 points of the root.
         frames = page.evaluate(SHOWN_FRAMES)["frames"]
         root = next(frame for frame in frames if frame["depth"] == 0)
-        truth = 100.0 * three / (three + one)
-        three_share = 100.0 * width_of(frames, "compute_three_quarters") / root["width"]
-        one_share = 100.0 * width_of(frames, "compute_one_quarter") / root["width"]
-        check(abs(three_share - truth) <= 3.0 and abs(one_share - (100.0 - truth)) <= 3.0,
-              f"drawn {three_share:.1f}% / {one_share:.1f}% of the root vs {truth:.1f}% by CPU time")
+        check_split_drawn(frames, root, three, one)
         page.click(*centre(widest(frames, "compute_three_quarters")))
         zoomed = page.evaluate(SHOWN_FRAMES)["frames"]
         check(width_of(zoomed, "compute_three_quarters") >= 0.99 * root["width"],
