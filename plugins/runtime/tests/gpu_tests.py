@@ -16,6 +16,7 @@ import os
 import sqlite3
 import sys
 
+import html_page
 from harness import check, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
@@ -174,6 +175,15 @@ def test_report_from_database(directory):
     kernels = {k["name"].split("(")[0]: k["launches"] for k in gpu["top_kernels"]}
     check(kernels == {"physics::integrate": 3, "reduce_sum": 1}, f"the JSON summary's kernels: {gpu}")
     check(len(gpu["devices"]) == 1 and sum(c["count"] for c in gpu["copies"]) == 3, f"devices, copies: {gpu}")
+    # The HTML report's GPU section: the same kernels and copies.
+    page_path = os.path.join(directory, "out.html")
+    result = run_process([KAIROS_REPORT, os.path.join(directory, "out.db"), "-f", "html", "-o", page_path], TIMEOUT)
+    check(result.returncode == 0, f"kairos-report -f html: {result.stderr!r}")
+    page = html_page.read(page_path)
+    check("gpu" in page.sections, f"a GPU section: {page.sections}")
+    launches = {row[4][0].split("(")[0]: int(row[1][0]) for row in page.tables["kernel-table"][1:]}
+    check(launches == kernels, f"the page's kernels: {launches}")
+    check(sum(int(row[1][0]) for row in page.tables["copy-table"][1:]) == 3, "the page's copies")
 
 
 def cuda_runs(directory, **extra):

@@ -13,6 +13,7 @@ import sqlite3
 import statistics
 import sys
 
+import html_page
 from harness import check, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
@@ -159,6 +160,13 @@ def test_repeated_windows(directory):
     summary = json.loads(one.stdout)
     check([w["ordinal"] for w in summary["windows"]] == [2] and summary["samples"] == by_window.get(2, 0),
           f"--window 2 restricts the summary: {summary['samples']} vs {by_window.get(2)}")
+    page_path = os.path.join(directory, "windows.html")
+    result = run_process([KAIROS_REPORT, path, "-f", "html", "-o", page_path], TIMEOUT)
+    check(result.returncode == 0, f"kairos-report -f html: {result.stderr!r}")
+    table = html_page.read(page_path).tables["window-table"]
+    check([int(row[0][0]) for row in table[1:]] == list(range(1, 11)) and
+          [int(row[5][0]) for row in table[1:]] == [by_window.get(w, 0) for w in range(1, 11)],
+          f"the HTML report's windows and their samples: {table}")
     compare = run_process([KAIROS_REPORT, path, "--compare-windows"], TIMEOUT)
     lines = compare.stdout.decode().splitlines()
     check(compare.returncode == 0 and "alpha" in "\n".join(lines[2:4]) and "beta" in "\n".join(lines[2:4]),
