@@ -16,6 +16,8 @@
 #include <kairos/plugins/backtrace.hpp>
 #include <kairos/plugins/backtrace/symbolizer.hpp>
 
+#include "kairos_test_skip.hpp"
+
 namespace chain {
 kairos::backtrace<16> captured;
 int record_line = 0;
@@ -89,6 +91,27 @@ TEST_CASE("file:line comes from DWARF where the code was built with -g") {
   CHECK(ends_with(top.file, "backtrace_tests.cpp"));
   CHECK(top.line == chain::record_line);
   CHECK(ends_with(top.module, "kairos_backtrace_tests"));
+}
+
+TEST_CASE("source_lines: own keeps the program's file:line and reads no separate debug file; off reads none") {
+  chain::a();
+  const auto own_frame = chain::captured.lookup_address(0);
+  // A function of libc, whose DWARF (where any) is in a separate debug file (libc6-dbg).
+  const auto libc_address = reinterpret_cast<std::uintptr_t>(dlsym(RTLD_DEFAULT, "getpid")) + 1;
+  kairos::backtrace_symbolizer own{nullptr, kairos::source_lines::own};
+  CHECK(ends_with(own.resolve(own_frame).file, "backtrace_tests.cpp"));
+  const auto& libc_own = own.resolve(libc_address);
+  CHECK(libc_own.has_function());
+  CHECK(libc_own.file.empty());
+  kairos::backtrace_symbolizer off{nullptr, kairos::source_lines::off};
+  CHECK(off.resolve(own_frame).file.empty());
+  CHECK(off.resolve(own_frame).function == own.resolve(own_frame).function);
+  kairos::backtrace_symbolizer all{nullptr, kairos::source_lines::all};
+  const auto& libc_all = all.resolve(libc_address);
+  CHECK(libc_all.function == libc_own.function);  // the symbol table is read either way
+  if (libc_all.file.empty())
+    return kairos_test::skip("no separate debug file for libc here (libc6-dbg): only own and off were checked");
+  CHECK(libc_all.line > 0);
 }
 
 TEST_CASE("deep recursion is cut at N frames and flagged truncated") {

@@ -85,6 +85,12 @@ constexpr std::array definitions{
                        "seconds between commits of the profile database (what a killed program "
                        "leaves is complete up to the last one)",
                        {}, 0.01, 3600},
+    setting_definition{"source_lines", "KAIROS_SOURCE_LINES", text, "own", "output",
+                       "file:line of the sampled frames in the database: own (from the debug information "
+                       "a program or library carries itself, as a -g build does), all (also separate "
+                       "debug files under /usr/lib/debug, such as Debian's -dbgsym packages: about "
+                       "100 ms each to decompress at the end of the run), off (functions only)",
+                       "own,all,off"},
     // regions
     setting_definition{"components", "KAIROS_COMPONENTS", list, "wall_clock", "regions",
                        "what each user-API region measures, by component name", component_names},
@@ -164,7 +170,7 @@ constexpr std::array definitions{
 constexpr bool rows_match_names() {
   constexpr std::string_view names[] = {
       "enabled", "verbose", "config_file", "follow_children", "output_path", "output_formats",
-      "flush_interval", "components", "sampling_freq", "sampling_delay", "sampling_duration",
+      "flush_interval", "source_lines", "components", "sampling_freq", "sampling_delay", "sampling_duration",
       "sampling_cputime", "sampling_cputime_source", "sampling_cputime_freq",
       "sampling_cputime_delay", "sampling_cputime_duration", "sampling_realtime",
       "sampling_realtime_freq", "sampling_realtime_delay", "sampling_realtime_duration",

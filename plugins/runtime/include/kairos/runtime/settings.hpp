@@ -41,7 +41,7 @@ struct setting_definition {
 // by these names, so a misspelt setting is a compile error.
 enum class setting : std::size_t {
   enabled, verbose, config_file, follow_children,
-  output_path, output_formats, flush_interval,
+  output_path, output_formats, flush_interval, source_lines,
   components,
   sampling_freq, sampling_delay, sampling_duration,
   sampling_cputime, sampling_cputime_source, sampling_cputime_freq, sampling_cputime_delay,

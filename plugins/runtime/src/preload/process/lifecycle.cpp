@@ -452,9 +452,12 @@ void initialize() {
   }
   keep_stderr();
   current_thread();  // the main thread is the program's thread 0
-  if (database_wanted)
+  if (database_wanted) {
+    const auto& lines = globals->values.text(setting::source_lines);
     configure_profile_database(&database_path_of_this_process, run_metadata(),
-                               static_cast<std::int64_t>(globals->values.number(setting::flush_interval) * 1e9));
+                               static_cast<std::int64_t>(globals->values.number(setting::flush_interval) * 1e9),
+                               lines == "all" ? source_lines::all : lines == "off" ? source_lines::off : source_lines::own);
+  }
   auto windows = planned_windows(globals->values);
   globals->windows_planned = !windows.empty();
   // Windows say when sampling runs: the default delay would only cut into the first one.

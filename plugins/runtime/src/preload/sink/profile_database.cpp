@@ -46,6 +46,7 @@ struct database_state {
   path_resolver resolve_path = nullptr;
   metadata_list metadata;
   std::int64_t flush_interval_ns = 1'000'000'000;
+  source_lines lines = source_lines::own;
   // When kairos started in this process (a fork child: the fork), not when the file was created:
   // the process row's start, from which the outputs' timelines count.
   std::int64_t process_start_ns = 0;
@@ -63,7 +64,7 @@ database_file& file() {
 database::frame_info symbolize(std::uint64_t address) {
   // libdw keeps the ELF and debug files it reads open: above kairos's floor, like every
   // descriptor kairos keeps, they never sit on a number the program uses.
-  if (!file().symbols) file().symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor);
+  if (!file().symbols) file().symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor, state->lines);
   const auto& symbol = file().symbols->resolve(static_cast<std::uintptr_t>(address));
   database::frame_info frame;
   frame.address = address;
@@ -189,12 +190,13 @@ void insert(Insert&& work) {
 }  // namespace
 
 void configure_profile_database(path_resolver path_of_this_process, metadata_list metadata,
-                                std::int64_t flush_interval_ns) {
+                                std::int64_t flush_interval_ns, source_lines lines) {
   if (!state) state = new database_state;
   std::lock_guard lock{state->mutex};
   state->resolve_path = path_of_this_process;
   state->metadata = std::move(metadata);
   state->flush_interval_ns = flush_interval_ns;
+  state->lines = lines;
   state->process_start_ns = steady_now_ns();
 }
 

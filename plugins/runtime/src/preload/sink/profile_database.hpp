@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include <kairos/plugins/backtrace/symbolizer.hpp>
 #include <kairos/plugins/database/writer.hpp>
 
 #include "preload/support/problems.hpp"
@@ -37,7 +38,7 @@ using metadata_list = std::vector<std::pair<std::string, std::string>>;
 // file's path when the first row arrives (in a fork child, the child's). Nothing is created yet.
 using path_resolver = std::string (*)();
 void configure_profile_database(path_resolver path_of_this_process, metadata_list metadata,
-                                std::int64_t flush_interval_ns);
+                                std::int64_t flush_interval_ns, source_lines lines);
 void add_database_metadata(std::string key, std::string value);
 
 enum class sample_clock { cpu_time, real_time };

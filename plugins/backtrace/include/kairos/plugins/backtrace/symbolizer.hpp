@@ -56,6 +56,15 @@ struct backtrace_symbol {
   bool has_source() const noexcept { return !file.empty() && line > 0; }
 };
 
+// Where file:line may come from. A separate debug file (under /usr/lib/debug: Debian's -dbgsym
+// packages, libc6-dbg) has compressed DWARF sections that libdw inflates whole at the first line
+// looked up in its library: about 100 ms for libc's, here. Its symbol table is read either way.
+enum class source_lines {
+  all,  // the debug information of every module, separate debug files included
+  own,  // only what a module carries itself (what a -g build has); none from separate files
+  off,  // none: functions only
+};
+
 class backtrace_symbolizer {
  public:
   static constexpr bool file_line_available_at_build = KAIROS_BACKTRACE_HAVE_LIBDW != 0;
@@ -63,7 +72,8 @@ class backtrace_symbolizer {
   // `keep_descriptor`: applied to every file descriptor libdw opens and keeps (the ELF and debug
   // files it reads), e.g. to move it out of the profiled program's way; nullptr keeps them as
   // opened. One policy per process (libdw's callbacks are plain functions).
-  explicit backtrace_symbolizer(int (*keep_descriptor)(int) = nullptr) {
+  explicit backtrace_symbolizer(int (*keep_descriptor)(int) = nullptr, source_lines lines = source_lines::all)
+      : lines_{lines} {
 #if KAIROS_BACKTRACE_HAVE_LIBDW
     if (dw_ == nullptr) return;
     kept_descriptor_policy() = keep_descriptor;
@@ -177,19 +187,32 @@ class backtrace_symbolizer {
           symbol.function = demangle(name);
           symbol.function_offset = offset;
         }
-        if (Dwfl_Line* line = dw_->dwfl_module_getsrc(module, address)) {
-          int line_number = 0;
-          if (const char* file = dw_->dwfl_lineinfo(line, nullptr, &line_number, nullptr, nullptr, nullptr)) {
-            symbol.file = file;
-            symbol.line = line_number;
+        if (wants_lines(module)) {
+          if (Dwfl_Line* line = dw_->dwfl_module_getsrc(module, address)) {
+            int line_number = 0;
+            if (const char* file = dw_->dwfl_lineinfo(line, nullptr, &line_number, nullptr, nullptr, nullptr)) {
+              symbol.file = file;
+              symbol.line = line_number;
+            }
           }
+          use_call_site_of_inlined_code(module, address, symbol);
         }
-        use_call_site_of_inlined_code(module, address, symbol);
       }
     }
 #endif
     return symbol;
   }
+
+#if KAIROS_BACKTRACE_HAVE_LIBDW
+  // After the symbol lookup, which opens a stripped module's separate debug file for its symbol
+  // table: a module whose debug file libdw found keeps its DWARF there.
+  bool wants_lines(Dwfl_Module* module) const {
+    if (lines_ != source_lines::own) return lines_ == source_lines::all;
+    const char* debug_file = nullptr;
+    dw_->dwfl_module_info(module, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &debug_file);
+    return debug_file == nullptr;
+  }
+#endif
 
   static std::string main_program_path() {
     std::error_code error;
@@ -277,6 +300,7 @@ class backtrace_symbolizer {
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
 #endif
+  source_lines lines_;
   mutable std::mutex mutex_;
   std::unordered_map<std::uintptr_t, backtrace_symbol> cache_;
 };
