@@ -93,7 +93,7 @@ TEST_CASE("file:line comes from DWARF where the code was built with -g") {
   CHECK(ends_with(top.module, "kairos_backtrace_tests"));
 }
 
-TEST_CASE("source_lines: own keeps the program's file:line and reads no separate debug file; off reads none") {
+TEST_CASE("source_lines: own keeps the program's file:line and reads no separate debug file, off reads none") {
   chain::a();
   const auto own_frame = chain::captured.lookup_address(0);
   // A function of libc, whose DWARF (where any) is in a separate debug file (libc6-dbg).

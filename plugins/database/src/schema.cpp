@@ -72,9 +72,6 @@ CREATE TABLE gpu_api_call (
   id INTEGER PRIMARY KEY, api TEXT NOT NULL, name INTEGER NOT NULL REFERENCES string,
   thread INTEGER REFERENCES thread, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   correlation INTEGER, window INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX sample_window ON sample (window);
-CREATE INDEX sample_stack ON sample (stack);
-CREATE INDEX sample_thread_time ON sample (thread, time_ns);
 CREATE INDEX region_thread_time ON region (thread, start_ns);
 
 -- Each sampled stack with every distinct function on it (for "total" time).
@@ -113,17 +110,26 @@ SELECT thread, window, stack, SUM(weight_ns) AS weight_ns, COUNT(*) AS samples
 FROM sample WHERE stack IS NOT NULL GROUP BY thread, window, stack;
 
 CREATE VIEW top_functions_by_thread AS
-WITH weights AS (SELECT * FROM stack_weights),
+WITH weights AS MATERIALIZED (SELECT * FROM stack_weights),
+-- stack_functions of the weighed stacks: the samples are read once, by the line above.
+chain (leaf, node) AS (
+  SELECT DISTINCT stack, stack FROM weights
+  UNION ALL
+  SELECT chain.leaf, stack.parent FROM chain JOIN stack ON stack.id = chain.node
+  WHERE stack.parent IS NOT NULL),
+leaf_functions AS MATERIALIZED (
+  SELECT DISTINCT chain.leaf AS stack, frame.function AS function
+  FROM chain JOIN stack ON stack.id = chain.node JOIN frame ON frame.id = stack.frame),
 self_weight AS (
   SELECT weights.thread AS thread, weights.window AS window, frame.function AS function,
          SUM(weights.weight_ns) AS self
   FROM weights JOIN stack ON stack.id = weights.stack JOIN frame ON frame.id = stack.frame
   GROUP BY weights.thread, weights.window, frame.function),
 total_weight AS (
-  SELECT weights.thread AS thread, weights.window AS window, stack_functions.function AS function,
+  SELECT weights.thread AS thread, weights.window AS window, leaf_functions.function AS function,
          SUM(weights.weight_ns) AS total
-  FROM weights JOIN stack_functions ON stack_functions.stack = weights.stack
-  GROUP BY weights.thread, weights.window, stack_functions.function)
+  FROM weights JOIN leaf_functions ON leaf_functions.stack = weights.stack
+  GROUP BY weights.thread, weights.window, leaf_functions.function)
 SELECT total_weight.thread AS thread, total_weight.window AS window, string.value AS name,
        COALESCE(self_weight.self, 0) AS self, total_weight.total AS total
 FROM total_weight

@@ -179,6 +179,8 @@ std::int64_t profile_writer::frame_for(std::uint64_t address) {
 }
 
 std::int64_t profile_writer::add_stack(std::span<const std::uint64_t> addresses_leaf_first) {
+  if (const auto found = whole_stacks_.find(addresses_leaf_first); found != whole_stacks_.end())
+    return found->second;
   std::int64_t parent = -1;  // the trie's root: no node
   std::int64_t depth = 0;
   for (auto it = addresses_leaf_first.rbegin(); it != addresses_leaf_first.rend(); ++it, ++depth) {
@@ -195,6 +197,7 @@ std::int64_t profile_writer::add_stack(std::span<const std::uint64_t> addresses_
     parent = database_.last_insert_id();
     stacks_.emplace(edge, parent);
   }
+  whole_stacks_.emplace(std::vector<std::uint64_t>(addresses_leaf_first.begin(), addresses_leaf_first.end()), parent);
   return parent;
 }
 

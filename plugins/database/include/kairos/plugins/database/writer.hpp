@@ -5,6 +5,7 @@
 // transaction; commit() ends it (the runtime calls it every KAIROS_FLUSH_INTERVAL), so a killed
 // program leaves a valid database holding everything up to the last commit.
 // One writer per database and per thread: it is not thread-safe.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <kairos/plugins/database/schema.hpp>
 #include <kairos/plugins/database/sqlite.hpp>
@@ -154,6 +156,23 @@ class profile_writer {
     }
   };
   std::unordered_map<std::pair<std::int64_t, std::int64_t>, std::int64_t, edge_hash> stacks_;
+  // Whole stacks seen before, by their addresses (leaf first): most samples repeat a stack, and
+  // one lookup replaces a walk of the trie frame by frame.
+  struct addresses_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::span<const std::uint64_t> addresses) const noexcept {
+      std::uint64_t hash = 0xcbf29ce484222325ull;
+      for (const auto address : addresses) hash = (hash ^ address) * 0x100000001b3ull;
+      return static_cast<std::size_t>(hash ^ (hash >> 29));
+    }
+  };
+  struct addresses_equal {
+    using is_transparent = void;
+    bool operator()(std::span<const std::uint64_t> a, std::span<const std::uint64_t> b) const noexcept {
+      return std::equal(a.begin(), a.end(), b.begin(), b.end());
+    }
+  };
+  std::unordered_map<std::vector<std::uint64_t>, std::int64_t, addresses_hash, addresses_equal> whole_stacks_;
   std::unordered_map<std::int64_t, std::int64_t> stack_depths_;
 };
 
