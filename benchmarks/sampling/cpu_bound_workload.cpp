@@ -1,8 +1,10 @@
-// The program the profilers are compared on: two threads doing a fixed amount of CPU-bound work,
-// split 75/25 between two functions, so slower runs mean profiler overhead. Prints its process
-// CPU time, which with a frequency gives the samples a profiler should deliver.
+// The program the profilers are compared on (benchmarks/sampling/overhead.py): a fixed amount
+// of CPU-bound work shared evenly by N threads (default 2), each thread's share split 75/25
+// between two functions whatever N is, so slower runs mean profiler overhead. A work unit is
+// ≈11 ms of CPU on the project's VMs. Prints its workers' CPU time (the sum of their thread CPU clocks, without any
+// profiler thread's), which with a frequency gives the samples a profiler should deliver.
 //
-//   cpu_bound_workload [work units, default 400] [--empty-handler HZ]
+//   cpu_bound_workload [work units, default 400] [--threads N] [--empty-handler HZ]
 //
 // --empty-handler HZ: the floor any sampler pays. Each thread gets a perf task-clock event that
 // signals it every 1/HZ s of its CPU time, into a handler that only counts.
@@ -10,7 +12,6 @@
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,7 +20,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -64,24 +67,43 @@ int sample_this_thread(long hz) {
   return sum;
 }
 
-double worker(long units) {
+struct worker_result {
+  double checksum = 0;
+  double cpu_seconds = 0;
+};
+
+worker_result worker(long units) {
   const int fd = empty_handler_hz > 0 ? sample_this_thread(empty_handler_hz) : -1;
   // 75% of this thread's work in heavy_function, 25% in light_function, interleaved.
-  double sum = 0;
-  for (long round = 0; round < units; ++round) sum += heavy_function(3) + light_function(1);
+  worker_result result;
+  for (long round = 0; round < units; ++round)
+    result.checksum += heavy_function(3) + light_function(1);
   if (fd >= 0) close(fd);
-  return sum;
+  timespec cpu_time{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_time);
+  result.cpu_seconds = cpu_time.tv_sec + cpu_time.tv_nsec * 1e-9;
+  return result;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   long units = 400;
+  long threads = 2;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--empty-handler") == 0 && i + 1 < argc)
       empty_handler_hz = std::atol(argv[++i]);
+    else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+      threads = std::atol(argv[++i]);
     else
       units = std::atol(argv[i]);
+  }
+  if (threads < 1 || units < threads) {
+    std::fprintf(stderr,
+                 "cpu_bound_workload: %ld work units cannot be shared by %ld threads; give each "
+                 "thread at least one unit\n",
+                 units, threads);
+    return 2;
   }
   if (empty_handler_hz > 0) {
     struct sigaction action {};
@@ -89,15 +111,21 @@ int main(int argc, char** argv) {
     action.sa_flags = SA_SIGINFO | SA_RESTART;
     sigaction(SIGPROF, &action, nullptr);
   }
-  double results[2] = {};
-  std::thread second{[&] { results[1] = worker(units / 2); }};
-  results[0] = worker(units - units / 2);
-  second.join();
+  // Thread 0 (main) takes the remainder, the others units / threads each.
+  std::vector<worker_result> results(static_cast<std::size_t>(threads));
+  std::vector<std::thread> others;
+  for (long index = 1; index < threads; ++index)
+    others.emplace_back([&results, index, units, threads] {
+      results[static_cast<std::size_t>(index)] = worker(units / threads);
+    });
+  results[0] = worker(units - (threads - 1) * (units / threads));
+  for (auto& other : others) other.join();
 
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const double cpu_seconds = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 +
-                             usage.ru_stime.tv_sec + usage.ru_stime.tv_usec * 1e-6;
+  double cpu_seconds = 0, checksum = 0;
+  for (const auto& result : results) {
+    cpu_seconds += result.cpu_seconds;
+    checksum += result.checksum;
+  }
   std::printf("cpu_seconds %.4f signals %ld checksum %.6g\n", cpu_seconds, handled_signals.load(),
-              results[0] + results[1]);
+              checksum);
 }
