@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import re
+import sqlite3
 import sys
 
 from harness import check, run_named_test, skip
@@ -92,6 +93,7 @@ def test_flamegraph_in_chromium(directory):
                                       KAIROS_OUTPUT_FORMATS="db,flamegraph")
     check(status == 0, err)
     three, one = sampled.cpu_split(out)
+    database = sampled.only("*.db", directory)
     with Chromium() as page:
         page.open("file://" + sampled.only("*.svg", directory))
         page.wait_for("document.getElementById('graph-name').textContent !== ''", "the script's first layout")
@@ -115,7 +117,11 @@ def test_flamegraph_in_chromium(directory):
             return {graph: t.dataset.graph, x: box.x, y: box.y, width: box.width, height: box.height,
                     name: document.getElementById(t.dataset.graph).dataset.name};
           })""")
-        check(len(choosers) == 3, f"a chooser for all threads and each worker: {choosers}")
+        # All threads and each sampled thread: the two workers, and the main thread when it ran long
+        # enough to be sampled (a loaded machine).
+        threads = sqlite3.connect(database).execute(
+            "SELECT COUNT(DISTINCT thread) FROM sample WHERE stack IS NOT NULL").fetchone()[0]
+        check(len(choosers) == 1 + threads, f"a chooser for all threads and each of {threads} sampled threads: {choosers}")
         workers_show = set()
         for chooser in choosers[1:]:
             x, y = centre(chooser)
@@ -127,7 +133,7 @@ def test_flamegraph_in_chromium(directory):
                   f"(the click at the chooser's centre reached {hit})")
             functions = {f for f in ("compute_three_quarters", "compute_one_quarter")
                          if width_of(shown["frames"], f) > 0}
-            check(len(functions) == 1, f"{chooser['name']}: one worker's function: {functions}")
+            check(len(functions) <= 1, f"{chooser['name']}: one worker's function at most: {functions}")
             workers_show |= functions
         check(len(workers_show) == 2, f"the two threads' graphs show the two functions: {workers_show}")
         check_page_kept_to_itself(page, ("file:", "data:", "about:"))
