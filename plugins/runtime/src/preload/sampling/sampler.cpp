@@ -127,15 +127,15 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
   const auto now_ns = steady_now_ns();
   const auto cpu_ns = own_cpu_ns();
   std::int64_t weight_ns = globals->real.period_ns;
-  if (source == sample_source::cpu_time) {
-    weight_ns = std::max<std::int64_t>(cpu_ns - sampler.last_cpu_ns, 0);
-    sampler.last_cpu_ns = cpu_ns;
-  }
+  if (source == sample_source::cpu_time) weight_ns = std::max<std::int64_t>(cpu_ns - sampler.last_cpu_ns, 0);
   auto* buffer = buffer_to_fill(sampler);
   if (!buffer) {
+    // Counted; its CPU time goes to the next sample recorded, so the weights still add up to the
+    // thread's CPU time (only this stack is lost).
     sampler.dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  if (source == sample_source::cpu_time) sampler.last_cpu_ns = cpu_ns;
   const auto index = buffer->committed.load(std::memory_order_relaxed);
   auto& record = buffer->record(index);
   record.time_ns = now_ns;
