@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <kairos/component_traits.hpp>
 #include <kairos/operations.hpp>
@@ -49,10 +49,12 @@ struct bundle_description {
   // A table: an operation a row, a component a column.
   std::string table() const {
     std::vector<std::size_t> widths;
-    for (auto component : components) widths.push_back(std::max<std::size_t>(component.size(), 11));
-    for (std::size_t i = 0; i < calls.size(); ++i)
-      widths[i % components.size()] =
-          std::max(widths[i % components.size()], calls[i].reached.size());
+    for (auto component : components)
+      widths.push_back(component.size() > 11 ? component.size() : 11);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      auto& width = widths[i % components.size()];
+      if (calls[i].reached.size() > width) width = calls[i].reached.size();
+    }
     std::string text = fmt::format("bundle called with {}\n{:<10}", arguments, "operation");
     for (std::size_t c = 0; c < components.size(); ++c)
       text += fmt::format("  {:<{}}", components[c], widths[c]);
@@ -79,30 +81,55 @@ std::string argument_list() {
   return text + ")";
 }
 
+// How one operation reaches one member, decided while compiling. describe() keeps one of these
+// per member and operation and builds the text in plain functions (reached_text, add_calls):
+// string code instantiated for every member and operation made describe() cost its caller's file
+// 0.25 s.
+struct reach_entry {
+  std::string_view operation;
+  reach how = reach::none;
+  // Members that share a cache receive it in place of the caller's arguments; nullptr for others.
+  std::string (*cache_arguments)() = nullptr;
+};
+
 template <class Operation, class Component, class... Args>
-std::string call_signature() {
-  switch (reach_of<Operation, Component, Args...>()) {
-    case reach::with_arguments: return std::string{Operation::name} + argument_list<Args...>();
-    case reach::without_arguments: return std::string{Operation::name} + "()";
+constexpr reach_entry reach_entry_of() {
+  if constexpr (Operation::reads_measurement && uses_cache<Component>) {
+    using cache = const typename Component::cache_type;
+    return {Operation::name, reach_of<Operation, Component, cache>(), &argument_list<cache>};
+  } else {
+    return {Operation::name, reach_of<Operation, Component, Args...>()};
+  }
+}
+
+template <class Operation, class... Args, class... Components>
+constexpr std::array<reach_entry, sizeof...(Components)> operation_entries(
+    std::tuple<Components...>*) {
+  return {reach_entry_of<Operation, Components, Args...>()...};
+}
+
+// A constant: a bundle's description instantiates no code per member and operation.
+template <class Operation, class Members, class... Args>
+inline constexpr auto reach_entries =
+    operation_entries<Operation, Args...>(static_cast<Members*>(nullptr));
+
+// "start(int)", "start()", or empty when not reached.
+inline std::string reached_text(const reach_entry& entry, const std::string& caller_arguments) {
+  switch (entry.how) {
+    case reach::with_arguments:
+      return std::string{entry.operation} +
+             (entry.cache_arguments != nullptr ? entry.cache_arguments() : caller_arguments);
+    case reach::without_arguments: return std::string{entry.operation} + "()";
     case reach::none: break;
   }
   return {};
 }
 
-template <class Operation, class Component, class... Args>
-std::string reached_call() {
-  // Members that share a cache receive it in place of the caller's arguments.
-  if constexpr (Operation::reads_measurement && uses_cache<Component>)
-    return call_signature<Operation, Component, const typename Component::cache_type>();
-  else
-    return call_signature<Operation, Component, Args...>();
-}
-
-template <class Operation, class... Args, class... Components>
-void describe_operation(bundle_description& description, std::tuple<Components...>*) {
-  (description.calls.push_back({Operation::name, label_of<Components>(),
-                                reached_call<Operation, Components, Args...>()}),
-   ...);
+// One operation's row of calls: its entries are in the order of description.components.
+inline void add_calls(bundle_description& description, const reach_entry* entries) {
+  for (std::size_t column = 0; column < description.components.size(); ++column)
+    description.calls.push_back({entries[column].operation, description.components[column],
+                                 reached_text(entries[column], description.arguments)});
 }
 
 template <class... Components>
@@ -114,11 +141,12 @@ void list_components(bundle_description& description, std::tuple<Components...>*
 
 template <class Bundle, class... Args>
 bundle_description describe() {
-  using members = typename Bundle::component_types*;
+  using members = typename Bundle::component_types;
   bundle_description description{detail::argument_list<Args...>(), {}, {}};
-  detail::list_components(description, members{});
+  detail::list_components(description, static_cast<members*>(nullptr));
   [&]<class... Operations>(std::tuple<Operations...>*) {
-    (detail::describe_operation<Operations, Args...>(description, members{}), ...);
+    (detail::add_calls(description, detail::reach_entries<Operations, members, Args...>.data()),
+     ...);
   }(static_cast<std::tuple<op::record, op::start, op::stop, op::sample, op::audit, op::mark,
                            op::store, op::get>*>(nullptr));
   return description;

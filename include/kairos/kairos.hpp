@@ -1,5 +1,8 @@
 #pragma once
-// The whole core: bundlers, built-in components, storage and reports, introspection.
+// The whole core but JSON: bundlers, built-in components, storage and text reports, introspection.
+// JSON is left out: nlohmann_json alone would cost each file that includes this header more than
+// the rest of the core. A file that reads or writes JSON (to_json, write_json, read_json, or
+// report_at_exit with a json_path) includes <kairos/report_json.hpp> itself.
 // Smaller headers let a translation unit pay only for what it uses:
 //   <kairos/component_tuple.hpp>  measuring only, no global state
 //   <kairos/auto_tuple.hpp>       scoped bundles recorded into the call graph, KAIROS_REGION
@@ -12,5 +15,4 @@
 #include <kairos/describe.hpp>
 #include <kairos/report.hpp>
 #include <kairos/report_at_exit.hpp>
-#include <kairos/report_json.hpp>
 #include <kairos/scoped.hpp>

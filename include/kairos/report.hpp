@@ -7,6 +7,11 @@
 //
 // report() reads every thread's graph: call it when other threads are not recording (after they
 // have been joined, or at exit); threads that have exited are included.
+//
+// report(), format_report() and print_report() (and the builder behind them) are templates with
+// nothing to deduce, called as plain functions: a file that includes this header, as the umbrella
+// does, compiles their bodies (std::map, the fmt calls) only if it calls them: about 0.15 s saved
+// in every other file.
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -15,7 +20,7 @@
 #include <tuple>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>  // fmt::format; <fmt/format.h> would cost every file about 0.2 s more
 
 #include <kairos/printable.hpp>
 #include <kairos/storage/component_registry.hpp>
@@ -94,14 +99,15 @@ namespace detail {
 
 // Gathers graph nodes into report nodes, merging equal label paths (timeline instances stay apart),
 // then lays them out depth first and computes self values.
+template <class Graph = call_graph>
 class report_builder {
  public:
-  void add(const call_graph& graph) {
+  void add(const Graph& graph) {
     const auto& source = graph.nodes();
     // (graph node, report parent) pairs still to visit; iterative: recursion may be 10,000 deep.
     std::vector<std::pair<std::uint32_t, std::int64_t>> pending;
-    for (auto it = source[call_graph::root].children.rbegin();
-         it != source[call_graph::root].children.rend(); ++it)
+    for (auto it = source[Graph::root].children.rbegin();
+         it != source[Graph::root].children.rend(); ++it)
       pending.emplace_back(*it, -1);
     while (!pending.empty()) {
       const auto [graph_index, parent] = pending.back();
@@ -186,13 +192,14 @@ class report_builder {
 }  // namespace detail
 
 // Every thread's call graph, merged, plus each thread's own tree.
-inline report_data report() {
+template <class = void>
+report_data report() {
   report_data data;
   data.components = component_registry::instance().all();
-  detail::report_builder process;
+  detail::report_builder<> process;
   for (const auto& thread : thread_graphs::instance().all()) {
     process.add(thread->graph);
-    detail::report_builder own;
+    detail::report_builder<> own;
     own.add(thread->graph);
     auto tree = std::move(own).finish(data.components);
     tree.thread_index = thread->thread_index;
@@ -209,14 +216,16 @@ struct report_options {
 
 namespace detail {
 
-inline std::string format_tree_table(const report_data& data, const report_tree& tree,
-                                     std::uint32_t component, std::uint32_t value_index) {
+template <class = void>
+std::string format_tree_table(const report_data& data, const report_tree& tree,
+                              std::uint32_t component, std::uint32_t value_index) {
   const auto& info = data.components[component];
   std::size_t label_width = 5;
   bool any = false;
   for (const auto& node : tree.nodes)
     if (node.value(component, value_index)) {
-      label_width = std::max(label_width, printable(node.label).size() + 2 * node.depth);
+      const auto width = printable(node.label).size() + 2 * node.depth;
+      if (width > label_width) label_width = width;
       any = true;
     }
   if (!any) return {};
@@ -241,8 +250,9 @@ inline std::string format_tree_table(const report_data& data, const report_tree&
   return text;
 }
 
-inline std::string format_tree(const report_data& data, const report_tree& tree,
-                               const std::string& title) {
+template <class = void>
+std::string format_tree(const report_data& data, const report_tree& tree,
+                        const std::string& title) {
   std::string text;
   for (std::uint32_t component = 0; component < data.components.size(); ++component)
     for (std::uint32_t value_index = 0;
@@ -256,7 +266,8 @@ inline std::string format_tree(const report_data& data, const report_tree& tree,
 }  // namespace detail
 
 // One table per component value: labels indented by depth, then the statistics with units.
-inline std::string format_report(const report_data& data, const report_options& options = {}) {
+template <class = void>
+std::string format_report(const report_data& data, const report_options& options = {}) {
   std::string text = detail::format_tree(data, data.process, "");
   if (options.per_thread)
     for (const auto& thread : data.threads)
@@ -265,7 +276,8 @@ inline std::string format_report(const report_data& data, const report_options& 
   return text;
 }
 
-inline void print_report(std::ostream& out, const report_options& options = {}) {
+template <class = void>
+void print_report(std::ostream& out, const report_options& options = {}) {
   out << format_report(report(), options);
 }
 

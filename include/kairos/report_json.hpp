@@ -1,8 +1,11 @@
 #pragma once
 // The report as JSON (nlohmann): components, the merged process tree and every thread's tree, each
 // both as a flat list of nodes and as a tree with "children" arrays. Schema: docs/report-json.md.
+// Not part of <kairos/kairos.hpp>: nlohmann_json alone costs more to compile than the rest of the
+// core, so only the files that read or write JSON include this header.
 //
 //   kairos::write_json("report.json");
+//   kairos::report_at_exit({.json_path = "report.json"});  // text and JSON at exit
 //   kairos::report_data data = kairos::read_json(nlohmann::json::parse(text));
 #include <algorithm>
 #include <cmath>
@@ -14,6 +17,7 @@
 
 #include <kairos/printable.hpp>
 #include <kairos/report.hpp>
+#include <kairos/report_at_exit.hpp>
 
 namespace kairos {
 
@@ -145,6 +149,12 @@ inline void write_json(const std::string& path, const report_data& data = report
   if (!file) throw std::runtime_error("[kairos] cannot write the JSON report to '" + path + "'");
   file << to_json(data).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   if (!file) throw std::runtime_error("[kairos] writing the JSON report to '" + path + "' failed");
+}
+
+// The report at exit as text and JSON (see <kairos/report_at_exit.hpp>): a plain function, so it is
+// chosen over the text-only template there wherever this header is included.
+inline void report_at_exit(exit_report_options options = {}) {
+  detail::register_exit_report(std::move(options), &write_json);
 }
 
 }  // namespace kairos

@@ -5,6 +5,7 @@
 
 #include <kairos/auto_tuple.hpp>
 #include <kairos/report_at_exit.hpp>
+#include <kairos/report_json.hpp>  // report_at_exit writes JSON only where this is included
 
 int main(int argc, char** argv) {
   kairos::report_at_exit({.text_stream = stderr, .json_path = argc > 1 ? argv[1] : ""});

@@ -7,6 +7,7 @@
 
 #include <kairos/auto_tuple.hpp>
 #include <kairos/report.hpp>
+#include <kairos/report_at_exit.hpp>
 #include <kairos/report_json.hpp>
 
 #include "scripted_clock.hpp"
@@ -83,4 +84,10 @@ TEST_CASE("write_json writes a file the reader accepts and names a path it canno
 TEST_CASE("the reader rejects another version by name") {
   CHECK_THROWS_WITH(kairos::read_json(nlohmann::json{{"kairos_report_version", 99}}),
                     doctest::Contains("version 99"));
+}
+
+TEST_CASE("report_at_exit in a file without report_json.hpp refuses a JSON path, naming the header") {
+  // report_at_exit<> is the text-only one, the only one such a file sees; it registers nothing.
+  CHECK_THROWS_WITH_AS(kairos::report_at_exit<>({.json_path = "report.json"}),
+                       doctest::Contains("include <kairos/report_json.hpp>"), std::invalid_argument);
 }

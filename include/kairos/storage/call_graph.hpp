@@ -4,9 +4,8 @@
 // takes no lock; it allocates only when a node is new (or the stack outgrows its reserve).
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <string>
-#include <string_view>
+#include <string_view>  // and std::hash<std::string_view>
 #include <unordered_map>
 #include <vector>
 

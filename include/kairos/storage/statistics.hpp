@@ -1,13 +1,14 @@
 #pragma once
 // Running statistics of one measured value: count, sum, min, max, mean and variance (Welford's
 // update, numerically stable), and the exact merge of two such summaries (Chan et al.).
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 
 namespace kairos {
 
+// Every recording file includes this header, so it does without <algorithm> and <cmath> (std::min
+// and std::max written out; the compiler's sqrt, which std::sqrt is): about 0.2 s of each such
+// file's compile time with g++ 12.
 struct statistics {
   std::uint64_t count = 0;
   double sum = 0;
@@ -19,8 +20,8 @@ struct statistics {
   constexpr void add(double value) noexcept {
     ++count;
     sum += value;
-    min = std::min(min, value);
-    max = std::max(max, value);
+    min = value < min ? value : min;
+    max = max < value ? value : max;
     const double delta = value - mean;
     mean += delta / static_cast<double>(count);
     squared_deviations += delta * (value - mean);
@@ -40,15 +41,15 @@ struct statistics {
     mean += delta * static_cast<double>(other.count) / total;
     count += other.count;
     sum += other.sum;
-    min = std::min(min, other.min);
-    max = std::max(max, other.max);
+    min = other.min < min ? other.min : min;
+    max = max < other.max ? other.max : max;
   }
 
   // Sample variance (n - 1 in the denominator) of the recorded values; 0 for fewer than two.
   double variance() const noexcept {
     return count > 1 ? squared_deviations / static_cast<double>(count - 1) : 0.0;
   }
-  double stddev() const noexcept { return std::sqrt(variance()); }
+  double stddev() const noexcept { return __builtin_sqrt(variance()); }
 
   friend bool operator==(const statistics&, const statistics&) = default;
 };
