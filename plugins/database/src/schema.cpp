@@ -42,7 +42,8 @@ CREATE TABLE region (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
   name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   depth INTEGER NOT NULL, window INTEGER NOT NULL DEFAULT 0,
-  clipped INTEGER NOT NULL DEFAULT 0);  -- 1: start cut to its window's opening, 2: end to its closing
+  clipped INTEGER NOT NULL DEFAULT 0,  -- 1: start cut to its window's opening, 2: end to its closing
+  frame INTEGER REFERENCES frame);  -- an instrumented function's frame; NULL for a user-API region
 -- Time windows (docs/windows.md): amounts in the clock's units (ns, or instructions) counted from
 -- the process's start; actual_* and *_ns are NULL for a window that never opened.
 CREATE TABLE window (
@@ -156,7 +157,8 @@ FROM window;
 CREATE VIEW regions AS
 SELECT string.value AS name, region.thread AS thread, region.start_ns AS start_ns,
        region.end_ns AS end_ns, region.end_ns - region.start_ns AS duration_ns,
-       region.depth AS depth, region.window AS window, region.clipped AS clipped
+       region.depth AS depth, region.window AS window, region.clipped AS clipped,
+       CASE WHEN region.frame IS NULL THEN 'region' ELSE 'function' END AS kind
 FROM region JOIN string ON string.id = region.name;
 
 CREATE VIEW gpu_kernels AS
