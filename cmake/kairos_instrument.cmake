@@ -1,7 +1,7 @@
 # kairos_instrument(<target> [EXCLUDE_FUNCTIONS name...] [EXCLUDE_FILES path...])
 #
 # Compiles <target>'s own sources with -finstrument-functions and links it to kairos::user, whose
-# hooks return at once; under kairos-run, libkairos.so's hooks record every call of the target's
+# hooks return at once (-fno-plt: each hook is one indirect call, with no PLT jump before it); under kairos-run, libkairos.so's hooks record every call of the target's
 # functions as a region (docs/instrumentation.md). Run-time filters: KAIROS_INSTRUMENT_* settings.
 #
 # With g++, functions from /usr/include (the standard library's templates) are left
@@ -21,7 +21,7 @@ function(kairos_instrument target)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     set(files /usr/include ${arg_EXCLUDE_FILES})
     list(JOIN files "," file_list)
-    set(flags -finstrument-functions "-finstrument-functions-exclude-file-list=${file_list}")
+    set(flags -finstrument-functions -fno-plt "-finstrument-functions-exclude-file-list=${file_list}")
     if(arg_EXCLUDE_FUNCTIONS)
       list(JOIN arg_EXCLUDE_FUNCTIONS "," function_list)
       list(APPEND flags "-finstrument-functions-exclude-function-list=${function_list}")
@@ -31,7 +31,7 @@ function(kairos_instrument target)
       message(WARNING "kairos_instrument(${target}): clang has no build-time exclusion lists; use "
                       "KAIROS_INSTRUMENT_EXCLUDE and KAIROS_INSTRUMENT_FILE_EXCLUDE at run time")
     endif()
-    set(flags -finstrument-functions-after-inlining)
+    set(flags -finstrument-functions-after-inlining -fno-plt)
   else()
     message(FATAL_ERROR "kairos_instrument: ${CMAKE_CXX_COMPILER_ID} is not supported; accepted: GNU, Clang")
   endif()

@@ -6,8 +6,6 @@ with -finstrument-functions (kairos_instrument's flags) and linked to libkairos-
 for gprof. Configurations, interleaved round by round (their order rotated each round):
   plain              the plain build
   hooks, no kairos   the instrumented build alone: libkairos-user.so's hooks return at once
-  kairos, no calls   under kairos-run, the plain build: kairos's own cost, which the rows below
-                     subtract (theirs is over this one, not over plain)
   kairos, filtered   under kairos-run, fib excluded (KAIROS_INSTRUMENT_EXCLUDE): the fast path of
                      a function filtered out
   kairos             under kairos-run at default settings but no sampler: every call recorded,
@@ -16,9 +14,11 @@ for gprof. Configurations, interleaved round by round (their order rotated each 
   gprof              the -pg build (mcount on every call, its histogram, gmon.out at exit)
   clock pairs        steady_clock::now() pairs, as many as fib makes calls: the baseline
 The CPU time of a run is wait4's user + system of the whole process (kairos's threads included).
-Printed: per configuration, wall and CPU medians with their spread, and the CPU cost per call over
-the plain build ((CPU - plain CPU) / calls) as a ratio to one steady_clock pair's cost measured in
-the same round. Tracy (not packaged in Debian) records a zone in 197 ns here, 3.7x a pair.
+Each configuration runs at two sizes, fib(N-2) and fib(N); a call's cost is the CPU the extra calls
+take, over the plain build's for the same calls, per call: fixed costs (kairos's start, its
+symbolizer, the outputs) cancel out. Printed: per configuration, wall and CPU medians of fib(N) with
+their spread, and a call's cost, alone and as a ratio to a steady_clock pair's cost measured the
+same way in the same round. Tracy (not packaged in Debian) records a zone in 197 ns here, 3.7x a pair.
 
 Usage: benchmarks/instrumentation/overhead.py [build directory (default build)] [rounds (5)] [--n N]
 """
@@ -40,7 +40,7 @@ def build(build_dir, work):
                    check=True, stdout=subprocess.DEVNULL)
     source = os.path.join(ROOT, "benchmarks/instrumentation/fib_workload.cpp")
     library_dir = os.path.join(build_dir, "plugins/runtime")
-    programs = {"plain": [], "instrumented": ["-finstrument-functions", f"-L{library_dir}",
+    programs = {"plain": [], "instrumented": ["-finstrument-functions", "-fno-plt", f"-L{library_dir}",
                                               f"-Wl,-rpath,{library_dir}", "-lkairos-user"], "gprof": ["-pg"]}
     paths = {}
     for name, flags in programs.items():
@@ -71,54 +71,60 @@ def main():
     args = parser.parse_args()
     args.build = os.path.abspath(args.build)
     kairos_run = os.path.join(args.build, "plugins/runtime/kairos-run")
+    sizes = (args.n - 2, args.n)  # the cost of a call is the difference between the two, per call
     with tempfile.TemporaryDirectory() as work:
         paths = build(args.build, work)
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_")}
         base_env.update({"KAIROS_SAMPLING_CPUTIME": "false", "KAIROS_OUTPUT_FORMATS": "db"})
-        probe = run([paths["plain"], str(args.n), "1"], base_env, work)[2]
-        calls = int(probe.split()[3])
-        fib = [str(args.n), "1"]
+        calls = {n: int(run([paths["plain"], str(n), "1"], base_env, work)[2].split()[3]) for n in sizes}
         out = lambda tag: ["-o", os.path.join(work, f"{tag}-%pid%")]
         configurations = {
-            "plain": lambda: [paths["plain"], *fib],
-            "hooks, no kairos": lambda: [paths["instrumented"], *fib],
-            "kairos, no calls": lambda: [kairos_run, *out("fixed"), "--", paths["plain"], *fib],
-            "kairos, filtered": lambda: [kairos_run, *out("filtered"), "-s", "KAIROS_INSTRUMENT_EXCLUDE=^fib", "--",
-                                         paths["instrumented"], *fib],
-            "kairos": lambda: [kairos_run, *out("default"), "--", paths["instrumented"], *fib],
-            "kairos, every row": lambda: [kairos_run, *out("every"), "-s", "KAIROS_INSTRUMENT_MIN_DURATION=0", "--",
-                                          paths["instrumented"], *fib],
-            "gprof": lambda: [paths["gprof"], *fib],
-            "clock pairs": lambda: [paths["plain"], "--clock-pairs", str(calls)],
+            "plain": lambda n: [paths["plain"], str(n), "1"],
+            "hooks, no kairos": lambda n: [paths["instrumented"], str(n), "1"],
+            "kairos, filtered": lambda n: [kairos_run, *out("filtered"), "-s", "KAIROS_INSTRUMENT_EXCLUDE=^fib", "--",
+                                           paths["instrumented"], str(n), "1"],
+            "kairos": lambda n: [kairos_run, *out("default"), "--", paths["instrumented"], str(n), "1"],
+            "kairos, every row": lambda n: [kairos_run, *out("every"), "-s", "KAIROS_INSTRUMENT_MIN_DURATION=0", "--",
+                                            paths["instrumented"], str(n), "1"],
+            "gprof": lambda n: [paths["gprof"], str(n), "1"],
+            "clock pairs": lambda n: [paths["plain"], "--clock-pairs", str(calls[n])],
         }
         names = list(configurations)
-        results = {name: [] for name in names}
+        runs = [(name, n) for name in names for n in sizes]
+        results = {key: [] for key in runs}
         load_before = open("/proc/loadavg").read().split()[:3]
         for round_index in range(args.rounds):
-            order = names[round_index % len(names):] + names[:round_index % len(names)]
-            for name in order:
-                results[name].append(run(configurations[name](), base_env, work)[:2])
+            shift = round_index % len(runs)
+            for key in runs[shift:] + runs[:shift]:
+                results[key].append(run(configurations[key[0]](key[1]), base_env, work)[:2])
         load_after = open("/proc/loadavg").read().split()[:3]
 
-    def spread(values, scale=1.0, digits=3):
-        return f"{statistics.median(values) * scale:.{digits}f} ({min(values) * scale:.{digits}f}-{max(values) * scale:.{digits}f})"
+    def spread(values, digits=3):
+        return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
-    print(f"fib({args.n}): {calls:,} calls a run; {args.rounds} rounds; load average {' '.join(load_before)} "
-          f"before, {' '.join(load_after)} after")
-    print(f"{'configuration':<20} {'wall s':<24} {'CPU s':<24} {'ns a call over floor':<26} {'x clock pair':<20}")
-    pair_ns = [(cpu - plain_cpu) / calls * 1e9 for (_, cpu), (_, plain_cpu) in zip(results["clock pairs"], results["plain"])]
+    small, large = sizes
+    extra_calls = calls[large] - calls[small]
+    # Per round: the CPU a configuration's extra calls cost, over the plain build's for the same calls.
+    def per_call(name):
+        return [((big - little) - (plain_big - plain_little)) / extra_calls * 1e9
+                for (_, big), (_, little), (_, plain_big), (_, plain_little)
+                in zip(results[(name, large)], results[(name, small)], results[("plain", large)], results[("plain", small)])]
+    pair_ns = per_call("clock pairs")
+    print(f"fib({small}) and fib({large}): {calls[small]:,} and {calls[large]:,} calls; {args.rounds} rounds; "
+          f"load average {' '.join(load_before)} before, {' '.join(load_after)} after")
+    print("ns a call: the CPU of fib's extra calls between the two sizes, over the plain build's, per call "
+          "(fixed costs, such as kairos's start and its symbolizer, cancel out)")
+    print(f"{'configuration':<20} {'wall s, fib(%d)' % large:<24} {'CPU s, fib(%d)' % large:<24} {'ns a call':<24} "
+          f"{'x clock pair':<20}")
     for name in names:
-        walls = [wall for wall, _ in results[name]]
-        cpus = [cpu for _, cpu in results[name]]
-        # Under kairos, over kairos's own cost on the plain build: what the calls add.
-        floor = results["kairos, no calls"] if name.startswith("kairos,") and name != "kairos, no calls" or name == "kairos" \
-            else results["plain"]
-        per_call = [(cpu - plain) / calls * 1e9 for (_, cpu), (_, plain) in zip(results[name], floor)]
-        ratios = [cost / pair for cost, pair in zip(per_call, pair_ns)]
+        walls = [wall for wall, _ in results[(name, large)]]
+        cpus = [cpu for _, cpu in results[(name, large)]]
+        costs = per_call(name)
+        ratios = [cost / pair for cost, pair in zip(costs, pair_ns)]
         print(f"{name:<20} {spread(walls):<24} {spread(cpus):<24} "
-              f"{'' if name == 'plain' else spread(per_call, digits=1):<26} "
-              f"{'' if name in ('plain', 'clock pairs') else spread(ratios, digits=2):<20}")
-    print("a clock pair's cost is the 'clock pairs' row's CPU over plain's, per pair; Tracy: 197 ns a zone here (3.7x)")
+              f"{'' if name == 'plain' else spread(costs, 1):<24} "
+              f"{'' if name in ('plain', 'clock pairs') else spread(ratios, 2):<20}")
+    print("Tracy (not in Debian; current master built here, no viewer): 197 ns a zone, 3.7x a clock pair")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ struct traced_thread {
   std::unordered_map<std::uintptr_t, bool> decided;  // this thread's copy of the verdicts
   std::uintptr_t last_decided = 0;
   bool last_verdict = false;
+  std::atomic<std::uint64_t> too_short{0};  // written by the batch holder only: no locked add
   region_log rows;
 };
 
@@ -94,7 +95,6 @@ bool configured = false;
 std::atomic<bool> accepting{false};
 std::atomic<bool> forget_parent{false};
 std::atomic<std::uint64_t> recorded{0};
-std::atomic<std::uint64_t> too_short{0};
 [[gnu::tls_model("initial-exec")]] thread_local traced_thread* this_thread_trace = nullptr;
 
 // Functions found excluded, by address, so that their later calls cost a load and a compare: a
@@ -187,7 +187,7 @@ void close_innermost(traced_thread& trace, const tick_converter& ticks, std::uin
   --trace.included_depth;
   if (static_cast<double>(end_ticks - call.enter_ticks) * ticks.ns_per_tick <
       static_cast<double>(filters->min_duration_ns)) {
-    too_short.fetch_add(1, std::memory_order_relaxed);
+    trace.too_short.store(trace.too_short.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return;
   }
   append_row(trace, call, ticks.to_ns(call.enter_ticks), ticks.to_ns(end_ticks), clipped);
@@ -264,6 +264,7 @@ void forget_parent_now() {
     trace.tail.store(trace.head.load());
     trace.stack.clear();
     trace.included_depth = 0;
+    trace.too_short.store(0);
     trace.rows.clear();
   }
 }
@@ -295,13 +296,22 @@ void set_function_trace_accepting(bool on) noexcept {
   accepting.store(on && configured, std::memory_order_seq_cst);
 }
 
-void process_function_events(bool closing) {
-  if (!configured) return;
+// This process's traced threads: the list's lock is held only to copy them (the deque never moves
+// an element), so a thread starting to trace never waits for a batch or a database insert.
+std::vector<traced_thread*> traced_threads() {
   std::lock_guard lock{all().mutex};
   if (forget_parent.exchange(false)) forget_parent_now();
+  std::vector<traced_thread*> list;
+  for (auto& trace : all().list)
+    if (trace.thread->pid == getpid()) list.push_back(&trace);
+  return list;
+}
+
+void process_function_events(bool closing) {
+  if (!configured) return;
   const auto ticks = current_tick_converter();
-  for (auto& trace : all().list) {
-    if (trace.thread->pid != getpid()) continue;
+  for (auto* traced : traced_threads()) {
+    auto& trace = *traced;
     if (!closing) {
       try_process(trace, ticks);  // a thread busy with its own ring is left to it
       continue;
@@ -316,26 +326,26 @@ void process_function_events(bool closing) {
 }
 
 std::uint64_t function_calls_recorded() noexcept { return recorded.load(std::memory_order_relaxed); }
-std::uint64_t function_calls_too_short() noexcept { return too_short.load(std::memory_order_relaxed); }
+std::uint64_t function_calls_too_short() {
+  std::uint64_t count = 0;
+  for (const auto* trace : traced_threads()) count += trace->too_short.load(std::memory_order_relaxed);
+  return count;
+}
 
-std::uint64_t function_rows_dropped() noexcept {
+std::uint64_t function_rows_dropped() {
   std::uint64_t dropped = 0;
-  std::lock_guard lock{all().mutex};
-  for (const auto& trace : all().list) dropped += trace.rows.dropped();
+  for (const auto* trace : traced_threads()) dropped += trace->rows.dropped();
   return dropped;
 }
 
 void for_each_function_log(const std::function<void(thread_record&, region_log&)>& visit) {
-  std::lock_guard lock{all().mutex};
-  for (auto& trace : all().list)
-    if (trace.thread->pid == getpid()) visit(*trace.thread, trace.rows);
+  for (auto* trace : traced_threads()) visit(*trace->thread, trace->rows);
 }
 
 void function_trace_lock_for_fork() { all().mutex.lock(); }
 void function_trace_unlock_after_fork() noexcept { all().mutex.unlock(); }
 void function_trace_forget_after_fork_in_child() noexcept {
   recorded.store(0);
-  too_short.store(0);
   forget_parent.store(true);
 }
 

@@ -39,9 +39,9 @@ void process_function_events(bool closing);
 // Rows of calls recorded by this process image, and calls left without a row because shorter than
 // the minimum duration.
 std::uint64_t function_calls_recorded() noexcept;
-std::uint64_t function_calls_too_short() noexcept;
+std::uint64_t function_calls_too_short();
 // Rows dropped because the database fell behind (region_log's bound).
-std::uint64_t function_rows_dropped() noexcept;
+std::uint64_t function_rows_dropped();
 
 // Every thread with instrumented calls, with its log of rows (for the consumer).
 void for_each_function_log(const std::function<void(thread_record&, region_log&)>& visit);
