@@ -13,6 +13,10 @@ for gprof. Configurations, interleaved round by round (their order rotated each 
   kairos, every row  the same with KAIROS_INSTRUMENT_MIN_DURATION=0: a database row per call
   gprof              the -pg build (mcount on every call, its histogram, gmon.out at exit)
   clock pairs        steady_clock::now() pairs, as many as fib makes calls: the baseline
+With clang++ (and its XRay runtime), also, against clang's plain build (-fno-optimize-sibling-calls):
+  xray, no kairos    built with XRay sleds (-fxray-instruction-threshold=1), run alone: unpatched
+  xray, kairos off   under kairos-run with KAIROS_INSTRUMENT=false: the sleds stay unpatched
+  xray, kairos       under kairos-run: sleds patched, every call timed
 The CPU time of a run is wait4's user + system of the whole process (kairos's threads included).
 Each configuration runs at two sizes, fib(N-2) and fib(N); a call's cost is the CPU the extra calls
 take, over the plain build's for the same calls, per call: fixed costs (kairos's start, its
@@ -46,6 +50,18 @@ def build(build_dir, work):
     for name, flags in programs.items():
         paths[name] = os.path.join(work, name)
         subprocess.run(["g++", "-O2", "-g", source, "-o", paths[name], *flags], check=True)
+    # XRay: clang, with and without sleds (no sibling calls in either, or clang turns half of fib's
+    # calls into a loop).
+    clang = shutil.which("clang++")
+    if clang is None:
+        print("clang++ not found: no XRay rows")
+        return paths
+    glue = os.path.join(ROOT, "plugins/runtime/src/xray/kairos_xray.cpp")
+    for name, flags in {"clang plain": [], "xray": ["-fxray-instrument", "-fxray-instruction-threshold=1", glue,
+                                                    "-ldl"]}.items():
+        paths[name] = os.path.join(work, name.replace(" ", "_"))
+        subprocess.run([clang, "-O2", "-g", "-fno-optimize-sibling-calls", source, "-o", paths[name], *flags],
+                       check=True)
     return paths
 
 
@@ -89,6 +105,14 @@ def main():
             "gprof": lambda n: [paths["gprof"], str(n), "1"],
             "clock pairs": lambda n: [paths["plain"], "--clock-pairs", str(calls[n])],
         }
+        if "xray" in paths:
+            configurations.update({
+                "clang plain": lambda n: [paths["clang plain"], str(n), "1"],
+                "xray, no kairos": lambda n: [paths["xray"], str(n), "1"],
+                "xray, kairos off": lambda n: [kairos_run, *out("xoff"), "-s", "KAIROS_INSTRUMENT=false", "--",
+                                               paths["xray"], str(n), "1"],
+                "xray, kairos": lambda n: [kairos_run, *out("xray"), "--", paths["xray"], str(n), "1"],
+            })
         names = list(configurations)
         runs = [(name, n) for name in names for n in sizes]
         results = {key: [] for key in runs}
@@ -105,10 +129,12 @@ def main():
     small, large = sizes
     extra_calls = calls[large] - calls[small]
     # Per round: the CPU a configuration's extra calls cost, over the plain build's for the same calls.
+    # XRay's builds are clang's: their baseline is clang's plain build.
     def per_call(name):
+        base = "clang plain" if name.startswith("xray") else "plain"
         return [((big - little) - (plain_big - plain_little)) / extra_calls * 1e9
                 for (_, big), (_, little), (_, plain_big), (_, plain_little)
-                in zip(results[(name, large)], results[(name, small)], results[("plain", large)], results[("plain", small)])]
+                in zip(results[(name, large)], results[(name, small)], results[(base, large)], results[(base, small)])]
     pair_ns = per_call("clock pairs")
     print(f"fib({small}) and fib({large}): {calls[small]:,} and {calls[large]:,} calls; {args.rounds} rounds; "
           f"load average {' '.join(load_before)} before, {' '.join(load_after)} after")
@@ -122,8 +148,8 @@ def main():
         costs = per_call(name)
         ratios = [cost / pair for cost, pair in zip(costs, pair_ns)]
         print(f"{name:<20} {spread(walls):<24} {spread(cpus):<24} "
-              f"{'' if name == 'plain' else spread(costs, 1):<24} "
-              f"{'' if name in ('plain', 'clock pairs') else spread(ratios, 2):<20}")
+              f"{'' if name in ('plain', 'clang plain') else spread(costs, 1):<24} "
+              f"{'' if name in ('plain', 'clang plain', 'clock pairs') else spread(ratios, 2):<20}")
     print("Tracy (not in Debian; current master built here, no viewer): 197 ns a zone, 3.7x a clock pair")
 
 

@@ -169,6 +169,77 @@ def test_clang_build_and_exceptions(directory):
     check(deep_top == catcher[0], f"later calls at the right depth: deep {deep_top}, catcher {catcher[0]}")
 
 
+def build_xray_program(directory):
+    """The program built with XRay as kairos_instrument(... XRAY) builds it; skips without clang or XRay."""
+    clang = shutil.which("clang++")
+    if clang is None:
+        skip("clang++ is not installed")
+    program = os.path.join(directory, "xray_program")
+    # No sibling-call optimization: clang would turn deep() and half of fib()'s calls into loops, and
+    # the exact counts below count calls.
+    build = subprocess.run([clang, "-O2", "-g", "-fno-optimize-sibling-calls", "-fxray-instrument",
+                            "-fxray-instruction-threshold=1",
+                            os.path.join(SOURCE_DIR, "plugins/runtime/tests/instrumented_program.cpp"),
+                            os.path.join(SOURCE_DIR, "plugins/runtime/src/xray/kairos_xray.cpp"), "-o", program, "-ldl"],
+                           capture_output=True, timeout=TIMEOUT)
+    if b"xray" in build.stderr.lower() and build.returncode != 0 and b"cannot find" in build.stderr:
+        skip(f"clang's XRay runtime is missing (libclang-rt-14-dev): {build.stderr.decode()}")
+    check(build.returncode == 0, f"clang++ builds the XRay program: {build.stderr.decode()}")
+    return program
+
+
+def test_xray_sleds_patched_at_run_time(directory):
+    program = build_xray_program(directory)
+    expected = plain(["12", "1000"], program)
+    result, err, db = profiled(directory, ["12", "1000"], program, KAIROS_INSTRUMENT_MIN_DURATION=0)
+    check(result.stdout == expected.stdout and result.returncode == expected.returncode, "output unchanged")
+    found = counts(db)
+    check(found.get("fib(int)") == fib_calls(12) and found.get("deep(long)") == 1001, f"exact counts: {found}")
+    check(found.get("thrower(int)") == 4 and found.get("catcher()") == 1, f"the thrown-through calls: {found}")
+    deep_top = db.execute("SELECT MIN(depth) FROM regions WHERE name = 'deep(long)'").fetchone()[0]
+    catcher = db.execute("SELECT depth FROM regions WHERE name = 'catcher()'").fetchone()[0]
+    check(deep_top == catcher, f"after the exception, calls at the right depth: deep {deep_top}, catcher {catcher}")
+    # A filtered function's sleds are unpatched; the others still count.
+    where = os.path.join(directory, "filtered")
+    os.mkdir(where)
+    _, err, db = profiled(where, ["12", "1000"], program, KAIROS_INSTRUMENT_MIN_DURATION=0,
+                          KAIROS_INSTRUMENT_EXCLUDE="^fib")
+    found = counts(db)
+    check("fib(int)" not in found and found.get("deep(long)") == 1001, f"fib left out: {found}")
+    # Off: the sleds are never patched, nothing is recorded.
+    where = os.path.join(directory, "off")
+    os.mkdir(where)
+    result, err, db = profiled(where, ["12"], program, KAIROS_INSTRUMENT="false")
+    check(result.returncode == 0 and (db is None or not counts(db)), "nothing recorded when off")
+
+
+def test_xray_patched_only_inside_windows(directory):
+    """A window opens and closes the sleds: top-level fib calls inside it are all there, none outside."""
+    program = build_xray_program(directory)
+    # Rows for the loop's calls only (each much longer than 50 us): a row for each of fib's 400,000
+    # inner calls in the window would outrun the database, and some would be dropped (and counted).
+    result, err, db = profiled(directory, ["16", "0", "1.2"], program, KAIROS_INSTRUMENT_MIN_DURATION="0.00005",
+                               KAIROS_TRACE_PERIODS="realtime:0.4:0.4")
+    check("lost" not in err, f"no rows lost: {err}")
+    check(result.returncode == 0 and db is not None, err)
+    loops = [tuple(map(int, line.split()[1:])) for line in result.stdout.decode().splitlines()
+             if line.startswith("loop ")]
+    check(len(loops) > 20, f"the loop ran: {len(loops)} calls")
+    window = db.execute("SELECT start_ns, end_ns FROM window WHERE ordinal = 1").fetchone()
+    check(window is not None and window[0] is not None and window[1] is not None, f"the window opened and closed: {window}")
+    open_ns, close_ns = window
+    depth_of_top = db.execute("SELECT MIN(depth) FROM regions WHERE name = 'fib(int)'").fetchone()[0]
+    recorded = db.execute("SELECT start_ns, end_ns, clipped FROM regions WHERE name = 'fib(int)' AND depth = ?",
+                          (depth_of_top,)).fetchall()
+    # Patching takes effect within a few ms of the edge: calls well inside must all be there.
+    slack = 20_000_000
+    inside = [(s, e) for s, e in loops if s >= open_ns + slack and e <= close_ns - slack]
+    whole = [(s, e) for s, e, clipped in recorded if clipped == 0]
+    check(inside and len(whole) >= len(inside), f"every call well inside the window is recorded: {len(whole)} of "
+                                                f"{len(inside)}")
+    check(all(open_ns <= s and e <= close_ns for s, e, _ in recorded), "nothing recorded outside the window")
+
+
 def test_hooks_without_kairos_do_nothing(directory):
     result = plain(["10"])
     check(result.returncode == 0 and result.stdout.startswith(b"fib(10) = 55\n"), f"runs alone: {result.stdout!r}")

@@ -417,7 +417,10 @@ window_plan planned_windows(const settings& values) {
   return window_plan{std::move(periods.value), std::move(fixed)};
 }
 
-void on_window_edge() noexcept { sampling_windows_changed(); }
+void on_window_edge() noexcept {
+  sampling_windows_changed();
+  function_trace_windows_changed();
+}
 
 void initialize() {
   reentry_guard guard;

@@ -19,6 +19,7 @@
 #include <kairos/plugins/backtrace/symbolizer.hpp>
 
 #include "common/posix_regex.hpp"
+#include "xray/xray_api.h"
 #include "preload/support/bounded_wait.hpp"
 #include "preload/support/private_descriptor.hpp"
 #include "preload/support/reentry_guard.hpp"
@@ -35,6 +36,8 @@ struct function_event {
   std::uintptr_t function;
 };
 constexpr std::uint64_t exit_bit = 1ull << 63;
+// An XRay function id in place of an address (user-space addresses never reach bit 63).
+constexpr std::uintptr_t xray_tag = 1ull << 63;
 
 // 8,192 events (128 KiB) a thread: a full ring is processed by its own thread, so the size only
 // sets how often that happens, and a ring that fits in the core's cache is read back from it
@@ -93,6 +96,14 @@ compiled_filters* filters = nullptr;  // set once by configure_function_trace
 
 bool configured = false;
 std::atomic<bool> accepting{false};
+// XRay's functions, handed over by a program built with XRay (kairos_xray.cpp); null otherwise.
+std::atomic<const kairos_xray_api*> xray{nullptr};
+std::mutex xray_mutex;  // patching
+
+std::uintptr_t address_of(std::uintptr_t function) {
+  if ((function & xray_tag) == 0) return function;
+  return xray.load(std::memory_order_acquire)->function_address(static_cast<std::int32_t>(function & ~xray_tag));
+}
 std::atomic<bool> forget_parent{false};
 std::atomic<std::uint64_t> recorded{0};
 [[gnu::tls_model("initial-exec")]] thread_local traced_thread* this_thread_trace = nullptr;
@@ -131,6 +142,7 @@ bool in_system_library(std::string_view name, std::string_view file) {
 // (symbol tables, then the debug information the module carries), not dladdr, which sees only
 // exported symbols: a program's own functions are seldom among them.
 bool decide(std::uintptr_t function) {
+  function = address_of(function);
   auto& globals = all();
   if (!globals.symbols) globals.symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor, source_lines::own);
   const auto& symbol = globals.symbols->resolve(function);
@@ -157,7 +169,13 @@ bool included(traced_thread& trace, std::uintptr_t function) {
     const auto found = globals.verdicts.find(function);
     verdict = found != globals.verdicts.end() ? found->second : globals.verdicts.emplace(function, decide(function)).first->second;
   }
-  if (!verdict) excluded_slots[slot_of(function)].store(function, std::memory_order_relaxed);
+  if (!verdict && (function & xray_tag) != 0) {
+    // XRay: the function's sleds go back to nops, so its calls cost what they cost without kairos.
+    std::lock_guard lock{xray_mutex};
+    xray.load(std::memory_order_acquire)->unpatch_function(static_cast<std::int32_t>(function & ~xray_tag));
+  } else if (!verdict) {
+    excluded_slots[slot_of(function)].store(function, std::memory_order_relaxed);
+  }
   trace.decided.emplace(function, verdict);
   return trace.last_verdict = verdict;
 }
@@ -167,7 +185,7 @@ void append_row(traced_thread& trace, const open_call& call, std::int64_t start_
   const auto depth = trace.included_depth;
   if (!windows_govern()) {
     recorded.fetch_add(1, std::memory_order_relaxed);
-    trace.rows.append({nullptr, start_ns, end_ns, depth, 0, clipped, call.function});
+    trace.rows.append({nullptr, start_ns, end_ns, depth, 0, clipped, address_of(call.function)});
     return;
   }
   // Under time windows, a row per window the call overlapped, cut to it; none outside them.
@@ -175,7 +193,7 @@ void append_row(traced_thread& trace, const open_call& call, std::int64_t start_
     recorded.fetch_add(1, std::memory_order_relaxed);
     const std::int32_t cut = clipped | (window.open_ns > start_ns ? 1 : 0) | (window.close_ns < end_ns ? 2 : 0);
     trace.rows.append({nullptr, std::max(start_ns, window.open_ns), std::min(end_ns, window.close_ns), depth,
-                       window.ordinal, cut, call.function});
+                       window.ordinal, cut, address_of(call.function)});
   });
 }
 
@@ -259,6 +277,31 @@ bool try_process(traced_thread& trace, const tick_converter& ticks) {
   trace->head.store(head + 1, std::memory_order_release);
 }
 
+// XRay's sleds: patched while kairos records (and, under time windows, while a window is open),
+// nops otherwise. Under xray_mutex.
+void patch_sleds_now() {
+  const auto* api = xray.load(std::memory_order_acquire);
+  if (api == nullptr) return;
+  if (accepting.load() && inside_window()) {
+    api->patch();
+    // Functions already found excluded stay unpatched.
+    std::lock_guard lock{all().filter_mutex};
+    for (const auto& [function, verdict] : all().verdicts)
+      if (!verdict && (function & xray_tag) != 0) api->unpatch_function(static_cast<std::int32_t>(function & ~xray_tag));
+  } else {
+    api->unpatch();
+  }
+}
+
+// XRay's handler: entries and exits (a tail call's exit is an exit) become the same events as
+// -finstrument-functions' hooks give, the function id in place of the address.
+void xray_event(std::int32_t function_id, int entry_type) {
+  constexpr int entry = 0, exit = 1, tail = 2, entry_with_argument = 3;
+  const auto function = xray_tag | static_cast<std::uint32_t>(function_id);
+  if (entry_type == entry || entry_type == entry_with_argument) record(function, 0);
+  else if (entry_type == exit || entry_type == tail) record(function, exit_bit);
+}
+
 void forget_parent_now() {
   for (auto& trace : all().list) {
     trace.tail.store(trace.head.load());
@@ -294,6 +337,13 @@ problem configure_function_trace(const function_trace_options& options) {
 
 void set_function_trace_accepting(bool on) noexcept {
   accepting.store(on && configured, std::memory_order_seq_cst);
+  std::lock_guard lock{xray_mutex};
+  patch_sleds_now();
+}
+
+void function_trace_windows_changed() noexcept {
+  std::lock_guard lock{xray_mutex};
+  patch_sleds_now();
 }
 
 // This process's traced threads: the list's lock is held only to copy them (the deque never moves
@@ -350,6 +400,18 @@ void function_trace_forget_after_fork_in_child() noexcept {
 }
 
 }  // namespace kairos::runtime
+
+// A program built with XRay hands over XRay's functions (kairos_xray.cpp, in the program, from its
+// constructor: after libkairos.so's own start-up). Exported (see exports.map).
+extern "C" __attribute__((visibility("default"))) void kairos_xray_attach(const kairos_xray_api* api) {
+  using namespace kairos::runtime;
+  if (api == nullptr || api->version != KAIROS_XRAY_API_VERSION || !configured) return;
+  std::lock_guard lock{xray_mutex};
+  if (xray.load() != nullptr) return;
+  xray.store(api, std::memory_order_release);
+  api->set_handler(&xray_event);
+  patch_sleds_now();
+}
 
 // The hooks -finstrument-functions calls around every instrumented function. Exported (see
 // exports.map); the program finds them in libkairos.so, preloaded, before libkairos-user.so's

@@ -1,6 +1,7 @@
 #pragma once
 // Instrumented functions (a producer): the -finstrument-functions hooks, __cyg_profile_func_enter
-// and _exit, exported by libkairos.so. The hot path writes a (ticks, address) event into the
+// and _exit, exported by libkairos.so, and XRay's handler for a program built with XRay (its
+// sleds patched at run time, see kairos_xray_attach). The hot path writes a (ticks, address) event into the
 // calling thread's ring and nothing else. Events become rows later, in batches, on whichever thread
 // holds the ring's processing flag: the service thread every tick, finalize at the end, or the
 // thread itself when its ring is full (so nothing is ever dropped and memory stays bounded). A
@@ -29,8 +30,11 @@ struct function_trace_options {
 
 // Checks the options (a problem names the bad expression) and takes them; calibrates the ticks.
 problem configure_function_trace(const function_trace_options& options);
-// Whether the hooks record (lifecycle: on once init is done, off when finalize starts).
+// Whether the hooks record (lifecycle: on once init is done, off when finalize starts). A program
+// built with XRay has its sleds patched while on, unpatched (nops) while off.
 void set_function_trace_accepting(bool accepting) noexcept;
+// A time window opened or closed: XRay's sleds are patched only inside windows.
+void function_trace_windows_changed() noexcept;
 
 // Every thread's pending events into rows. With `closing`, calls still open are closed now (their
 // rows end here, marked clipped 2) and a thread busy with its own batch is waited for, bounded.
