@@ -6,6 +6,7 @@ through the profile database.
 Run one test: instrumentation_tests.py NAME (ctest does). Needs KAIROS_RUN, KAIROS_REPORT,
 KAIROS_INSTRUMENTED_PROGRAM, KAIROS_USER_LIBRARY_DIR and KAIROS_SOURCE_DIR in the environment.
 """
+import json
 import os
 import shutil
 import sqlite3
@@ -78,15 +79,25 @@ def test_call_tree_has_exact_counts(directory):
           "the text report shows the call graph")
     report = run_process([KAIROS_REPORT, os.path.join(directory, "out.db"), "-f", "text"], TIMEOUT)
     check(report.returncode == 0 and b"fib(int)" in report.stdout, "kairos-report shows the functions too")
+    trace = run_process([KAIROS_REPORT, os.path.join(directory, "out.db"), "-f", "trace"], TIMEOUT)
+    slices = [event for event in json.loads(trace.stdout)["traceEvents"]
+              if event.get("ph") == "X" and event.get("name") == "fib(int)"]
+    check(len(slices) == fib_calls(12), f"the trace has a slice per call: {len(slices)}")
 
 
 def test_output_and_status_unchanged(directory):
     expected = plain(["18", "500"])
     check(expected.returncode == 0, "the program runs")
-    result, err, db = profiled(directory, ["18", "500"])
+    result = run_process([KAIROS_RUN, "-o", os.path.join(directory, "out"), "--instrument",
+                          "--instrument-exclude", "^deep", "--instrument-min", "0", "--", PROGRAM, "18", "500"],
+                         TIMEOUT, env=environment())
+    err = result.stderr.decode(errors="replace")
+    db = sqlite3.connect(os.path.join(directory, "out.db"))
     check(result.stdout == expected.stdout, f"output unchanged: {result.stdout!r} vs {expected.stdout!r}")
     check(result.returncode == expected.returncode, "exit status unchanged")
-    check(db is not None and counts(db), f"calls were recorded: {err}")
+    found = counts(db)
+    check(found.get("fib(int)") == fib_calls(18) and "deep(long)" not in found,
+          f"kairos-run's --instrument options are the settings: {found}")
 
 
 def test_filters_leave_out_what_they_name(directory):
