@@ -2,10 +2,16 @@
 // times, every call a function call (noinline), built plain, with -finstrument-functions and with
 // -pg. Prints the result and the number of fib calls, so the benchmark needs no formula.
 // Usage: fib_workload N REPEAT   |   fib_workload --clock-pairs COUNT (steady_clock::now() pairs)
+//        fib_workload --regions COUNT (user-API regions, push and pop; the build linked to
+//        libkairos-user.so defines KAIROS_USER_API)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#ifdef KAIROS_USER_API
+#include <kairos/user.h>
+#endif
 
 static unsigned long calls = 0;
 
@@ -27,6 +33,17 @@ int main(int argc, char** argv) {
     std::printf("pairs %ld %lld\n", count, sum);
     return 0;
   }
+#ifdef KAIROS_USER_API
+  if (argc == 3 && std::strcmp(argv[1], "--regions") == 0) {
+    const long count = std::atol(argv[2]);
+    for (long i = 0; i < count; ++i) {
+      kairos_push_region("region");
+      kairos_pop_region("region");
+    }
+    std::printf("regions %ld\n", count);
+    return 0;
+  }
+#endif
   const int n = argc > 1 ? std::atoi(argv[1]) : 30;
   const int repeat = argc > 2 ? std::atoi(argv[2]) : 1;
   long result = 0;

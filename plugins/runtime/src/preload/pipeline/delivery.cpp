@@ -145,8 +145,11 @@ void flush_to_database(bool force) {
   process_function_events(false);
   for_each_function_log([&](thread_record& thread, region_log& log) {
     log.drain([&](const region_row& call) {
-      rows.add_function_region(thread, call.function, call.start_ns, call.end_ns, call.depth, call.window,
-                               call.clipped);
+      if (call.function == 0)
+        rows.add_region(thread, *call.name, call.start_ns, call.end_ns, call.depth, call.window, call.clipped);
+      else
+        rows.add_function_region(thread, call.function, call.start_ns, call.end_ns, call.depth, call.window,
+                                 call.clipped);
     });
   });
   for (const auto& window : take_window_changes()) rows.add_window(database_row(window));

@@ -286,7 +286,7 @@ void finalize(const std::string& end_reason) {
   set_function_trace_accepting(false);
   // A fork child that recorded nothing (the usual fork-then-_exit) does nothing at all here:
   // another thread of its parent may have held a libc lock at the fork.
-  const bool recorded = regions_recorded() > 0 || function_calls_recorded() > 0 || sampling_enabled() || globals->identity.launched;
+  const bool recorded = regions_recorded() > 0 || traced_anything() || sampling_enabled() || globals->identity.launched;
   if (recorded) {
     wait_for_user_api_calls(user_api_wait);
     file_size_signal_guard quota;
@@ -359,7 +359,7 @@ void after_fork_in_child() {
     // Not followed: the child runs as without kairos, and so do its descendants.
     state.store(runtime_state::off);
     set_regions_accepting(false);
-    set_function_trace_accepting(false);
+    function_trace_off_in_child();
     restore_default_termination_handlers();
     remove_kairos_from_environment_in_child();
     release_stderr();
@@ -466,12 +466,18 @@ void initialize() {
     state.store(runtime_state::off);
     return;
   }
-  if (database_wanted && globals->values.category_usable("instrument")) {
+  {
+    // Traced calls: instrumented functions (off when a KAIROS_INSTRUMENT_* value was refused: said
+    // above) and the default user-API regions.
     const auto& values = globals->values;
-    function_trace_options options{values.boolean(setting::instrument), values.text(setting::instrument_include),
-                                   values.text(setting::instrument_exclude), values.text(setting::instrument_file_include),
-                                   values.text(setting::instrument_file_exclude), values.boolean(setting::instrument_system),
-                                   static_cast<std::int64_t>(values.number(setting::instrument_min_duration) * 1e9)};
+    function_trace_options options;
+    if (values.category_usable("instrument"))
+      options = {values.boolean(setting::instrument), values.text(setting::instrument_include),
+                 values.text(setting::instrument_exclude), values.text(setting::instrument_file_include),
+                 values.text(setting::instrument_file_exclude), values.boolean(setting::instrument_system),
+                 static_cast<std::int64_t>(values.number(setting::instrument_min_duration) * 1e9)};
+    else
+      options.hooks = false;
     if (auto failure = configure_function_trace(options); failure && first_image) report(failure);
   }
   keep_stderr();

@@ -11,15 +11,21 @@
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <array>
+#include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include <kairos/components/wall_clock.hpp>
 #include <kairos/plugins/backtrace/symbolizer.hpp>
+#include <kairos/storage/stored.hpp>
 
 #include "common/posix_regex.hpp"
 #include "xray/xray_api.h"
+#include "preload/regions/regions.hpp"
 #include "preload/support/bounded_wait.hpp"
 #include "preload/support/private_descriptor.hpp"
 #include "preload/support/reentry_guard.hpp"
@@ -36,8 +42,16 @@ struct function_event {
   std::uintptr_t function;
 };
 constexpr std::uint64_t exit_bit = 1ull << 63;
-// An XRay function id in place of an address (user-space addresses never reach bit 63).
+// An XRay function id in place of an address (user-space addresses never reach bit 63), and a
+// user-API region's interned name (bit 62), with bit 0 set when it was pushed while collection was
+// stopped (names are std::strings: 8-byte aligned).
 constexpr std::uintptr_t xray_tag = 1ull << 63;
+constexpr std::uintptr_t region_tag = 1ull << 62;
+constexpr std::uintptr_t not_collected_bit = 1;
+bool is_region(std::uintptr_t what) noexcept { return (what & region_tag) != 0 && (what & xray_tag) == 0; }
+const std::string* region_name(std::uintptr_t what) noexcept {
+  return reinterpret_cast<const std::string*>(what & ~(region_tag | not_collected_bit));
+}
 
 // 8,192 events (128 KiB) a thread: a full ring is processed by its own thread, so the size only
 // sets how often that happens, and a ring that fits in the core's cache is read back from it
@@ -50,9 +64,15 @@ constexpr std::uint64_t ring_mask = ring_events - 1;
 constexpr std::uint32_t row_chunks = 256;
 
 struct open_call {
-  std::uintptr_t function;
+  std::uintptr_t function;  // or a region's tagged name
   std::uint64_t enter_ticks;
   bool included;
+  std::uint32_t node = 0;  // a region's node in the thread's core call graph
+};
+
+struct name_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view name) const noexcept { return std::hash<std::string_view>{}(name); }
 };
 
 struct traced_thread {
@@ -73,6 +93,20 @@ struct traced_thread {
   bool last_verdict = false;
   std::atomic<std::uint64_t> too_short{0};  // written by the batch holder only: no locked add
   region_log rows;
+  // User-API regions. The thread's own: its region names, copied once per distinct name (set
+  // nodes never move, so events and rows point at them), and the names it pushed last by pointer,
+  // so that a push of a name seen before costs a compare, not a hash; whether it is disabled.
+  std::unordered_set<std::string, name_hash, std::equal_to<>> names;
+  struct recent_name {
+    const char* given = nullptr;
+    const std::string* interned = nullptr;
+  };
+  std::array<recent_name, 64> recent_names{};
+  std::atomic<bool> disabled{false};
+  call_graph* graph = nullptr;  // the thread's core call graph, fed by the batch holder
+  // Keeps that graph alive: a fork child's first batch forgets the graphs of threads that ended,
+  // and the main thread's counts as ended once exit() has run its thread_local destructors.
+  std::shared_ptr<thread_graph> graph_owner;
 };
 
 struct trace_globals {
@@ -95,6 +129,8 @@ struct compiled_filters {
 compiled_filters* filters = nullptr;  // set once by configure_function_trace
 
 bool configured = false;
+bool hooks_on = false;
+std::uint32_t wall_clock_id = 0;
 std::atomic<bool> accepting{false};
 // XRay's functions, handed over by a program built with XRay (kairos_xray.cpp); null otherwise.
 std::atomic<const kairos_xray_api*> xray{nullptr};
@@ -180,21 +216,27 @@ bool included(traced_thread& trace, std::uintptr_t function) {
   return trace.last_verdict = verdict;
 }
 
-void append_row(traced_thread& trace, const open_call& call, std::int64_t start_ns, std::int64_t end_ns,
+// Returns whether any row was made (none outside every time window).
+bool append_row(traced_thread& trace, const open_call& call, std::int64_t start_ns, std::int64_t end_ns,
                 std::int32_t clipped) {
   const auto depth = trace.included_depth;
+  const std::string* name = is_region(call.function) ? region_name(call.function) : nullptr;
+  const auto function = name != nullptr ? 0 : address_of(call.function);
   if (!windows_govern()) {
     recorded.fetch_add(1, std::memory_order_relaxed);
-    trace.rows.append({nullptr, start_ns, end_ns, depth, 0, clipped, address_of(call.function)});
-    return;
+    trace.rows.append({name, start_ns, end_ns, depth, 0, clipped, function});
+    return true;
   }
   // Under time windows, a row per window the call overlapped, cut to it; none outside them.
+  bool any = false;
   for_each_window_between(start_ns, end_ns, [&](const window_span& window) {
     recorded.fetch_add(1, std::memory_order_relaxed);
+    any = true;
     const std::int32_t cut = clipped | (window.open_ns > start_ns ? 1 : 0) | (window.close_ns < end_ns ? 2 : 0);
-    trace.rows.append({nullptr, std::max(start_ns, window.open_ns), std::min(end_ns, window.close_ns), depth,
-                       window.ordinal, cut, address_of(call.function)});
+    trace.rows.append({name, std::max(start_ns, window.open_ns), std::min(end_ns, window.close_ns), depth,
+                       window.ordinal, cut, function});
   });
+  return any;
 }
 
 // The innermost open call ends at `end_ticks`.
@@ -203,6 +245,13 @@ void close_innermost(traced_thread& trace, const tick_converter& ticks, std::uin
   trace.stack.pop_back();
   if (!call.included) return;
   --trace.included_depth;
+  if (is_region(call.function)) {
+    const auto start_ns = ticks.to_ns(call.enter_ticks), end_ns = ticks.to_ns(end_ticks);
+    if (append_row(trace, call, start_ns, end_ns, clipped))
+      trace.graph->record(call.node, wall_clock_id, 0, static_cast<double>(end_ns - start_ns) * 1e-6);
+    trace.graph->pop(call.node);
+    return;
+  }
   if (static_cast<double>(end_ticks - call.enter_ticks) * ticks.ns_per_tick <
       static_cast<double>(filters->min_duration_ns)) {
     trace.too_short.store(trace.too_short.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -211,12 +260,40 @@ void close_innermost(traced_thread& trace, const tick_converter& ticks, std::uin
   append_row(trace, call, ticks.to_ns(call.enter_ticks), ticks.to_ns(end_ticks), clipped);
 }
 
+// A user-API region's push or pop. A pop must name the innermost open region, or it is reported and
+// ignored; functions still open above that region close with it.
+void process_region_event(traced_thread& trace, const tick_converter& ticks, const function_event& event) {
+  const auto* name = region_name(event.function);
+  if ((event.ticks & exit_bit) == 0) {
+    const bool collected = (event.function & not_collected_bit) == 0;
+    open_call call{event.function, event.ticks, collected};
+    if (collected) {
+      call.node = trace.graph->push(*name, default_storage_mode());
+      ++trace.included_depth;
+    }
+    trace.stack.push_back(call);
+    return;
+  }
+  const auto innermost = std::find_if(trace.stack.rbegin(), trace.stack.rend(),
+                                      [](const open_call& call) { return is_region(call.function); });
+  if (innermost == trace.stack.rend() || region_name(innermost->function) != name) {
+    report_mismatched_pop(*trace.thread, *name, innermost == trace.stack.rend() ? nullptr : region_name(innermost->function));
+    return;
+  }
+  const auto keep = trace.stack.size() - static_cast<std::size_t>(innermost - trace.stack.rbegin()) - 1;
+  while (trace.stack.size() > keep) close_innermost(trace, ticks, event.ticks & ~exit_bit, 0);
+}
+
 // Holding trace.processing.
 void process(traced_thread& trace, const tick_converter& ticks) {
   const auto head = trace.head.load(std::memory_order_acquire);
   auto tail = trace.tail.load(std::memory_order_relaxed);
   for (; tail != head; ++tail) {
     const auto event = trace.ring[tail & ring_mask];
+    if (is_region(event.function)) {
+      process_region_event(trace, ticks, event);
+      continue;
+    }
     if ((event.ticks & exit_bit) == 0) {
       const bool wanted = included(trace, event.function);
       trace.stack.push_back({event.function, event.ticks, wanted});
@@ -256,25 +333,85 @@ bool try_process(traced_thread& trace, const tick_converter& ticks) {
   if (!accepting.load(std::memory_order_acquire) || inside_kairos) return nullptr;
   reentry_guard guard;
   auto& record = current_thread();
+  auto& graph = this_thread_graph();
+  std::shared_ptr<thread_graph> owner;
+  for (auto& candidate : thread_graphs::instance().all())
+    if (&candidate->graph == &graph) owner = candidate;
   std::lock_guard lock{all().mutex};
   this_thread_trace = &all().list.emplace_back(record);
+  this_thread_trace->graph = &graph;
+  this_thread_trace->graph_owner = std::move(owner);
   return this_thread_trace;
 }
 
-[[gnu::always_inline]] inline void record(std::uintptr_t function, std::uint64_t exit) {
-  if (excluded_slots[slot_of(function)].load(std::memory_order_relaxed) == function) return;
-  auto* trace = this_thread_trace;
-  if (trace == nullptr) [[unlikely]] {
-    trace = start_tracing_this_thread();
-    if (trace == nullptr) return;
+// In a followed fork child, at its first traced call: what the parent's rows and region report held.
+void forget_parent_now() {
+  for (auto& trace : all().list) trace.rows.clear();
+  thread_graphs::instance().clear();
+}
+
+// A followed fork child's first traced call: forgets what the parent traced, then traces again.
+[[gnu::noinline]] bool resume_in_fork_child() {
+  if (inside_kairos || !forget_parent.exchange(false)) return false;
+  reentry_guard guard;
+  {
+    std::lock_guard lock{all().mutex};
+    forget_parent_now();
   }
-  if (!accepting.load(std::memory_order_relaxed) || inside_kairos) [[unlikely]]
-    return;
+  accepting.store(true);
+  return true;
+}
+
+[[gnu::always_inline]] inline traced_thread* tracing_thread() {
+  auto* trace = this_thread_trace;
+  if (!accepting.load(std::memory_order_relaxed) || inside_kairos) [[unlikely]] {
+    if (!resume_in_fork_child()) return nullptr;
+  }
+  if (trace == nullptr) [[unlikely]]
+    return start_tracing_this_thread();
+  return trace;
+}
+
+[[gnu::always_inline]] inline void append_event(traced_thread* trace, std::uintptr_t what, std::uint64_t exit) {
   const auto head = trace->head.load(std::memory_order_relaxed);
   if (head - trace->tail_seen == ring_events) [[unlikely]]
     make_room(*trace);
-  trace->ring[head & ring_mask] = {read_ticks() | exit, function};
+  trace->ring[head & ring_mask] = {read_ticks() | exit, what};
   trace->head.store(head + 1, std::memory_order_release);
+}
+
+// An instrumented function's entry or exit (the hooks and XRay's handler).
+[[gnu::always_inline]] inline void record(std::uintptr_t function, std::uint64_t exit) {
+  if (excluded_slots[slot_of(function)].load(std::memory_order_relaxed) == function || !hooks_on) return;
+  if (auto* trace = tracing_thread()) append_event(trace, function, exit);
+}
+
+// The region's name as this thread interned it: a compare when the same pointer came last time.
+// A name (or a pointer) this thread has not pushed lately: looked up, copied when new.
+[[gnu::noinline]] const std::string* intern_new(traced_thread& trace, const char* name,
+                                                traced_thread::recent_name& recent) {
+  reentry_guard guard;  // copying a name allocates
+  const std::string_view text{name};
+  auto found = trace.names.find(text);
+  const std::string* interned = found != trace.names.end() ? &*found : &*trace.names.emplace(text).first;
+  recent = {name, interned};
+  return interned;
+}
+
+[[gnu::always_inline]] inline const std::string* intern(traced_thread& trace, const char* name) {
+  auto& recent = trace.recent_names[(reinterpret_cast<std::uintptr_t>(name) >> 3) % trace.recent_names.size()];
+  if (recent.given == name && std::strcmp(recent.interned->c_str(), name) == 0) [[likely]]
+    return recent.interned;
+  return intern_new(trace, name, recent);
+}
+
+
+void traced_region_event(const char* name, std::uint64_t exit) {
+  auto* trace = tracing_thread();
+  if (trace == nullptr || trace->disabled.load(std::memory_order_relaxed)) return;
+  const auto* interned = intern(*trace, name != nullptr ? name : "(null)");
+  const auto collected = exit != 0 || regions_collecting() ? 0 : not_collected_bit;
+  append_event(trace, region_tag | reinterpret_cast<std::uintptr_t>(interned) | collected, exit);
 }
 
 // XRay's sleds: patched while kairos records (and, under time windows, while a window is open),
@@ -282,7 +419,7 @@ bool try_process(traced_thread& trace, const tick_converter& ticks) {
 void patch_sleds_now() {
   const auto* api = xray.load(std::memory_order_acquire);
   if (api == nullptr) return;
-  if (accepting.load() && inside_window()) {
+  if (accepting.load() && hooks_on && inside_window()) {
     api->patch();
     // Functions already found excluded stay unpatched.
     std::lock_guard lock{all().filter_mutex};
@@ -302,15 +439,6 @@ void xray_event(std::int32_t function_id, int entry_type) {
   else if (entry_type == exit || entry_type == tail) record(function, exit_bit);
 }
 
-void forget_parent_now() {
-  for (auto& trace : all().list) {
-    trace.tail.store(trace.head.load());
-    trace.stack.clear();
-    trace.included_depth = 0;
-    trace.too_short.store(0);
-    trace.rows.clear();
-  }
-}
 
 }  // namespace
 
@@ -322,18 +450,37 @@ problem configure_function_trace(const function_trace_options& options) {
   for (const auto& [text, target] : expressions) {
     if (text->empty()) continue;
     *target = std::make_unique<posix_regex>(*text);
-    if (!(*target)->compiled())
+    if (!(*target)->compiled()) {
+      filters = new compiled_filters{};  // the hooks stay off; user-API regions are still traced
+      calibrate_ticks();
+      wall_clock_id = component_id<wall_clock>();
+      configured = true;
       return problem{fmt::format("\"{}\" is not a POSIX extended regular expression: {}; instrumented "
                                  "functions are not recorded in this run",
                                  *text, (*target)->error())};
+    }
   }
   compiled->system = options.system;
   compiled->min_duration_ns = options.min_duration_ns;
   filters = compiled.release();  // read by every batch until the process ends
-  configured = options.enabled;
-  if (configured) calibrate_ticks();
+  hooks_on = options.hooks;
+  wall_clock_id = component_id<wall_clock>();
+  calibrate_ticks();
+  configured = true;
   return {};
 }
+
+bool traced_regions_available() noexcept { return configured; }
+void push_traced_region(const char* name) { traced_region_event(name, 0); }
+void pop_traced_region(const char* name) { traced_region_event(name, exit_bit); }
+
+namespace {
+void set_traced_thread_disabled(bool disabled) {
+  if (auto* trace = tracing_thread()) trace->disabled.store(disabled, std::memory_order_relaxed);
+}
+}  // namespace
+void disable_traced_thread() { set_traced_thread_disabled(true); }
+void enable_traced_thread() { set_traced_thread_disabled(false); }
 
 void set_function_trace_accepting(bool on) noexcept {
   accepting.store(on && configured, std::memory_order_seq_cst);
@@ -350,7 +497,6 @@ void function_trace_windows_changed() noexcept {
 // an element), so a thread starting to trace never waits for a batch or a database insert.
 std::vector<traced_thread*> traced_threads() {
   std::lock_guard lock{all().mutex};
-  if (forget_parent.exchange(false)) forget_parent_now();
   std::vector<traced_thread*> list;
   for (auto& trace : all().list)
     if (trace.thread->pid == getpid()) list.push_back(&trace);
@@ -375,11 +521,20 @@ void process_function_events(bool closing) {
   }
 }
 
-std::uint64_t function_calls_recorded() noexcept { return recorded.load(std::memory_order_relaxed); }
+std::uint64_t function_calls_recorded() {
+  return recorded.load(std::memory_order_relaxed) - function_rows_dropped();
+}
 std::uint64_t function_calls_too_short() {
   std::uint64_t count = 0;
   for (const auto* trace : traced_threads()) count += trace->too_short.load(std::memory_order_relaxed);
   return count;
+}
+
+bool traced_anything() {
+  if (recorded.load(std::memory_order_relaxed) > 0) return true;
+  for (const auto* trace : traced_threads())
+    if (trace->head.load(std::memory_order_acquire) != trace->tail.load(std::memory_order_acquire)) return true;
+  return false;
 }
 
 std::uint64_t function_rows_dropped() {
@@ -394,8 +549,23 @@ void for_each_function_log(const std::function<void(thread_record&, region_log&)
 
 void function_trace_lock_for_fork() { all().mutex.lock(); }
 void function_trace_unlock_after_fork() noexcept { all().mutex.unlock(); }
+void function_trace_off_in_child() noexcept {
+  forget_parent.store(false);
+  accepting.store(false);
+}
+
 void function_trace_forget_after_fork_in_child() noexcept {
   recorded.store(0);
+  accepting.store(false);  // until the child's first traced call has forgotten the parent
+  // Only stores here (no memory is freed in a fork handler): the parent's events are skipped, its
+  // open calls forgotten, and a batch another thread of the parent was running is over.
+  for (auto& trace : all().list) {
+    trace.tail.store(trace.head.load());
+    trace.stack.clear();
+    trace.included_depth = 0;
+    trace.too_short.store(0);
+    trace.processing.store(false);
+  }
   forget_parent.store(true);
 }
 
@@ -405,7 +575,7 @@ void function_trace_forget_after_fork_in_child() noexcept {
 // constructor: after libkairos.so's own start-up). Exported (see exports.map).
 extern "C" __attribute__((visibility("default"))) void kairos_xray_attach(const kairos_xray_api* api) {
   using namespace kairos::runtime;
-  if (api == nullptr || api->version != KAIROS_XRAY_API_VERSION || !configured) return;
+  if (api == nullptr || api->version != KAIROS_XRAY_API_VERSION || !configured || !hooks_on) return;
   std::lock_guard lock{xray_mutex};
   if (xray.load() != nullptr) return;
   xray.store(api, std::memory_order_release);

@@ -1,13 +1,17 @@
 #pragma once
-// Instrumented functions (a producer): the -finstrument-functions hooks, __cyg_profile_func_enter
-// and _exit, exported by libkairos.so, and XRay's handler for a program built with XRay (its
-// sleds patched at run time, see kairos_xray_attach). The hot path writes a (ticks, address) event into the
+// Traced calls (a producer): instrumented functions and, with KAIROS_COMPONENTS=wall_clock (the
+// default), user-API regions. Functions come through the -finstrument-functions hooks,
+// __cyg_profile_func_enter and _exit, exported by libkairos.so, or XRay's handler for a program
+// built with XRay (its sleds patched at run time, see kairos_xray_attach); regions through
+// push_traced_region and pop_traced_region. The hot path writes a (ticks, what) event into the
 // calling thread's ring and nothing else. Events become rows later, in batches, on whichever thread
 // holds the ring's processing flag: the service thread every tick, finalize at the end, or the
 // thread itself when its ring is full (so nothing is ever dropped and memory stays bounded). A
 // batch matches enters with exits on a shadow stack, applies the filters (decided once per
 // function) and the minimum duration, and appends each call that passes to the thread's
-// region_log as a row that names the function by address; the sink symbolizes it.
+// region_log as a row that names the function by address (the sink symbolizes it) or the region by
+// name. A user-API region also goes into the thread's core call graph (the region report), with
+// its wall time, and is never left out for being short.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -20,7 +24,7 @@ namespace kairos::runtime {
 struct thread_record;
 
 struct function_trace_options {
-  bool enabled = true;
+  bool hooks = true;  // KAIROS_INSTRUMENT: off, the hooks return at once (user-API regions stay traced)
   // POSIX extended regular expressions searched in the demangled function name and in its source
   // file; an empty include matches everything, an empty exclude nothing.
   std::string include, exclude, file_include, file_exclude;
@@ -28,8 +32,18 @@ struct function_trace_options {
   std::int64_t min_duration_ns = 0;  // shorter calls stay in their caller's time, without a row
 };
 
-// Checks the options (a problem names the bad expression) and takes them; calibrates the ticks.
+// Checks the options (a problem names the bad expression: the hooks are then off) and takes them;
+// calibrates the ticks.
 problem configure_function_trace(const function_trace_options& options);
+
+// Whether user-API regions can be traced (configure_function_trace was called).
+bool traced_regions_available() noexcept;
+// The user API's functions for traced regions: a pop that names no open region is reported and
+// ignored, as with stored regions; disabling a thread makes its later pushes and pops no-ops.
+void push_traced_region(const char* name);
+void pop_traced_region(const char* name);
+void disable_traced_thread();
+void enable_traced_thread();
 // Whether the hooks record (lifecycle: on once init is done, off when finalize starts). A program
 // built with XRay has its sleds patched while on, unpatched (nops) while off.
 void set_function_trace_accepting(bool accepting) noexcept;
@@ -40,20 +54,25 @@ void function_trace_windows_changed() noexcept;
 // rows end here, marked clipped 2) and a thread busy with its own batch is waited for, bounded.
 void process_function_events(bool closing);
 
-// Rows of calls recorded by this process image, and calls left without a row because shorter than
-// the minimum duration.
-std::uint64_t function_calls_recorded() noexcept;
+// Rows recorded by this process image (instrumented calls and traced regions), and calls left
+// without a row because shorter than the minimum duration.
+std::uint64_t function_calls_recorded();
 std::uint64_t function_calls_too_short();
+// Whether this process image traced anything: rows made, or events waiting for their batch.
+bool traced_anything();
 // Rows dropped because the database fell behind (region_log's bound).
 std::uint64_t function_rows_dropped();
 
 // Every thread with instrumented calls, with its log of rows (for the consumer).
 void for_each_function_log(const std::function<void(thread_record&, region_log&)>& visit);
 
-// fork: the list's lock is held across fork; in a followed child (async-signal-safe) the parent's
-// events and rows are forgotten at the child's next processing.
+// fork: the list's lock is held across fork. In a child (async-signal-safe) the parent's events and
+// open calls are dropped at once; its rows and region report are forgotten at the child's first
+// traced call, which also resumes tracing (before exit, whose thread_local destructors end the
+// main thread's region report). An unfollowed child then turns tracing off for good.
 void function_trace_lock_for_fork();
 void function_trace_unlock_after_fork() noexcept;
 void function_trace_forget_after_fork_in_child() noexcept;
+void function_trace_off_in_child() noexcept;
 
 }  // namespace kairos::runtime

@@ -20,6 +20,7 @@
 #include <kairos/printable.hpp>
 #include <kairos/storage/stored.hpp>
 
+#include "preload/regions/function_trace.hpp"
 #include "preload/support/bounded_wait.hpp"
 #include "preload/support/clock.hpp"
 #include "preload/support/reentry_guard.hpp"
@@ -39,10 +40,6 @@ struct list_of<std::tuple<Components...>> {
 // Every built-in component a region can measure; KAIROS_COMPONENTS switches members on by name.
 using region_components = list_of<builtin_components>::type;
 using region_bundle = stored<region_components>;
-// The default (KAIROS_COMPONENTS=wall_clock) takes a bundle of its own: a component_list checks
-// every member's switch on each start and stop, and its wall clock's readings give the region's
-// span with no clock read of kairos's own.
-using wall_clock_bundle = stored<component_tuple<wall_clock>>;
 
 struct open_region {
   const std::string* name = nullptr;  // interned; the bundle's label views it
@@ -51,9 +48,8 @@ struct open_region {
   // region crossed one), and whether a window was open then.
   std::uint64_t window_edges = 0;
   bool pushed_inside = true;
-  // Both empty: pushed while collection was off, or outside every window.
+  // Empty: pushed while collection was off, or outside every window.
   std::optional<region_bundle> bundle;
-  std::optional<wall_clock_bundle> wall_clock_only;
 };
 
 struct name_hash {
@@ -159,12 +155,6 @@ void append_window_rows(region_log& log, const open_region& region, std::int64_t
   });
 }
 
-void report_mismatch(const std::string& message) {
-  const auto count = mismatches.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (count <= mismatches_shown) report(message);
-  if (count == mismatches_shown)
-    report("further mismatched kairos_pop_region calls are counted, not shown");
-}
 
 void push_region(const char* name) {
   on_this_thread([name](thread_regions& regions) {
@@ -180,11 +170,6 @@ void push_region(const char* name) {
       }
     }
     pushes.fetch_add(1, std::memory_order_relaxed);
-    if (only_wall_clock) {  // its wall clock gives the span: no clock reads of our own
-      region.wall_clock_only.emplace(std::string_view{*region.name});
-      region.wall_clock_only->start();
-      return;
-    }
     region.start_ns = steady_now_ns();
     region.bundle.emplace(std::string_view{*region.name});
     apply_switches(*region.bundle, std::make_index_sequence<component_count>{});
@@ -196,29 +181,13 @@ void pop_region(const char* name) {
   on_this_thread([name](thread_regions& regions) {
     auto& stack = regions.stack;
     const std::string_view given = name ? name : "(null)";
-    const auto& record = *regions.thread;
-    if (stack.empty()) {
-      report_mismatch(fmt::format("kairos_pop_region(\"{}\") on thread {} (tid {}) but no region "
-                                  "is open there; the pop is ignored",
-                                  printable(given, shown_name_bytes), record.sequent_id, record.tid));
-      return;
-    }
-    if (*stack.back().name != given) {
-      report_mismatch(fmt::format("kairos_pop_region(\"{}\") on thread {} (tid {}) but the "
-                                  "innermost open region is \"{}\"; the pop is ignored",
-                                  printable(given, shown_name_bytes), record.sequent_id, record.tid,
-                                  printable(*stack.back().name, shown_name_bytes)));
+    if (stack.empty() || *stack.back().name != given) {
+      report_mismatched_pop(*regions.thread, given, stack.empty() ? nullptr : stack.back().name);
       return;
     }
     auto& region = stack.back();
     std::int64_t end_ns = 0;
-    if (region.wall_clock_only) {
-      region.wall_clock_only->stop();
-      // One lap of a fresh bundle: the wall clock's own readings are the region's span.
-      const auto& clock = region.wall_clock_only->component<wall_clock>();
-      region.start_ns = clock.last_start_ns();
-      end_ns = region.start_ns + clock.total_ns();
-    } else if (region.bundle) {
+    if (region.bundle) {
       region.bundle->stop();
       end_ns = steady_now_ns();
     }
@@ -247,6 +216,11 @@ int active() { return accepting.load(std::memory_order_acquire) && collecting.lo
 constexpr kairos_entry_points entry_points{KAIROS_ENTRY_POINTS_VERSION, &push_region, &pop_region,
                                            &start_collection, &stop_collection, &disable_thread,
                                            &enable_thread, &active};
+// KAIROS_COMPONENTS=wall_clock (the default): a region is two events in the thread's ring (see
+// function_trace.hpp), its span and call-graph node made later, in batches.
+constexpr kairos_entry_points traced_entry_points{KAIROS_ENTRY_POINTS_VERSION, &push_traced_region,
+                                                  &pop_traced_region, &start_collection, &stop_collection,
+                                                  &disable_traced_thread, &enable_traced_thread, &active};
 
 }  // namespace
 
@@ -311,7 +285,26 @@ void regions_forget_after_fork_in_child() noexcept {
 void regions_lock_for_fork() { all().mutex.lock(); }
 void regions_unlock_after_fork() noexcept { all().mutex.unlock(); }
 
-const kairos_entry_points& user_entry_points() noexcept { return entry_points; }
+const kairos_entry_points& user_entry_points() noexcept {
+  return only_wall_clock && traced_regions_available() ? traced_entry_points : entry_points;
+}
+
+bool regions_collecting() noexcept { return collecting.load(std::memory_order_relaxed); }
+
+void report_mismatched_pop(const thread_record& thread, std::string_view given, const std::string* innermost) {
+  const auto count = mismatches.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (count <= mismatches_shown) {
+    report(innermost == nullptr
+               ? fmt::format("kairos_pop_region(\"{}\") on thread {} (tid {}) but no region is open there; "
+                             "the pop is ignored",
+                             printable(given, shown_name_bytes), thread.sequent_id, thread.tid)
+               : fmt::format("kairos_pop_region(\"{}\") on thread {} (tid {}) but the innermost open region "
+                             "is \"{}\"; the pop is ignored",
+                             printable(given, shown_name_bytes), thread.sequent_id, thread.tid,
+                             printable(*innermost, shown_name_bytes)));
+  }
+  if (count == mismatches_shown) report("further mismatched kairos_pop_region calls are counted, not shown");
+}
 
 }  // namespace kairos::runtime
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "preload/regions/entry_points_access.hpp"
@@ -42,7 +43,14 @@ void regions_forget_after_fork_in_child() noexcept;
 void regions_lock_for_fork();
 void regions_unlock_after_fork() noexcept;
 
-// The functions libkairos-user.so calls.
+// The functions libkairos-user.so calls: with KAIROS_COMPONENTS=wall_clock (the default), the
+// traced ones of function_trace.hpp; else stored bundles of the components named.
 const kairos_entry_points& user_entry_points() noexcept;
+
+// Whether kairos_start/kairos_stop left collection on (read by the traced regions too).
+bool regions_collecting() noexcept;
+// One "[kairos]" line for a pop that names no open region (`innermost`: the innermost open one,
+// nullptr when none), the first few times; every one counted (mismatched_pops).
+void report_mismatched_pop(const thread_record& thread, std::string_view given, const std::string* innermost);
 
 }  // namespace kairos::runtime
