@@ -52,7 +52,7 @@ enum class setting : std::size_t {
   sampling_allocator_size, use_temporary_files,
   trace_periods, trace_windows_file,
   gpu, gpu_stacks,
-  launch_pid, launch_date, exec_generation,
+  launch_pid, launch_date, launch_id, exec_generation,
 };
 
 // The table: every setting kairos knows, in display order.

@@ -32,6 +32,7 @@
 
 #include <fmt/format.h>
 
+#include <kairos/runtime/launch.hpp>
 #include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
 #include <kairos/runtime/time_windows.hpp>
@@ -456,8 +457,7 @@ void initialize() {
     state.store(runtime_state::off);
     return;
   }
-  if (environment_value("KAIROS_LAUNCH_DATE").empty())
-    setenv("KAIROS_LAUNCH_DATE", format_launch_date(std::time(nullptr)).c_str(), 1);
+  export_launch_variables(false);
   globals->command_line = read_command_line();
 
   const bool database_wanted = !globals->formats.empty();
