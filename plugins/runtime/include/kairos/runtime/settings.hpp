@@ -25,7 +25,8 @@ struct setting_definition {
   std::string_view variable;       // environment variable: "KAIROS_SAMPLING_FREQ"
   setting_type type;
   std::string_view default_value;  // as text; "" for "unset" (see may_be_empty)
-  std::string_view category;       // "general", "output", "regions", "instrument", "sampling", "windows", "gpu", "internal"
+  std::string_view category;       // "general", "output", "regions", "instrument", "sampling", "windows", "gpu", "mpi",
+                                   // "internal"
   std::string_view description;
   std::string_view choices = {};   // comma-separated accepted words (text, list); "" = any
   double minimum = 0;              // integer and number: accepted range
@@ -52,6 +53,7 @@ enum class setting : std::size_t {
   sampling_allocator_size, use_temporary_files,
   trace_periods, trace_windows_file,
   gpu, gpu_stacks,
+  mpi,
   launch_pid, launch_date, launch_id, exec_generation,
 };
 
