@@ -19,6 +19,7 @@ struct launch_environment {
   std::map<std::string, std::string, std::less<>> variables;
   std::optional<process_start> parent = process_start{4242, 987654, 1'700'000'000};
   int parent_asked = 0;
+  std::string rank_variable_given;
 
   launch_identity launch() {
     return launch_from_environment(
@@ -27,8 +28,9 @@ struct launch_environment {
           if (found == variables.end()) return std::nullopt;
           return found->second;
         },
-        [this] {
+        [this](std::string_view rank_variable) {
           ++parent_asked;
+          rank_variable_given = rank_variable;
           return parent;
         },
         "node7");
@@ -63,6 +65,7 @@ TEST_CASE("MPICH's Hydra (PMI): rank and size from PMI_*, the id from the launch
   CHECK(launch.size == 8);
   CHECK(launch.id == "node7-4242-987654");
   CHECK(launch.start_unix_seconds == 1'700'000'000);
+  CHECK(environment.rank_variable_given == "PMI_RANK");  // the launcher is the ancestor started without it
 }
 
 TEST_CASE("Slurm: rank and size from SLURM_PROCID/NTASKS, the id from the job and step, the start from the job") {
@@ -132,6 +135,16 @@ TEST_CASE("the start of a real process: this test's parent, the same on every re
   REQUIRE(again.has_value());
   CHECK(again->ticks_after_boot == first->ticks_after_boot);
   CHECK(again->unix_seconds == first->unix_seconds);
+}
+
+TEST_CASE("the launcher is the nearest ancestor started without the rank variable") {
+  // Nothing started this test with such a variable: its parent is the launcher.
+  const auto launcher = launcher_of_this_process("KAIROS_TEST_NO_PROCESS_HAS_THIS");
+  const auto parent = start_of_process(getppid());
+  REQUIRE(launcher.has_value());
+  REQUIRE(parent.has_value());
+  CHECK(launcher->pid == parent->pid);
+  CHECK(launcher->ticks_after_boot == parent->ticks_after_boot);
 }
 
 TEST_CASE("%rank%, %size% and %launch_date% of a process under Open MPI's mpirun") {

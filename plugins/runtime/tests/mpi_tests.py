@@ -109,6 +109,22 @@ def test_imbalanced_ranks(directory):
     print(f"seconds in MPI by rank: {mpi_seconds}; launch {launch_ids.pop()}")
 
 
+def test_wrapper_script_between_mpirun_and_kairos(directory):
+    # Each rank's kairos-run is a child of its own shell, not of mpirun: the launch (id, date, and so
+    # the directory) is still mpirun's, found as the nearest ancestor started without the rank.
+    require_mpirun(directory)
+    script = f"'{KAIROS_RUN}' -- '{PROGRAM}' 0.02; exit $?"
+    profiled = mpirun(2, ["sh", "-c", script], directory)
+    check(profiled.returncode == 0, f"exit status {profiled.returncode}: {profiled.stderr.decode(errors='replace')}")
+    launches = glob.glob(os.path.join(directory, "kairos-output", "*"))
+    check(len(launches) == 1, f"the two ranks in one launch directory expected, found {launches}")
+    ids = set()
+    for rank in range(2):
+        with sqlite3.connect(os.path.join(launches[0], f"rank{rank}.db")) as database:
+            ids.add(database.execute("SELECT launch_id FROM processes").fetchone()[0])
+    check(len(ids) == 1, f"one launch id expected, found {ids}")
+
+
 def test_mpi_off_keeps_ranks_from_the_launcher(directory):
     require_mpirun(directory)
     profiled = mpirun(RANKS, [KAIROS_RUN, "--", PROGRAM, "0.02"], directory, KAIROS_MPI="off")

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits.h>
 #include <sstream>
+#include <vector>
 
 #include <kairos/runtime/output_path.hpp>
 
@@ -45,31 +46,69 @@ std::int64_t boot_unix_seconds() {
 
 }  // namespace
 
-std::optional<process_start> start_of_process(pid_t pid) {
+namespace {
+
+// /proc/PID/stat's fields from the third on (state, ppid, ...): the command name before them may
+// hold spaces and parentheses, so they are counted from its closing parenthesis.
+std::vector<std::string> stat_fields(pid_t pid) {
   std::ifstream file{"/proc/" + std::to_string(pid) + "/stat"};
   std::string text{std::istreambuf_iterator<char>{file}, {}};
-  // The command name (field 2) may hold spaces and parentheses: fields are counted after its end.
+  std::vector<std::string> fields;
   const auto name_end = text.rfind(')');
-  if (name_end == std::string::npos) return std::nullopt;
-  std::istringstream fields{text.substr(name_end + 2)};
-  std::string field;
-  for (int number = 3; number <= 22 && fields >> field; ++number)
-    if (number == 22) {
-      const auto ticks = integer_of(field);
-      const auto boot = boot_unix_seconds();
-      if (!ticks || boot == 0) return std::nullopt;
-      return process_start{pid, *ticks, boot + *ticks / sysconf(_SC_CLK_TCK)};
-    }
+  if (name_end == std::string::npos || name_end + 2 > text.size()) return fields;
+  std::istringstream rest{text.substr(name_end + 2)};
+  for (std::string field; rest >> field;) fields.push_back(std::move(field));
+  return fields;
+}
+
+// Whether PID was started with `variable` in its environment (/proc/PID/environ: the environment
+// it was executed with); nullopt when it cannot be read.
+std::optional<bool> started_with(pid_t pid, std::string_view variable) {
+  std::ifstream file{"/proc/" + std::to_string(pid) + "/environ", std::ios::binary};
+  if (!file) return std::nullopt;
+  const std::string prefix = std::string{variable} + "=";
+  for (std::string entry; std::getline(file, entry, '\0');)
+    if (entry.starts_with(prefix)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::optional<process_start> start_of_process(pid_t pid) {
+  const auto fields = stat_fields(pid);
+  constexpr std::size_t starttime = 22 - 3;
+  if (fields.size() <= starttime) return std::nullopt;
+  const auto ticks = integer_of(fields[starttime]);
+  const auto boot = boot_unix_seconds();
+  if (!ticks || boot == 0) return std::nullopt;
+  return process_start{pid, *ticks, boot + *ticks / sysconf(_SC_CLK_TCK)};
+}
+
+std::optional<process_start> launcher_of_this_process(std::string_view rank_variable) {
+  constexpr int ancestors_looked_at = 16;
+  pid_t ancestor = getppid();
+  for (int depth = 0; depth < ancestors_looked_at && ancestor > 1; ++depth) {
+    // An environment kairos may not read is another user's process: a launcher's daemon
+    // (slurmstepd runs as root), never a wrapper script of the user's.
+    const auto has_rank = started_with(ancestor, rank_variable);
+    if (!has_rank || !*has_rank) return start_of_process(ancestor);
+    const auto fields = stat_fields(ancestor);
+    constexpr std::size_t ppid = 4 - 3;
+    const auto parent = fields.size() > ppid ? integer_of(fields[ppid]) : std::nullopt;
+    if (!parent) return std::nullopt;
+    ancestor = static_cast<pid_t>(*parent);
+  }
   return std::nullopt;
 }
 
-launch_identity launch_from_environment(const environment_reader& read,
-                                        const std::function<std::optional<process_start>()>& launcher_process,
+launch_identity launch_from_environment(const environment_reader& read, const launcher_finder& launcher_process,
                                         std::string_view hostname) {
   launch_identity launch;
+  std::string_view rank_variable;
   for (const auto& candidate : launchers) {
     const auto rank = integer_of(read(candidate.rank));
     if (!rank) continue;
+    rank_variable = candidate.rank;
     launch.launcher = candidate.launcher;
     launch.rank = rank;
     if (!candidate.size.empty()) launch.size = integer_of(read(candidate.size));
@@ -88,7 +127,7 @@ launch_identity launch_from_environment(const environment_reader& read,
   // Ranks on one node share their launcher process; its pid and start tell this launch from any
   // other (pids are reused, starts are not).
   if (!launch.id.empty() && launch.start_unix_seconds) return launch;
-  const auto parent = launcher_process();
+  const auto parent = launcher_process(rank_variable);
   if (launch.id.empty() && parent)
     launch.id = std::string{hostname} + "-" + std::to_string(parent->pid) + "-" +
                 std::to_string(parent->ticks_after_boot);
@@ -105,7 +144,7 @@ launch_identity launch_of_this_process() {
         if (!value) return std::nullopt;
         return std::string{value};
       },
-      [] { return start_of_process(getppid()); }, host.data());
+      &launcher_of_this_process, host.data());
 }
 
 }  // namespace kairos::runtime

@@ -21,6 +21,11 @@ struct process_start {
 };
 std::optional<process_start> start_of_process(pid_t pid);
 
+// The launcher process of this one on its node: the nearest ancestor started without
+// `rank_variable` in its environment (mpirun, orted, hydra_pmi_proxy, slurmstepd), so that wrapper
+// scripts between the launcher and the program change nothing. nullopt when none can be read.
+std::optional<process_start> launcher_of_this_process(std::string_view rank_variable);
+
 struct launch_identity {
   std::string launcher;  // "openmpi", "pmi" (MPICH's Hydra), "slurm", "pmix", "mvapich"; "" outside
   std::optional<std::int64_t> rank, size;
@@ -34,14 +39,14 @@ using environment_reader = std::function<std::optional<std::string>(std::string_
 // The launch as the environment describes it; the first launcher whose rank variable is set wins:
 // OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS, PMIX_RANK, MV2_COMM_WORLD_RANK/SIZE.
 // The id comes from the launcher's job (PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid, SLURM_JOB_ID
-// and SLURM_STEP_ID), else from the launcher process on this node (`launcher_process()`, asked
-// only inside a launch: the parent, mpirun, hydra_pmi_proxy or slurmstepd), whose start is also
-// the launch's start unless SLURM_JOB_START_TIME says otherwise.
-launch_identity launch_from_environment(const environment_reader& read,
-                                        const std::function<std::optional<process_start>()>& launcher_process,
+// and SLURM_STEP_ID), else from the launcher process on this node (`launcher_process(rank_variable)`,
+// asked only inside a launch), whose start is also the launch's start unless SLURM_JOB_START_TIME
+// says otherwise.
+using launcher_finder = std::function<std::optional<process_start>(std::string_view rank_variable)>;
+launch_identity launch_from_environment(const environment_reader& read, const launcher_finder& launcher_process,
                                         std::string_view hostname);
 
-// This process's launch: its environment, its parent, its host.
+// This process's launch: its environment, its launcher process, its host.
 launch_identity launch_of_this_process();
 
 // Puts the launch's date (%launch_date%: the launch's start, else now) and id in the environment as
