@@ -146,6 +146,38 @@ void write_region_section(connection& profile, std::ostream& out, const window_r
   if (rows_cut > 0) out << fmt::format("... {} more rows (all of them in the database's regions view)\n", rows_cut);
 }
 
+// MPI: how much of the rank's time went to communication and to waiting (docs/mpi.md). Waiting is
+// time in MPI_Wait* and MPI_Barrier, where a rank does nothing but wait for the others.
+void write_mpi_sections(connection& profile, std::ostream& out, const window_range& range) {
+  const auto calls = scalar(profile, "SELECT COUNT(*) FROM mpi_call WHERE 1" + in_windows(range, "window"));
+  if (calls == 0) return;
+  constexpr const char* waiting = "name IN ('MPI_Wait', 'MPI_Waitall', 'MPI_Waitany', 'MPI_Waitsome', 'MPI_Barrier')";
+  const auto total_ns = scalar(profile, "SELECT COALESCE(SUM(duration_ns), 0) FROM mpi_calls WHERE 1" +
+                                            in_windows(range, "window"));
+  const auto waiting_ns = scalar(profile, std::string{"SELECT COALESCE(SUM(duration_ns), 0) FROM mpi_calls WHERE "} +
+                                              waiting + in_windows(range, "window"));
+  const auto elapsed_ns = scalar(profile, "SELECT COALESCE(MAX(end_ns - start_ns), 0) FROM process");
+  std::string who;
+  auto process = profile.prepare("SELECT rank, size, launch_id FROM processes LIMIT 1");
+  if (process.step() && !process.is_null(0))
+    who = fmt::format(", rank {} of {}{}", process.integer(0),
+                      process.is_null(1) ? std::string{"?"} : std::to_string(process.integer(1)),
+                      process.is_null(2) ? std::string{} : " (launch " + printable(process.text(2)) + ")");
+  out << fmt::format("\nMPI{}: {} calls, {:.3f} s in MPI of {:.3f} s elapsed ({:.1f}%): communication {:.3f} s "
+                     "({:.1f}%), waiting {:.3f} s ({:.1f}%)\n",
+                     who, calls, total_ns * 1e-9, elapsed_ns * 1e-9, percent(total_ns, elapsed_ns),
+                     (total_ns - waiting_ns) * 1e-9, percent(total_ns - waiting_ns, elapsed_ns), waiting_ns * 1e-9,
+                     percent(waiting_ns, elapsed_ns));
+  out << fmt::format("{:>10} {:>7} {:>9} {:>12}  {}\n", "total ms", "%", "calls", "MB", "call");
+  auto rows = profile.prepare("SELECT name, COUNT(*), SUM(duration_ns), COALESCE(SUM(bytes), 0) FROM mpi_calls WHERE 1" +
+                              in_windows(range, "window") + " GROUP BY name ORDER BY SUM(duration_ns) DESC");
+  while (rows.step())
+    out << fmt::format("{:>10.3f} {:>6.1f}% {:>9} {:>12.3f}  {}\n", rows.integer(2) * 1e-6,
+                       percent(rows.integer(2), elapsed_ns), rows.integer(1), rows.integer(3) * 1e-6,
+                       printable(rows.text(0)));
+  out << '\n';
+}
+
 }  // namespace
 
 using namespace output_helpers;
@@ -165,6 +197,7 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   if (samples == 0) {
     out << "no samples were recorded\n";
     write_region_section(profile, out, range);
+    write_mpi_sections(profile, out, range);
     write_gpu_sections(profile, out, range);
     write_window_sections(profile, out, range);
     return;
@@ -172,6 +205,7 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   auto weights = weigh_functions(profile, options.functions, range);
   write_table(out, "top functions, all threads", weights.overall, weight_ns);
   write_region_section(profile, out, range);
+  write_mpi_sections(profile, out, range);
   write_gpu_sections(profile, out, range);
   write_window_sections(profile, out, range);
   if (!options.per_thread) return;

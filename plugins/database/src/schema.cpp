@@ -11,10 +11,12 @@ namespace {
 constexpr const char* schema_sql = R"sql(
 CREATE TABLE metadata (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE string (id INTEGER PRIMARY KEY, value TEXT NOT NULL UNIQUE);
+-- rank and size: the MPI rank and world size (MPI_Init's, else the launcher's; NULL outside a
+-- launch); launch_id: shared by every rank of one launch (docs/mpi.md).
 CREATE TABLE process (
-  id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, ppid INTEGER, rank INTEGER,
-  hostname INTEGER REFERENCES string, command INTEGER REFERENCES string,
-  start_ns INTEGER, end_ns INTEGER);
+  id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, ppid INTEGER, rank INTEGER, size INTEGER,
+  hostname INTEGER REFERENCES string, launch_id INTEGER REFERENCES string,
+  command INTEGER REFERENCES string, start_ns INTEGER, end_ns INTEGER);
 CREATE TABLE thread (
   id INTEGER PRIMARY KEY, process INTEGER NOT NULL REFERENCES process,
   internal_id INTEGER NOT NULL, sequent_id INTEGER NOT NULL, tid INTEGER NOT NULL,
@@ -73,6 +75,12 @@ CREATE TABLE gpu_api_call (
   id INTEGER PRIMARY KEY, api TEXT NOT NULL, name INTEGER NOT NULL REFERENCES string,
   thread INTEGER REFERENCES thread, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   correlation INTEGER, window INTEGER NOT NULL DEFAULT 0);
+-- MPI calls (docs/mpi.md): time inside each wrapped call; bytes it moves at this rank and its peer
+-- (destination, source or root, a rank in the call's communicator), NULL where the call has none.
+CREATE TABLE mpi_call (
+  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
+  name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  bytes INTEGER, peer INTEGER, window INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX region_thread_time ON region (thread, start_ns);
 
 -- Each sampled stack with every distinct function on it (for "total" time).
@@ -188,6 +196,22 @@ SELECT string.value AS name, gpu_api_call.api AS api, gpu_api_call.thread AS thr
        gpu_api_call.end_ns - gpu_api_call.start_ns AS duration_ns,
        gpu_api_call.correlation AS correlation, gpu_api_call.window AS window
 FROM gpu_api_call JOIN string ON string.id = gpu_api_call.name;
+
+CREATE VIEW mpi_calls AS
+SELECT mpi_call.id AS id, string.value AS name, mpi_call.thread AS thread,
+       mpi_call.start_ns AS start_ns, mpi_call.end_ns AS end_ns,
+       mpi_call.end_ns - mpi_call.start_ns AS duration_ns, mpi_call.bytes AS bytes,
+       mpi_call.peer AS peer, mpi_call.window AS window
+FROM mpi_call JOIN string ON string.id = mpi_call.name;
+
+CREATE VIEW processes AS
+SELECT process.id AS id, process.pid AS pid, process.ppid AS ppid, process.rank AS rank,
+       process.size AS size, host.value AS hostname, launch.value AS launch_id,
+       command.value AS command, process.start_ns AS start_ns, process.end_ns AS end_ns
+FROM process
+LEFT JOIN string AS host ON host.id = process.hostname
+LEFT JOIN string AS launch ON launch.id = process.launch_id
+LEFT JOIN string AS command ON command.id = process.command;
 
 CREATE VIEW threads AS
 SELECT thread.id AS id, thread.internal_id AS internal_id, thread.sequent_id AS sequent_id,

@@ -15,9 +15,10 @@ struct profile_writer::statements {
       : metadata{database, "INSERT OR REPLACE INTO metadata (key, value) VALUES (?, ?)"},
         string{database, "INSERT INTO string (value) VALUES (?)"},
         process{database,
-                "INSERT INTO process (pid, ppid, rank, hostname, command, start_ns) "
-                "VALUES (?, ?, ?, ?, ?, ?)"},
+                "INSERT INTO process (pid, ppid, rank, size, hostname, launch_id, command, start_ns) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"},
         process_end{database, "UPDATE process SET end_ns = ? WHERE id = ?"},
+        process_rank{database, "UPDATE process SET rank = ?, size = ? WHERE id = ?"},
         thread{database,
                "INSERT INTO thread (process, internal_id, sequent_id, tid, name, start_ns) "
                "VALUES (?, ?, ?, ?, ?, ?)"},
@@ -52,9 +53,12 @@ struct profile_writer::statements {
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
         gpu_api_call{database,
                      "INSERT INTO gpu_api_call (api, name, thread, start_ns, end_ns, correlation, "
-                     "window) VALUES (?, ?, ?, ?, ?, ?, ?)"} {}
+                     "window) VALUES (?, ?, ?, ?, ?, ?, ?)"},
+        mpi_call{database,
+                 "INSERT INTO mpi_call (thread, name, start_ns, end_ns, bytes, peer, window) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)"} {}
 
-  statement metadata, string, process, process_end, thread, thread_end, frame, stack,
+  statement metadata, string, process, process_end, process_rank, mpi_call, thread, thread_end, frame, stack,
       sample, realtime_sample, counter, region, window, gpu_device, gpu_kernel, gpu_memcpy,
       gpu_api_call;
 };
@@ -118,17 +122,43 @@ void profile_writer::set_metadata(std::string_view key, std::string_view value) 
   statements_->metadata.bind(1, key).bind(2, value).run();
 }
 
+namespace {
+void bind_optional(statement& insert, int column, const std::optional<std::int64_t>& value) {
+  value ? void(insert.bind(column, *value)) : void(insert.bind_null(column));
+}
+}  // namespace
+
 std::int64_t profile_writer::add_process(const process_info& process) {
+  const auto hostname = intern(process.hostname);
+  const auto launch_id = process.launch_id.empty() ? std::optional<std::int64_t>{} : intern(process.launch_id);
+  const auto command = intern(process.command);
   ensure_transaction();
   auto& insert = statements_->process;
   insert.bind(1, process.pid).bind(2, process.ppid);
-  if (process.rank)
-    insert.bind(3, *process.rank);
-  else
-    insert.bind_null(3);
-  insert.bind(4, intern(process.hostname)).bind(5, intern(process.command)).bind(6, process.start_ns);
+  bind_optional(insert, 3, process.rank);
+  bind_optional(insert, 4, process.size);
+  insert.bind(5, hostname);
+  bind_optional(insert, 6, launch_id);
+  insert.bind(7, command).bind(8, process.start_ns);
   insert.run();
   return database_.last_insert_id();
+}
+
+void profile_writer::set_process_rank(std::int64_t process, std::int64_t rank, std::int64_t size) {
+  ensure_transaction();
+  statements_->process_rank.bind(1, rank).bind(2, size).bind(3, process).run();
+}
+
+void profile_writer::add_mpi_call(std::int64_t thread, std::string_view name, std::int64_t start_ns,
+                                  std::int64_t end_ns, std::optional<std::int64_t> bytes,
+                                  std::optional<std::int64_t> peer, std::int64_t window) {
+  const auto name_id = intern(name);
+  ensure_transaction();
+  auto& insert = statements_->mpi_call;
+  insert.bind(1, thread).bind(2, name_id).bind(3, start_ns).bind(4, end_ns);
+  bind_optional(insert, 5, bytes);
+  bind_optional(insert, 6, peer);
+  insert.bind(7, window).run();
 }
 
 void profile_writer::end_process(std::int64_t process, std::int64_t end_ns) {
@@ -252,12 +282,6 @@ void profile_writer::insert_region(std::int64_t thread, std::int64_t name, std::
   frame ? void(insert.bind(8, *frame)) : void(insert.bind_null(8));
   insert.run();
 }
-
-namespace {
-void bind_optional(statement& insert, int column, const std::optional<std::int64_t>& value) {
-  value ? void(insert.bind(column, *value)) : void(insert.bind_null(column));
-}
-}  // namespace
 
 std::int64_t profile_writer::add_gpu_device(const gpu_device_info& device) {
   ensure_transaction();

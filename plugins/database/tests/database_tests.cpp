@@ -271,3 +271,44 @@ TEST_CASE("bad paths and foreign files are refused by name") {
   CHECK_THROWS_WITH(db::open_profile(foreign), doctest::Contains("not a kairos profile"));
   CHECK_THROWS_WITH(db::open_profile(fresh_path("missing")), doctest::Contains("missing.db"));
 }
+
+TEST_CASE("an MPI rank's launch and calls are stored, and its text report weighs communication and waiting") {
+  const auto path = fresh_path("mpi");
+  {
+    db::profile_writer writer{path, fake_symbols};
+    db::process_info rank;
+    rank.pid = 7;
+    rank.hostname = "node1";
+    rank.command = "app";
+    rank.start_ns = 0;
+    rank.rank = 0;
+    rank.size = 2;
+    rank.launch_id = "openmpi-1234";
+    const auto process = writer.add_process(rank);
+    writer.end_process(process, 1'000'000'000);
+    const auto thread = writer.add_thread(process, {0, 0, 7, "main", 0});
+    writer.add_mpi_call(thread, "MPI_Send", 100, 100'000'100, 4000, 1);
+    writer.add_mpi_call(thread, "MPI_Barrier", 200'000'000, 500'000'000, std::nullopt, std::nullopt);
+    writer.set_process_rank(process, 1, 4);  // MPI_Init's answer replaces the launcher's
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  auto process = profile.prepare("SELECT rank, size, launch_id, hostname FROM processes");
+  REQUIRE(process.step());
+  CHECK(process.integer(0) == 1);
+  CHECK(process.integer(1) == 4);
+  CHECK(process.text(2) == "openmpi-1234");
+  CHECK(process.text(3) == "node1");
+  auto send = profile.prepare("SELECT duration_ns, bytes, peer FROM mpi_calls WHERE name = 'MPI_Send'");
+  REQUIRE(send.step());
+  CHECK(send.integer(0) == 100'000'000);
+  CHECK(send.integer(1) == 4000);
+  CHECK(send.integer(2) == 1);
+  auto barrier = profile.prepare("SELECT bytes IS NULL AND peer IS NULL FROM mpi_calls WHERE name = 'MPI_Barrier'");
+  REQUIRE(barrier.step());
+  CHECK(barrier.integer(0) == 1);
+  std::ostringstream text;
+  db::write_text(profile, text, {});
+  CHECK(text.str().find("MPI, rank 1 of 4 (launch openmpi-1234): 2 calls, 0.400 s in MPI of 1.000 s elapsed "
+                        "(40.0%): communication 0.100 s (10.0%), waiting 0.300 s (30.0%)") != std::string::npos);
+}

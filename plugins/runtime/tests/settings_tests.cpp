@@ -156,14 +156,15 @@ TEST_CASE("output path keys expand to this process's values") {
   values.exe = "app";
   values.launch_date = "20250101-000000";
   values.rank = "3";
+  values.size = "4";
   values.environment = [](std::string_view name) -> std::optional<std::string> {
     if (name == "JOB") return "job9";
     return std::nullopt;
   };
   const auto expanded = expand_path(
-      "out/%launch_date%/%exe%-%pid%-%ppid%-%hostname%-r%rank%-%env{JOB}%%env{UNSET}%", values);
+      "out/%launch_date%/%exe%-%pid%-%ppid%-%hostname%-r%rank%of%size%-%env{JOB}%%env{UNSET}%", values);
   CHECK(expanded.error.empty());
-  CHECK(expanded.path == "out/20250101-000000/app-42-7-node1-r3-job9");
+  CHECK(expanded.path == "out/20250101-000000/app-42-7-node1-r3of4-job9");
   CHECK(expand_path("%pid", values).error.find("unterminated") != std::string::npos);
   CHECK(expand_path("%env{}%", values).error.find("unknown key") != std::string::npos);
 }

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -16,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <kairos/runtime/launch.hpp>
 #include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
 
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   int verbose = 0;
   app.add_option("-o,--output", output,
                  "output file stem (KAIROS_OUTPUT_PATH); keys %pid% %ppid% %hostname% %exe% "
-                 "%launch_date% %rank% %env{NAME}%");
+                 "%launch_date% %rank% %size% %env{NAME}%");
   app.add_option("--formats", formats, "outputs to write (KAIROS_OUTPUT_FORMATS): db,text,trace (default), folded, speedscope, "
                                     "flamegraph, html, json; docs/outputs.md");
   app.add_option("--freq", frequency, "sampling frequency in Hz (KAIROS_SAMPLING_FREQ)");
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
 
   // One launch: this pid is the launched process (execvpe keeps it); children are told apart.
   setenv("KAIROS_LAUNCH_PID", std::to_string(getpid()).c_str(), 1);
-  setenv("KAIROS_LAUNCH_DATE", kairos::runtime::format_launch_date(std::time(nullptr)).c_str(), 1);
+  kairos::runtime::export_launch_variables(true);
   unsetenv("KAIROS_EXEC_GENERATION");
   const char* existing = std::getenv("LD_PRELOAD");
   std::string preload = library.string();

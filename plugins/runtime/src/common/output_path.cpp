@@ -1,6 +1,7 @@
 #include <kairos/runtime/output_path.hpp>
 
 #include <kairos/printable.hpp>
+#include <kairos/runtime/launch.hpp>
 
 #include <unistd.h>
 
@@ -12,14 +13,7 @@
 namespace kairos::runtime {
 
 std::string_view accepted_path_keys() {
-  return "%pid%, %ppid%, %hostname%, %exe%, %launch_date%, %rank%, %env{NAME}%";
-}
-
-std::string rank_from_environment() {
-  for (const char* variable :
-       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK"})
-    if (const char* value = std::getenv(variable); value && *value) return value;
-  return "0";
+  return "%pid%, %ppid%, %hostname%, %exe%, %launch_date%, %rank%, %size%, %env{NAME}%";
 }
 
 std::string format_launch_date(std::int64_t unix_seconds) {
@@ -45,7 +39,9 @@ path_values path_values::of_this_process() {
   }
   const char* date = std::getenv("KAIROS_LAUNCH_DATE");
   values.launch_date = date && *date ? date : format_launch_date(std::time(nullptr));
-  values.rank = rank_from_environment();
+  const auto launch = launch_of_this_process();
+  values.rank = std::to_string(launch.rank.value_or(0));
+  values.size = std::to_string(launch.size.value_or(1));
   values.environment = [](std::string_view name) -> std::optional<std::string> {
     const char* value = std::getenv(std::string{name}.c_str());
     if (!value) return std::nullopt;
@@ -62,8 +58,8 @@ constexpr std::size_t shown_key_bytes = 120;  // of a bad key, in the error line
 // malformed or unknown key and returns its description.
 template <class OnText, class OnKey>
 std::string walk(std::string_view pattern, OnText on_text, OnKey on_key) {
-  static constexpr std::array<std::string_view, 6> simple_keys{"pid",         "ppid", "hostname",
-                                                               "exe", "launch_date", "rank"};
+  static constexpr std::array<std::string_view, 7> simple_keys{
+      "pid", "ppid", "hostname", "exe", "launch_date", "rank", "size"};
   std::size_t position = 0;
   while (position < pattern.size()) {
     const auto open = pattern.find('%', position);
@@ -106,6 +102,7 @@ expanded_path expand_path(std::string_view pattern, const path_values& values) {
         else if (key == "exe") result.path += values.exe;
         else if (key == "launch_date") result.path += values.launch_date;
         else if (key == "rank") result.path += values.rank;
+        else if (key == "size") result.path += values.size;
         else if (values.environment)  // env{NAME}: an unset variable expands to nothing
           result.path += values.environment(key.substr(4, key.size() - 5)).value_or("");
       });

@@ -81,7 +81,8 @@ constexpr std::array definitions{
     setting_definition{"output_path", "KAIROS_OUTPUT_PATH", path, "kairos-output/%exe%-%pid%",
                        "output",
                        "file stem of each process's outputs (extension added per format); keys "
-                       "%pid% %ppid% %hostname% %exe% %launch_date% %rank% %env{NAME}%",
+                       "%pid% %ppid% %hostname% %exe% %launch_date% %rank% %size% %env{NAME}%; under an MPI launch of "
+                       "several ranks the default is kairos-output/%exe%-%launch_date%/rank%rank%",
                        {}, 0, 0, false, &check_output_path},
     setting_definition{"output_formats", "KAIROS_OUTPUT_FORMATS", list, "db,text,trace", "output",
                        "outputs written at exit: db (<stem>.db, the SQLite profile), text (<stem>.txt), "
@@ -190,6 +191,12 @@ constexpr std::array definitions{
     setting_definition{"gpu_stacks", "KAIROS_GPU_STACKS", boolean, "false", "gpu",
                        "also record the call stack of each GPU kernel launch and copy (2.6-4.7 us more per "
                        "call on an H100, where a launch costs about 4 us); off: its thread and call time"},
+    // mpi (docs/mpi.md)
+    setting_definition{"mpi", "KAIROS_MPI", text, "auto", "mpi",
+                       "MPI ranks and calls: auto learns the rank from MPI_Init and records point-to-point "
+                       "and collective calls where an MPI library is loaded, off never wraps anything "
+                       "(the rank still comes from the launcher's environment)",
+                       "auto,off"},
     // internal: set by kairos-run and the runtime to tie the processes of one launch together
     setting_definition{"launch_pid", "KAIROS_LAUNCH_PID", integer, "0", "internal",
                        "pid of the launched process (set by kairos-run); others are children", {},
@@ -197,6 +204,9 @@ constexpr std::array definitions{
     setting_definition{"launch_date", "KAIROS_LAUNCH_DATE", text, "", "internal",
                        "launch time shared by a launch's processes (%launch_date%)", {}, 0, 0,
                        true},
+    setting_definition{"launch_id", "KAIROS_LAUNCH_ID", text, "", "internal",
+                       "id shared by the ranks of one MPI launch, from the launcher's environment", {}, 0,
+                       0, true},
     setting_definition{"exec_generation", "KAIROS_EXEC_GENERATION", text, "", "internal",
                        "PID:N, how many execs the process PID has gone through", {}, 0, 0, true},
 };
@@ -212,7 +222,7 @@ constexpr bool rows_match_names() {
       "sampling_cputime_delay", "sampling_cputime_duration", "sampling_realtime",
       "sampling_realtime_freq", "sampling_realtime_delay", "sampling_realtime_duration",
       "sampling_allocator_size", "use_temporary_files", "trace_periods", "trace_windows_file",
-      "gpu", "gpu_stacks", "launch_pid", "launch_date",
+      "gpu", "gpu_stacks", "mpi", "launch_pid", "launch_date", "launch_id",
       "exec_generation"};
   if (std::size(names) != definitions.size()) return false;
   for (std::size_t i = 0; i < definitions.size(); ++i)

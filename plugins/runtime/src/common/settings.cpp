@@ -212,6 +212,7 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
                        definition->variable, shown(text), source_name(source), *accepted,
                        definition->category == "sampling" ? "sampling is disabled"
                        : definition->category == "gpu" ? "GPU work is not observed"
+                       : definition->category == "mpi" ? "MPI calls are not recorded"
                        : definition->category == "internal" ? "the value is ignored"
                                                             : "kairos is disabled for this run"));
     return false;

@@ -1,5 +1,5 @@
 #pragma once
-// KAIROS_OUTPUT_PATH keys: %pid% %ppid% %hostname% %exe% %launch_date% %rank% %env{NAME}%.
+// KAIROS_OUTPUT_PATH keys: %pid% %ppid% %hostname% %exe% %launch_date% %rank% %size% %env{NAME}%.
 // The path is a file stem: the runtime appends ".txt", ".json", ... per output format.
 #include <cstdint>
 #include <functional>
@@ -15,14 +15,15 @@ struct path_values {
   std::string ppid;
   std::string hostname;
   std::string exe;          // basename of the running executable
-  std::string launch_date;  // shared by every process of one kairos-run launch
-  std::string rank;         // MPI rank from the launcher's environment, else "0"
+  std::string launch_date;  // shared by every process of one launch (every rank of an MPI launch)
+  std::string rank;         // MPI rank from the launcher's environment (launch.hpp), else "0"
+  std::string size;         // the MPI launch's size, else "1"
   std::function<std::optional<std::string>(std::string_view)> environment;  // %env{NAME}%
 
   static path_values of_this_process();
 };
 
-// "%pid%, %ppid%, %hostname%, %exe%, %launch_date%, %rank%, %env{NAME}%"
+// "%pid%, %ppid%, %hostname%, %exe%, %launch_date%, %rank%, %size%, %env{NAME}%"
 std::string_view accepted_path_keys();
 
 // nullopt when every key of `pattern` is known, else the "[kairos]"-ready reason.
@@ -33,10 +34,6 @@ struct expanded_path {
   std::string error;  // non-empty when the pattern has an unknown or malformed key
 };
 expanded_path expand_path(std::string_view pattern, const path_values& values);
-
-// MPI launchers' rank variables, first found wins (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
-// SLURM_PROCID, MV2_COMM_WORLD_RANK); "0" when none is set.
-std::string rank_from_environment();
 
 // "20250131-142501": the format of %launch_date%.
 std::string format_launch_date(std::int64_t unix_seconds);

@@ -25,7 +25,8 @@ struct setting_definition {
   std::string_view variable;       // environment variable: "KAIROS_SAMPLING_FREQ"
   setting_type type;
   std::string_view default_value;  // as text; "" for "unset" (see may_be_empty)
-  std::string_view category;       // "general", "output", "regions", "instrument", "sampling", "windows", "gpu", "internal"
+  std::string_view category;       // "general", "output", "regions", "instrument", "sampling", "windows", "gpu", "mpi",
+                                   // "internal"
   std::string_view description;
   std::string_view choices = {};   // comma-separated accepted words (text, list); "" = any
   double minimum = 0;              // integer and number: accepted range
@@ -52,7 +53,8 @@ enum class setting : std::size_t {
   sampling_allocator_size, use_temporary_files,
   trace_periods, trace_windows_file,
   gpu, gpu_stacks,
-  launch_pid, launch_date, exec_generation,
+  mpi,
+  launch_pid, launch_date, launch_id, exec_generation,
 };
 
 // The table: every setting kairos knows, in display order.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "preload/gpu/gpu_activity.hpp"
+#include "preload/mpi/mpi_calls.hpp"
 #include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
 #include "preload/sink/profile_database.hpp"
@@ -25,6 +26,7 @@ struct delivery_state {
   std::unordered_map<const thread_record*, std::int64_t> last_counter_ns;
   std::unordered_map<pid_t, thread_record*> program_threads;  // by tid: who asked for GPU work
   gpu::activity_batch gpu_activity;  // kept across flushes: the collector reuses its storage
+  mpi_call_batch mpi_calls;          // likewise
   bool forget_parent = false;  // set in a fork child; done by the child's first flush
 };
 delivery_state* state = new delivery_state;  // never destroyed: used until the process ends
@@ -107,6 +109,14 @@ void add_gpu_rows(database_batch& rows, const gpu::activity_batch& activity) {
   }
 }
 
+void add_mpi_rows(database_batch& rows, const mpi_call_batch& batch) {
+  if (batch.world) rows.set_process_rank(batch.world->rank, batch.world->size);
+  for (const auto& [thread, call] : batch.calls)
+    rows.add_mpi_call(*thread, name_of(call.function), call.start_ns, call.end_ns,
+                      call.bytes >= 0 ? std::optional<std::int64_t>{call.bytes} : std::nullopt,
+                      call.peer >= 0 ? std::optional<std::int64_t>{call.peer} : std::nullopt, call.window);
+}
+
 }  // namespace
 
 void deliver_samples(const sample_batch& batch) {
@@ -155,6 +165,8 @@ void flush_to_database(bool force) {
   for (const auto& window : take_window_changes()) rows.add_window(database_row(window));
   take_gpu_activity(state->gpu_activity);
   add_gpu_rows(rows, state->gpu_activity);
+  take_mpi_calls(state->mpi_calls);
+  add_mpi_rows(rows, state->mpi_calls);
   // Threads get their rows once the database exists (it is created by the first sample or
   // region); until then they wait here, so a thread that ended early is still listed.
   if (rows.has_file()) {

@@ -32,11 +32,13 @@
 
 #include <fmt/format.h>
 
+#include <kairos/runtime/launch.hpp>
 #include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
 #include <kairos/runtime/time_windows.hpp>
 
 #include "preload/gpu/gpu_activity.hpp"
+#include "preload/mpi/mpi_calls.hpp"
 #include "preload/outputs/report.hpp"
 #include "preload/pipeline/delivery.hpp"
 #include "preload/process/lifecycle.hpp"
@@ -65,6 +67,7 @@ constexpr int stem_suffixes_tried = 1000;
 // At the end, how long kairos waits for its own events of GPU work still running.
 constexpr std::int64_t gpu_drain_timeout_ns = 2'000'000'000;
 constexpr std::int64_t unsampled_worth_saying_ns = 20'000'000;
+constexpr const char* mpi_default_output_path = "kairos-output/%exe%-%launch_date%/rank%rank%";
 
 std::atomic<runtime_state> state{runtime_state::loading};
 
@@ -86,6 +89,7 @@ struct runtime_globals {
   std::string stem;
   std::string exec_snapshot_stem;
   bool windows_planned = false;  // KAIROS_TRACE_PERIODS or KAIROS_TRACE_WINDOWS_FILE
+  launch_identity launch;        // the MPI launch this process is a rank of, if any
 };
 runtime_globals* globals = nullptr;
 
@@ -172,7 +176,16 @@ struct losses {
   std::int64_t unsampled_cpu_ns = 0;
   std::uint64_t threads_blocking = 0;
   std::uint64_t gpu_records = 0;  // dropped by the GPU runtime (CUPTI's buffers full)
+  std::uint64_t mpi_calls = 0;    // a thread's MPI call log full
 };
+
+// MPI_Init's rank and size, else the launcher's; none outside a launch.
+std::optional<mpi_world> mpi_rank_and_size() {
+  if (auto world = mpi_world_from_mpi()) return world;
+  const auto& launch = globals->launch;
+  if (!launch.rank) return std::nullopt;
+  return mpi_world{*launch.rank, launch.size.value_or(1)};
+}
 
 std::string why_nothing_was_recorded() {
   if (!globals->windows_planned)
@@ -198,6 +211,8 @@ std::string describe(const losses& lost, int signal_number) {
   if (lost.rows) text += fmt::format("; {} could not be written", plural(lost.rows, "database row"));
   if (lost.gpu_records)
     text += fmt::format("; {} dropped by the GPU runtime", plural(lost.gpu_records, "GPU activity record"));
+  if (lost.mpi_calls)
+    text += fmt::format("; {} not recorded (a thread's log was full)", plural(lost.mpi_calls, "MPI call"));
   // Shells block every signal for a moment around their critical sections: only a stretch worth
   // at least two sampling periods is worth a sentence (the exact figure is in the database).
   if (lost.unsampled_cpu_ns >= unsampled_worth_saying_ns)
@@ -216,7 +231,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   const auto sampling = sampling_totals();
   process_function_events(true);
   const losses lost{sampling.dropped, region_rows_dropped(), function_rows_dropped(), 0, sampling.unsampled_cpu_ns,
-                    sampling.threads_blocking, gpu_records_dropped()};
+                    sampling.threads_blocking, gpu_records_dropped(), mpi_calls_dropped()};
   // Known only now: the CPU-time source turns from perf to the timer if the kernel refuses perf.
   add_database_metadata("sampling_cpu_source", sampling.cpu_source);
   add_database_metadata("sampling_signal", sampling.signal_number ? signal_name(sampling.signal_number) : "");
@@ -225,6 +240,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   add_database_metadata("dropped.function_rows", std::to_string(lost.function_rows));
   add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
   if (gpu_observed()) add_database_metadata("dropped.gpu_records", std::to_string(lost.gpu_records));
+  if (mpi_observed()) add_database_metadata("dropped.mpi_calls", std::to_string(lost.mpi_calls));
   if (globals->windows_planned) {
     const auto windows = windows_totals();
     add_database_metadata("windows.opened", std::to_string(windows.opened));
@@ -237,7 +253,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   const auto counts = database_counts_written();
   const auto regions = regions_recorded() + function_calls_recorded();
   const auto gpu_work = counts.gpu_kernels + counts.gpu_copies;
-  if (sampling.delivered == 0 && regions == 0 && gpu_work == 0) {
+  if (sampling.delivered == 0 && regions == 0 && gpu_work == 0 && counts.mpi_calls == 0) {
     if (!database_path.empty()) remove_database_files(database_path);
     if (!snapshot && globals->identity.launched)
       report(fmt::format("0 samples, 0 regions on {}; outputs: none (nothing was recorded: {}){}",
@@ -261,15 +277,31 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   report(written.failure);
   auto with_rows = lost;
   with_rows.rows = counts.rows_lost;
-  if (written.files.empty() && !with_rows.rows && !with_rows.samples && !with_rows.gpu_records) return;
+  if (written.files.empty() && !with_rows.rows && !with_rows.samples && !with_rows.gpu_records &&
+      !with_rows.mpi_calls)
+    return;
+  // One line per launch, not one per rank: rank 0 names where every rank writes and how to merge;
+  // the other ranks speak only when they lost data.
+  const auto rank = mpi_rank_and_size();
+  const bool lost_data = with_rows.rows || with_rows.samples || with_rows.region_rows || with_rows.function_rows ||
+                         with_rows.gpu_records || with_rows.mpi_calls;
+  if (rank && rank->size > 1 && rank->rank != 0 && !lost_data && verbosity() == 0) return;
   std::string files;
   for (const auto& file : written.files) files += (files.empty() ? "" : ", ") + file;
   const auto gpu = gpu_work == 0 ? std::string{}
                                  : fmt::format(", {}, {} GPU cop{}", plural(counts.gpu_kernels, "GPU kernel"),
                                                counts.gpu_copies, counts.gpu_copies == 1 ? "y" : "ies");
-  report(fmt::format("{}, {}{} on {}; outputs: {}{}", plural(samples, "sample"), plural(regions, "region"), gpu,
-                     plural(program_threads(), "thread"), files.empty() ? "none" : files,
-                     describe(with_rows, sampling.signal_number)));
+  const auto mpi = counts.mpi_calls == 0 ? std::string{} : ", " + plural(counts.mpi_calls, "MPI call");
+  std::string launch;
+  if (rank && rank->size > 1) {
+    const auto directory = std::filesystem::path{stem}.parent_path().string();
+    launch = fmt::format("; rank {} of {}: every rank writes to {}; merge them with kairos-merge -o {}/merged.db "
+                         "{}/*.db",
+                         rank->rank, rank->size, directory, directory, directory);
+  }
+  report(fmt::format("{}, {}{}{} on {}; outputs: {}{}{}", plural(samples, "sample"), plural(regions, "region"), gpu,
+                     mpi, plural(program_threads(), "thread"), files.empty() ? "none" : files,
+                     describe(with_rows, sampling.signal_number), launch));
 }
 
 void finalize(const std::string& end_reason) {
@@ -312,6 +344,7 @@ void finalize_on_signal(int signal_number) {
 void flush_on_tick() {
   if (state.load() != runtime_state::active) return;
   report(capture_problem("observing the GPU failed", [] { gpu_tick(); }));
+  report(capture_problem("observing MPI failed", [] { mpi_tick(); }));
   report(capture_problem("writing the profile database failed", [] { flush_to_database(false); }));
 }
 
@@ -353,6 +386,7 @@ void after_fork_in_child() {
   sampling_forget_after_fork_in_child();  // a child is not sampled (docs/runtime.md)
   windows_forget_after_fork_in_child();
   gpu_forget_after_fork_in_child();
+  mpi_forget_after_fork_in_child();
   globals->identity.launched = false;
   globals->identity.generation = 0;
   if (!globals->values.boolean(setting::follow_children)) {
@@ -441,7 +475,11 @@ void initialize() {
   globals->values = settings::load(environ);
   set_verbosity(static_cast<int>(globals->values.integer(setting::verbose)));
   globals->formats = globals->values.list(setting::output_formats);
-  const bool first_image = globals->identity.launched && globals->identity.generation == 0;
+  globals->launch = launch_of_this_process();
+  // Problems and notes are said once per launch: by the first image of the launched process, and
+  // of an MPI launch's processes by rank 0 only (every rank reads the same settings).
+  const bool speaks_for_launch = globals->identity.launched && globals->identity.generation == 0 &&
+                                 globals->launch.rank.value_or(0) == 0;
 
   if (!globals->identity.launched && !globals->values.boolean(setting::follow_children)) {
     // A child of the launched process (spawned, or forked before this exec): left alone.
@@ -449,20 +487,22 @@ void initialize() {
     remove_kairos_from_environment();
     return;
   }
-  // Problems are reported once per launch: by the first image of the launched process.
-  if (first_image)
+  if (speaks_for_launch)
     for (const auto& line : globals->values.problems()) report(line);
   if (!globals->values.usable() || !globals->values.boolean(setting::enabled)) {
     state.store(runtime_state::off);
     return;
   }
-  if (environment_value("KAIROS_LAUNCH_DATE").empty())
-    setenv("KAIROS_LAUNCH_DATE", format_launch_date(std::time(nullptr)).c_str(), 1);
+  export_launch_variables(false);
   globals->command_line = read_command_line();
+  // The ranks of one launch write side by side, in a directory of their own (docs/mpi.md).
+  if (globals->launch.size.value_or(1) > 1 &&
+      globals->values.at(setting::output_path).source == setting_source::default_value)
+    globals->values.set("KAIROS_OUTPUT_PATH", mpi_default_output_path, setting_source::default_value);
 
   const bool database_wanted = !globals->formats.empty();
   if (auto failure = configure_regions(globals->values.list(setting::components), database_wanted)) {
-    if (first_image) report(failure);
+    if (speaks_for_launch) report(failure);
     state.store(runtime_state::off);
     return;
   }
@@ -478,7 +518,7 @@ void initialize() {
                  static_cast<std::int64_t>(values.number(setting::instrument_min_duration) * 1e9)};
     else
       options.hooks = false;
-    if (auto failure = configure_function_trace(options); failure && first_image) report(failure);
+    if (auto failure = configure_function_trace(options); failure && speaks_for_launch) report(failure);
   }
   keep_stderr();
   current_thread();  // the main thread is the program's thread 0
@@ -487,6 +527,8 @@ void initialize() {
     configure_profile_database(&database_path_of_this_process, run_metadata(),
                                static_cast<std::int64_t>(globals->values.number(setting::flush_interval) * 1e9),
                                lines == "all" ? source_lines::all : lines == "off" ? source_lines::off : source_lines::own);
+    if (globals->launch.in_launch())
+      set_database_launch(globals->launch.rank, globals->launch.size, environment_value("KAIROS_LAUNCH_ID"));
   }
   auto windows = planned_windows(globals->values);
   globals->windows_planned = !windows.empty();
@@ -496,19 +538,23 @@ void initialize() {
   // Before the sampler: no thread is armed until the first window opens.
   if (globals->windows_planned) {
     auto started = start_windows(std::move(windows), &on_window_edge);
-    if (first_image)
+    if (speaks_for_launch)
       for (const auto& note : started.notes) report(note);
   }
   if (database_wanted && globals->values.category_usable("sampling")) {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
-    if (first_image) report(sampling.failure);
-    if (first_image && !sampling.note.empty()) report(sampling.note);
+    if (speaks_for_launch) report(sampling.failure);
+    if (speaks_for_launch && !sampling.note.empty()) report(sampling.note);
   }
   if (database_wanted && globals->values.category_usable("gpu")) {
     const auto notes = start_gpu(globals->values.text(setting::gpu) == "auto",
                                  globals->values.boolean(setting::gpu_stacks));
-    if (first_image && verbosity() > 0)
+    if (speaks_for_launch && verbosity() > 0)
       for (const auto& note : notes) report(note);
+  }
+  if (database_wanted && globals->values.category_usable("mpi")) {
+    const auto note = start_mpi(globals->values.text(setting::mpi) == "auto");
+    if (note && speaks_for_launch && verbosity() > 0) report(*note);
   }
   atexit(&finalize_at_exit);
   pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);

@@ -50,6 +50,8 @@ struct database_state {
   // When kairos started in this process (a fork child: the fork), not when the file was created:
   // the process row's start, from which the outputs' timelines count.
   std::int64_t process_start_ns = 0;
+  std::optional<std::int64_t> rank, size;
+  std::string launch_id;
   database_file* file = nullptr;  // null until the first row (in this process)
   std::vector<database::window_info> windows_waiting;  // until the file exists
   std::vector<database::gpu_device_info> gpu_devices_waiting;
@@ -93,7 +95,7 @@ void commit_now() {
   auto& rows = file();
   const auto failure = capture_problem("writing the profile database failed", [] { file().writer->commit(); });
   const auto pending = rows.pending.samples + rows.pending.realtime_samples + rows.pending.regions +
-                       rows.pending.gpu_kernels + rows.pending.gpu_copies;
+                       rows.pending.gpu_kernels + rows.pending.gpu_copies + rows.pending.mpi_calls;
   if (failure) {
     rows.counts.rows_lost += pending;
     if (!rows.first_problem) {
@@ -106,6 +108,7 @@ void commit_now() {
     rows.counts.regions += rows.pending.regions;
     rows.counts.gpu_kernels += rows.pending.gpu_kernels;
     rows.counts.gpu_copies += rows.pending.gpu_copies;
+    rows.counts.mpi_calls += rows.pending.mpi_calls;
   }
   rows.pending = {};
 }
@@ -137,6 +140,9 @@ bool create_if_needed() {
     process.ppid = getppid();
     process.hostname = host_name();
     process.start_ns = state->process_start_ns;
+    process.rank = state->rank;
+    process.size = state->size;
+    process.launch_id = state->launch_id;
     file().process_row = file().writer->add_process(process);
     file().writer->set_metadata("host", process.hostname);
     file().writer->set_metadata("kairos_version", KAIROS_VERSION);
@@ -207,6 +213,15 @@ void add_database_metadata(std::string key, std::string value) {
     insert([&] { file().writer->set_metadata(key, value); });
   else
     state->metadata.emplace_back(std::move(key), std::move(value));
+}
+
+void set_database_launch(std::optional<std::int64_t> rank, std::optional<std::int64_t> size,
+                         std::string launch_id) {
+  if (!state) return;
+  std::lock_guard lock{state->mutex};
+  state->rank = rank;
+  state->size = size;
+  state->launch_id = std::move(launch_id);
 }
 
 database_batch::database_batch() {
@@ -325,6 +340,23 @@ void database_batch::add_gpu_api_call(std::string_view api, std::string_view nam
                                       std::int64_t end_ns, const gpu_origin& origin) {
   if (!writable()) return;
   insert([&] { file().writer->add_gpu_api_call(api, name, start_ns, end_ns, origin_row(origin)); });
+}
+
+void database_batch::add_mpi_call(thread_record& thread, std::string_view name, std::int64_t start_ns,
+                                  std::int64_t end_ns, std::optional<std::int64_t> bytes,
+                                  std::optional<std::int64_t> peer, std::int32_t window) {
+  if (!writable()) return;
+  insert([&] {
+    file().writer->add_mpi_call(thread_row(thread), name, start_ns, end_ns, bytes, peer, window);
+    ++file().pending.mpi_calls;
+  });
+}
+
+void database_batch::set_process_rank(std::int64_t rank, std::int64_t size) {
+  if (!state) return;
+  state->rank = rank;
+  state->size = size;
+  if (has_file()) insert([&] { file().writer->set_process_rank(file().process_row, rank, size); });
 }
 
 void database_batch::add_thread(thread_record& thread) {

@@ -29,6 +29,7 @@ struct database_counts {
   std::uint64_t regions = 0;
   std::uint64_t gpu_kernels = 0;
   std::uint64_t gpu_copies = 0;
+  std::uint64_t mpi_calls = 0;
   std::uint64_t rows_lost = 0;  // inserts that failed (disk full, I/O error)
 };
 
@@ -40,6 +41,9 @@ using path_resolver = std::string (*)();
 void configure_profile_database(path_resolver path_of_this_process, metadata_list metadata,
                                 std::int64_t flush_interval_ns, source_lines lines);
 void add_database_metadata(std::string key, std::string value);
+// Who the process is in an MPI launch, for its process row (rank and size none outside a launch).
+void set_database_launch(std::optional<std::int64_t> rank, std::optional<std::int64_t> size,
+                         std::string launch_id);
 
 enum class sample_clock { cpu_time, real_time };
 
@@ -91,6 +95,11 @@ class database_batch {
                     const gpu_origin& origin);
   void add_gpu_api_call(std::string_view api, std::string_view name, std::int64_t start_ns,
                         std::int64_t end_ns, const gpu_origin& origin);
+  // An MPI call (the mpi_call table); `bytes` and `peer` none where the call has none.
+  void add_mpi_call(thread_record& thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+                    std::optional<std::int64_t> bytes, std::optional<std::int64_t> peer, std::int32_t window);
+  // The rank and size MPI_Init gave: they replace the launcher's in the process row.
+  void set_process_rank(std::int64_t rank, std::int64_t size);
   // A thread's row now (threads appear with their first sample or region otherwise).
   void add_thread(thread_record& thread);
   void end_thread(thread_record& thread);

@@ -34,10 +34,12 @@ struct frame_info {
 struct process_info {
   std::int64_t pid = 0;
   std::int64_t ppid = 0;
-  std::optional<std::int64_t> rank;
+  std::optional<std::int64_t> rank;  // MPI's; none outside a launch
   std::string hostname;
   std::string command;
   std::int64_t start_ns = 0;
+  std::optional<std::int64_t> size;  // the MPI world's; none outside a launch
+  std::string launch_id;             // shared by a launch's ranks; "" outside one (stored as NULL)
 };
 
 struct thread_info {
@@ -97,6 +99,8 @@ class profile_writer {
   void set_metadata(std::string_view key, std::string_view value);
   std::int64_t add_process(const process_info& process);
   void end_process(std::int64_t process, std::int64_t end_ns);
+  // The rank and size MPI_Init gave, which may arrive after the row was written.
+  void set_process_rank(std::int64_t process, std::int64_t rank, std::int64_t size);
   std::int64_t add_thread(std::int64_t process, const thread_info& thread);
   void end_thread(std::int64_t thread, std::int64_t end_ns);
 
@@ -131,6 +135,10 @@ class profile_writer {
                     const gpu_work_origin& origin);
   void add_gpu_api_call(std::string_view api, std::string_view name, std::int64_t start_ns,
                         std::int64_t end_ns, const gpu_work_origin& origin);
+
+  // An MPI call (the mpi_call table); `bytes` and `peer` none where the call has none.
+  void add_mpi_call(std::int64_t thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+                    std::optional<std::int64_t> bytes, std::optional<std::int64_t> peer, std::int64_t window = 0);
 
   std::int64_t intern(std::string_view text);
 

@@ -1,0 +1,164 @@
+#include <kairos/runtime/launch.hpp>
+
+#include <unistd.h>
+
+#include <array>
+#include <ctime>
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <limits.h>
+#include <sstream>
+#include <vector>
+
+#include <kairos/runtime/output_path.hpp>
+
+namespace kairos::runtime {
+namespace {
+
+std::optional<std::int64_t> integer_of(const std::optional<std::string>& text) {
+  if (!text || text->empty()) return std::nullopt;
+  std::int64_t value = 0;
+  const auto* end = text->data() + text->size();
+  const auto [stop, error] = std::from_chars(text->data(), end, value);
+  if (error != std::errc{} || stop != end || value < 0) return std::nullopt;
+  return value;
+}
+
+struct launcher_variables {
+  std::string_view launcher, rank, size;
+};
+constexpr std::array<launcher_variables, 5> launchers{{
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"pmi", "PMI_RANK", "PMI_SIZE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS"},
+    {"pmix", "PMIX_RANK", ""},  // PMIx gives the size only through its API
+    {"mvapich", "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"},
+}};
+
+std::int64_t boot_unix_seconds() {
+  std::ifstream stat{"/proc/stat"};
+  std::string line;
+  while (std::getline(stat, line))
+    if (line.starts_with("btime ")) return std::strtoll(line.c_str() + 6, nullptr, 10);
+  return 0;
+}
+
+}  // namespace
+
+namespace {
+
+// /proc/PID/stat's fields from the third on (state, ppid, ...): the command name before them may
+// hold spaces and parentheses, so they are counted from its closing parenthesis.
+std::vector<std::string> stat_fields(pid_t pid) {
+  std::ifstream file{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string text{std::istreambuf_iterator<char>{file}, {}};
+  std::vector<std::string> fields;
+  const auto name_end = text.rfind(')');
+  if (name_end == std::string::npos || name_end + 2 > text.size()) return fields;
+  std::istringstream rest{text.substr(name_end + 2)};
+  for (std::string field; rest >> field;) fields.push_back(std::move(field));
+  return fields;
+}
+
+// Whether PID was started with `variable` in its environment (/proc/PID/environ: the environment
+// it was executed with); nullopt when it cannot be read.
+std::optional<bool> started_with(pid_t pid, std::string_view variable) {
+  std::ifstream file{"/proc/" + std::to_string(pid) + "/environ", std::ios::binary};
+  if (!file) return std::nullopt;
+  const std::string prefix = std::string{variable} + "=";
+  for (std::string entry; std::getline(file, entry, '\0');)
+    if (entry.starts_with(prefix)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::optional<process_start> start_of_process(pid_t pid) {
+  const auto fields = stat_fields(pid);
+  constexpr std::size_t starttime = 22 - 3;
+  if (fields.size() <= starttime) return std::nullopt;
+  const auto ticks = integer_of(fields[starttime]);
+  const auto boot = boot_unix_seconds();
+  if (!ticks || boot == 0) return std::nullopt;
+  return process_start{pid, *ticks, boot + *ticks / sysconf(_SC_CLK_TCK)};
+}
+
+std::optional<process_start> launcher_of_this_process(std::string_view rank_variable) {
+  constexpr int ancestors_looked_at = 16;
+  pid_t ancestor = getppid();
+  for (int depth = 0; depth < ancestors_looked_at && ancestor > 1; ++depth) {
+    // An environment kairos may not read is another user's process: a launcher's daemon
+    // (slurmstepd runs as root), never a wrapper script of the user's.
+    const auto has_rank = started_with(ancestor, rank_variable);
+    if (!has_rank || !*has_rank) return start_of_process(ancestor);
+    const auto fields = stat_fields(ancestor);
+    constexpr std::size_t ppid = 4 - 3;
+    const auto parent = fields.size() > ppid ? integer_of(fields[ppid]) : std::nullopt;
+    if (!parent) return std::nullopt;
+    ancestor = static_cast<pid_t>(*parent);
+  }
+  return std::nullopt;
+}
+
+launch_identity launch_from_environment(const environment_reader& read, const launcher_finder& launcher_process,
+                                        std::string_view hostname) {
+  launch_identity launch;
+  std::string_view rank_variable;
+  for (const auto& candidate : launchers) {
+    const auto rank = integer_of(read(candidate.rank));
+    if (!rank) continue;
+    rank_variable = candidate.rank;
+    launch.launcher = candidate.launcher;
+    launch.rank = rank;
+    if (!candidate.size.empty()) launch.size = integer_of(read(candidate.size));
+    break;
+  }
+  if (!launch.in_launch()) return launch;
+  auto text = [&](std::string_view name) { return read(name).value_or(""); };
+  if (launch.launcher == "openmpi" || launch.launcher == "pmix") {
+    auto job = text("PMIX_NAMESPACE");
+    if (job.empty()) job = text("OMPI_MCA_ess_base_jobid");
+    if (!job.empty()) launch.id = launch.launcher + "-" + job;
+  } else if (launch.launcher == "slurm" && !text("SLURM_JOB_ID").empty()) {
+    launch.id = "slurm-" + text("SLURM_JOB_ID") + "." + text("SLURM_STEP_ID");
+    launch.start_unix_seconds = integer_of(read("SLURM_JOB_START_TIME"));
+  }
+  // Ranks on one node share their launcher process; its pid and start tell this launch from any
+  // other (pids are reused, starts are not).
+  if (!launch.id.empty() && launch.start_unix_seconds) return launch;
+  const auto parent = launcher_process(rank_variable);
+  if (launch.id.empty() && parent)
+    launch.id = std::string{hostname} + "-" + std::to_string(parent->pid) + "-" +
+                std::to_string(parent->ticks_after_boot);
+  if (!launch.start_unix_seconds && parent) launch.start_unix_seconds = parent->unix_seconds;
+  return launch;
+}
+
+launch_identity launch_of_this_process() {
+  std::array<char, HOST_NAME_MAX + 1> host{};
+  gethostname(host.data(), host.size() - 1);
+  return launch_from_environment(
+      [](std::string_view name) -> std::optional<std::string> {
+        const char* value = std::getenv(std::string{name}.c_str());
+        if (!value) return std::nullopt;
+        return std::string{value};
+      },
+      &launcher_of_this_process, host.data());
+}
+
+}  // namespace kairos::runtime
+
+namespace kairos::runtime {
+
+void export_launch_variables(bool replace) {
+  const char* date = std::getenv("KAIROS_LAUNCH_DATE");
+  const char* id = std::getenv("KAIROS_LAUNCH_ID");
+  if (!replace && date && *date && id) return;
+  const auto launch = launch_of_this_process();
+  if (replace || !date || !*date)
+    setenv("KAIROS_LAUNCH_DATE", format_launch_date(launch.start_unix_seconds.value_or(std::time(nullptr))).c_str(), 1);
+  if (replace || !id) setenv("KAIROS_LAUNCH_ID", launch.id.c_str(), 1);
+}
+
+}  // namespace kairos::runtime

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""MPI tests (docs/mpi.md): an imbalanced MPI program (mpi_program.cpp) under
+`mpirun -np 4 kairos-run -- ./mpi_program`, checked through the ranks' databases.
+
+mpirun runs 4 ranks on however many cores there are (--oversubscribe); where mpirun cannot start
+even one rank here (no Open MPI, a container that forbids it), the tests report themselves skipped.
+
+Run one test: mpi_tests.py NAME (ctest does). Needs KAIROS_RUN and KAIROS_MPI_PROGRAM.
+"""
+import glob
+import os
+import shutil
+import sqlite3
+import sys
+
+from harness import check, run_named_test, run_process, skip
+
+KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
+PROGRAM = os.environ.get("KAIROS_MPI_PROGRAM", "")
+RANKS = 4
+UNIT_SECONDS = "0.15"  # rank r works (r + 1) units: 1.5 s of CPU in all, on 2 cores
+TIMEOUT = 50
+
+
+def environment(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
+    env["LC_ALL"] = "C"
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def mpirun(ranks, command, directory, **extra):
+    mpirun_path = shutil.which("mpirun")
+    if not mpirun_path:
+        skip("mpirun not found (install openmpi-bin: scripts/install-deps.sh)")
+    launcher = [mpirun_path, "--oversubscribe", "-np", str(ranks)]
+    if os.geteuid() == 0:
+        launcher.append("--allow-run-as-root")
+    return run_process(launcher + command, TIMEOUT, cwd=directory, env=environment(**extra))
+
+
+def require_mpirun(directory):
+    if not PROGRAM or not os.path.exists(PROGRAM):
+        skip("the MPI test program was not built (no MPI compiler at configure time)")
+    probe = mpirun(1, ["true"], directory)
+    if probe.returncode != 0:
+        skip(f"mpirun cannot start a process here: {probe.stderr.decode(errors='replace').strip()[:300]}")
+
+
+def sorted_lines(output):
+    return sorted(output.decode(errors="replace").splitlines())
+
+
+def kairos_lines(stderr):
+    return [line for line in stderr.decode(errors="replace").splitlines() if line.startswith("[kairos]")]
+
+
+def rank_databases(directory):
+    """The databases of the one launch under kairos-output/ (the default path under MPI), by rank."""
+    launches = glob.glob(os.path.join(directory, "kairos-output", "*"))
+    check(len(launches) == 1, f"one launch directory expected under kairos-output, found {launches}")
+    databases = sorted(glob.glob(os.path.join(launches[0], "*.db")))
+    expected = [os.path.join(launches[0], f"rank{rank}.db") for rank in range(RANKS)]
+    check(databases == expected, f"databases named by rank expected: {expected}, found {databases}")
+    return launches[0], databases
+
+
+def test_imbalanced_ranks(directory):
+    require_mpirun(directory)
+    bare = mpirun(RANKS, [PROGRAM, UNIT_SECONDS], directory)
+    check(bare.returncode == 0, f"the program failed without kairos: {bare.stderr.decode(errors='replace')}")
+    profiled = mpirun(RANKS, [KAIROS_RUN, "--", PROGRAM, UNIT_SECONDS], directory)
+    stderr = profiled.stderr.decode(errors="replace")
+    check(profiled.returncode == bare.returncode, f"exit status {profiled.returncode}, without kairos "
+          f"{bare.returncode}: {stderr}")
+    # Ranks print in any order: the lines, not their interleaving, are the output.
+    check(sorted_lines(profiled.stdout) == sorted_lines(bare.stdout),
+          f"output changed:\n{profiled.stdout.decode()}\nwithout kairos:\n{bare.stdout.decode()}")
+    launch_directory, databases = rank_databases(directory)
+
+    summary = kairos_lines(profiled.stderr)
+    check(len(summary) == 1, f"one [kairos] line for the launch expected (rank 0's), got: {summary}")
+    merge = f"kairos-merge -o {launch_directory}/merged.db {launch_directory}/*.db"
+    check("rank 0 of 4" in summary[0] and merge in summary[0], f"rank 0's line names the directory and "
+          f"'{merge}': {summary[0]}")
+
+    launch_ids, mpi_seconds = set(), {}
+    for rank, path in enumerate(databases):
+        with sqlite3.connect(path) as database:
+            row = database.execute("SELECT rank, size, launch_id, hostname FROM processes").fetchall()
+            check(len(row) == 1 and row[0][0] == rank and row[0][1] == RANKS and row[0][2] and row[0][3],
+                  f"{path}: process row (rank, size, launch id, host) {row}")
+            launch_ids.add(row[0][2])
+            calls = dict(database.execute("SELECT name, COUNT(*) FROM mpi_calls GROUP BY name").fetchall())
+            for name in ("MPI_Isend", "MPI_Irecv", "MPI_Waitall", "MPI_Allreduce", "MPI_Barrier"):
+                check(calls.get(name) == 1, f"{path}: one {name} row expected, calls {calls}")
+            isend = database.execute("SELECT bytes, peer FROM mpi_calls WHERE name = 'MPI_Isend'").fetchone()
+            check(isend == (4000, (rank + 1) % RANKS), f"{path}: MPI_Isend (bytes, peer) {isend}")
+            allreduce = database.execute("SELECT bytes, peer FROM mpi_calls WHERE name = 'MPI_Allreduce'").fetchone()
+            check(allreduce == (8, None), f"{path}: MPI_Allreduce (bytes, peer) {allreduce}")
+            mpi_seconds[rank] = database.execute("SELECT SUM(duration_ns) FROM mpi_calls").fetchone()[0] / 1e9
+        with open(path[:-3] + ".txt") as text:
+            report = text.read()
+        check(f"in MPI of" in report and "waiting" in report and "MPI_Allreduce" in report,
+              f"{path[:-3]}.txt has no MPI section:\n{report[:2000]}")
+    check(len(launch_ids) == 1, f"one launch id for every rank expected, found {launch_ids}")
+    check(max(mpi_seconds, key=mpi_seconds.get) == 0,
+          f"rank 0 does the least work, so it waits the most; seconds in MPI by rank: {mpi_seconds}")
+    print(f"seconds in MPI by rank: {mpi_seconds}; launch {launch_ids.pop()}")
+
+
+def test_wrapper_script_between_mpirun_and_kairos(directory):
+    # Each rank's kairos-run is a child of its own shell, not of mpirun: the launch (id, date, and so
+    # the directory) is still mpirun's, found as the nearest ancestor started without the rank.
+    require_mpirun(directory)
+    script = f"'{KAIROS_RUN}' -- '{PROGRAM}' 0.02; exit $?"
+    profiled = mpirun(2, ["sh", "-c", script], directory)
+    check(profiled.returncode == 0, f"exit status {profiled.returncode}: {profiled.stderr.decode(errors='replace')}")
+    launches = glob.glob(os.path.join(directory, "kairos-output", "*"))
+    check(len(launches) == 1, f"the two ranks in one launch directory expected, found {launches}")
+    ids = set()
+    for rank in range(2):
+        with sqlite3.connect(os.path.join(launches[0], f"rank{rank}.db")) as database:
+            ids.add(database.execute("SELECT launch_id FROM processes").fetchone()[0])
+    check(len(ids) == 1, f"one launch id expected, found {ids}")
+
+
+def test_mpi_off_keeps_ranks_from_the_launcher(directory):
+    require_mpirun(directory)
+    profiled = mpirun(RANKS, [KAIROS_RUN, "--", PROGRAM, "0.02"], directory, KAIROS_MPI="off")
+    check(profiled.returncode == 0, f"exit status {profiled.returncode}: {profiled.stderr.decode(errors='replace')}")
+    _, databases = rank_databases(directory)
+    for rank, path in enumerate(databases):
+        with sqlite3.connect(path) as database:
+            row = database.execute("SELECT rank, size FROM process").fetchone()
+            check(row == (rank, RANKS), f"{path}: rank and size from OMPI_COMM_WORLD_* expected, got {row}")
+            calls = database.execute("SELECT COUNT(*) FROM mpi_call").fetchone()[0]
+            check(calls == 0, f"{path}: KAIROS_MPI=off recorded {calls} MPI calls")
+
+
+def test_bad_kairos_mpi_is_named_once(directory):
+    require_mpirun(directory)
+    profiled = mpirun(2, [KAIROS_RUN, "--", PROGRAM, "0.01"], directory, KAIROS_MPI="yes")
+    lines = kairos_lines(profiled.stderr)
+    check(profiled.returncode == 0, f"exit status {profiled.returncode}")
+    named = [line for line in lines if "KAIROS_MPI" in line]
+    check(len(named) == 1 and '"yes"' in named[0] and "auto,off" in named[0] and "not recorded" in named[0],
+          f"one line (rank 0's) naming KAIROS_MPI, the value, what is accepted and what is off expected: {lines}")
+
+
+if __name__ == "__main__":
+    sys.exit(run_named_test(globals(), "kairos-mpi"))
