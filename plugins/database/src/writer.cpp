@@ -1,11 +1,5 @@
 #include <kairos/plugins/database/writer.hpp>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include <fmt/format.h>
 
 namespace kairos::database {
@@ -59,27 +53,8 @@ struct profile_writer::statements {
       gpu_api_call;
 };
 
-namespace {
-// Created exclusively (O_EXCL), never through a symlink (O_NOFOLLOW): a name that exists, or a
-// link planted there, is an error, in one step with no window between a check and the create.
-// SQLite then opens the empty file, which is a valid empty database.
-connection create_new(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == EEXIST)
-      throw database_error("[kairos] the database '" + path +
-                           "' already exists; kairos never appends to or overwrites a profile");
-    throw database_error("[kairos] cannot create the database '" + path + "': " + std::strerror(errno));
-  }
-  ::close(fd);
-  connection database{path, connection::mode::create};
-  create_schema(database);
-  return database;
-}
-}  // namespace
-
 profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
-    : database_{create_new(path)},
+    : database_{create_profile(path)},
       symbolize_{std::move(symbolize)},
       statements_{std::make_unique<statements>(database_)} {}
 

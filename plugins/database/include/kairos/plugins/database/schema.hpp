@@ -6,11 +6,16 @@ namespace kairos::database {
 
 // Raised whenever a table, column or view changes meaning; readers refuse other versions.
 // 2: no tables without a writer (window, api_call, gpu_*); 3: the window table, region.clipped;
-// 4: gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call
-inline constexpr int schema_version = 4;
+// 4: gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call; 5: many processes in one database
+// (kairos-merge): process.launch_id, process_metadata, a process column where a thread cannot tell it
+inline constexpr int schema_version = 5;
 
 // Creates every table and view in an empty database (WAL journal).
 void create_schema(connection& database);
+
+// Creates a new database at `path` with the schema; throws database_error when the path exists
+// (a profile is never appended to or overwritten) or cannot be created.
+connection create_profile(const std::string& path);
 
 // Opens an existing profile for reading; throws database_error naming the file when it is not a
 // kairos profile or has another schema version.
