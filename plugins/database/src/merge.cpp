@@ -1,6 +1,11 @@
 #include <kairos/plugins/database/merge.hpp>
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <array>
 #include <functional>
@@ -161,8 +166,10 @@ struct merger::state {
         copies{copy_steps()} {
     // A rollback journal: pages appended past the file's end are not journaled, so each merged
     // page is written once (WAL wrote it twice, to the log and then to the file: 0.1 us more per
-    // sample). Each input's commit is synced, so what is merged stays merged through a crash.
-    database.execute("PRAGMA journal_mode = DELETE; PRAGMA synchronous = NORMAL;");
+    // sample). Each input's commit reaches the file, so what is merged stays merged if kairos-merge
+    // is killed or a later input fails; the file is synced to disk once, by finish(), not per
+    // input (three syncs an input made 1,000 small inputs take 17 s instead of 5).
+    database.execute("PRAGMA journal_mode = DELETE; PRAGMA synchronous = OFF;");
     add_map_function(database, "merged_string", input_strings);
     add_map_function(database, "merged_stack", input_stacks);
   }
@@ -181,6 +188,16 @@ struct merger::state {
 merger::merger(const std::string& output) : state_{std::make_unique<state>(output)} {}
 
 merger::~merger() = default;
+
+void merger::finish() {
+  const int fd = ::open(state_->database.path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string reason = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw database_error(fmt::format("[kairos] cannot sync '{}' to disk: {}", state_->database.path(), reason));
+  }
+  ::close(fd);
+}
 
 connection& merger::database() noexcept { return state_->database; }
 

@@ -145,6 +145,12 @@ int main(int argc, char** argv) {
     }
     shown.update(index + 1, merger->samples(), index + 1 == inputs.size());
   }
+  try {
+    merger->finish();
+  } catch (const std::exception& problem) {
+    std::cerr << problem.what() << '\n';
+    return 1;
+  }
   std::cerr << fmt::format("[kairos] {}: {} of {} inputs merged ({} processes, {} samples) in {:.1f} s{}\n", output,
                            merged, inputs.size(), merger->processes(), merger->samples(), shown.seconds(),
                            skipped == 0 ? "" : fmt::format("; {} skipped, named above", skipped));

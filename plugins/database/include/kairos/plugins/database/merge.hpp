@@ -33,6 +33,10 @@ class merger {
   // then nothing of it is kept and the merger takes the next input as if it had not been given.
   merged_input add(const std::string& input);
 
+  // Syncs the output to disk (add() commits each input to the file, but syncs nothing); throws
+  // database_error when it cannot.
+  void finish();
+
   // Totals over the inputs merged so far.
   std::int64_t processes() const noexcept { return processes_; }
   std::int64_t samples() const noexcept { return samples_; }
