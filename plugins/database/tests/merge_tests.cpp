@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <kairos/plugins/database.hpp>
 
@@ -60,7 +62,7 @@ std::string write_rank(const std::string& name, std::int64_t rank, std::int64_t 
   writer.add_region(main_thread, "solve", 1'000, 2'000 + rank, 0);
   writer.add_region(worker, fmt::format("rank {} work", rank), 1'100, 1'900, 1);
   writer.add_counter(worker, 1'500, "thread_cpu_time_ns", 42.0 + static_cast<double>(rank));
-  writer.add_window({1, "realtime:0:1", "realtime", 0, 1'000, 0, 1'000, 5, 1'005});
+  writer.add_window({1, "realtime:0:1", "realtime", 0, 1'000, 0, 1'000, 5 + rank, 1'005 + rank});
   writer.commit();
   return path;
 }
@@ -299,4 +301,22 @@ TEST_CASE("a thousand small inputs merge into a thousand processes") {
   CHECK(count(merged, "SELECT COUNT(*) FROM stack") == count(model_profile, "SELECT COUNT(*) FROM stack"));
   CHECK(count(merged, "SELECT SUM(self) FROM top_functions") ==
         1000 * count(model_profile, "SELECT SUM(self) FROM top_functions"));
+}
+
+TEST_CASE("the outputs read a merged database as one profile, window K of every process together") {
+  const std::vector<std::string> inputs{write_rank("outputs_0", 0), write_rank("outputs_1", 1)};
+  auto merged = db::open_profile(merge("outputs", inputs));
+  CHECK(db::window_count(merged) == 1);
+  std::ostringstream json;
+  db::write_summary_json(merged, json);
+  const auto summary = nlohmann::json::parse(json.str());
+  CHECK(summary["samples"] == 40 + 41);
+  REQUIRE(summary["windows"].size() == 1);
+  CHECK(summary["windows"][0]["start_ns"] == 5);
+  CHECK(summary["windows"][0]["end_ns"] == 1'006);
+  CHECK(summary["threads"].size() == 4);
+  std::ostringstream text;
+  db::write_text(merged, text);
+  CHECK(text.str().starts_with("kairos profile: 81 samples"));
+  CHECK(text.str().find("time windows: 1\n") != std::string::npos);
 }
