@@ -11,7 +11,6 @@
 #include <functional>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -263,6 +262,9 @@ merged_input merger::add(const std::string& input) {
       const frame_key key{strings[input_frames.integer(2)], input_frames.integer(3), strings[input_frames.integer(4)],
                           strings[input_frames.integer(5)], input_frames.integer(6),
                           has_module ? 0 : input_frames.integer(1)};
+      if (key.function == 0 || (has_module && key.module == 0))
+        throw database_error(fmt::format("[kairos] '{}' is corrupt: frame {} names a missing string", input,
+                                         input_frames.integer(0)));
       auto found = s.frames.find(key);
       if (found == s.frames.end()) {
         auto& insert = s.insert_frame;
@@ -305,7 +307,7 @@ merged_input merger::add(const std::string& input) {
       if (step.samples) added.samples += s.database.changes();
     }
     copying.commit();
-  } catch (const database_error& error) {
+  } catch (const std::exception& error) {
     for (auto it = s.strings.begin(); it != s.strings.end();)
       it = it->second > strings_before ? s.strings.erase(it) : std::next(it);
     for (auto it = s.frames.begin(); it != s.frames.end();)
