@@ -122,9 +122,6 @@ int main(int argc, char** argv) {
     }
     inputs.insert(inputs.end(), files.begin(), files.end());
   }
-  // A directory or glob that holds the output names it too (from an earlier run): not an input.
-  std::error_code error;
-  std::erase_if(inputs, [&](const std::string& input) { return fs::equivalent(input, output, error); });
 
   std::unique_ptr<kairos::database::merger> merger;
   try {
