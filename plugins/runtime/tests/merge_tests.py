@@ -126,6 +126,23 @@ def test_merged_databases_merge_again(directory):
     check(status == 1 and "already merged" in err, f"a process in a merged input and again alone: {err!r}")
 
 
+def test_input_with_its_write_ahead_log_left_behind_is_read_whole(directory):
+    inputs = generate(os.path.join(directory, "in"), 2)
+    # What a killed program leaves: rows committed to the -wal file, never folded into the database.
+    script = ("import os, sqlite3, sys\n"
+              "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+              "db.execute('PRAGMA wal_autocheckpoint = 0')\n"
+              "db.execute('INSERT INTO sample (thread, time_ns, weight_ns, stack) "
+              "SELECT thread, time_ns, weight_ns, stack FROM sample LIMIT 50')\n"
+              "os._exit(0)\n")
+    result = run_process([sys.executable, "-c", script, inputs[0]], TIMEOUT)
+    check(result.returncode == 0 and os.path.exists(inputs[0] + "-wal"), f"a -wal file is left: {result.stderr!r}")
+    out = os.path.join(directory, "all.db")
+    status, err = merge("-o", out, *inputs)
+    check(status == 0, f"status {status}, {err!r}")
+    check(scalar(out, "SELECT COUNT(*) FROM sample") == 2 * 200 + 50, "the rows in the -wal file are merged")
+
+
 def test_kairos_report_reads_a_merged_database(directory):
     inputs = generate(os.path.join(directory, "in"), 3)
     out = os.path.join(directory, "all.db")
