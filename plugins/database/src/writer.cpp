@@ -9,8 +9,8 @@ struct profile_writer::statements {
       : metadata{database, "INSERT OR REPLACE INTO metadata (key, value) VALUES (?, ?)"},
         string{database, "INSERT INTO string (value) VALUES (?)"},
         process{database,
-                "INSERT INTO process (pid, ppid, rank, hostname, command, start_ns) "
-                "VALUES (?, ?, ?, ?, ?, ?)"},
+                "INSERT INTO process (pid, ppid, rank, hostname, command, start_ns, launch_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)"},
         process_end{database, "UPDATE process SET end_ns = ? WHERE id = ?"},
         thread{database,
                "INSERT INTO thread (process, internal_id, sequent_id, tid, name, start_ns) "
@@ -102,6 +102,10 @@ std::int64_t profile_writer::add_process(const process_info& process) {
   else
     insert.bind_null(3);
   insert.bind(4, intern(process.hostname)).bind(5, intern(process.command)).bind(6, process.start_ns);
+  if (process.launch_id.empty())
+    insert.bind_null(7);
+  else
+    insert.bind(7, std::string_view{process.launch_id});
   insert.run();
   return database_.last_insert_id();
 }

@@ -30,7 +30,8 @@ std::string fresh_path(const std::string& name) {
 
 // A rank's profile: its own mix of shared and private functions at addresses of its own (as if
 // its libraries were loaded elsewhere), two threads, regions, a counter and metadata.
-std::string write_rank(const std::string& name, std::int64_t rank, std::int64_t pid = 0) {
+std::string write_rank(const std::string& name, std::int64_t rank, std::int64_t pid = 0,
+                       const std::string& launch_id = "") {
   const auto path = fresh_path(name);
   const std::uint64_t base = 0x10000 * static_cast<std::uint64_t>(rank + 1);
   db::profile_writer writer{path, [&](std::uint64_t address) {
@@ -46,7 +47,7 @@ std::string write_rank(const std::string& name, std::int64_t rank, std::int64_t 
                             }};
   writer.set_metadata("command", fmt::format("app --rank {}", rank));
   writer.set_metadata("host", "node");
-  const auto process = writer.add_process({pid == 0 ? 100 + rank : pid, 1, rank, "node", "app", 5});
+  const auto process = writer.add_process({pid == 0 ? 100 + rank : pid, 1, rank, "node", "app", 5, launch_id});
   const auto main_thread = writer.add_thread(process, {0, 0, 100 + rank, "main", 5});
   const auto worker = writer.add_thread(process, {1, 1, 200 + rank, "worker", 6});
   const auto at = [&](std::uint64_t index) { return base + index * 0x10; };
@@ -211,13 +212,14 @@ TEST_CASE("the same process given twice is refused, by host, pid and start time"
 }
 
 TEST_CASE("with launch ids, the same pid on the same host in two launches is two processes") {
-  const auto first = write_rank("launch_first", 0, 777);
+  // One launch id in the process row, the other in the metadata (where a launcher's variable lands).
+  const auto first = write_rank("launch_first", 0, 777, "job-1");
   const auto second = write_rank("launch_second", 1, 777);
   const auto second_again = fresh_path("launch_second_again");
   fs::copy_file(second, second_again);
-  for (const auto& [path, launch] : {std::pair{first, "job-1"}, std::pair{second, "job-2"}}) {
-    db::connection database{path, db::connection::mode::create};
-    database.prepare("INSERT INTO metadata (key, value) VALUES ('launch_id', ?)").bind(1, std::string_view{launch}).run();
+  {
+    db::connection database{second, db::connection::mode::create};
+    database.execute("INSERT INTO metadata (key, value) VALUES ('launch_id', 'job-2')");
   }
   {
     db::connection database{second_again, db::connection::mode::create};

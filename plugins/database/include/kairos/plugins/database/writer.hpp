@@ -38,6 +38,7 @@ struct process_info {
   std::string hostname;
   std::string command;
   std::int64_t start_ns = 0;
+  std::string launch_id;  // the launcher's id for the run ("": unknown); kairos-merge tells processes apart by it
 };
 
 struct thread_info {
