@@ -57,32 +57,6 @@ std::string number_cell(double value, std::string_view shown) {
 
 // --- the regions' call graph -----------------------------------------------------------------
 
-struct region_node {
-  std::string name;
-  std::int64_t count = 0, total_ns = 0, children_ns = 0;
-  std::int64_t min_ns = std::numeric_limits<std::int64_t>::max(), max_ns = 0;
-  double sum_squares = 0;  // of durations in ms, for the standard deviation
-  std::set<std::int64_t> threads;
-  std::map<std::string, std::unique_ptr<region_node>> children;
-
-  region_node& child(std::string_view child_name) {
-    auto& slot = children[std::string{child_name}];
-    if (!slot) {
-      slot = std::make_unique<region_node>();
-      slot->name = child_name;
-    }
-    return *slot;
-  }
-  void add(std::int64_t ns, std::int64_t thread) {
-    ++count;
-    total_ns += ns;
-    min_ns = std::min(min_ns, ns);
-    max_ns = std::max(max_ns, ns);
-    sum_squares += (ns * 1e-6) * (ns * 1e-6);
-    threads.insert(thread);
-  }
-};
-
 // A run of regions in one lane of the timeline, merged while they lie closer than a pixel.
 struct lane_run {
   std::int64_t start_ns = 0, end_ns = 0, busy_ns = 0, count = 0;
@@ -103,44 +77,23 @@ struct time_span {
   }
 };
 
-// One pass over the regions, in (thread, start) order, feeds both the call graph (parents are the
-// open regions one depth up) and the timeline's lanes.
+// One pass over the regions feeds both the call graph and the timeline's lanes.
 void read_regions(connection& profile, const window_range& range, const time_span& span, region_node& root,
                   std::map<std::int64_t, thread_timeline>& timelines) {
   const std::int64_t merge_ns = std::max<std::int64_t>(1, span.span_ns / static_cast<std::int64_t>(timeline_plot_width));
-  auto regions = profile.prepare("SELECT thread, depth, start_ns, end_ns, name FROM regions WHERE 1" +
-                                 in_windows(range, "window") + " ORDER BY thread, start_ns, depth");
-  std::int64_t current_thread = -1;
-  std::vector<region_node*> open;  // open[d]: the node of the open region at depth d
-  while (regions.step()) {
-    const auto thread = regions.integer(0);
-    const auto depth = static_cast<std::size_t>(std::max<std::int64_t>(0, regions.integer(1)));
-    const auto start = regions.integer(2), end = regions.integer(3);
-    const auto name = regions.text(4);
-    if (thread != current_thread) {
-      current_thread = thread;
-      open.clear();
-    }
-    // A parent a window clipped away or a lost row left out: the deepest open region adopts it.
-    open.resize(std::min(open.size(), depth));
-    region_node& parent = open.empty() ? root : *open.back();
-    region_node& node = parent.child(name);
-    node.add(end - start, thread);
-    if (!open.empty()) parent.children_ns += end - start;
-    open.push_back(&node);
-
-    if (depth >= static_cast<std::size_t>(timeline_lanes)) continue;
-    auto& lane = timelines[thread].lanes[depth];
-    if (!lane.empty() && start <= lane.back().end_ns + merge_ns) {
+  root = region_call_graph(profile, range, [&](const region_visit& region) {
+    if (region.depth >= static_cast<std::size_t>(timeline_lanes)) return;
+    auto& lane = timelines[region.thread].lanes[region.depth];
+    if (!lane.empty() && region.start_ns <= lane.back().end_ns + merge_ns) {
       auto& run = lane.back();
-      run.end_ns = std::max(run.end_ns, end);
-      run.busy_ns += end - start;
+      run.end_ns = std::max(run.end_ns, region.end_ns);
+      run.busy_ns += region.end_ns - region.start_ns;
       ++run.count;
-      if (run.name != name) run.mixed = true;
+      if (run.name != region.name) run.mixed = true;
     } else {
-      lane.push_back({start, end, end - start, 1, std::string{name}, false});
+      lane.push_back({region.start_ns, region.end_ns, region.end_ns - region.start_ns, 1, std::string{region.name}, false});
     }
-  }
+  });
 }
 
 void write_region_rows(std::ostream& out, const region_node& node, int depth, std::int64_t whole_ns,

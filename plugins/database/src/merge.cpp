@@ -30,10 +30,10 @@ constexpr std::string_view launch_id_sql =
     "COALESCE(p.launch_id, (SELECT value FROM input.process_metadata WHERE process = p.id AND key = 'launch_id'), "
     "(SELECT value FROM input.metadata WHERE key = 'launch_id'))";
 
-// Where an input's copied rows point: ids shifted by the output's largest before the input, names
-// and stacks through merged_string() and merged_stack(), the input's maps (a lookup in memory costs
-// a sample 0.2 us less than a join with a table of them). Each input table is read once, in rowid
-// order; an id that does not resolve fails the input.
+// Where an input's copied rows point: ids shifted by the output's largest before the input; names,
+// frames and stacks through merged_string(), merged_frame() and merged_stack(), the input's maps (a
+// lookup in memory costs a sample 0.2 us less than a join with a table of them). Each input table
+// is read once, in rowid order; an id that does not resolve fails the input.
 struct copy_step {
   std::string sql;
   bool samples = false;  // its rows are counted as the input's samples
@@ -62,9 +62,9 @@ std::vector<copy_step> copy_steps() {
       {"INSERT INTO main.counter (process, thread, time_ns, name, value, window) "
        "SELECT c.process + :process, c.thread + :thread, c.time_ns, merged_string(c.name), c.value, c.window "
        "FROM input.counter AS c"},
-      {"INSERT INTO main.region (thread, name, start_ns, end_ns, depth, window, clipped) "
-       "SELECT r.thread + :thread, merged_string(r.name), r.start_ns, r.end_ns, r.depth, r.window, r.clipped "
-       "FROM input.region AS r"},
+      {"INSERT INTO main.region (thread, name, start_ns, end_ns, depth, window, clipped, frame) "
+       "SELECT r.thread + :thread, merged_string(r.name), r.start_ns, r.end_ns, r.depth, r.window, r.clipped, "
+       "merged_frame(r.frame) FROM input.region AS r"},
       {"INSERT INTO main.gpu_device (id, process, api, device_index, name, architecture, memory_bytes, "
        "multiprocessors, clock_khz, memory_clock_khz) "
        "SELECT id + :gpu_device, process + :process, api, device_index, name, architecture, memory_bytes, "
@@ -137,7 +137,7 @@ class id_map {
   std::vector<std::int64_t> ids_;
 };
 
-// merged_string(id), merged_stack(id): an input's id through its map (the function's data); NULL
+// merged_string(id), merged_frame(id), merged_stack(id): an input's id through its map (the function's data); NULL
 // stays NULL, an id the input does not hold is an error.
 void map_through(sqlite3_context* context, int, sqlite3_value** arguments) {
   if (sqlite3_value_type(arguments[0]) == SQLITE_NULL) return sqlite3_result_null(context);
@@ -170,13 +170,14 @@ struct merger::state {
     // input (three syncs an input made 1,000 small inputs take 17 s instead of 5).
     database.execute("PRAGMA journal_mode = DELETE; PRAGMA synchronous = OFF;");
     add_map_function(database, "merged_string", input_strings);
+    add_map_function(database, "merged_frame", input_frames);
     add_map_function(database, "merged_stack", input_stacks);
   }
 
   connection database;
   statement insert_string, insert_frame, insert_stack;
   std::vector<copy_step> copies;
-  id_map input_strings, input_stacks;  // the input being merged
+  id_map input_strings, input_frames, input_stacks;  // the input being merged
   std::unordered_map<std::string, std::int64_t, string_hash, std::equal_to<>> strings;
   std::unordered_map<frame_key, std::int64_t, frame_key_hash> frames;
   std::unordered_map<std::pair<std::int64_t, std::int64_t>, std::int64_t, edge_hash> stacks;
@@ -254,7 +255,7 @@ merged_input merger::add(const std::string& input) {
       strings.set(input_strings.integer(0), found->second);
     }
 
-    id_map frames{scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM input.frame")};
+    auto& frames = s.input_frames = id_map{scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM input.frame")};
     auto input_frames =
         s.database.prepare("SELECT id, address, module, offset, function, file, line FROM input.frame");
     while (input_frames.step()) {

@@ -2,9 +2,14 @@
 // What the output writers (outputs.cpp, speedscope.cpp, flamegraph.cpp, html.cpp) share: one-value
 // queries, the time-window filter, names as JSON and XML text, and the queries behind the tables
 // that several outputs show (defined in output_queries.cpp).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +81,65 @@ struct thread_row {
 
 // Every thread, in sequent order, with its samples in the windows.
 std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows);
+
+// --- regions and instrumented functions --------------------------------------------------------
+
+// The call graph of the regions table (user-API regions and instrumented functions), all threads
+// merged: a node per path of names.
+struct region_node {
+  std::string name;
+  std::int64_t count = 0, total_ns = 0, children_ns = 0;
+  std::int64_t min_ns = std::numeric_limits<std::int64_t>::max(), max_ns = 0;
+  double sum_squares = 0;  // of durations in ms, for the standard deviation
+  std::set<std::int64_t> threads;
+  std::map<std::string, std::unique_ptr<region_node>> children;
+
+  region_node() = default;
+  region_node(region_node&&) = default;
+  region_node& operator=(region_node&&) = default;
+  // Iterative: a recursion 100,000 calls deep makes a tree as deep.
+  ~region_node() {
+    std::vector<std::unique_ptr<region_node>> pending;
+    auto adopt = [&](region_node& node) {
+      for (auto& [name, child] : node.children)
+        if (child) pending.push_back(std::move(child));
+    };
+    adopt(*this);
+    while (!pending.empty()) {
+      const auto node = std::move(pending.back());
+      pending.pop_back();
+      adopt(*node);
+    }
+  }
+
+  region_node& child(std::string_view child_name) {
+    auto& slot = children[std::string{child_name}];
+    if (!slot) {
+      slot = std::make_unique<region_node>();
+      slot->name = child_name;
+    }
+    return *slot;
+  }
+  void add(std::int64_t ns, std::int64_t thread) {
+    ++count;
+    total_ns += ns;
+    min_ns = std::min(min_ns, ns);
+    max_ns = std::max(max_ns, ns);
+    sum_squares += (ns * 1e-6) * (ns * 1e-6);
+    threads.insert(thread);
+  }
+};
+
+struct region_visit {
+  std::int64_t thread;
+  std::size_t depth;
+  std::int64_t start_ns, end_ns;
+  std::string_view name;
+};
+// Reads the regions in the windows once, in (thread, start) order: a region's parent is the open
+// region one depth up. `visit`, when given, sees every region as it is read.
+region_node region_call_graph(connection& profile, const window_range& windows,
+                              const std::function<void(const region_visit&)>& visit = {});
 
 // Heaviest self time first (then total, then name); the list cut to `limit`.
 void rank(std::vector<function_row>& rows, std::size_t limit);

@@ -110,4 +110,31 @@ nlohmann::json gpu_json(connection& profile, const window_range& range) {
   return gpu;
 }
 
+region_node region_call_graph(connection& profile, const window_range& windows,
+                              const std::function<void(const region_visit&)>& visit) {
+  region_node root;
+  auto regions = profile.prepare("SELECT thread, depth, start_ns, end_ns, name FROM regions WHERE 1" +
+                                 in_windows(windows, "window") + " ORDER BY thread, start_ns, depth");
+  std::int64_t current_thread = -1;
+  std::vector<region_node*> open;  // open[d]: the node of the open region at depth d
+  while (regions.step()) {
+    const region_visit region{regions.integer(0), static_cast<std::size_t>(std::max<std::int64_t>(0, regions.integer(1))),
+                              regions.integer(2), regions.integer(3), regions.text(4)};
+    if (region.thread != current_thread) {
+      current_thread = region.thread;
+      open.clear();
+    }
+    // A parent a window clipped away, a filtered function or a lost row left out: the deepest
+    // open region adopts it.
+    open.resize(std::min(open.size(), region.depth));
+    region_node& parent = open.empty() ? root : *open.back();
+    region_node& node = parent.child(region.name);
+    node.add(region.end_ns - region.start_ns, region.thread);
+    if (!open.empty()) parent.children_ns += region.end_ns - region.start_ns;
+    open.push_back(&node);
+    if (visit) visit(region);
+  }
+  return root;
+}
+
 }  // namespace kairos::database::output_helpers

@@ -109,6 +109,43 @@ void write_gpu_sections(connection& profile, std::ostream& out, const window_ran
   }
 }
 
+constexpr std::size_t region_rows_shown = 200;
+
+void write_region_rows(std::ostream& out, const output_helpers::region_node& node, std::size_t depth,
+                       std::size_t& rows_left, std::int64_t& rows_cut) {
+  std::vector<const output_helpers::region_node*> children;
+  for (const auto& [name, child] : node.children) children.push_back(child.get());
+  std::sort(children.begin(), children.end(), [](const auto* a, const auto* b) { return a->total_ns > b->total_ns; });
+  for (const auto* child : children) {
+    if (rows_left == 0) {
+      ++rows_cut;
+      continue;
+    }
+    --rows_left;
+    const auto self_ns = child->total_ns - child->children_ns;
+    // Deeper than 20, the indent stops growing and the depth is written out.
+    const auto indent = depth <= 20 ? std::string(2 * depth, ' ') : fmt::format("{}[{}] ", std::string(40, ' '), depth);
+    out << fmt::format("{:>10} {:>12.3f} {:>12.3f} {:>7.1f} {:>7}  {}{}\n", child->count, child->total_ns * 1e-6,
+                       child->total_ns * 1e-3 / static_cast<double>(child->count),
+                       output_helpers::percent(self_ns, child->total_ns), child->threads.size(), indent,
+                       printable(child->name, 160));
+    write_region_rows(out, *child, depth + 1, rows_left, rows_cut);
+  }
+}
+
+// The regions table as a call graph: user-API regions and instrumented functions, threads merged.
+void write_region_section(connection& profile, std::ostream& out, const window_range& range) {
+  const auto root = output_helpers::region_call_graph(profile, range);
+  if (root.children.empty()) return;
+  out << "\ncall graph of regions and instrumented functions, all threads\n"
+      << fmt::format("{:>10} {:>12} {:>12} {:>7} {:>7}  {}\n", "COUNT", "TOTAL ms", "MEAN us", "SELF %", "THREADS",
+                     "NAME");
+  std::size_t rows_left = region_rows_shown;
+  std::int64_t rows_cut = 0;
+  write_region_rows(out, root, 0, rows_left, rows_cut);
+  if (rows_cut > 0) out << fmt::format("... {} more rows (all of them in the database's regions view)\n", rows_cut);
+}
+
 }  // namespace
 
 using namespace output_helpers;
@@ -129,12 +166,14 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
                                : fmt::format(" (time windows {} to {})", range.first, range.last));
   if (samples == 0) {
     out << "no samples were recorded\n";
+    write_region_section(profile, out, range);
     write_gpu_sections(profile, out, range);
     write_window_sections(profile, out, range);
     return;
   }
   auto weights = weigh_functions(profile, options.functions, range);
   write_table(out, "top functions, all threads", weights.overall, weight_ns);
+  write_region_section(profile, out, range);
   write_gpu_sections(profile, out, range);
   write_window_sections(profile, out, range);
   if (!options.per_thread) return;

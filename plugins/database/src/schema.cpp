@@ -56,7 +56,8 @@ CREATE TABLE region (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
   name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   depth INTEGER NOT NULL, window INTEGER NOT NULL DEFAULT 0,
-  clipped INTEGER NOT NULL DEFAULT 0);  -- 1: start cut to its window's opening, 2: end to its closing
+  clipped INTEGER NOT NULL DEFAULT 0,  -- 1: start cut to its window's opening, 2: end to its closing
+  frame INTEGER REFERENCES frame);  -- an instrumented function's frame; NULL for a user-API region
 -- Time windows (docs/windows.md): amounts in the clock's units (ns, or instructions) counted from
 -- the process's start; actual_* and *_ns are NULL for a window that never opened.
 CREATE TABLE window (
@@ -181,6 +182,7 @@ CREATE VIEW regions AS
 SELECT string.value AS name, region.thread AS thread, region.start_ns AS start_ns,
        region.end_ns AS end_ns, region.end_ns - region.start_ns AS duration_ns,
        region.depth AS depth, region.window AS window, region.clipped AS clipped,
+       CASE WHEN region.frame IS NULL THEN 'region' ELSE 'function' END AS kind,
        thread.process AS process, process.rank AS rank
 FROM region JOIN string ON string.id = region.name
 LEFT JOIN thread ON thread.id = region.thread LEFT JOIN process ON process.id = thread.process;

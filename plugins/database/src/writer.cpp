@@ -28,8 +28,8 @@ struct profile_writer::statements {
         counter{database,
                 "INSERT INTO counter (thread, time_ns, name, value, window) VALUES (?, ?, ?, ?, ?)"},
         region{database,
-               "INSERT INTO region (thread, name, start_ns, end_ns, depth, window, clipped) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?)"},
+               "INSERT INTO region (thread, name, start_ns, end_ns, depth, window, clipped, frame) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"},
         window{database,
                "INSERT OR REPLACE INTO window (ordinal, spec, clock, planned_start, planned_end, "
                "actual_start, actual_end, start_ns, end_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"},
@@ -133,7 +133,9 @@ void profile_writer::end_thread(std::int64_t thread, std::int64_t end_ns) {
   statements_->thread_end.bind(1, end_ns).bind(2, thread).run();
 }
 
-std::int64_t profile_writer::frame_for(std::uint64_t address) {
+std::int64_t profile_writer::frame_for(std::uint64_t address) { return frame_entry_for(address).frame; }
+
+profile_writer::frame_entry profile_writer::frame_entry_for(std::uint64_t address) {
   if (const auto found = frames_.find(address); found != frames_.end()) return found->second;
   frame_info info = symbolize_ ? symbolize_(address) : frame_info{};
   info.address = address;
@@ -152,9 +154,9 @@ std::int64_t profile_writer::frame_for(std::uint64_t address) {
   file < 0 ? insert.bind_null(5) : insert.bind(5, file);
   info.line == 0 ? insert.bind_null(6) : insert.bind(6, std::int64_t{info.line});
   insert.run();
-  const auto id = database_.last_insert_id();
-  frames_.emplace(address, id);
-  return id;
+  const frame_entry entry{database_.last_insert_id(), function};
+  frames_.emplace(address, entry);
+  return entry;
 }
 
 std::int64_t profile_writer::add_stack(std::span<const std::uint64_t> addresses_leaf_first) {
@@ -209,16 +211,25 @@ void profile_writer::add_counter(std::int64_t thread, std::int64_t time_ns, std:
 void profile_writer::add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
                                 std::int64_t end_ns, std::int64_t depth, std::int64_t window,
                                 std::int64_t clipped) {
-  const auto name_id = intern(name);
+  insert_region(thread, intern(name), start_ns, end_ns, depth, window, clipped, std::nullopt);
+}
+
+void profile_writer::add_function_region(std::int64_t thread, std::uint64_t function_address,
+                                         std::int64_t start_ns, std::int64_t end_ns, std::int64_t depth,
+                                         std::int64_t window, std::int64_t clipped) {
+  const auto entry = frame_entry_for(function_address);
+  insert_region(thread, entry.function, start_ns, end_ns, depth, window, clipped, entry.frame);
+}
+
+void profile_writer::insert_region(std::int64_t thread, std::int64_t name, std::int64_t start_ns,
+                                   std::int64_t end_ns, std::int64_t depth, std::int64_t window,
+                                   std::int64_t clipped, std::optional<std::int64_t> frame) {
   ensure_transaction();
-  statements_->region.bind(1, thread)
-      .bind(2, name_id)
-      .bind(3, start_ns)
-      .bind(4, end_ns)
-      .bind(5, depth)
-      .bind(6, window)
-      .bind(7, clipped)
-      .run();
+  auto& insert = statements_->region;
+  insert.bind(1, thread).bind(2, name).bind(3, start_ns).bind(4, end_ns).bind(5, depth).bind(6, window)
+      .bind(7, clipped);
+  frame ? void(insert.bind(8, *frame)) : void(insert.bind_null(8));
+  insert.run();
 }
 
 namespace {

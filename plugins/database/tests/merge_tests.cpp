@@ -62,6 +62,7 @@ std::string write_rank(const std::string& name, std::int64_t rank, std::int64_t 
   writer.add_realtime_sample(worker, 2'000, 5'000, ids[0]);
   writer.add_region(main_thread, "solve", 1'000, 2'000 + rank, 0);
   writer.add_region(worker, fmt::format("rank {} work", rank), 1'100, 1'900, 1);
+  writer.add_function_region(main_thread, at(4), 1'200, 1'300 + rank, 1);
   writer.add_counter(worker, 1'500, "thread_cpu_time_ns", 42.0 + static_cast<double>(rank));
   writer.add_window({1, "realtime:0:1", "realtime", 0, 1'000, 0, 1'000, 5 + rank, 1'005 + rank});
   writer.commit();
@@ -93,8 +94,13 @@ struct question {
 // Asked of inputs and merged databases alike; every answer names the rank it is about.
 const question questions[] = {
     {"top functions per process", "SELECT rank, name, self, total FROM top_functions_by_process", 4},
-    {"regions", "SELECT regions.rank, regions.name, thread.tid, regions.start_ns, regions.end_ns, regions.depth "
-                "FROM regions JOIN thread ON thread.id = regions.thread", 6},
+    {"regions", "SELECT regions.rank, regions.name, regions.kind, thread.tid, regions.start_ns, regions.end_ns, "
+                "regions.depth FROM regions JOIN thread ON thread.id = regions.thread", 7},
+    {"instrumented functions' frames",
+     "SELECT process.rank, module.value, frame.offset, function.value, region.start_ns FROM region "
+     "JOIN frame ON frame.id = region.frame JOIN string AS module ON module.id = frame.module "
+     "JOIN string AS function ON function.id = frame.function JOIN thread ON thread.id = region.thread "
+     "JOIN process ON process.id = thread.process", 5},
     {"sample stacks as function paths",
      "WITH RECURSIVE up (sample, node, path) AS ("
      "  SELECT sample.id, stack.parent, string.value FROM sample JOIN stack ON stack.id = sample.stack"

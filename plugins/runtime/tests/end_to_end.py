@@ -367,8 +367,10 @@ def test_odd_region_names_keep_every_output_whole(directory):
     with open(text_path, "rb") as file:
         lines = file.read().split(b"\n")
     rows = [line for line in lines if b"line\\x0abreak" in line]
-    # One row in the process table, one in the thread's; each whole, with its statistics.
-    check(len(rows) == 2 and all(row.rstrip().endswith(b"100.0") for row in rows),
+    # One row in the database's call graph (the name last), one in each by-component table (the
+    # process's, the thread's, statistics last): each whole.
+    check(len(rows) == 3 and rows[0].rstrip().endswith(b"line\\x0abreak\\x09tab")
+          and all(row.rstrip().endswith(b"100.0") for row in rows[1:]),
           f"the newline does not break the region's rows: {rows}")
     check(not any(line.startswith(b"break") for line in lines), "no row was split")
     with sqlite3.connect(glob.glob(os.path.join(directory, "kairos-output", "*.db"))[0]) as db:

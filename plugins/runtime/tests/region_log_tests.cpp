@@ -40,7 +40,7 @@ TEST_CASE("rows come out in order, across chunk boundaries, each once") {
 
 TEST_CASE("an undrained log stops growing at its bound and counts what it drops") {
   region_log log;
-  const auto bound = static_cast<std::int64_t>(region_log::chunk_rows) * region_log::max_chunks;
+  const auto bound = static_cast<std::int64_t>(region_log::chunk_rows) * region_log::default_max_chunks;
   for (std::int64_t i = 0; i < bound + 500; ++i) log.append(row(i));
   CHECK(log.dropped() == 500);
   const auto kept = drain_starts(log);
@@ -53,7 +53,7 @@ TEST_CASE("an undrained log stops growing at its bound and counts what it drops"
 TEST_CASE("a writer draining while the thread appends sees every row exactly once") {
   region_log log;
   // Three times what the log holds undrained: it only fits if the writer drains as rows arrive.
-  const std::int64_t total = 3 * std::int64_t{region_log::chunk_rows} * region_log::max_chunks;
+  const std::int64_t total = 3 * std::int64_t{region_log::chunk_rows} * region_log::default_max_chunks;
   std::vector<std::int64_t> seen;
   std::atomic<std::int64_t> drained{0};
   std::atomic<bool> done{false};
@@ -65,7 +65,7 @@ TEST_CASE("a writer draining while the thread appends sees every row exactly onc
     }
     log.drain(keep);
   }};
-  const std::int64_t half_bound = std::int64_t{region_log::chunk_rows} * region_log::max_chunks / 2;
+  const std::int64_t half_bound = std::int64_t{region_log::chunk_rows} * region_log::default_max_chunks / 2;
   for (std::int64_t i = 0; i < total; ++i) {
     // Never more than half the bound ahead of the writer: nothing may be dropped.
     while (i - drained.load() >= half_bound) std::this_thread::yield();

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
       "kairos-output/%exe%-%pid%) with one '[kairos]' line on stderr at exit saying where.",
       "kairos-run"};
   std::string output, formats, frequency, components, config, cputime, realtime, periods, windows_file;
+  std::string instrument, instrument_include, instrument_exclude, instrument_min;
   std::vector<std::string> settings_given;
   bool follow_children = false;
   int verbose = 0;
@@ -90,6 +91,16 @@ int main(int argc, char** argv) {
   app.add_option("--components", components,
                  "what user-API regions measure (KAIROS_COMPONENTS), e.g. wall_clock,peak_rss");
   app.add_option("--config", config, "JSON settings file (KAIROS_CONFIG_FILE)");
+  app.add_option("--instrument", instrument,
+                 "record instrumented functions on|off (KAIROS_INSTRUMENT, on by default); "
+                 "docs/instrumentation.md")
+      ->expected(0, 1);
+  app.add_option("--instrument-include", instrument_include,
+                 "only functions whose name matches this POSIX extended regex (KAIROS_INSTRUMENT_INCLUDE)");
+  app.add_option("--instrument-exclude", instrument_exclude,
+                 "leave out functions whose name matches this regex (KAIROS_INSTRUMENT_EXCLUDE)");
+  app.add_option("--instrument-min", instrument_min,
+                 "seconds: shorter calls get no row (KAIROS_INSTRUMENT_MIN_DURATION, default 0.00001)");
   app.add_option("--periods", periods,
                  "collect only in time windows (KAIROS_TRACE_PERIODS), e.g. 'realtime:10:1:5' = five "
                  "times 10 s off, 1 s on; docs/windows.md");
@@ -141,6 +152,10 @@ int main(int argc, char** argv) {
   if (app.count("--realtime")) add("KAIROS_SAMPLING_REALTIME", realtime.empty() ? "true" : realtime);
   if (app.count("--components")) add("KAIROS_COMPONENTS", components);
   if (app.count("--config")) add("KAIROS_CONFIG_FILE", config);
+  if (app.count("--instrument")) add("KAIROS_INSTRUMENT", instrument.empty() ? "true" : instrument);
+  if (app.count("--instrument-include")) add("KAIROS_INSTRUMENT_INCLUDE", instrument_include);
+  if (app.count("--instrument-exclude")) add("KAIROS_INSTRUMENT_EXCLUDE", instrument_exclude);
+  if (app.count("--instrument-min")) add("KAIROS_INSTRUMENT_MIN_DURATION", instrument_min);
   if (app.count("--periods")) add("KAIROS_TRACE_PERIODS", periods);
   if (app.count("--windows-file")) add("KAIROS_TRACE_WINDOWS_FILE", windows_file);
   if (follow_children) add("KAIROS_FOLLOW_CHILDREN", "true");

@@ -7,6 +7,8 @@
 #include <kairos/runtime/settings.hpp>
 #include <kairos/runtime/time_windows.hpp>
 
+#include "posix_regex.hpp"
+
 namespace kairos::runtime {
 namespace {
 
@@ -52,6 +54,12 @@ std::optional<std::string> check_windows_file(std::string_view text) {
   return "a CSV file of clock,start,length lines; " + *windows.error;
 }
 
+std::optional<std::string> check_regex(std::string_view text) {
+  const posix_regex expression{std::string{text}};
+  if (expression.compiled()) return std::nullopt;
+  return "a POSIX extended regular expression (" + expression.error() + ")";
+}
+
 constexpr double max_frequency_hz = 100'000;
 constexpr double max_seconds = 1e9;
 
@@ -94,6 +102,33 @@ constexpr std::array definitions{
     // regions
     setting_definition{"components", "KAIROS_COMPONENTS", list, "wall_clock", "regions",
                        "what each user-API region measures, by component name", component_names},
+    // instrument (docs/instrumentation.md)
+    setting_definition{"instrument", "KAIROS_INSTRUMENT", boolean, "true", "instrument",
+                       "record the calls of the functions a program compiled with -finstrument-functions "
+                       "(CMake: kairos_instrument) as regions; off: the hooks return at once"},
+    setting_definition{"instrument_include", "KAIROS_INSTRUMENT_INCLUDE", text, "", "instrument",
+                       "only functions whose demangled name matches this POSIX extended regular "
+                       "expression (searched, as grep -E does); empty: all",
+                       {}, 0, 0, true, &check_regex},
+    setting_definition{"instrument_exclude", "KAIROS_INSTRUMENT_EXCLUDE", text, "", "instrument",
+                       "leave out functions whose demangled name matches this regular expression",
+                       {}, 0, 0, true, &check_regex},
+    setting_definition{"instrument_file_include", "KAIROS_INSTRUMENT_FILE_INCLUDE", text, "", "instrument",
+                       "only functions whose source file (from the debug information) matches this "
+                       "regular expression",
+                       {}, 0, 0, true, &check_regex},
+    setting_definition{"instrument_file_exclude", "KAIROS_INSTRUMENT_FILE_EXCLUDE", text, "", "instrument",
+                       "leave out functions whose source file matches this regular expression",
+                       {}, 0, 0, true, &check_regex},
+    setting_definition{"instrument_system", "KAIROS_INSTRUMENT_SYSTEM", boolean, "false", "instrument",
+                       "also the standard library's functions (std::, __gnu_cxx::, operator new/delete) and "
+                       "those from /usr/include; off: they stay in their callers' time"},
+    setting_definition{"instrument_min_duration", "KAIROS_INSTRUMENT_MIN_DURATION", number, "0.00001",
+                       "instrument",
+                       "seconds: a call shorter than this gets no row and stays in its caller's time "
+                       "(0: every call a row; a row costs about 1 us, so at 10 us rows cost at most a "
+                       "tenth of the time they describe)",
+                       {}, 0, max_seconds},
     // sampling (registered for the sampler; common values, then per-sampler overrides)
     setting_definition{"sampling_freq", "KAIROS_SAMPLING_FREQ", number, "300", "sampling",
                        "samples per second of each sampled thread", {}, 0.001, max_frequency_hz},
@@ -170,7 +205,9 @@ constexpr std::array definitions{
 constexpr bool rows_match_names() {
   constexpr std::string_view names[] = {
       "enabled", "verbose", "config_file", "follow_children", "output_path", "output_formats",
-      "flush_interval", "source_lines", "components", "sampling_freq", "sampling_delay", "sampling_duration",
+      "flush_interval", "source_lines", "components", "instrument", "instrument_include",
+      "instrument_exclude", "instrument_file_include", "instrument_file_exclude", "instrument_system",
+      "instrument_min_duration", "sampling_freq", "sampling_delay", "sampling_duration",
       "sampling_cputime", "sampling_cputime_source", "sampling_cputime_freq",
       "sampling_cputime_delay", "sampling_cputime_duration", "sampling_realtime",
       "sampling_realtime_freq", "sampling_realtime_delay", "sampling_realtime_duration",

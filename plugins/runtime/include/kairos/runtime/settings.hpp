@@ -25,7 +25,7 @@ struct setting_definition {
   std::string_view variable;       // environment variable: "KAIROS_SAMPLING_FREQ"
   setting_type type;
   std::string_view default_value;  // as text; "" for "unset" (see may_be_empty)
-  std::string_view category;       // "general", "output", "regions", "sampling", "windows", "gpu", "internal"
+  std::string_view category;       // "general", "output", "regions", "instrument", "sampling", "windows", "gpu", "internal"
   std::string_view description;
   std::string_view choices = {};   // comma-separated accepted words (text, list); "" = any
   double minimum = 0;              // integer and number: accepted range
@@ -43,6 +43,8 @@ enum class setting : std::size_t {
   enabled, verbose, config_file, follow_children,
   output_path, output_formats, flush_interval, source_lines,
   components,
+  instrument, instrument_include, instrument_exclude, instrument_file_include, instrument_file_exclude,
+  instrument_system, instrument_min_duration,
   sampling_freq, sampling_delay, sampling_duration,
   sampling_cputime, sampling_cputime_source, sampling_cputime_freq, sampling_cputime_delay,
   sampling_cputime_duration,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "preload/gpu/gpu_activity.hpp"
+#include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
 #include "preload/sink/profile_database.hpp"
 #include "preload/threads/thread_registry.hpp"
@@ -139,6 +140,13 @@ void flush_to_database(bool force) {
     log.drain([&](const region_row& region) {
       rows.add_region(thread, *region.name, region.start_ns, region.end_ns, region.depth, region.window,
                       region.clipped);
+    });
+  });
+  process_function_events(false);
+  for_each_function_log([&](thread_record& thread, region_log& log) {
+    log.drain([&](const region_row& call) {
+      rows.add_function_region(thread, call.function, call.start_ns, call.end_ns, call.depth, call.window,
+                               call.clipped);
     });
   });
   for (const auto& window : take_window_changes()) rows.add_window(database_row(window));

@@ -1,7 +1,7 @@
 #pragma once
 // The adapters between producers and the sink: the one place that knows both a producer's batch
 // type and the database's rows. The sampler's batches arrive through deliver_samples (lifecycle
-// hands the sampler this function); regions and threads are pulled by flush_to_database, which
+// hands the sampler this function); regions, instrumented calls and threads are pulled by flush_to_database, which
 // lifecycle's service thread calls every tick and finalize calls last.
 #include "preload/sampling/sample_batch.hpp"
 

@@ -41,6 +41,7 @@
 #include "preload/pipeline/delivery.hpp"
 #include "preload/process/lifecycle.hpp"
 #include "preload/process/termination.hpp"
+#include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
 #include "preload/sampling/sample_writer.hpp"
 #include "preload/sampling/sampler.hpp"
@@ -166,6 +167,7 @@ std::size_t program_threads() {
 struct losses {
   std::uint64_t samples = 0;      // sample buffers full
   std::uint64_t region_rows = 0;  // region logs full
+  std::uint64_t function_rows = 0;  // instrumented calls' logs full
   std::uint64_t rows = 0;         // database inserts that failed
   std::int64_t unsampled_cpu_ns = 0;
   std::uint64_t threads_blocking = 0;
@@ -190,6 +192,9 @@ std::string describe(const losses& lost, int signal_number) {
   if (lost.samples) text += fmt::format("; {} lost (the writers fell behind)", plural(lost.samples, "sample"));
   if (lost.region_rows)
     text += fmt::format("; {} not in the database (still in the region report)", plural(lost.region_rows, "region row"));
+  if (lost.function_rows)
+    text += fmt::format("; {} of instrumented calls lost (the database fell behind)",
+                        plural(lost.function_rows, "row"));
   if (lost.rows) text += fmt::format("; {} could not be written", plural(lost.rows, "database row"));
   if (lost.gpu_records)
     text += fmt::format("; {} dropped by the GPU runtime", plural(lost.gpu_records, "GPU activity record"));
@@ -209,13 +214,15 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   stop_sampling();
   stop_gpu(gpu_drain_timeout_ns);
   const auto sampling = sampling_totals();
-  const losses lost{sampling.dropped, region_rows_dropped(), 0, sampling.unsampled_cpu_ns,
+  process_function_events(true);
+  const losses lost{sampling.dropped, region_rows_dropped(), function_rows_dropped(), 0, sampling.unsampled_cpu_ns,
                     sampling.threads_blocking, gpu_records_dropped()};
   // Known only now: the CPU-time source turns from perf to the timer if the kernel refuses perf.
   add_database_metadata("sampling_cpu_source", sampling.cpu_source);
   add_database_metadata("sampling_signal", sampling.signal_number ? signal_name(sampling.signal_number) : "");
   add_database_metadata("dropped.samples", std::to_string(lost.samples));
   add_database_metadata("dropped.region_rows", std::to_string(lost.region_rows));
+  add_database_metadata("dropped.function_rows", std::to_string(lost.function_rows));
   add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
   if (gpu_observed()) add_database_metadata("dropped.gpu_records", std::to_string(lost.gpu_records));
   if (globals->windows_planned) {
@@ -228,7 +235,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   auto database_path = finish_profile_database(end_reason);
   close_profile_database();
   const auto counts = database_counts_written();
-  const auto regions = regions_recorded();
+  const auto regions = regions_recorded() + function_calls_recorded();
   const auto gpu_work = counts.gpu_kernels + counts.gpu_copies;
   if (sampling.delivered == 0 && regions == 0 && gpu_work == 0) {
     if (!database_path.empty()) remove_database_files(database_path);
@@ -276,9 +283,10 @@ void finalize(const std::string& end_reason) {
   finalizing_thread.store(gettid());
   state.store(runtime_state::finalizing, std::memory_order_seq_cst);
   set_regions_accepting(false);
+  set_function_trace_accepting(false);
   // A fork child that recorded nothing (the usual fork-then-_exit) does nothing at all here:
   // another thread of its parent may have held a libc lock at the fork.
-  const bool recorded = regions_recorded() > 0 || sampling_enabled() || globals->identity.launched;
+  const bool recorded = regions_recorded() > 0 || function_calls_recorded() > 0 || sampling_enabled() || globals->identity.launched;
   if (recorded) {
     wait_for_user_api_calls(user_api_wait);
     file_size_signal_guard quota;
@@ -320,11 +328,13 @@ void before_fork() {
   delivery_lock_for_fork();
   database_lock_for_fork();
   regions_lock_for_fork();
+  function_trace_lock_for_fork();
   threads().lock_for_fork();
 }
 void after_fork_in_parent() {
   if (state.load() != runtime_state::active) return;
   threads().unlock_after_fork_in_parent();
+  function_trace_unlock_after_fork();
   regions_unlock_after_fork();
   database_unlock_after_fork_in_parent();
   delivery_unlock_after_fork_in_parent();
@@ -334,6 +344,8 @@ void after_fork_in_parent() {
 void after_fork_in_child() {
   if (state.load() != runtime_state::active) return;
   threads().adopt_after_fork_in_child(current_thread_if_registered());
+  function_trace_unlock_after_fork();
+  function_trace_forget_after_fork_in_child();
   regions_unlock_after_fork();
   regions_forget_after_fork_in_child();
   database_forget_after_fork_in_child();
@@ -347,6 +359,7 @@ void after_fork_in_child() {
     // Not followed: the child runs as without kairos, and so do its descendants.
     state.store(runtime_state::off);
     set_regions_accepting(false);
+    set_function_trace_accepting(false);
     restore_default_termination_handlers();
     remove_kairos_from_environment_in_child();
     release_stderr();
@@ -404,7 +417,10 @@ window_plan planned_windows(const settings& values) {
   return window_plan{std::move(periods.value), std::move(fixed)};
 }
 
-void on_window_edge() noexcept { sampling_windows_changed(); }
+void on_window_edge() noexcept {
+  sampling_windows_changed();
+  function_trace_windows_changed();
+}
 
 void initialize() {
   reentry_guard guard;
@@ -450,6 +466,14 @@ void initialize() {
     state.store(runtime_state::off);
     return;
   }
+  if (database_wanted && globals->values.category_usable("instrument")) {
+    const auto& values = globals->values;
+    function_trace_options options{values.boolean(setting::instrument), values.text(setting::instrument_include),
+                                   values.text(setting::instrument_exclude), values.text(setting::instrument_file_include),
+                                   values.text(setting::instrument_file_exclude), values.boolean(setting::instrument_system),
+                                   static_cast<std::int64_t>(values.number(setting::instrument_min_duration) * 1e9)};
+    if (auto failure = configure_function_trace(options); failure && first_image) report(failure);
+  }
   keep_stderr();
   current_thread();  // the main thread is the program's thread 0
   if (database_wanted) {
@@ -487,6 +511,7 @@ void initialize() {
     report("could not start the service thread; SIGINT/SIGTERM end the program without outputs");
   state.store(runtime_state::active, std::memory_order_release);
   set_regions_accepting(true);
+  set_function_trace_accepting(true);
   connect_user_api();
   if (verbosity() > 0)
     report(fmt::format("profiling pid {} ({}{})", globals->identity.pid,

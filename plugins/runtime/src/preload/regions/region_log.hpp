@@ -1,9 +1,8 @@
 #pragma once
-// One thread's finished user-API regions on their way to the profile database. The thread appends
+// One thread's finished user-API regions (or instrumented calls) on their way to the profile database. The thread appends
 // without a lock (an allocation once per 1,024 regions); the database sync drains. One producer,
-// one consumer. Memory is bounded: past max_chunks unread chunks (2 MiB a thread) rows are dropped
-// and counted, never waited for: the regions still reach the call-graph report, only their
-// per-instance rows in the database are lost, and finalize says how many.
+// one consumer. Memory is bounded: past max_chunks unread chunks (64 by default, 2.5 MiB a thread)
+// rows are dropped and counted, never waited for; finalize says how many.
 #include <atomic>
 #include <cstdint>
 #include <new>
@@ -19,14 +18,16 @@ struct region_row {
   std::int32_t depth;
   std::int32_t window;   // 0: no windows
   std::int32_t clipped;  // 1: start cut to the window's opening, 2: end cut to its closing
+  std::uint64_t function;  // an instrumented function's address (name unset); 0 for a user-API region
 };
 
 class region_log {
  public:
   static constexpr std::uint32_t chunk_rows = 1024;
-  static constexpr std::uint32_t max_chunks = 64;
+  static constexpr std::uint32_t default_max_chunks = 64;
 
-  region_log() : head_{new chunk}, tail_{head_} {}
+  explicit region_log(std::uint32_t max_chunks = default_max_chunks)
+      : max_chunks_{max_chunks}, head_{new chunk}, tail_{head_} {}
   region_log(const region_log&) = delete;
   region_log& operator=(const region_log&) = delete;
   ~region_log() { free_all(); }
@@ -35,7 +36,7 @@ class region_log {
   void append(const region_row& row) noexcept {
     auto count = tail_->committed.load(std::memory_order_relaxed);
     if (count == chunk_rows) {
-      chunk* fresh = chunks_.load(std::memory_order_acquire) < max_chunks ? new (std::nothrow) chunk
+      chunk* fresh = chunks_.load(std::memory_order_acquire) < max_chunks_ ? new (std::nothrow) chunk
                                                                          : nullptr;
       if (fresh == nullptr) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -92,6 +93,7 @@ class region_log {
     }
   }
 
+  const std::uint32_t max_chunks_;
   chunk* head_;                 // the consumer's: the oldest chunk not fully read
   std::uint32_t consumed_ = 0;  // the consumer's: rows read in head_
   chunk* tail_;                 // the thread's: the chunk it appends to

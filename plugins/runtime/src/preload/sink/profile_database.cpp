@@ -253,6 +253,17 @@ void database_batch::add_region(thread_record& thread, std::string_view name,
   });
 }
 
+void database_batch::add_function_region(thread_record& thread, std::uint64_t function_address,
+                                         std::int64_t start_ns, std::int64_t end_ns, std::int32_t depth,
+                                         std::int32_t window, std::int32_t clipped) {
+  if (!writable()) return;
+  insert([&] {
+    file().writer->add_function_region(thread_row(thread), function_address, start_ns, end_ns, depth, window,
+                                       clipped);
+    ++file().pending.regions;
+  });
+}
+
 void database_batch::add_window(const database_window& window) {
   if (!writable()) return;
   database::window_info row{window.ordinal, window.spec, std::string{window.clock}, window.planned_start,

@@ -77,6 +77,9 @@ class database_batch {
                    double value, std::int32_t window);
   void add_region(thread_record& thread, std::string_view name, std::int64_t start_ns,
                   std::int64_t end_ns, std::int32_t depth, std::int32_t window, std::int32_t clipped);
+  // An instrumented function's call, named by symbolizing `function_address`.
+  void add_function_region(thread_record& thread, std::uint64_t function_address, std::int64_t start_ns,
+                           std::int64_t end_ns, std::int32_t depth, std::int32_t window, std::int32_t clipped);
   // A window as planned, opened or closed (written again as it changes). Windows alone do not
   // create the file: they wait for the first row that does.
   void add_window(const database_window& window);

@@ -6,9 +6,10 @@ namespace kairos::database {
 
 // Raised whenever a table, column or view changes meaning; readers refuse other versions.
 // 2: no tables without a writer (window, api_call, gpu_*); 3: the window table, region.clipped;
-// 4: gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call; 5: many processes in one database
-// (kairos-merge): process.launch_id, process_metadata, a process column where a thread cannot tell it
-inline constexpr int schema_version = 5;
+// 4: gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call; 5: region.frame (instrumented functions);
+// 6: many processes in one database (kairos-merge): process.launch_id, process_metadata, a process
+// column where a thread cannot tell it
+inline constexpr int schema_version = 6;
 
 // Creates every table and view in an empty database (WAL journal).
 void create_schema(connection& database);

@@ -114,6 +114,11 @@ class profile_writer {
   void add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
                   std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0,
                   std::int64_t clipped = 0);
+  // An instrumented function's call: a region named by the function at `function_address`
+  // (symbolized like a sampled frame, once per address), tied to its frame.
+  void add_function_region(std::int64_t thread, std::uint64_t function_address, std::int64_t start_ns,
+                           std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0,
+                           std::int64_t clipped = 0);
   // Written when a window opens and again when it closes: the last version stays.
   void add_window(const window_info& window);
   // Each window's samples and regions, counted from the rows (once, at the end).
@@ -135,8 +140,16 @@ class profile_writer {
   connection& database() noexcept { return database_; }
 
  private:
+  struct frame_entry {
+    std::int64_t frame;
+    std::int64_t function;  // the function's name, interned
+  };
   void ensure_transaction();
   std::int64_t frame_for(std::uint64_t address);
+  frame_entry frame_entry_for(std::uint64_t address);
+  void insert_region(std::int64_t thread, std::int64_t name, std::int64_t start_ns, std::int64_t end_ns,
+                     std::int64_t depth, std::int64_t window, std::int64_t clipped,
+                     std::optional<std::int64_t> frame);
 
   connection database_;
   symbolizer symbolize_;
@@ -150,7 +163,7 @@ class profile_writer {
     }
   };
   std::unordered_map<std::string, std::int64_t, string_hash, std::equal_to<>> strings_;
-  std::unordered_map<std::uint64_t, std::int64_t> frames_;  // address -> frame id
+  std::unordered_map<std::uint64_t, frame_entry> frames_;  // by address
   struct edge_hash {
     std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& edge) const noexcept {
       return std::hash<std::int64_t>{}(edge.first * 0x9e3779b97f4a7c15ll ^ edge.second);

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""What a call of an instrumented function costs, whole processes, side by side in one run.
+
+fib_workload.cpp's recursive fib(N), every call a real call, built three ways (g++ -O2): plain;
+with -finstrument-functions (kairos_instrument's flags) and linked to libkairos-user.so; with -pg
+for gprof. Configurations, interleaved round by round (their order rotated each round):
+  plain              the plain build
+  hooks, no kairos   the instrumented build alone: libkairos-user.so's hooks return at once
+  kairos, filtered   under kairos-run, fib excluded (KAIROS_INSTRUMENT_EXCLUDE): the fast path of
+                     a function filtered out
+  kairos             under kairos-run at default settings but no sampler: every call recorded,
+                     a row for each call of 1 us or more
+  kairos, every row  the same with KAIROS_INSTRUMENT_MIN_DURATION=0: a database row per call
+  gprof              the -pg build (mcount on every call, its histogram, gmon.out at exit)
+  clock pairs        steady_clock::now() pairs, as many as fib makes calls: the baseline
+With clang++ (and its XRay runtime), also, against clang's plain build (-fno-optimize-sibling-calls):
+  xray, no kairos    built with XRay sleds (-fxray-instruction-threshold=1), run alone: unpatched
+  xray, kairos off   under kairos-run with KAIROS_INSTRUMENT=false: the sleds stay unpatched
+  xray, kairos       under kairos-run: sleds patched, every call timed
+The CPU time of a run is wait4's user + system of the whole process (kairos's threads included).
+Each configuration runs at two sizes, fib(N-2) and fib(N); a call's cost is the CPU the extra calls
+take, over the plain build's for the same calls, per call: fixed costs (kairos's start, its
+symbolizer, the outputs) cancel out. Printed: per configuration, wall and CPU medians of fib(N) with
+their spread, and a call's cost, alone and as a ratio to a steady_clock pair's cost measured the
+same way in the same round. Tracy (not packaged in Debian) records a zone in 197 ns here, 3.7x a pair.
+
+Usage: benchmarks/instrumentation/overhead.py [build directory (default build)] [rounds (5)] [--n N]
+"""
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def build(build_dir, work):
+    subprocess.run(["cmake", "--build", build_dir, "--target", "kairos_run", "kairos_preload", "kairos_user"],
+                   check=True, stdout=subprocess.DEVNULL)
+    source = os.path.join(ROOT, "benchmarks/instrumentation/fib_workload.cpp")
+    library_dir = os.path.join(build_dir, "plugins/runtime")
+    programs = {"plain": [], "instrumented": ["-finstrument-functions", "-fno-plt", f"-L{library_dir}",
+                                              f"-Wl,-rpath,{library_dir}", "-lkairos-user"], "gprof": ["-pg"]}
+    paths = {}
+    for name, flags in programs.items():
+        paths[name] = os.path.join(work, name)
+        subprocess.run(["g++", "-O2", "-g", source, "-o", paths[name], *flags], check=True)
+    # XRay: clang, with and without sleds (no sibling calls in either, or clang turns half of fib's
+    # calls into a loop).
+    clang = shutil.which("clang++")
+    if clang is None:
+        print("clang++ not found: no XRay rows")
+        return paths
+    glue = os.path.join(ROOT, "plugins/runtime/src/xray/kairos_xray.cpp")
+    for name, flags in {"clang plain": [], "xray": ["-fxray-instrument", "-fxray-instruction-threshold=1", glue,
+                                                    "-ldl"]}.items():
+        paths[name] = os.path.join(work, name.replace(" ", "_"))
+        subprocess.run([clang, "-O2", "-g", "-fno-optimize-sibling-calls", source, "-o", paths[name], *flags],
+                       check=True)
+    return paths
+
+
+def run(command, env, cwd):
+    start = time.perf_counter()
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    output = process.stdout.read().decode()
+    error = process.stderr.read().decode()
+    process.stdout.close()
+    process.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{command} failed: {error}")
+    return wall, usage.ru_utime + usage.ru_stime, output, error
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
+    parser.add_argument("rounds", nargs="?", type=int, default=5)
+    parser.add_argument("--n", type=int, default=30)
+    args = parser.parse_args()
+    args.build = os.path.abspath(args.build)
+    kairos_run = os.path.join(args.build, "plugins/runtime/kairos-run")
+    sizes = (args.n - 2, args.n)  # the cost of a call is the difference between the two, per call
+    with tempfile.TemporaryDirectory() as work:
+        paths = build(args.build, work)
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_")}
+        base_env.update({"KAIROS_SAMPLING_CPUTIME": "false", "KAIROS_OUTPUT_FORMATS": "db"})
+        calls = {n: int(run([paths["plain"], str(n), "1"], base_env, work)[2].split()[3]) for n in sizes}
+        out = lambda tag: ["-o", os.path.join(work, f"{tag}-%pid%")]
+        configurations = {
+            "plain": lambda n: [paths["plain"], str(n), "1"],
+            "hooks, no kairos": lambda n: [paths["instrumented"], str(n), "1"],
+            "kairos, filtered": lambda n: [kairos_run, *out("filtered"), "-s", "KAIROS_INSTRUMENT_EXCLUDE=^fib", "--",
+                                           paths["instrumented"], str(n), "1"],
+            "kairos": lambda n: [kairos_run, *out("default"), "--", paths["instrumented"], str(n), "1"],
+            "kairos, every row": lambda n: [kairos_run, *out("every"), "-s", "KAIROS_INSTRUMENT_MIN_DURATION=0", "--",
+                                            paths["instrumented"], str(n), "1"],
+            "gprof": lambda n: [paths["gprof"], str(n), "1"],
+            "clock pairs": lambda n: [paths["plain"], "--clock-pairs", str(calls[n])],
+        }
+        if "xray" in paths:
+            configurations.update({
+                "clang plain": lambda n: [paths["clang plain"], str(n), "1"],
+                "xray, no kairos": lambda n: [paths["xray"], str(n), "1"],
+                "xray, kairos off": lambda n: [kairos_run, *out("xoff"), "-s", "KAIROS_INSTRUMENT=false", "--",
+                                               paths["xray"], str(n), "1"],
+                "xray, kairos": lambda n: [kairos_run, *out("xray"), "--", paths["xray"], str(n), "1"],
+            })
+        names = list(configurations)
+        runs = [(name, n) for name in names for n in sizes]
+        results = {key: [] for key in runs}
+        load_before = open("/proc/loadavg").read().split()[:3]
+        for round_index in range(args.rounds):
+            shift = round_index % len(runs)
+            for key in runs[shift:] + runs[:shift]:
+                results[key].append(run(configurations[key[0]](key[1]), base_env, work)[:2])
+        load_after = open("/proc/loadavg").read().split()[:3]
+
+    def spread(values, digits=3):
+        return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+    small, large = sizes
+    extra_calls = calls[large] - calls[small]
+    # Per round: the CPU a configuration's extra calls cost, over the plain build's for the same calls.
+    # XRay's builds are clang's: their baseline is clang's plain build.
+    def per_call(name):
+        base = "clang plain" if name.startswith("xray") else "plain"
+        return [((big - little) - (plain_big - plain_little)) / extra_calls * 1e9
+                for (_, big), (_, little), (_, plain_big), (_, plain_little)
+                in zip(results[(name, large)], results[(name, small)], results[(base, large)], results[(base, small)])]
+    pair_ns = per_call("clock pairs")
+    print(f"fib({small}) and fib({large}): {calls[small]:,} and {calls[large]:,} calls; {args.rounds} rounds; "
+          f"load average {' '.join(load_before)} before, {' '.join(load_after)} after")
+    print("ns a call: the CPU of fib's extra calls between the two sizes, over the plain build's, per call "
+          "(fixed costs, such as kairos's start and its symbolizer, cancel out)")
+    print(f"{'configuration':<20} {'wall s, fib(%d)' % large:<24} {'CPU s, fib(%d)' % large:<24} {'ns a call':<24} "
+          f"{'x clock pair':<20}")
+    for name in names:
+        walls = [wall for wall, _ in results[(name, large)]]
+        cpus = [cpu for _, cpu in results[(name, large)]]
+        costs = per_call(name)
+        ratios = [cost / pair for cost, pair in zip(costs, pair_ns)]
+        print(f"{name:<20} {spread(walls):<24} {spread(cpus):<24} "
+              f"{'' if name in ('plain', 'clang plain') else spread(costs, 1):<24} "
+              f"{'' if name in ('plain', 'clang plain', 'clock pairs') else spread(ratios, 2):<20}")
+    print("Tracy (not in Debian; current master built here, no viewer): 197 ns a zone, 3.7x a clock pair")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,426 @@
+#include "preload/regions/function_trace.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <kairos/plugins/backtrace/symbolizer.hpp>
+
+#include "common/posix_regex.hpp"
+#include "xray/xray_api.h"
+#include "preload/support/bounded_wait.hpp"
+#include "preload/support/private_descriptor.hpp"
+#include "preload/support/reentry_guard.hpp"
+#include "preload/support/ticks.hpp"
+#include "preload/threads/thread_registry.hpp"
+#include "preload/windows/window_state.hpp"
+
+namespace kairos::runtime {
+namespace {
+
+// An enter or an exit: the exit bit is the ticks' top bit (a TSC or ns count never reaches it).
+struct function_event {
+  std::uint64_t ticks;
+  std::uintptr_t function;
+};
+constexpr std::uint64_t exit_bit = 1ull << 63;
+// An XRay function id in place of an address (user-space addresses never reach bit 63).
+constexpr std::uintptr_t xray_tag = 1ull << 63;
+
+// 8,192 events (128 KiB) a thread: a full ring is processed by its own thread, so the size only
+// sets how often that happens, and a ring that fits in the core's cache is read back from it
+// (measured: 1 MiB rings cost about 20 ns more a call, read back from memory).
+constexpr std::uint64_t ring_events = 1u << 13;
+constexpr std::uint64_t ring_mask = ring_events - 1;
+
+// Up to 262,144 rows (10 MiB) a thread waiting for the database: a recursion 100,000 deep returns
+// all its calls in one batch.
+constexpr std::uint32_t row_chunks = 256;
+
+struct open_call {
+  std::uintptr_t function;
+  std::uint64_t enter_ticks;
+  bool included;
+};
+
+struct traced_thread {
+  explicit traced_thread(thread_record& owner)
+      : thread{&owner}, ring{new function_event[ring_events]}, rows{row_chunks} {}
+  thread_record* thread;
+  std::unique_ptr<function_event[]> ring;
+  // The thread's own: the next event's slot, and the last tail it read.
+  std::atomic<std::uint64_t> head{0};
+  std::uint64_t tail_seen = 0;
+  // The rest belongs to whoever holds `processing`.
+  std::atomic<bool> processing{false};
+  std::atomic<std::uint64_t> tail{0};
+  std::vector<open_call> stack;
+  std::int32_t included_depth = 0;
+  std::unordered_map<std::uintptr_t, bool> decided;  // this thread's copy of the verdicts
+  std::uintptr_t last_decided = 0;
+  bool last_verdict = false;
+  std::atomic<std::uint64_t> too_short{0};  // written by the batch holder only: no locked add
+  region_log rows;
+};
+
+struct trace_globals {
+  std::mutex mutex;  // the list
+  std::deque<traced_thread> list;
+  std::mutex filter_mutex;  // the verdicts and the symbolizer
+  std::unordered_map<std::uintptr_t, bool> verdicts;
+  std::unique_ptr<backtrace_symbolizer> symbols;  // created by the first verdict
+};
+trace_globals& all() {
+  static auto* globals = new trace_globals;  // never destroyed: hooks run until the process ends
+  return *globals;
+}
+
+struct compiled_filters {
+  std::unique_ptr<posix_regex> include, exclude, file_include, file_exclude;  // null: not set
+  bool system = false;
+  std::int64_t min_duration_ns = 0;
+};
+compiled_filters* filters = nullptr;  // set once by configure_function_trace
+
+bool configured = false;
+std::atomic<bool> accepting{false};
+// XRay's functions, handed over by a program built with XRay (kairos_xray.cpp); null otherwise.
+std::atomic<const kairos_xray_api*> xray{nullptr};
+std::mutex xray_mutex;  // patching
+
+std::uintptr_t address_of(std::uintptr_t function) {
+  if ((function & xray_tag) == 0) return function;
+  return xray.load(std::memory_order_acquire)->function_address(static_cast<std::int32_t>(function & ~xray_tag));
+}
+std::atomic<bool> forget_parent{false};
+std::atomic<std::uint64_t> recorded{0};
+[[gnu::tls_model("initial-exec")]] thread_local traced_thread* this_thread_trace = nullptr;
+
+// Functions found excluded, by address, so that their later calls cost a load and a compare: a
+// direct-mapped table (a collision only costs the loser its fast path).
+constexpr std::size_t excluded_slot_count = 4096;
+std::atomic<std::uintptr_t> excluded_slots[excluded_slot_count];
+std::size_t slot_of(std::uintptr_t function) noexcept { return (function >> 4) & (excluded_slot_count - 1); }
+
+// "int* std::copy<int const*, int*>(int const*, ...)" -> "std::copy<int const*, int*>": the name
+// without the return type a template function's demangled name starts with, and without arguments.
+std::string_view qualified_name(std::string_view name) {
+  int angle = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<') ++angle;
+    else if (c == '>') --angle;
+    else if (angle == 0 && c == ' ' && !name.substr(0, i).ends_with("operator")) start = i + 1;
+    else if (angle == 0 && c == '(' && i > start) return name.substr(start, i - start);
+  }
+  return name.substr(start);
+}
+
+bool in_system_library(std::string_view name, std::string_view file) {
+  if (file.starts_with("/usr/include/")) return true;
+  const auto qualified = qualified_name(name);
+  for (std::string_view prefix : {"std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "operator new",
+                                  "operator delete"})
+    if (qualified.starts_with(prefix)) return true;
+  return false;
+}
+
+// Under filter_mutex: whether calls of `function` become rows. The symbolizer is the sink's kind
+// (symbol tables, then the debug information the module carries), not dladdr, which sees only
+// exported symbols: a program's own functions are seldom among them.
+bool decide(std::uintptr_t function) {
+  function = address_of(function);
+  auto& globals = all();
+  if (!globals.symbols) globals.symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor, source_lines::own);
+  const auto& symbol = globals.symbols->resolve(function);
+  const auto& name = symbol.function;
+  const auto& file = symbol.file;
+  if (!filters->system && in_system_library(name, file)) return false;
+  if (filters->include && !filters->include->search(name)) return false;
+  if (filters->exclude && filters->exclude->search(name)) return false;
+  if (filters->file_include && !filters->file_include->search(file)) return false;
+  if (filters->file_exclude && filters->file_exclude->search(file)) return false;
+  return true;
+}
+
+bool included(traced_thread& trace, std::uintptr_t function) {
+  // A recursion or a loop calls one function again and again: its verdict is kept at hand.
+  if (function == trace.last_decided) return trace.last_verdict;
+  trace.last_decided = function;
+  if (const auto found = trace.decided.find(function); found != trace.decided.end())
+    return trace.last_verdict = found->second;
+  auto& globals = all();
+  bool verdict;
+  {
+    std::lock_guard lock{globals.filter_mutex};
+    const auto found = globals.verdicts.find(function);
+    verdict = found != globals.verdicts.end() ? found->second : globals.verdicts.emplace(function, decide(function)).first->second;
+  }
+  if (!verdict && (function & xray_tag) != 0) {
+    // XRay: the function's sleds go back to nops, so its calls cost what they cost without kairos.
+    std::lock_guard lock{xray_mutex};
+    xray.load(std::memory_order_acquire)->unpatch_function(static_cast<std::int32_t>(function & ~xray_tag));
+  } else if (!verdict) {
+    excluded_slots[slot_of(function)].store(function, std::memory_order_relaxed);
+  }
+  trace.decided.emplace(function, verdict);
+  return trace.last_verdict = verdict;
+}
+
+void append_row(traced_thread& trace, const open_call& call, std::int64_t start_ns, std::int64_t end_ns,
+                std::int32_t clipped) {
+  const auto depth = trace.included_depth;
+  if (!windows_govern()) {
+    recorded.fetch_add(1, std::memory_order_relaxed);
+    trace.rows.append({nullptr, start_ns, end_ns, depth, 0, clipped, address_of(call.function)});
+    return;
+  }
+  // Under time windows, a row per window the call overlapped, cut to it; none outside them.
+  for_each_window_between(start_ns, end_ns, [&](const window_span& window) {
+    recorded.fetch_add(1, std::memory_order_relaxed);
+    const std::int32_t cut = clipped | (window.open_ns > start_ns ? 1 : 0) | (window.close_ns < end_ns ? 2 : 0);
+    trace.rows.append({nullptr, std::max(start_ns, window.open_ns), std::min(end_ns, window.close_ns), depth,
+                       window.ordinal, cut, address_of(call.function)});
+  });
+}
+
+// The innermost open call ends at `end_ticks`.
+void close_innermost(traced_thread& trace, const tick_converter& ticks, std::uint64_t end_ticks, std::int32_t clipped) {
+  const auto call = trace.stack.back();
+  trace.stack.pop_back();
+  if (!call.included) return;
+  --trace.included_depth;
+  if (static_cast<double>(end_ticks - call.enter_ticks) * ticks.ns_per_tick <
+      static_cast<double>(filters->min_duration_ns)) {
+    trace.too_short.store(trace.too_short.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return;
+  }
+  append_row(trace, call, ticks.to_ns(call.enter_ticks), ticks.to_ns(end_ticks), clipped);
+}
+
+// Holding trace.processing.
+void process(traced_thread& trace, const tick_converter& ticks) {
+  const auto head = trace.head.load(std::memory_order_acquire);
+  auto tail = trace.tail.load(std::memory_order_relaxed);
+  for (; tail != head; ++tail) {
+    const auto event = trace.ring[tail & ring_mask];
+    if ((event.ticks & exit_bit) == 0) {
+      const bool wanted = included(trace, event.function);
+      trace.stack.push_back({event.function, event.ticks, wanted});
+      if (wanted) ++trace.included_depth;
+      continue;
+    }
+    // The exit closes its call and any call above it whose exit never came (left by an exception
+    // or a longjmp where the compiler emits exits only at returns, as clang does). An exit whose
+    // enter was never seen (the call began before kairos did) closes nothing.
+    const auto match = std::find_if(trace.stack.rbegin(), trace.stack.rend(),
+                                    [&](const open_call& call) { return call.function == event.function; });
+    if (match == trace.stack.rend()) continue;
+    const auto keep = trace.stack.size() - static_cast<std::size_t>(match - trace.stack.rbegin()) - 1;
+    while (trace.stack.size() > keep) close_innermost(trace, ticks, event.ticks & ~exit_bit, 0);
+  }
+  trace.tail.store(tail, std::memory_order_release);
+}
+
+bool try_process(traced_thread& trace, const tick_converter& ticks) {
+  if (trace.processing.exchange(true, std::memory_order_acquire)) return false;
+  process(trace, ticks);
+  trace.processing.store(false, std::memory_order_release);
+  return true;
+}
+
+// The thread's ring is full: it processes its own events (or waits for the thread doing so).
+[[gnu::noinline]] void make_room(traced_thread& trace) {
+  trace.tail_seen = trace.tail.load(std::memory_order_acquire);
+  if (trace.head.load(std::memory_order_relaxed) - trace.tail_seen < ring_events) return;
+  reentry_guard guard;
+  const auto ticks = current_tick_converter();
+  while (!try_process(trace, ticks)) __builtin_ia32_pause();
+  trace.tail_seen = trace.tail.load(std::memory_order_acquire);
+}
+
+[[gnu::noinline]] traced_thread* start_tracing_this_thread() {
+  if (!accepting.load(std::memory_order_acquire) || inside_kairos) return nullptr;
+  reentry_guard guard;
+  auto& record = current_thread();
+  std::lock_guard lock{all().mutex};
+  this_thread_trace = &all().list.emplace_back(record);
+  return this_thread_trace;
+}
+
+[[gnu::always_inline]] inline void record(std::uintptr_t function, std::uint64_t exit) {
+  if (excluded_slots[slot_of(function)].load(std::memory_order_relaxed) == function) return;
+  auto* trace = this_thread_trace;
+  if (trace == nullptr) [[unlikely]] {
+    trace = start_tracing_this_thread();
+    if (trace == nullptr) return;
+  }
+  if (!accepting.load(std::memory_order_relaxed) || inside_kairos) [[unlikely]]
+    return;
+  const auto head = trace->head.load(std::memory_order_relaxed);
+  if (head - trace->tail_seen == ring_events) [[unlikely]]
+    make_room(*trace);
+  trace->ring[head & ring_mask] = {read_ticks() | exit, function};
+  trace->head.store(head + 1, std::memory_order_release);
+}
+
+// XRay's sleds: patched while kairos records (and, under time windows, while a window is open),
+// nops otherwise. Under xray_mutex.
+void patch_sleds_now() {
+  const auto* api = xray.load(std::memory_order_acquire);
+  if (api == nullptr) return;
+  if (accepting.load() && inside_window()) {
+    api->patch();
+    // Functions already found excluded stay unpatched.
+    std::lock_guard lock{all().filter_mutex};
+    for (const auto& [function, verdict] : all().verdicts)
+      if (!verdict && (function & xray_tag) != 0) api->unpatch_function(static_cast<std::int32_t>(function & ~xray_tag));
+  } else {
+    api->unpatch();
+  }
+}
+
+// XRay's handler: entries and exits (a tail call's exit is an exit) become the same events as
+// -finstrument-functions' hooks give, the function id in place of the address.
+void xray_event(std::int32_t function_id, int entry_type) {
+  constexpr int entry = 0, exit = 1, tail = 2, entry_with_argument = 3;
+  const auto function = xray_tag | static_cast<std::uint32_t>(function_id);
+  if (entry_type == entry || entry_type == entry_with_argument) record(function, 0);
+  else if (entry_type == exit || entry_type == tail) record(function, exit_bit);
+}
+
+void forget_parent_now() {
+  for (auto& trace : all().list) {
+    trace.tail.store(trace.head.load());
+    trace.stack.clear();
+    trace.included_depth = 0;
+    trace.too_short.store(0);
+    trace.rows.clear();
+  }
+}
+
+}  // namespace
+
+problem configure_function_trace(const function_trace_options& options) {
+  auto compiled = std::make_unique<compiled_filters>();
+  const std::pair<const std::string*, std::unique_ptr<posix_regex>*> expressions[] = {
+      {&options.include, &compiled->include}, {&options.exclude, &compiled->exclude},
+      {&options.file_include, &compiled->file_include}, {&options.file_exclude, &compiled->file_exclude}};
+  for (const auto& [text, target] : expressions) {
+    if (text->empty()) continue;
+    *target = std::make_unique<posix_regex>(*text);
+    if (!(*target)->compiled())
+      return problem{fmt::format("\"{}\" is not a POSIX extended regular expression: {}; instrumented "
+                                 "functions are not recorded in this run",
+                                 *text, (*target)->error())};
+  }
+  compiled->system = options.system;
+  compiled->min_duration_ns = options.min_duration_ns;
+  filters = compiled.release();  // read by every batch until the process ends
+  configured = options.enabled;
+  if (configured) calibrate_ticks();
+  return {};
+}
+
+void set_function_trace_accepting(bool on) noexcept {
+  accepting.store(on && configured, std::memory_order_seq_cst);
+  std::lock_guard lock{xray_mutex};
+  patch_sleds_now();
+}
+
+void function_trace_windows_changed() noexcept {
+  std::lock_guard lock{xray_mutex};
+  patch_sleds_now();
+}
+
+// This process's traced threads: the list's lock is held only to copy them (the deque never moves
+// an element), so a thread starting to trace never waits for a batch or a database insert.
+std::vector<traced_thread*> traced_threads() {
+  std::lock_guard lock{all().mutex};
+  if (forget_parent.exchange(false)) forget_parent_now();
+  std::vector<traced_thread*> list;
+  for (auto& trace : all().list)
+    if (trace.thread->pid == getpid()) list.push_back(&trace);
+  return list;
+}
+
+void process_function_events(bool closing) {
+  if (!configured) return;
+  const auto ticks = current_tick_converter();
+  for (auto* traced : traced_threads()) {
+    auto& trace = *traced;
+    if (!closing) {
+      try_process(trace, ticks);  // a thread busy with its own ring is left to it
+      continue;
+    }
+    wait_until([&] { return try_process(trace, ticks); }, std::chrono::milliseconds{100},
+               std::chrono::microseconds{50});
+    if (trace.processing.exchange(true, std::memory_order_acquire)) continue;
+    const auto now = read_ticks();
+    while (!trace.stack.empty()) close_innermost(trace, ticks, now, 2);
+    trace.processing.store(false, std::memory_order_release);
+  }
+}
+
+std::uint64_t function_calls_recorded() noexcept { return recorded.load(std::memory_order_relaxed); }
+std::uint64_t function_calls_too_short() {
+  std::uint64_t count = 0;
+  for (const auto* trace : traced_threads()) count += trace->too_short.load(std::memory_order_relaxed);
+  return count;
+}
+
+std::uint64_t function_rows_dropped() {
+  std::uint64_t dropped = 0;
+  for (const auto* trace : traced_threads()) dropped += trace->rows.dropped();
+  return dropped;
+}
+
+void for_each_function_log(const std::function<void(thread_record&, region_log&)>& visit) {
+  for (auto* trace : traced_threads()) visit(*trace->thread, trace->rows);
+}
+
+void function_trace_lock_for_fork() { all().mutex.lock(); }
+void function_trace_unlock_after_fork() noexcept { all().mutex.unlock(); }
+void function_trace_forget_after_fork_in_child() noexcept {
+  recorded.store(0);
+  forget_parent.store(true);
+}
+
+}  // namespace kairos::runtime
+
+// A program built with XRay hands over XRay's functions (kairos_xray.cpp, in the program, from its
+// constructor: after libkairos.so's own start-up). Exported (see exports.map).
+extern "C" __attribute__((visibility("default"))) void kairos_xray_attach(const kairos_xray_api* api) {
+  using namespace kairos::runtime;
+  if (api == nullptr || api->version != KAIROS_XRAY_API_VERSION || !configured) return;
+  std::lock_guard lock{xray_mutex};
+  if (xray.load() != nullptr) return;
+  xray.store(api, std::memory_order_release);
+  api->set_handler(&xray_event);
+  patch_sleds_now();
+}
+
+// The hooks -finstrument-functions calls around every instrumented function. Exported (see
+// exports.map); the program finds them in libkairos.so, preloaded, before libkairos-user.so's
+// do-nothing ones.
+extern "C" {
+__attribute__((visibility("default"))) void __cyg_profile_func_enter(void* function, void*) {
+  kairos::runtime::record(reinterpret_cast<std::uintptr_t>(function), 0);
+}
+__attribute__((visibility("default"))) void __cyg_profile_func_exit(void* function, void*) {
+  kairos::runtime::record(reinterpret_cast<std::uintptr_t>(function), kairos::runtime::exit_bit);
+}
+}

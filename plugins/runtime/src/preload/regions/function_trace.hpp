@@ -1,0 +1,59 @@
+#pragma once
+// Instrumented functions (a producer): the -finstrument-functions hooks, __cyg_profile_func_enter
+// and _exit, exported by libkairos.so, and XRay's handler for a program built with XRay (its
+// sleds patched at run time, see kairos_xray_attach). The hot path writes a (ticks, address) event into the
+// calling thread's ring and nothing else. Events become rows later, in batches, on whichever thread
+// holds the ring's processing flag: the service thread every tick, finalize at the end, or the
+// thread itself when its ring is full (so nothing is ever dropped and memory stays bounded). A
+// batch matches enters with exits on a shadow stack, applies the filters (decided once per
+// function) and the minimum duration, and appends each call that passes to the thread's
+// region_log as a row that names the function by address; the sink symbolizes it.
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "preload/regions/region_log.hpp"
+#include "preload/support/problems.hpp"
+
+namespace kairos::runtime {
+
+struct thread_record;
+
+struct function_trace_options {
+  bool enabled = true;
+  // POSIX extended regular expressions searched in the demangled function name and in its source
+  // file; an empty include matches everything, an empty exclude nothing.
+  std::string include, exclude, file_include, file_exclude;
+  bool system = false;             // also the standard library's functions (std::, __gnu_cxx::, ...)
+  std::int64_t min_duration_ns = 0;  // shorter calls stay in their caller's time, without a row
+};
+
+// Checks the options (a problem names the bad expression) and takes them; calibrates the ticks.
+problem configure_function_trace(const function_trace_options& options);
+// Whether the hooks record (lifecycle: on once init is done, off when finalize starts). A program
+// built with XRay has its sleds patched while on, unpatched (nops) while off.
+void set_function_trace_accepting(bool accepting) noexcept;
+// A time window opened or closed: XRay's sleds are patched only inside windows.
+void function_trace_windows_changed() noexcept;
+
+// Every thread's pending events into rows. With `closing`, calls still open are closed now (their
+// rows end here, marked clipped 2) and a thread busy with its own batch is waited for, bounded.
+void process_function_events(bool closing);
+
+// Rows of calls recorded by this process image, and calls left without a row because shorter than
+// the minimum duration.
+std::uint64_t function_calls_recorded() noexcept;
+std::uint64_t function_calls_too_short();
+// Rows dropped because the database fell behind (region_log's bound).
+std::uint64_t function_rows_dropped();
+
+// Every thread with instrumented calls, with its log of rows (for the consumer).
+void for_each_function_log(const std::function<void(thread_record&, region_log&)>& visit);
+
+// fork: the list's lock is held across fork; in a followed child (async-signal-safe) the parent's
+// events and rows are forgotten at the child's next processing.
+void function_trace_lock_for_fork();
+void function_trace_unlock_after_fork() noexcept;
+void function_trace_forget_after_fork_in_child() noexcept;
+
+}  // namespace kairos::runtime
