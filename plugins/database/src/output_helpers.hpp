@@ -162,6 +162,8 @@ struct window_row {
   std::int64_t actual_start, actual_end, start_ns, end_ns;
   std::int64_t samples = 0, weight_ns = 0;
 };
+// Each window once: in a merged database, window K of every process together (the earliest opening,
+// the latest closing, all their samples).
 std::vector<window_row> windows_in(connection& profile, const window_range& windows);
 
 // Each window's functions from one pass over top_functions_by_window, ranked.

@@ -53,12 +53,12 @@ std::vector<window_row> windows_in(connection& profile, const window_range& wind
   std::vector<window_row> rows;
   auto query = profile.prepare(
       "SELECT window.ordinal, window.spec, window.clock, window.planned_start, window.planned_end, "
-      "       window.actual_start IS NOT NULL, COALESCE(window.actual_start, 0), "
-      "       COALESCE(window.actual_end, window.actual_start, 0), COALESCE(window.start_ns, 0), "
-      "       COALESCE(window.end_ns, window.start_ns, 0), "
+      "       MAX(window.actual_start IS NOT NULL), COALESCE(MIN(window.actual_start), 0), "
+      "       COALESCE(MAX(COALESCE(window.actual_end, window.actual_start)), 0), COALESCE(MIN(window.start_ns), 0), "
+      "       COALESCE(MAX(COALESCE(window.end_ns, window.start_ns)), 0), "
       "       (SELECT COUNT(*) FROM sample WHERE sample.window = window.ordinal), "
       "       (SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE sample.window = window.ordinal) "
-      "FROM window WHERE 1" + in_windows(windows, "window.ordinal") + " ORDER BY window.ordinal");
+      "FROM window WHERE 1" + in_windows(windows, "window.ordinal") + " GROUP BY window.ordinal ORDER BY window.ordinal");
   while (query.step())
     rows.push_back({query.integer(0), std::string{query.text(1)}, std::string{query.text(2)}, query.integer(3),
                     query.integer(4), query.integer(5) != 0, query.integer(6), query.integer(7), query.integer(8),

@@ -182,7 +182,9 @@ void write_mpi_sections(connection& profile, std::ostream& out, const window_ran
 
 using namespace output_helpers;
 
-std::int64_t window_count(connection& profile) { return scalar(profile, "SELECT COUNT(*) FROM window"); }
+std::int64_t window_count(connection& profile) {
+  return scalar(profile, "SELECT COUNT(DISTINCT ordinal) FROM window");
+}
 
 void write_text(connection& profile, std::ostream& out, const text_options& options) {
   const auto& range = options.windows;

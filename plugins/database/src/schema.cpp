@@ -1,5 +1,10 @@
 #include <kairos/plugins/database/schema.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string>
 
 namespace kairos::database {
@@ -8,6 +13,9 @@ namespace {
 // Strings are interned; every event row carries the time window it belongs to (0: no windows
 // were set; else the window table's ordinal);
 // each distinct call stack is stored once, as a trie of (parent, frame) nodes.
+// A profile holds one process, row 1; a merged one (kairos-merge, docs/merge.md) many. A row whose
+// process its thread cannot tell (no thread, or not a thread's row) has a `process` column, which
+// the writer leaves at 1 and kairos-merge sets.
 constexpr const char* schema_sql = R"sql(
 CREATE TABLE metadata (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE string (id INTEGER PRIMARY KEY, value TEXT NOT NULL UNIQUE);
@@ -15,8 +23,13 @@ CREATE TABLE string (id INTEGER PRIMARY KEY, value TEXT NOT NULL UNIQUE);
 -- launch); launch_id: shared by every rank of one launch (docs/mpi.md).
 CREATE TABLE process (
   id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, ppid INTEGER, rank INTEGER, size INTEGER,
-  hostname INTEGER REFERENCES string, launch_id INTEGER REFERENCES string,
-  command INTEGER REFERENCES string, start_ns INTEGER, end_ns INTEGER);
+  hostname INTEGER REFERENCES string, command INTEGER REFERENCES string,
+  start_ns INTEGER, end_ns INTEGER,
+  launch_id TEXT);  -- shared by every process of one launch (docs/mpi.md); NULL: unknown
+-- Each process's metadata in a merged database (a profile's own is in `metadata`).
+CREATE TABLE process_metadata (
+  process INTEGER NOT NULL REFERENCES process, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY (process, key));
 CREATE TABLE thread (
   id INTEGER PRIMARY KEY, process INTEGER NOT NULL REFERENCES process,
   internal_id INTEGER NOT NULL, sequent_id INTEGER NOT NULL, tid INTEGER NOT NULL,
@@ -38,7 +51,8 @@ CREATE TABLE realtime_sample (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread, time_ns INTEGER NOT NULL,
   weight_ns INTEGER NOT NULL, stack INTEGER REFERENCES stack, window INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE counter (
-  id INTEGER PRIMARY KEY, thread INTEGER REFERENCES thread, time_ns INTEGER NOT NULL,
+  id INTEGER PRIMARY KEY, process INTEGER NOT NULL DEFAULT 1 REFERENCES process,
+  thread INTEGER REFERENCES thread, time_ns INTEGER NOT NULL,
   name INTEGER NOT NULL REFERENCES string, value REAL NOT NULL, window INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE region (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
@@ -49,30 +63,31 @@ CREATE TABLE region (
 -- Time windows (docs/windows.md): amounts in the clock's units (ns, or instructions) counted from
 -- the process's start; actual_* and *_ns are NULL for a window that never opened.
 CREATE TABLE window (
-  ordinal INTEGER PRIMARY KEY, spec TEXT NOT NULL, clock TEXT NOT NULL,
+  process INTEGER NOT NULL DEFAULT 1 REFERENCES process, ordinal INTEGER NOT NULL, spec TEXT NOT NULL, clock TEXT NOT NULL,
   planned_start INTEGER NOT NULL, planned_end INTEGER NOT NULL,
   actual_start INTEGER, actual_end INTEGER, start_ns INTEGER, end_ns INTEGER,
-  samples INTEGER NOT NULL DEFAULT 0, regions INTEGER NOT NULL DEFAULT 0);
+  samples INTEGER NOT NULL DEFAULT 0, regions INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (process, ordinal));
 -- GPU activity (docs/plugins/gpu.md): times on the host's CLOCK_MONOTONIC, device timestamps mapped
 -- onto it; `thread`, `call_ns` and `stack` say who asked for the work, `correlation` ties a kernel
 -- or copy to its gpu_api_call.
 CREATE TABLE gpu_device (
-  id INTEGER PRIMARY KEY, api TEXT NOT NULL, device_index INTEGER NOT NULL, name TEXT NOT NULL,
+  id INTEGER PRIMARY KEY, process INTEGER NOT NULL DEFAULT 1 REFERENCES process, api TEXT NOT NULL, device_index INTEGER NOT NULL, name TEXT NOT NULL,
   architecture TEXT NOT NULL, memory_bytes INTEGER, multiprocessors INTEGER, clock_khz INTEGER,
   memory_clock_khz INTEGER);
 CREATE TABLE gpu_kernel (
-  id INTEGER PRIMARY KEY, device INTEGER REFERENCES gpu_device, stream INTEGER NOT NULL,
+  id INTEGER PRIMARY KEY, process INTEGER NOT NULL DEFAULT 1 REFERENCES process, device INTEGER REFERENCES gpu_device, stream INTEGER NOT NULL,
   name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
   shared_bytes INTEGER, correlation INTEGER, thread INTEGER REFERENCES thread, call_ns INTEGER,
   stack INTEGER REFERENCES stack, window INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE gpu_memcpy (
-  id INTEGER PRIMARY KEY, device INTEGER REFERENCES gpu_device, stream INTEGER NOT NULL,
+  id INTEGER PRIMARY KEY, process INTEGER NOT NULL DEFAULT 1 REFERENCES process, device INTEGER REFERENCES gpu_device, stream INTEGER NOT NULL,
   kind TEXT NOT NULL, bytes INTEGER NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   asynchronous INTEGER NOT NULL, correlation INTEGER, thread INTEGER REFERENCES thread,
   call_ns INTEGER, stack INTEGER REFERENCES stack, window INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE gpu_api_call (
-  id INTEGER PRIMARY KEY, api TEXT NOT NULL, name INTEGER NOT NULL REFERENCES string,
+  id INTEGER PRIMARY KEY, process INTEGER NOT NULL DEFAULT 1 REFERENCES process, api TEXT NOT NULL, name INTEGER NOT NULL REFERENCES string,
   thread INTEGER REFERENCES thread, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   correlation INTEGER, window INTEGER NOT NULL DEFAULT 0);
 -- MPI calls (docs/mpi.md): time inside each wrapped call; bytes it moves at this rank and its peer
@@ -96,8 +111,9 @@ FROM chain JOIN stack ON stack.id = chain.node JOIN frame ON frame.id = stack.fr
 CREATE VIEW samples AS
 SELECT sample.id AS id, sample.thread AS thread, sample.time_ns AS time_ns,
        sample.weight_ns AS weight, leaf_name.value AS leaf, sample.stack AS stack,
-       sample.window AS window
+       sample.window AS window, thread.process AS process, process.rank AS rank
 FROM sample
+LEFT JOIN thread ON thread.id = sample.thread LEFT JOIN process ON process.id = thread.process
 LEFT JOIN stack ON stack.id = sample.stack
 LEFT JOIN frame ON frame.id = stack.frame
 LEFT JOIN string AS leaf_name ON leaf_name.id = frame.function;
@@ -105,8 +121,9 @@ LEFT JOIN string AS leaf_name ON leaf_name.id = frame.function;
 CREATE VIEW realtime_samples AS
 SELECT realtime_sample.id AS id, realtime_sample.thread AS thread, realtime_sample.time_ns AS time_ns,
        realtime_sample.weight_ns AS weight, leaf_name.value AS leaf, realtime_sample.stack AS stack,
-       realtime_sample.window AS window
+       realtime_sample.window AS window, thread.process AS process, process.rank AS rank
 FROM realtime_sample
+LEFT JOIN thread ON thread.id = realtime_sample.thread LEFT JOIN process ON process.id = thread.process
 LEFT JOIN stack ON stack.id = realtime_sample.stack
 LEFT JOIN frame ON frame.id = stack.frame
 LEFT JOIN string AS leaf_name ON leaf_name.id = frame.function;
@@ -140,24 +157,31 @@ total_weight AS (
   FROM weights JOIN leaf_functions ON leaf_functions.stack = weights.stack
   GROUP BY weights.thread, weights.window, leaf_functions.function)
 SELECT total_weight.thread AS thread, total_weight.window AS window, string.value AS name,
-       COALESCE(self_weight.self, 0) AS self, total_weight.total AS total
+       COALESCE(self_weight.self, 0) AS self, total_weight.total AS total,
+       thread.process AS process, process.rank AS rank
 FROM total_weight
 JOIN string ON string.id = total_weight.function
+LEFT JOIN thread ON thread.id = total_weight.thread LEFT JOIN process ON process.id = thread.process
 LEFT JOIN self_weight ON self_weight.thread = total_weight.thread
                      AND self_weight.window = total_weight.window
                      AND self_weight.function = total_weight.function;
 
--- The whole run; top_functions_by_window splits it by time window.
+-- The whole run (every process of a merged database); top_functions_by_window splits it by time
+-- window, top_functions_by_process by process.
 CREATE VIEW top_functions AS
 SELECT name, SUM(self) AS self, SUM(total) AS total
 FROM top_functions_by_thread GROUP BY name;
+
+CREATE VIEW top_functions_by_process AS
+SELECT process, rank, name, SUM(self) AS self, SUM(total) AS total
+FROM top_functions_by_thread GROUP BY process, name;
 
 CREATE VIEW top_functions_by_window AS
 SELECT window, name, SUM(self) AS self, SUM(total) AS total
 FROM top_functions_by_thread GROUP BY window, name;
 
 CREATE VIEW windows AS
-SELECT ordinal, spec, clock, planned_start, planned_end, actual_start, actual_end,
+SELECT process, ordinal, spec, clock, planned_start, planned_end, actual_start, actual_end,
        actual_start - planned_start AS start_error, actual_end - planned_end AS end_error,
        start_ns, end_ns, end_ns - start_ns AS duration_ns, samples, regions
 FROM window;
@@ -166,8 +190,10 @@ CREATE VIEW regions AS
 SELECT string.value AS name, region.thread AS thread, region.start_ns AS start_ns,
        region.end_ns AS end_ns, region.end_ns - region.start_ns AS duration_ns,
        region.depth AS depth, region.window AS window, region.clipped AS clipped,
-       CASE WHEN region.frame IS NULL THEN 'region' ELSE 'function' END AS kind
-FROM region JOIN string ON string.id = region.name;
+       CASE WHEN region.frame IS NULL THEN 'region' ELSE 'function' END AS kind,
+       thread.process AS process, process.rank AS rank
+FROM region JOIN string ON string.id = region.name
+LEFT JOIN thread ON thread.id = region.thread LEFT JOIN process ON process.id = thread.process;
 
 CREATE VIEW gpu_kernels AS
 SELECT gpu_kernel.id AS id, string.value AS name, gpu_kernel.device AS device,
@@ -176,7 +202,8 @@ SELECT gpu_kernel.id AS id, string.value AS name, gpu_kernel.device AS device,
        gpu_kernel.grid_y AS grid_y, gpu_kernel.grid_z AS grid_z, gpu_kernel.block_x AS block_x,
        gpu_kernel.block_y AS block_y, gpu_kernel.block_z AS block_z,
        gpu_kernel.shared_bytes AS shared_bytes, gpu_kernel.thread AS thread,
-       gpu_kernel.start_ns - gpu_kernel.call_ns AS queued_ns, gpu_kernel.window AS window
+       gpu_kernel.start_ns - gpu_kernel.call_ns AS queued_ns, gpu_kernel.window AS window,
+       gpu_kernel.process AS process
 FROM gpu_kernel JOIN string ON string.id = gpu_kernel.name;
 
 CREATE VIEW top_kernels AS
@@ -194,7 +221,8 @@ CREATE VIEW gpu_api_calls AS
 SELECT string.value AS name, gpu_api_call.api AS api, gpu_api_call.thread AS thread,
        gpu_api_call.start_ns AS start_ns, gpu_api_call.end_ns AS end_ns,
        gpu_api_call.end_ns - gpu_api_call.start_ns AS duration_ns,
-       gpu_api_call.correlation AS correlation, gpu_api_call.window AS window
+       gpu_api_call.correlation AS correlation, gpu_api_call.window AS window,
+       gpu_api_call.process AS process
 FROM gpu_api_call JOIN string ON string.id = gpu_api_call.name;
 
 CREATE VIEW mpi_calls AS
@@ -206,16 +234,16 @@ FROM mpi_call JOIN string ON string.id = mpi_call.name;
 
 CREATE VIEW processes AS
 SELECT process.id AS id, process.pid AS pid, process.ppid AS ppid, process.rank AS rank,
-       process.size AS size, host.value AS hostname, launch.value AS launch_id,
+       process.size AS size, host.value AS hostname, process.launch_id AS launch_id,
        command.value AS command, process.start_ns AS start_ns, process.end_ns AS end_ns
 FROM process
 LEFT JOIN string AS host ON host.id = process.hostname
-LEFT JOIN string AS launch ON launch.id = process.launch_id
 LEFT JOIN string AS command ON command.id = process.command;
 
 CREATE VIEW threads AS
 SELECT thread.id AS id, thread.internal_id AS internal_id, thread.sequent_id AS sequent_id,
-       thread.tid AS tid, name.value AS name, process.pid AS pid
+       thread.tid AS tid, name.value AS name, process.pid AS pid, thread.process AS process,
+       process.rank AS rank
 FROM thread JOIN process ON process.id = thread.process
 LEFT JOIN string AS name ON name.id = thread.name;
 )sql";
@@ -229,6 +257,23 @@ void create_schema(connection& database) {
   auto version = database.prepare("INSERT INTO metadata (key, value) VALUES ('schema_version', ?)");
   version.bind(1, std::string_view{std::to_string(schema_version)}).run();
   creating.commit();
+}
+
+// Created exclusively (O_EXCL), never through a symlink (O_NOFOLLOW): a name that exists, or a
+// link planted there, is an error, in one step with no window between a check and the create.
+// SQLite then opens the empty file, which is a valid empty database.
+connection create_profile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST)
+      throw database_error("[kairos] the database '" + path +
+                           "' already exists; kairos never appends to or overwrites a profile");
+    throw database_error("[kairos] cannot create the database '" + path + "': " + std::strerror(errno));
+  }
+  ::close(fd);
+  connection database{path, connection::mode::create};
+  create_schema(database);
+  return database;
 }
 
 connection open_profile(const std::string& path) {

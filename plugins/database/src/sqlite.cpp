@@ -43,6 +43,7 @@ void connection::execute(std::string_view sql) {
 statement connection::prepare(std::string_view sql) { return statement{*this, sql}; }
 
 std::int64_t connection::last_insert_id() const { return sqlite3_last_insert_rowid(handle_); }
+std::int64_t connection::changes() const { return sqlite3_changes64(handle_); }
 
 statement::statement(connection& owner, std::string_view sql) : owner_{&owner} {
   if (sqlite3_prepare_v3(owner.handle(), sql.data(), static_cast<int>(sql.size()),
@@ -73,6 +74,10 @@ statement& statement::bind(int index, std::string_view value) {
 statement& statement::bind_null(int index) {
   if (sqlite3_bind_null(handle_, index) != SQLITE_OK) owner_->fail("bind");
   return *this;
+}
+
+int statement::parameter_index(std::string_view name) const {
+  return sqlite3_bind_parameter_index(handle_, std::string{name}.c_str());
 }
 
 bool statement::step() {

@@ -1,11 +1,5 @@
 #include <kairos/plugins/database/writer.hpp>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include <fmt/format.h>
 
 namespace kairos::database {
@@ -15,7 +9,7 @@ struct profile_writer::statements {
       : metadata{database, "INSERT OR REPLACE INTO metadata (key, value) VALUES (?, ?)"},
         string{database, "INSERT INTO string (value) VALUES (?)"},
         process{database,
-                "INSERT INTO process (pid, ppid, rank, size, hostname, launch_id, command, start_ns) "
+                "INSERT INTO process (pid, ppid, rank, size, hostname, command, start_ns, launch_id) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"},
         process_end{database, "UPDATE process SET end_ns = ? WHERE id = ?"},
         process_rank{database, "UPDATE process SET rank = ?, size = ? WHERE id = ?"},
@@ -63,27 +57,8 @@ struct profile_writer::statements {
       gpu_api_call;
 };
 
-namespace {
-// Created exclusively (O_EXCL), never through a symlink (O_NOFOLLOW): a name that exists, or a
-// link planted there, is an error, in one step with no window between a check and the create.
-// SQLite then opens the empty file, which is a valid empty database.
-connection create_new(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == EEXIST)
-      throw database_error("[kairos] the database '" + path +
-                           "' already exists; kairos never appends to or overwrites a profile");
-    throw database_error("[kairos] cannot create the database '" + path + "': " + std::strerror(errno));
-  }
-  ::close(fd);
-  connection database{path, connection::mode::create};
-  create_schema(database);
-  return database;
-}
-}  // namespace
-
 profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
-    : database_{create_new(path)},
+    : database_{create_profile(path)},
       symbolize_{std::move(symbolize)},
       statements_{std::make_unique<statements>(database_)} {}
 
@@ -130,16 +105,14 @@ void bind_optional(statement& insert, int column, const std::optional<std::int64
 
 std::int64_t profile_writer::add_process(const process_info& process) {
   const auto hostname = intern(process.hostname);
-  const auto launch_id = process.launch_id.empty() ? std::optional<std::int64_t>{} : intern(process.launch_id);
   const auto command = intern(process.command);
   ensure_transaction();
   auto& insert = statements_->process;
   insert.bind(1, process.pid).bind(2, process.ppid);
   bind_optional(insert, 3, process.rank);
   bind_optional(insert, 4, process.size);
-  insert.bind(5, hostname);
-  bind_optional(insert, 6, launch_id);
-  insert.bind(7, command).bind(8, process.start_ns);
+  insert.bind(5, hostname).bind(6, command).bind(7, process.start_ns);
+  process.launch_id.empty() ? void(insert.bind_null(8)) : void(insert.bind(8, std::string_view{process.launch_id}));
   insert.run();
   return database_.last_insert_id();
 }

@@ -1,5 +1,7 @@
 #pragma once
-// The per-process profile database: schema, writer, and the outputs derived from it.
+// The per-process profile database: schema, writer, the outputs derived from it,
+// and the merge of many into one.
+#include <kairos/plugins/database/merge.hpp>
 #include <kairos/plugins/database/outputs.hpp>
 #include <kairos/plugins/database/schema.hpp>
 #include <kairos/plugins/database/sqlite.hpp>

@@ -7,11 +7,17 @@ namespace kairos::database {
 // Raised whenever a table, column or view changes meaning; readers refuse other versions.
 // 2: no tables without a writer (window, api_call, gpu_*); 3: the window table, region.clipped;
 // 4: gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call; 5: region.frame (instrumented functions);
-// 6: process.size, process.launch_id, mpi_call, the mpi_calls and processes views
+// 6: many processes: process.size and process.launch_id (MPI launches, docs/mpi.md), mpi_call, the
+// mpi_calls and processes views; process_metadata and a process column where a thread cannot tell
+// it (kairos-merge, docs/merge.md)
 inline constexpr int schema_version = 6;
 
 // Creates every table and view in an empty database (WAL journal).
 void create_schema(connection& database);
+
+// Creates a new database at `path` with the schema; throws database_error when the path exists
+// (a profile is never appended to or overwritten) or cannot be created.
+connection create_profile(const std::string& path);
 
 // Opens an existing profile for reading; throws database_error naming the file when it is not a
 // kairos profile or has another schema version.

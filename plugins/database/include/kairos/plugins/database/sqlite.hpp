@@ -30,6 +30,7 @@ class connection {
   void execute(std::string_view sql);  // one or more statements, no results
   statement prepare(std::string_view sql);
   std::int64_t last_insert_id() const;
+  std::int64_t changes() const;  // rows the last INSERT, UPDATE or DELETE touched
   const std::string& path() const noexcept { return path_; }
   sqlite3* handle() const noexcept { return handle_; }
 
@@ -53,6 +54,7 @@ class statement {
   statement& bind(int index, double value);
   statement& bind(int index, std::string_view value);
   statement& bind_null(int index);
+  int parameter_index(std::string_view name) const;  // ":name"'s index; 0 when the SQL has none
 
   bool step();  // true while a row is available
   void run();   // step once, expect no row, and reset for the next use

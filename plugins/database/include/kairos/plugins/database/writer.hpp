@@ -39,7 +39,7 @@ struct process_info {
   std::string command;
   std::int64_t start_ns = 0;
   std::optional<std::int64_t> size;  // the MPI world's; none outside a launch
-  std::string launch_id;             // shared by a launch's ranks; "" outside one (stored as NULL)
+  std::string launch_id;  // shared by a launch's ranks ("": unknown); kairos-merge tells processes apart by it
 };
 
 struct thread_info {
