@@ -111,6 +111,101 @@ void write_gpu_sections(connection& profile, std::ostream& out, const window_ran
 
 constexpr std::size_t region_rows_shown = 200;
 
+// --- ranks side by side (a merged database of MPI ranks) ------------------------------------
+
+struct spread_row {
+  std::string name;
+  double min = 0, median = 0, mean = 0, max = 0;
+  std::int64_t slowest_rank = 0;
+};
+
+// Each name's values across every rank (a rank without the name counts 0), heaviest mean first.
+std::vector<spread_row> spread_across(const std::map<std::string, std::map<std::int64_t, double>>& by_name,
+                                      const std::vector<std::int64_t>& ranks, std::size_t limit) {
+  std::vector<spread_row> rows;
+  for (const auto& [name, by_rank] : by_name) {
+    std::vector<double> values;
+    spread_row row{name};
+    double largest = -1;
+    for (const auto rank : ranks) {
+      const auto found = by_rank.find(rank);
+      const double value = found == by_rank.end() ? 0.0 : found->second;
+      values.push_back(value);
+      if (value > largest) {
+        largest = value;
+        row.slowest_rank = rank;
+      }
+    }
+    std::sort(values.begin(), values.end());
+    row.min = values.front();
+    row.max = values.back();
+    row.median = values.size() % 2 ? values[values.size() / 2]
+                                    : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
+    for (const auto value : values) row.mean += value / static_cast<double>(values.size());
+    rows.push_back(std::move(row));
+  }
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.mean > b.mean; });
+  if (rows.size() > limit) rows.resize(limit);
+  return rows;
+}
+
+void write_spread_table(std::ostream& out, const std::string& title, const std::vector<spread_row>& rows) {
+  if (rows.empty()) return;
+  out << title << "\n"
+      << fmt::format("{:>10} {:>10} {:>10} {:>10} {:>9} {:>8}  {}\n", "MIN s", "MEDIAN s", "MEAN s", "MAX s",
+                     "MAX/MEAN", "SLOWEST", "NAME");
+  for (const auto& row : rows)
+    out << fmt::format("{:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>9.2f} {:>8}  {}\n", row.min, row.median, row.mean,
+                       row.max, row.mean > 0 ? row.max / row.mean : 0.0, fmt::format("rank {}", row.slowest_rank),
+                       printable(row.name, 160));
+  out << "\n";
+}
+
+// The ranks of a database that holds several (kairos-merge of a launch); empty otherwise.
+std::vector<std::int64_t> ranks_of(connection& profile) {
+  std::vector<std::int64_t> ranks;
+  auto query = profile.prepare("SELECT DISTINCT rank FROM process WHERE rank IS NOT NULL ORDER BY rank");
+  while (query.step()) ranks.push_back(query.integer(0));
+  if (ranks.size() < 2) ranks.clear();
+  return ranks;
+}
+
+void write_rank_sections(connection& profile, std::ostream& out, const window_range& range, std::size_t limit) {
+  const auto ranks = ranks_of(profile);
+  if (ranks.empty()) return;
+  out << fmt::format("{} MPI ranks side by side (seconds per rank; MAX/MEAN is the imbalance)\n\n", ranks.size());
+  std::map<std::string, std::map<std::int64_t, double>> functions, regions;
+  auto weights = profile.prepare("SELECT rank, name, SUM(total) FROM top_functions_by_thread WHERE rank IS NOT NULL" +
+                                 output_helpers::in_windows(range, "window") + " GROUP BY rank, name");
+  while (weights.step()) functions[std::string{weights.text(1)}][weights.integer(0)] = weights.integer(2) * 1e-9;
+  write_spread_table(out, "functions, CPU time (total: with what they call)", spread_across(functions, ranks, limit));
+  auto spans = profile.prepare("SELECT rank, name, SUM(duration_ns) FROM regions WHERE rank IS NOT NULL" +
+                               output_helpers::in_windows(range, "window") + " GROUP BY rank, name");
+  while (spans.step()) regions[std::string{spans.text(1)}][spans.integer(0)] = spans.integer(2) * 1e-9;
+  write_spread_table(out, "regions and instrumented functions, wall time", spread_across(regions, ranks, limit));
+  // MPI: communication and waiting per rank, against the rank's run.
+  auto mpi = profile.prepare(
+      "SELECT p.rank, SUM(p.end_ns - p.start_ns), "
+      "(SELECT COALESCE(SUM(m.duration_ns), 0) FROM mpi_calls AS m JOIN threads AS t ON t.id = m.thread "
+      " WHERE t.rank = p.rank" + output_helpers::in_windows(range, "m.window") + "), "
+      "(SELECT COALESCE(SUM(m.duration_ns), 0) FROM mpi_calls AS m JOIN threads AS t ON t.id = m.thread "
+      " WHERE t.rank = p.rank AND (m.name LIKE 'MPI_Wait%' OR m.name = 'MPI_Barrier')" +
+      output_helpers::in_windows(range, "m.window") + ") "
+      "FROM process AS p WHERE p.rank IS NOT NULL GROUP BY p.rank ORDER BY p.rank");
+  std::string rows;
+  std::int64_t total_mpi = 0;
+  while (mpi.step()) {
+    const auto run_ns = mpi.integer(1), in_mpi = mpi.integer(2), waiting = mpi.integer(3);
+    total_mpi += in_mpi;
+    rows += fmt::format("{:>6} {:>10.3f} {:>10.3f} {:>8.1f} {:>10.3f}\n", mpi.integer(0), run_ns * 1e-9, in_mpi * 1e-9,
+                        output_helpers::percent(in_mpi, run_ns), waiting * 1e-9);
+  }
+  if (total_mpi == 0) return;
+  out << "MPI time per rank\n"
+      << fmt::format("{:>6} {:>10} {:>10} {:>8} {:>10}\n", "RANK", "RUN s", "IN MPI s", "MPI %", "WAITING s") << rows
+      << "\n";
+}
+
 void write_region_rows(std::ostream& out, const output_helpers::region_node& node, std::size_t depth,
                        std::size_t& rows_left, std::int64_t& rows_cut) {
   std::vector<const output_helpers::region_node*> children;
@@ -182,6 +277,34 @@ void write_mpi_sections(connection& profile, std::ostream& out, const window_ran
 
 using namespace output_helpers;
 
+void restrict_to_rank(connection& profile, std::int64_t rank) {
+  if (scalar(profile, fmt::format("SELECT COUNT(*) FROM process WHERE rank = {}", rank)) == 0) {
+    std::string present;
+    auto ranks = profile.prepare("SELECT DISTINCT rank FROM process WHERE rank IS NOT NULL ORDER BY rank");
+    while (ranks.step()) present += (present.empty() ? "" : ", ") + std::to_string(ranks.integer(0));
+    throw database_error(fmt::format("[kairos] no process has rank {} in this database; its ranks: {}", rank,
+                                     present.empty() ? "none (not an MPI run)" : present));
+  }
+  const auto processes = fmt::format("(SELECT id FROM main.process WHERE rank = {})", rank);
+  const auto threads = "(SELECT id FROM main.thread WHERE process IN " + processes + ")";
+  const std::pair<const char*, std::string> filters[] = {
+      {"process", "id IN " + processes},          {"process_metadata", "process IN " + processes},
+      {"thread", "process IN " + processes},      {"sample", "thread IN " + threads},
+      {"realtime_sample", "thread IN " + threads}, {"region", "thread IN " + threads},
+      {"mpi_call", "thread IN " + threads},       {"counter", "process IN " + processes},
+      {"window", "process IN " + processes},      {"gpu_device", "process IN " + processes},
+      {"gpu_kernel", "process IN " + processes},  {"gpu_memcpy", "process IN " + processes},
+      {"gpu_api_call", "process IN " + processes}};
+  for (const auto& [table, filter] : filters)
+    profile.execute(fmt::format("CREATE TEMP VIEW {0} AS SELECT * FROM main.{0} WHERE {1}", table, filter));
+  // The views again, in the temporary schema: a view of the main schema reads the main tables, one of
+  // the temporary schema the views above.
+  std::vector<std::string> views;
+  auto definitions = profile.prepare("SELECT sql FROM main.sqlite_master WHERE type = 'view'");
+  while (definitions.step()) views.emplace_back(definitions.text(0));
+  for (auto& sql : views) profile.execute("CREATE TEMP " + sql.substr(std::string_view{"CREATE "}.size()));
+}
+
 std::int64_t window_count(connection& profile) {
   return scalar(profile, "SELECT COUNT(DISTINCT ordinal) FROM window");
 }
@@ -196,6 +319,7 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
                      samples, weight_ns * 1e-9, threads.size(),
                      range.all ? std::string{}
                                : fmt::format(" (time windows {} to {})", range.first, range.last));
+  write_rank_sections(profile, out, range, options.functions);
   if (samples == 0) {
     out << "no samples were recorded\n";
     write_region_section(profile, out, range);
@@ -347,13 +471,16 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
     if (!first) out << ",\n";
     first = false;
   };
+  // A process of an MPI launch is named by its rank first: a merged launch shows a track per rank.
   auto processes = profile.prepare(
-      "SELECT process.pid, COALESCE(command.value, '') FROM process "
+      "SELECT process.pid, COALESCE(command.value, ''), process.rank FROM process "
       "LEFT JOIN string AS command ON command.id = process.command");
   while (processes.step()) {
     separator();
+    const auto name = processes.is_null(2) ? std::string{processes.text(1)}
+                                           : fmt::format("rank {}: {}", processes.integer(2), processes.text(1));
     out << fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})",
-                       processes.integer(0), json_string(processes.text(1)));
+                       processes.integer(0), json_string(name));
   }
   auto threads = profile.prepare("SELECT pid, tid, COALESCE(name, ''), sequent_id FROM threads");
   while (threads.step()) {

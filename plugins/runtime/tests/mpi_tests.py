@@ -8,6 +8,7 @@ even one rank here (no Open MPI, a container that forbids it), the tests report 
 Run one test: mpi_tests.py NAME (ctest does). Needs KAIROS_RUN and KAIROS_MPI_PROGRAM.
 """
 import glob
+import json
 import os
 import shutil
 import sqlite3
@@ -16,6 +17,8 @@ import sys
 from harness import check, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
+KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
+KAIROS_MERGE = os.environ.get("KAIROS_MERGE", "")
 PROGRAM = os.environ.get("KAIROS_MPI_PROGRAM", "")
 RANKS = 4
 UNIT_SECONDS = "0.15"  # rank r works (r + 1) units: 1.5 s of CPU in all, on 2 cores
@@ -146,6 +149,55 @@ def test_bad_kairos_mpi_is_named_once(directory):
     named = [line for line in lines if "KAIROS_MPI" in line]
     check(len(named) == 1 and '"yes"' in named[0] and "auto,off" in named[0] and "not recorded" in named[0],
           f"one line (rank 0's) naming KAIROS_MPI, the value, what is accepted and what is off expected: {lines}")
+
+
+def spread_row(report, section, name):
+    """(min, median, mean, max, max/mean, slowest rank) of `name` in a ranks-side-by-side table."""
+    lines = report.split(section, 1)[1].split("\n\n", 1)[0].splitlines()
+    for line in lines[2:]:
+        fields = line.split()
+        if fields[-1] == name:
+            return (*map(float, fields[:5]), int(fields[6]))
+    raise AssertionError(f"{name} not in {section}:\n" + "\n".join(lines))
+
+
+def test_merged_launch_shows_the_imbalance(directory):
+    """The launch merged (kairos-merge), then its report: rank 3 slowest at the known 1.6, rank 0 the
+    most in MPI, --rank R for one rank alone."""
+    require_mpirun(directory)
+    profiled = mpirun(RANKS, [KAIROS_RUN, "--", PROGRAM, UNIT_SECONDS], directory)
+    check(profiled.returncode == 0, f"exit status {profiled.returncode}: {profiled.stderr.decode(errors='replace')}")
+    launch_directory, databases = rank_databases(directory)
+    merged = os.path.join(directory, "merged.db")
+    merge = run_process([KAIROS_MERGE, "-o", merged, *databases], TIMEOUT)
+    check(merge.returncode == 0, f"kairos-merge: {merge.stderr.decode(errors='replace')}")
+    report = run_process([KAIROS_REPORT, merged], TIMEOUT)
+    check(report.returncode == 0, f"kairos-report: {report.stderr.decode(errors='replace')}")
+    text = report.stdout.decode(errors="replace")
+    check(f"{RANKS} MPI ranks side by side" in text, f"the ranks section:\n{text[:3000]}")
+    low, median, mean, high, imbalance, slowest = spread_row(text, "regions and instrumented functions", "work")
+    unit = float(UNIT_SECONDS)
+    check(slowest == 3 and abs(imbalance - 1.6) < 0.1, f"work: rank 3 slowest at 4 / 2.5 = 1.6, got rank {slowest} "
+          f"at {imbalance}")
+    check(abs(low - unit) < 0.05 and abs(high - 4 * unit) < 0.05, f"work: 1 to 4 units of {unit} s: {low}..{high}")
+    mpi = text.split("MPI time per rank", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    in_mpi = {int(line.split()[0]): float(line.split()[2]) for line in mpi}
+    check(sorted(in_mpi) == list(range(RANKS)) and max(in_mpi, key=in_mpi.get) == 0,
+          f"rank 0 waits the most: {in_mpi}")
+    # --rank 2: every output sees rank 2's process alone.
+    with sqlite3.connect(merged) as database:
+        pid_of_rank_2 = database.execute("SELECT pid FROM processes WHERE rank = 2").fetchone()[0]
+    trace = run_process([KAIROS_REPORT, merged, "--rank", "2", "-f", "trace"], TIMEOUT)
+    events = json.loads(trace.stdout)["traceEvents"]
+    check(events and {event["pid"] for event in events} == {pid_of_rank_2},
+          f"--rank 2's trace holds rank 2's process only: {sorted({event['pid'] for event in events})}")
+    check(any(event.get("name") == "process_name" and event["args"]["name"].startswith("rank 2:")
+              for event in events), "the process track is named by its rank")
+    alone = run_process([KAIROS_REPORT, merged, "--rank", "2"], TIMEOUT).stdout.decode(errors="replace")
+    check("MPI ranks side by side" not in alone and "work" in alone, "--rank 2's text is one rank's")
+    refused = run_process([KAIROS_REPORT, merged, "--rank", "9"], TIMEOUT)
+    check(refused.returncode != 0 and b"no process has rank 9" in refused.stderr and b"0, 1, 2, 3" in refused.stderr,
+          f"a rank not there is refused, naming those there: {refused.stderr!r}")
 
 
 if __name__ == "__main__":

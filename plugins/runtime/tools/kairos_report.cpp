@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
   app.add_option("-w,--window", window_text, "only time window K, or windows K..L (docs/windows.md)");
   app.add_flag("--compare-windows", compare_windows,
                "the functions whose share changed most between time windows (phase behaviour)");
+  std::optional<std::int64_t> rank;
+  app.add_option("--rank", rank, "only MPI rank R's processes, in any output (a merged database, docs/merge.md)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -83,6 +85,7 @@ int main(int argc, char** argv) {
   try {
     for (const auto& path : databases) {
       auto profile = kairos::database::open_profile(path);
+      if (rank) kairos::database::restrict_to_rank(profile, *rank);
       if (databases.size() > 1 && (format == "text" || compare_windows)) out << "== " << path << "\n";
       if (!windows.all || compare_windows) {
         const auto count = kairos::database::window_count(profile);

@@ -24,8 +24,16 @@ struct text_options {
 };
 
 // Top functions by self and by total weighted samples, overall and per thread; with time
-// windows, then the top functions of each window.
+// windows, then the top functions of each window. A database of several MPI ranks (kairos-merge)
+// starts with the ranks side by side: per function and per region, the min, median, mean and max
+// across ranks, the imbalance (max / mean) and the slowest rank; the MPI time of each rank.
 void write_text(connection& profile, std::ostream& out, const text_options& options = {});
+
+// From here on, every query of `profile` sees only the processes of MPI rank `rank` (several when
+// launches were merged): each table holding a process's rows, and every view, is shadowed by a
+// temporary view that keeps that rank's rows, so every output above is restricted alike. Throws
+// database_error naming the ranks present when none has that rank.
+void restrict_to_rank(connection& profile, std::int64_t rank);
 
 // Chrome Trace Event JSON (Perfetto UI, chrome://tracing, speedscope): regions as complete
 // events, samples as instant events carrying their stack ("sf") into "stackFrames", and each time
