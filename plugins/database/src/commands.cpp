@@ -1,0 +1,249 @@
+// kairos-report's and kairos-merge's work behind their argument parsers (commands.hpp).
+#include <kairos/plugins/database/commands.hpp>
+
+#include <glob.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include <kairos/plugins/database/merge.hpp>
+#include <kairos/plugins/database/outputs.hpp>
+#include <kairos/plugins/database/schema.hpp>
+
+namespace kairos::database {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view formats[] = {"text", "trace", "folded", "speedscope", "flamegraph", "html", "json"};
+
+// "K" or "K..L" with 1 <= K <= L.
+std::optional<window_range> parse_window_range(const std::string& text) {
+  auto number = [](std::string_view digits) -> std::optional<std::int64_t> {
+    std::int64_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (error != std::errc{} || end != digits.data() + digits.size() || value < 1) return std::nullopt;
+    return value;
+  };
+  const auto dots = text.find("..");
+  const auto first = number(std::string_view{text}.substr(0, dots));
+  const auto last = dots == std::string::npos ? first : number(std::string_view{text}.substr(dots + 2));
+  if (!first || !last || *last < *first) return std::nullopt;
+  return window_range::only(*first, *last);
+}
+
+constexpr const char* accepted_inputs =
+    "kairos-merge takes profile databases (.db files), directories holding them, or globs such as 'ranks/*.db'";
+
+// A file as given; a directory's .db files, sorted; a glob's matches, sorted. Empty with `problem`
+// set when the argument is none of these.
+std::vector<std::string> expand(const std::string& argument, std::string& problem) {
+  std::error_code error;
+  if (fs::is_directory(argument, error)) {
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(argument, error))
+      if (entry.path().extension() == ".db" && entry.is_regular_file(error)) files.push_back(entry.path().string());
+    std::sort(files.begin(), files.end());
+    if (files.empty())
+      problem = fmt::format("[kairos] input '{}' is a directory with no .db files; {}", argument, accepted_inputs);
+    return files;
+  }
+  if (fs::exists(argument, error)) return {argument};
+  if (argument.find_first_of("*?[") != std::string::npos) {
+    glob_t matches{};
+    std::vector<std::string> files;
+    if (::glob(argument.c_str(), 0, nullptr, &matches) == 0)
+      files.assign(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
+    ::globfree(&matches);
+    if (files.empty())
+      problem = fmt::format("[kairos] input '{}' is a glob that matches no file; {}", argument, accepted_inputs);
+    return files;
+  }
+  problem = fmt::format("[kairos] input '{}' does not exist; {}", argument, accepted_inputs);
+  return {};
+}
+
+// A bar redrawn in place on a terminal (at most 10 times a second), a line every 2 s otherwise.
+class progress {
+ public:
+  progress(std::ostream& errors, std::size_t inputs, bool terminal)
+      : errors_{errors}, inputs_{inputs}, terminal_{terminal} {}
+
+  void update(std::size_t done, std::int64_t samples, bool last = false) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!last && now - shown_ < (terminal_ ? std::chrono::milliseconds{100} : std::chrono::milliseconds{2000})) return;
+    shown_ = now;
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    const auto status = fmt::format("{}/{} inputs, {:.1f} M samples, {:.2f} M samples/s", done, inputs_,
+                                    samples * 1e-6, seconds > 0 ? samples * 1e-6 / seconds : 0.0);
+    if (terminal_) {
+      constexpr std::size_t width = 30;
+      const std::size_t filled = inputs_ == 0 ? width : width * done / inputs_;
+      errors_ << fmt::format("\r[kairos] merging [{}{}] {}\x1b[K", std::string(filled, '#'),
+                             std::string(width - filled, '.'), status);
+      if (last) errors_ << '\n';
+    } else {
+      errors_ << "[kairos] merged " << status << '\n';
+    }
+    errors_.flush();
+  }
+
+  // A problem on a line of its own, the bar drawn again below it.
+  void problem(const std::string& message) {
+    if (terminal_) errors_ << "\r\x1b[K";
+    errors_ << message << '\n';
+    shown_ = {};
+  }
+
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::ostream& errors_;
+  std::size_t inputs_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), shown_{};
+};
+
+}  // namespace
+
+int run_report(const report_request& request, std::ostream& standard_out, std::ostream& errors) {
+  const auto& format = request.format;
+  if (std::find(std::begin(formats), std::end(formats), format) == std::end(formats)) {
+    errors << fmt::format("[kairos] --format \"{}\" is not valid: expected one of {}\n", format,
+                          fmt::join(formats, ", "));
+    return 2;
+  }
+  if (request.databases.size() > 1 && format != "text" && format != "folded") {
+    errors << fmt::format("[kairos] --format {} takes one database at a time ({} given); "
+                          "text and folded take several\n", format, request.databases.size());
+    return 2;
+  }
+  for (const auto& path : request.databases) {
+    std::error_code error;
+    if (!fs::is_regular_file(path, error)) {
+      errors << fmt::format("[kairos] database '{}' is not a file; kairos-report takes profile databases "
+                            "(.db files) written by kairos-run or kairos-merge\n", path);
+      return 2;
+    }
+  }
+  window_range windows;
+  if (!request.window.empty()) {
+    const auto range = parse_window_range(request.window);
+    if (!range) {
+      errors << fmt::format("[kairos] --window \"{}\" is not valid: expected a window ordinal K or a "
+                            "range K..L with 1 <= K <= L\n", request.window);
+      return 2;
+    }
+    windows = *range;
+  }
+  std::ofstream file;
+  if (!request.output.empty()) {
+    file.open(request.output, std::ios::binary | std::ios::trunc);
+    if (!file) {
+      errors << fmt::format("[kairos] cannot write {}; give a writable -o path\n", request.output);
+      return 1;
+    }
+  }
+  std::ostream& out = request.output.empty() ? standard_out : file;
+  try {
+    for (const auto& path : request.databases) {
+      auto profile = open_profile(path);
+      if (request.rank) restrict_to_rank(profile, *request.rank);
+      if (request.databases.size() > 1 && (format == "text" || request.compare_windows)) out << "== " << path << "\n";
+      if (!windows.all || request.compare_windows) {
+        const auto count = window_count(profile);
+        if (count == 0) {
+          errors << fmt::format("[kairos] {} has no time windows (its run set no KAIROS_TRACE_PERIODS "
+                                "nor KAIROS_TRACE_WINDOWS_FILE); leave out --window and --compare-windows\n",
+                                path);
+          return 2;
+        }
+        if (windows.first > count) {
+          errors << fmt::format("[kairos] --window {}: {} has windows 1 to {}\n", request.window, path, count);
+          return 2;
+        }
+      }
+      if (request.compare_windows) {
+        write_window_comparison(profile, out);
+      } else if (format == "text") {
+        write_text(profile, out, {.windows = windows});
+      } else if (format == "trace") {
+        write_trace(profile, out, windows);
+      } else if (format == "folded") {
+        write_folded(profile, out, windows);
+      } else if (format == "flamegraph") {
+        write_flamegraph(profile, out, windows);
+      } else if (format == "speedscope") {
+        write_speedscope(profile, out, windows, "kairos " KAIROS_VERSION);
+      } else if (format == "html") {
+        write_html(profile, out, windows, "kairos " KAIROS_VERSION);
+      } else {
+        write_summary_json(profile, out, {.windows = windows});
+      }
+    }
+  } catch (const std::exception& error) {
+    errors << error.what() << "\n";
+    return 1;
+  }
+  out.flush();
+  return out ? 0 : 1;
+}
+
+int run_merge(const merge_request& request, std::ostream& errors, bool terminal) {
+  std::vector<std::string> inputs;
+  for (const auto& argument : request.inputs) {
+    std::string problem;
+    auto files = expand(argument, problem);
+    if (!problem.empty()) {
+      errors << problem << '\n';
+      return 2;
+    }
+    inputs.insert(inputs.end(), files.begin(), files.end());
+  }
+
+  std::unique_ptr<merger> merged_into;
+  try {
+    merged_into = std::make_unique<merger>(request.output);
+  } catch (const std::exception& problem) {
+    errors << problem.what() << "; give -o a new path\n";
+    return 2;
+  }
+  progress shown{errors, inputs.size(), terminal};
+  std::size_t merged = 0, skipped = 0;
+  for (std::size_t index = 0; index < inputs.size(); ++index) {
+    try {
+      merged_into->add(inputs[index]);
+      ++merged;
+    } catch (const std::exception& problem) {
+      ++skipped;
+      shown.problem(fmt::format("{} (skipped)", problem.what()));
+    }
+    shown.update(index + 1, merged_into->samples(), index + 1 == inputs.size());
+  }
+  try {
+    merged_into->finish();
+  } catch (const std::exception& problem) {
+    errors << problem.what() << '\n';
+    return 1;
+  }
+  errors << fmt::format("[kairos] {}: {} of {} inputs merged ({} processes, {} samples) in {:.1f} s{}\n",
+                        request.output, merged, inputs.size(), merged_into->processes(), merged_into->samples(),
+                        shown.seconds(), skipped == 0 ? "" : fmt::format("; {} skipped, named above", skipped));
+  errors.flush();
+  if (merged == 0) return 1;
+  return skipped == 0 || request.keep_going ? 0 : 1;
+}
+
+}  // namespace kairos::database
