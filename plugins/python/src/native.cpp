@@ -1,0 +1,108 @@
+// kairos._native: the database plugin's commands, outputs and merger for the Python package. Every
+// byte a command or an output writes goes through a Python file object (sys.stdout.buffer, an open
+// file, io.BytesIO), in 64 KiB chunks, so the outputs stream as they do in C++.
+#include <array>
+#include <ostream>
+#include <sstream>
+#include <streambuf>
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <kairos/plugins/database/commands.hpp>
+#include <kairos/plugins/database/merge.hpp>
+#include <kairos/plugins/database/schema.hpp>
+
+namespace py = pybind11;
+namespace db = kairos::database;
+
+namespace {
+
+// A streambuf whose bytes go to a binary Python file object's write(), then flush() (so that
+// kairos-merge's progress shows as it goes). The GIL is held throughout: it is only used inside
+// calls from Python.
+class python_file_buffer : public std::streambuf {
+ public:
+  explicit python_file_buffer(py::object file) : write_{file.attr("write")}, flush_{file.attr("flush")} {
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+  }
+  ~python_file_buffer() override { sync(); }
+
+ protected:
+  int_type overflow(int_type character) override {
+    if (sync() != 0) return traits_type::eof();
+    if (!traits_type::eq_int_type(character, traits_type::eof())) sputc(traits_type::to_char_type(character));
+    return traits_type::not_eof(character);
+  }
+
+  int sync() override {
+    const auto size = pptr() - pbase();
+    if (size == 0) return 0;
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+    try {
+      write_(py::bytes(buffer_.data(), static_cast<std::size_t>(size)));
+      flush_();
+    } catch (const py::error_already_set&) {
+      return -1;  // the stream goes bad; the command then reports that it could not write
+    }
+    return 0;
+  }
+
+ private:
+  py::object write_, flush_;
+  std::array<char, 64 * 1024> buffer_;
+};
+
+int run_report(std::vector<std::string> databases, std::string format, std::string output, std::string window,
+               bool compare_windows, py::object out, py::object errors) {
+  python_file_buffer out_buffer{std::move(out)}, errors_buffer{std::move(errors)};
+  std::ostream out_stream{&out_buffer}, errors_stream{&errors_buffer};
+  const int status = db::run_report({std::move(databases), std::move(format), std::move(output), std::move(window),
+                                     compare_windows},
+                                    out_stream, errors_stream);
+  out_stream.flush();
+  errors_stream.flush();
+  return status;
+}
+
+int run_merge(std::string output, std::vector<std::string> inputs, bool keep_going, py::object errors,
+              bool terminal) {
+  python_file_buffer errors_buffer{std::move(errors)};
+  std::ostream errors_stream{&errors_buffer};
+  const int status = db::run_merge({std::move(output), std::move(inputs), keep_going}, errors_stream, terminal);
+  errors_stream.flush();
+  return status;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, module) {
+  module.doc() = "kairos's database plugin (C++): the report and merge commands, the outputs, the merger";
+  module.attr("schema_version") = db::schema_version;
+  py::register_exception<db::database_error>(module, "DatabaseError");
+
+  module.def("check_profile", [](const std::string& path) { db::open_profile(path); }, py::arg("path"),
+             "Raises DatabaseError naming the file when it is not a kairos profile of this schema version.");
+  module.def("run_report", &run_report, py::arg("databases"), py::arg("format"), py::arg("output"),
+             py::arg("window"), py::arg("compare_windows"), py::arg("out"), py::arg("errors"),
+             "kairos-report's work: the output to `out` (or the file `output`), problems to `errors`; "
+             "returns the exit status.");
+  module.def("run_merge", &run_merge, py::arg("output"), py::arg("inputs"), py::arg("keep_going"),
+             py::arg("errors"), py::arg("terminal"),
+             "kairos-merge's work: progress and problems to `errors`; returns the exit status.");
+
+  py::class_<db::merger>(module, "Merger", "Profile databases merged one at a time into a new one (docs/merge.md).")
+      .def(py::init<const std::string&>(), py::arg("output"))
+      .def(
+          "add",
+          [](db::merger& merger, const std::string& input) {
+            const auto added = merger.add(input);
+            return py::make_tuple(added.processes, added.samples);
+          },
+          py::arg("input"), "Merges one input; returns (processes, samples) it added.")
+      .def("finish", &db::merger::finish, "Syncs the merged database to disk.")
+      .def_property_readonly("processes", &db::merger::processes)
+      .def_property_readonly("samples", &db::merger::samples);
+}

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""The Python package (docs/python.md) against the C++ tools: `python3 -m kairos` writes what
+kairos-report and kairos-merge write, and names bad input as they do; kairos.open's rows are the
+views' rows, streamed; DataFrames where pandas is installed. Inputs come from
+kairos_profile_generator (rank databases written by the database plugin's writer).
+
+Run one test: python_tests.py NAME (ctest does, with PYTHONPATH holding the build tree's package
+and the runtime tests' harness). Needs KAIROS_REPORT, KAIROS_MERGE, KAIROS_PROFILE_GENERATOR and
+KAIROS_BUILD_DIR in the environment.
+"""
+import io
+import os
+import shutil
+import sqlite3
+import sys
+import tracemalloc
+
+import kairos
+from harness import Failure, check, run_named_test, run_process, skip
+
+KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
+KAIROS_MERGE = os.environ.get("KAIROS_MERGE", "")
+GENERATOR = os.environ.get("KAIROS_PROFILE_GENERATOR", "")
+BUILD_DIR = os.environ.get("KAIROS_BUILD_DIR", "")
+TIMEOUT = 30
+
+
+def generate(directory, count, samples=300):
+    """count rank databases, directory/rank-00000.db ..."""
+    result = run_process([GENERATOR, directory, str(count), str(samples), "2"], TIMEOUT)
+    check(result.returncode == 0, f"the generator failed: {result.stderr.decode(errors='replace')}")
+    return sorted(os.path.join(directory, name) for name in os.listdir(directory) if name.endswith(".db"))
+
+
+def python_kairos(*arguments, environment=None):
+    return run_process([sys.executable, "-m", "kairos", *arguments], TIMEOUT, env=environment)
+
+
+def tool(program, *arguments):
+    return run_process([program, *arguments], TIMEOUT)
+
+
+def select_all(path, sql):
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as database:
+        return database.execute(sql).fetchall()
+
+
+def merged_database(directory, ranks=3):
+    out = os.path.join(directory, "merged.db")
+    result = tool(KAIROS_MERGE, "-o", out, *generate(os.path.join(directory, "ranks"), ranks))
+    check(result.returncode == 0, f"kairos-merge failed: {result.stderr.decode(errors='replace')}")
+    return out
+
+
+def test_report_equals_kairos_report(directory):
+    database = merged_database(directory)
+    for format in ("text", "trace", "folded", "speedscope", "flamegraph", "html", "json"):
+        expected = tool(KAIROS_REPORT, database, "-f", format)
+        got = python_kairos("report", database, "-f", format)
+        check(expected.returncode == 0 and got.returncode == 0,
+              f"-f {format}: status {expected.returncode} and {got.returncode}: {got.stderr!r}")
+        check(got.stdout == expected.stdout and len(got.stdout) > 100,
+              f"-f {format}: python3 -m kairos report wrote {len(got.stdout)} bytes, kairos-report "
+              f"{len(expected.stdout)}, not the same")
+    for command in ("trace", "folded"):
+        check(python_kairos(command, database).stdout == tool(KAIROS_REPORT, database, "-f", command).stdout,
+              f"python3 -m kairos {command} is kairos-report -f {command}")
+    ranks = generate(os.path.join(directory, "ranks"), 3)[:2]
+    check(python_kairos("report", *ranks).stdout == tool(KAIROS_REPORT, *ranks).stdout,
+          "several databases' text reports, each under its name")
+    output = os.path.join(directory, "report.txt")
+    check(python_kairos("report", database, "-o", output).returncode == 0, "-o FILE")
+    with open(output, "rb") as file:
+        check(file.read() == tool(KAIROS_REPORT, database).stdout, "-o FILE holds the text report")
+
+
+def test_merge_equals_kairos_merge(directory):
+    inputs = os.path.join(directory, "ranks")
+    generate(inputs, 4)
+    by_tool, by_python = os.path.join(directory, "tool.db"), os.path.join(directory, "python.db")
+    expected = tool(KAIROS_MERGE, "-o", by_tool, inputs)
+    got = python_kairos("merge", "-o", by_python, inputs)
+    check(expected.returncode == 0 and got.returncode == 0, f"status {expected.returncode} and {got.returncode}")
+    summary = f"[kairos] {by_python}: 4 of 4 inputs merged (4 processes, 1200 samples) in "
+    check(summary in got.stderr.decode(), f"the summary line: {got.stderr!r}")
+    for sql in ("SELECT rank, pid, hostname, launch_id, command, start_ns, end_ns FROM processes ORDER BY rank",
+                "SELECT * FROM top_functions ORDER BY name",
+                "SELECT rank, name, self, total FROM top_functions_by_process ORDER BY rank, name",
+                "SELECT rank, name, start_ns, end_ns, depth FROM regions ORDER BY rank, start_ns, name",
+                "SELECT key, value FROM metadata ORDER BY key",
+                "SELECT rank, time_ns, weight, leaf FROM samples ORDER BY rank, time_ns, leaf"):
+        check(select_all(by_python, sql) == select_all(by_tool, sql), f"the two merges differ on: {sql}")
+    # A bad input is named and skipped, the status 1, as kairos-merge does; 0 with --keep-going.
+    bad = os.path.join(directory, "bad.db")
+    with open(bad, "w") as file:
+        file.write("not a database\n")
+    for keep_going, status in (((), 1), (("--keep-going",), 0)):
+        again = os.path.join(directory, f"again{len(keep_going)}.db")
+        got = python_kairos("merge", "-o", again, bad, os.path.join(inputs, "rank-00000.db"), *keep_going)
+        check(got.returncode == status and f"'{bad}' is not a kairos profile database (skipped)" in got.stderr.decode(),
+              f"a bad input {keep_going}: status {got.returncode}, {got.stderr!r}")
+
+
+def test_bad_arguments_are_named_as_the_tools_name_them(directory):
+    inputs = os.path.join(directory, "ranks")
+    rank = generate(inputs, 1)[0]
+    empty = os.path.join(directory, "empty")
+    os.mkdir(empty)
+    out = os.path.join(directory, "out.db")
+    for arguments in ([os.path.join(directory, "missing.db")], [empty], [os.path.join(inputs, "none-*.db")]):
+        expected, got = tool(KAIROS_MERGE, "-o", out, *arguments), python_kairos("merge", "-o", out, *arguments)
+        check(got.returncode == expected.returncode == 2 and got.stderr == expected.stderr and b"[kairos]" in got.stderr,
+              f"merge {arguments}: kairos-merge {expected.returncode} {expected.stderr!r}, "
+              f"python3 -m kairos {got.returncode} {got.stderr!r}")
+    expected, got = tool(KAIROS_MERGE, "-o", rank, rank), python_kairos("merge", "-o", rank, rank)
+    check(got.returncode == expected.returncode == 2 and got.stderr == expected.stderr and b"give -o a new path" in got.stderr,
+          f"an existing output: {got.returncode} {got.stderr!r}")
+    not_profile = os.path.join(directory, "notes.db")
+    with open(not_profile, "w") as file:
+        file.write("not a database\n")
+    for arguments in ([os.path.join(directory, "missing.db")], [not_profile], [rank, "-f", "pdf"],
+                      [rank, rank, "-f", "trace"], [rank, "-w", "0"]):
+        expected, got = tool(KAIROS_REPORT, *arguments), python_kairos("report", *arguments)
+        check(got.returncode == expected.returncode != 0 and got.stderr == expected.stderr and b"[kairos]" in got.stderr,
+              f"report {arguments}: kairos-report {expected.returncode} {expected.stderr!r}, "
+              f"python3 -m kairos {got.returncode} {got.stderr!r}")
+    got = python_kairos("merge", rank)
+    check(got.returncode == 2 and b"--output" in got.stderr, f"no -o: {got.returncode} {got.stderr!r}")
+
+
+def test_rows_equal_the_views(directory):
+    database = merged_database(directory)
+    with kairos.open(database) as profile:
+        for view in kairos.VIEWS:
+            expected = select_all(database, f"SELECT * FROM {view}")
+            rows = list(getattr(profile, view)())
+            check([tuple(row) for row in rows] == expected, f"{view}: the rows differ from sqlite3's")
+            with sqlite3.connect(database) as connection:
+                names = [column[0] for column in connection.execute(f"SELECT * FROM {view}").description]
+            dicts = list(profile.rows(view, dicts=True))
+            check(dicts == [dict(zip(names, row)) for row in expected], f"{view}: the dicts differ")
+            if rows:
+                check(list(rows[0]._fields) == names, f"{view}: fields {rows[0]._fields}, columns {names}")
+        check(sum(1 for _ in profile.regions()) > 0 and len({row.rank for row in profile.regions()}) == 3,
+              "the merged database's regions cover its 3 ranks")
+        try:
+            profile.rows("sample; DROP TABLE sample")
+            raise Failure("a name that is no view was accepted")
+        except ValueError as error:
+            check("is not a view" in str(error) and "top_functions" in str(error), f"{error}")
+
+
+def test_open_refuses_a_bad_path_and_another_schema_version(directory):
+    missing = os.path.join(directory, "missing.db")
+    for path, expected in ((missing, f"'{missing}' is not a file"), (directory, f"'{directory}' is not a file")):
+        try:
+            kairos.open(path)
+            raise Failure(f"{path} was opened")
+        except kairos.DatabaseError as error:
+            check(expected in str(error) and "profile database" in str(error), f"{error}")
+    notes = os.path.join(directory, "notes.db")
+    with open(notes, "w") as file:
+        file.write("not a database\n")
+    rank = generate(os.path.join(directory, "ranks"), 1)[0]
+    old = os.path.join(directory, "old.db")
+    shutil.copy(rank, old)
+    with sqlite3.connect(old) as database:
+        database.execute("UPDATE metadata SET value = '5' WHERE key = 'schema_version'")
+    for path, expected in ((notes, f"[kairos] '{notes}' is not a kairos profile database"),
+                           (old, f"[kairos] '{old}' has schema version '5'; this kairos reads version "
+                                 f"{kairos.schema_version}")):
+        try:
+            kairos.open(path)
+            raise Failure(f"{path} was opened")
+        except kairos.DatabaseError as error:
+            check(str(error) == expected, f"kairos.open({path}) raised {error}")
+        got = python_kairos("report", path)
+        check(got.returncode == 1 and got.stderr.decode() == expected + "\n", f"report {path}: {got.stderr!r}")
+
+
+def test_rows_stream_from_a_large_view(directory):
+    rank = generate(os.path.join(directory, "ranks"), 1, samples=100_000)[0]
+    with kairos.open(rank) as profile:
+        tracemalloc.start()
+        count = sum(1 for _ in profile.samples())
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    check(count == 100_000, f"{count} samples read")
+    check(peak < 1_000_000, f"reading 100,000 samples one at a time peaked at {peak} bytes (over 1 MB)")
+
+
+def test_dataframes_and_chunks(directory):
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        skip("pandas is not installed (Debian: python3-pandas)")
+    database = merged_database(directory)
+    with kairos.open(database) as profile:
+        frame = profile.dataframe("regions")
+        check(list(frame.itertuples(index=False, name=None)) == select_all(database, "SELECT * FROM regions"),
+              "the regions DataFrame holds the view's rows")
+        chunks = list(profile.dataframe("samples", chunksize=250))
+        check(all(len(chunk) <= 250 for chunk in chunks) and sum(len(chunk) for chunk in chunks) == 900,
+              f"chunks of at most 250 of the 900 samples: {[len(chunk) for chunk in chunks]}")
+        per_rank = frame.groupby("rank")["duration_ns"].sum().to_dict()
+        expected = dict(select_all(database, "SELECT rank, SUM(duration_ns) FROM regions GROUP BY rank"))
+        check(per_rank == expected, f"region time per rank: {per_rank}, sqlite3: {expected}")
+
+
+def test_write_streams_into_a_file_object(directory):
+    database = merged_database(directory)
+    with kairos.open(database) as profile:
+        for format in ("folded", "trace"):
+            buffer = io.BytesIO()
+            profile.write(buffer, format)
+            check(buffer.getvalue() == tool(KAIROS_REPORT, database, "-f", format).stdout,
+                  f"Profile.write(file, '{format}') writes kairos-report's bytes")
+        try:
+            profile.write(io.BytesIO(), "pdf")
+            raise Failure("format 'pdf' was accepted")
+        except kairos.DatabaseError as error:
+            check('"pdf" is not valid' in str(error) and "folded" in str(error), f"{error}")
+
+
+def test_merger_from_python(directory):
+    ranks = generate(os.path.join(directory, "ranks"), 2)
+    out = os.path.join(directory, "merged.db")
+    merger = kairos.Merger(out)
+    check(merger.add(ranks[0]) == (1, 300), "one rank: one process, its 300 samples")
+    try:
+        merger.add(ranks[0])
+        raise Failure("the same input was merged twice")
+    except kairos.DatabaseError as error:
+        check("already merged" in str(error) and ranks[0] in str(error), f"{error}")
+    merger.add(ranks[1])
+    merger.finish()
+    check((merger.processes, merger.samples) == (2, 600), f"{merger.processes} processes, {merger.samples} samples")
+    with kairos.open(out) as profile:
+        check(sorted(row.rank for row in profile.processes()) == [0, 1], "both ranks are in the merged database")
+    try:
+        kairos.Merger(out)
+        raise Failure("an existing output was accepted")
+    except kairos.DatabaseError as error:
+        check(f"'{out}' already exists" in str(error), f"{error}")
+
+
+def test_installed_package_imports(directory):
+    prefix = os.path.join(directory, "prefix")
+    result = run_process(["cmake", "--install", BUILD_DIR, "--component", "python", "--prefix", prefix], TIMEOUT)
+    check(result.returncode == 0, f"cmake --install failed: {result.stderr.decode(errors='replace')}")
+    packages = [root for root, _, files in os.walk(prefix) if "__init__.py" in files and os.path.basename(root) == "kairos"]
+    check(len(packages) == 1, f"one kairos package installed under {prefix}: {packages}")
+    rank = generate(os.path.join(directory, "ranks"), 1)[0]
+    environment = dict(os.environ, PYTHONPATH=os.path.dirname(packages[0]))
+    got = python_kairos("folded", rank, environment=environment)
+    check(got.returncode == 0 and got.stdout == tool(KAIROS_REPORT, rank, "-f", "folded").stdout,
+          f"the installed package: {got.returncode} {got.stderr!r}")
+    located = run_process([sys.executable, "-c", "import kairos; print(kairos.__file__)"], TIMEOUT, env=environment)
+    check(located.stdout.decode().startswith(prefix), f"imported from {located.stdout!r}, not {prefix}")
+
+
+if __name__ == "__main__":
+    sys.exit(run_named_test(globals(), "kairos-python"))
