@@ -29,6 +29,7 @@ def main(arguments=None):
         command.add_argument("-w", "--window", default="", help="only time window K, or windows K..L")
         command.add_argument("--compare-windows", action="store_true",
                              help="the functions whose share changed most between time windows")
+        command.add_argument("--rank", type=int, help="only MPI rank R's processes (a merged database)")
         command.set_defaults(format=format or "text")
 
     reporting("report", "a report from profile databases (kairos-report)")
@@ -42,7 +43,7 @@ def main(arguments=None):
         return _native.run_merge(options.output, options.inputs, options.keep_going, sys.stderr.buffer,
                                  sys.stderr.isatty())
     return _native.run_report(options.databases, options.format, options.output, options.window,
-                              options.compare_windows, sys.stdout.buffer, sys.stderr.buffer)
+                              options.compare_windows, options.rank, sys.stdout.buffer, sys.stderr.buffer)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ class Profile:
         """One of kairos-report's outputs (text, trace, folded, speedscope, flamegraph, html, json),
         streamed into a binary file object (sys.stdout.buffer, open(..., "wb"), io.BytesIO)."""
         errors = io.BytesIO()
-        if _native.run_report([self.path], format, "", "", False, file, errors) != 0:
+        if _native.run_report([self.path], format, "", "", False, None, file, errors) != 0:
             raise _native.DatabaseError(errors.getvalue().decode(errors="replace").strip())
 
 

@@ -2,6 +2,8 @@
 // byte a command or an output writes goes through a Python file object (sys.stdout.buffer, an open
 // file, io.BytesIO), in 64 KiB chunks, so the outputs stream as they do in C++.
 #include <array>
+#include <cstdint>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <streambuf>
@@ -56,11 +58,11 @@ class python_file_buffer : public std::streambuf {
 };
 
 int run_report(std::vector<std::string> databases, std::string format, std::string output, std::string window,
-               bool compare_windows, py::object out, py::object errors) {
+               bool compare_windows, std::optional<std::int64_t> rank, py::object out, py::object errors) {
   python_file_buffer out_buffer{std::move(out)}, errors_buffer{std::move(errors)};
   std::ostream out_stream{&out_buffer}, errors_stream{&errors_buffer};
   const int status = db::run_report({std::move(databases), std::move(format), std::move(output), std::move(window),
-                                     compare_windows},
+                                     compare_windows, rank},
                                     out_stream, errors_stream);
   out_stream.flush();
   errors_stream.flush();
@@ -86,7 +88,7 @@ PYBIND11_MODULE(_native, module) {
   module.def("check_profile", [](const std::string& path) { db::open_profile(path); }, py::arg("path"),
              "Raises DatabaseError naming the file when it is not a kairos profile of this schema version.");
   module.def("run_report", &run_report, py::arg("databases"), py::arg("format"), py::arg("output"),
-             py::arg("window"), py::arg("compare_windows"), py::arg("out"), py::arg("errors"),
+             py::arg("window"), py::arg("compare_windows"), py::arg("rank"), py::arg("out"), py::arg("errors"),
              "kairos-report's work: the output to `out` (or the file `output`), problems to `errors`; "
              "returns the exit status.");
   module.def("run_merge", &run_merge, py::arg("output"), py::arg("inputs"), py::arg("keep_going"),

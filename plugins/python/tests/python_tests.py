@@ -62,6 +62,8 @@ def test_report_equals_kairos_report(directory):
         check(got.stdout == expected.stdout and len(got.stdout) > 100,
               f"-f {format}: python3 -m kairos report wrote {len(got.stdout)} bytes, kairos-report "
               f"{len(expected.stdout)}, not the same")
+    check(python_kairos("report", database, "--rank", "1").stdout == tool(KAIROS_REPORT, database, "--rank", "1").stdout,
+          "--rank R: rank R's report")
     for command in ("trace", "folded"):
         check(python_kairos(command, database).stdout == tool(KAIROS_REPORT, database, "-f", command).stdout,
               f"python3 -m kairos {command} is kairos-report -f {command}")
