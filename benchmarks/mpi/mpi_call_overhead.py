@@ -8,10 +8,10 @@ Usage: mpi_call_overhead.py KAIROS_RUN BENCH_MPI_PINGPONG [rounds=7] [calls=2000
 """
 import os
 import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from interleaved import print_report, run_rounds  # noqa: E402
 
 
 def main():
@@ -25,32 +25,10 @@ def main():
     launcher = [mpirun, "--oversubscribe", "-np", "2"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     configurations = {"bare": None, "kairos-run, KAIROS_MPI=off": {"KAIROS_MPI": "off"},
                       "kairos-run, MPI calls recorded": {"KAIROS_MPI": "auto"}}
-    results = {name: {"pingpong_ns": [], "allreduce_ns": []} for name in configurations}
-    with tempfile.TemporaryDirectory() as directory:
-        for round_number in range(rounds):
-            for index, (name, settings) in enumerate(configurations.items()):
-                env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_")}
-                command = [program, calls]
-                if settings is not None:
-                    env.update(settings)
-                    command = [kairos_run, "-o", os.path.join(directory, f"r{round_number}-{index}-%rank%"), "--",
-                               *command]
-                out = subprocess.run(launcher + command, env=env, capture_output=True, text=True, check=False)
-                if out.returncode != 0:
-                    print(f"{name} failed ({out.returncode}): {out.stderr}", file=sys.stderr)
-                    return 1
-                words = out.stdout.split()
-                results[name]["pingpong_ns"].append(float(words[1]))
-                results[name]["allreduce_ns"].append(float(words[3]))
-    print(f"time per call, 2 ranks, {calls} calls, medians of {rounds} interleaved rounds [lowest-highest]")
-    for name, values in results.items():
-        cells = "  ".join(f"{what} {statistics.median(v):8.1f} [{min(v):.1f}-{max(v):.1f}]" for what, v in values.items())
-        print(f"  {name:<32} {cells}")
-    for what in ("pingpong_ns", "allreduce_ns"):
-        baseline = statistics.median(results["bare"][what])
-        for name in list(configurations)[1:]:
-            measured = statistics.median(results[name][what])
-            print(f"ratio {what} {name} vs bare: {measured / baseline:.3f} (+{measured - baseline:.1f} ns)")
+    results = run_rounds(kairos_run, [program, calls], configurations, ("pingpong_ns", "allreduce_ns"), rounds,
+                         launcher=launcher, output_suffix="-%rank%")
+    print_report(results, f"time per call, 2 ranks, {calls} calls, medians of {rounds} interleaved rounds "
+                          "[lowest-highest]")
     return 0
 
 

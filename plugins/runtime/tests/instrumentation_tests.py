@@ -154,25 +154,39 @@ def test_deep_recursion_and_exceptions_keep_the_stack(directory):
     check(thrower == (catcher + 1, catcher + 4), f"thrower's 4 calls nest under catcher: {thrower}, {catcher}")
 
 
-def test_clang_build_and_exceptions(directory):
-    """clang emits exits only at returns: calls an exception left are closed by their caller's exit."""
+def build_with_clang(directory, name, flags):
+    """instrumented_program.cpp built by clang++ with `flags` (sources or libraries among them);
+    skips where clang++ or XRay's runtime is missing."""
     clang = shutil.which("clang++")
     if clang is None:
         skip("clang++ is not installed")
-    program = os.path.join(directory, "clang_program")
-    # Instrumented before optimizing, as g++ does: clang's after-inlining mode would time the calls
-    # left after its optimizations, which turn deep() and half of fib()'s calls into loops.
-    build = subprocess.run([clang, "-O2", "-g", "-finstrument-functions",
-                            os.path.join(SOURCE_DIR, "plugins/runtime/tests/instrumented_program.cpp"), "-o", program,
-                            f"-L{USER_LIBRARY_DIR}", f"-Wl,-rpath,{USER_LIBRARY_DIR}", "-lkairos-user"],
-                           capture_output=True, timeout=TIMEOUT)
-    check(build.returncode == 0, f"clang++ builds the program: {build.stderr.decode()}")
+    program = os.path.join(directory, name)
+    build = subprocess.run([clang, "-O2", "-g", os.path.join(SOURCE_DIR, "plugins/runtime/tests/instrumented_program.cpp"),
+                            *flags, "-o", program], capture_output=True, timeout=TIMEOUT)
+    if build.returncode != 0 and b"xray" in build.stderr.lower() and b"cannot find" in build.stderr:
+        skip(f"clang's XRay runtime is missing (libclang-rt-14-dev): {build.stderr.decode()}")
+    check(build.returncode == 0, f"clang++ builds {name}: {build.stderr.decode()}")
+    return program
+
+
+def profiled_with_exact_counts(directory, program):
+    """The program under kairos-run, every call a row: output unchanged, the known counts."""
     expected = plain(["12", "1000"], program)
     result, err, db = profiled(directory, ["12", "1000"], program, KAIROS_INSTRUMENT_MIN_DURATION=0)
     check(result.stdout == expected.stdout and result.returncode == expected.returncode, "output unchanged")
     found = counts(db)
     check(found.get("fib(int)") == fib_calls(12) and found.get("deep(long)") == 1001, f"exact counts: {found}")
     check(found.get("thrower(int)") == 4 and found.get("catcher()") == 1, f"the thrown-through calls: {found}")
+    return db
+
+
+def test_clang_build_and_exceptions(directory):
+    """clang emits exits only at returns: calls an exception left are closed by their caller's exit."""
+    # Instrumented before optimizing, as g++ does: clang's after-inlining mode would time the calls
+    # left after its optimizations, which turn deep() and half of fib()'s calls into loops.
+    program = build_with_clang(directory, "clang_program", ["-finstrument-functions", f"-L{USER_LIBRARY_DIR}",
+                                                            f"-Wl,-rpath,{USER_LIBRARY_DIR}", "-lkairos-user"])
+    db = profiled_with_exact_counts(directory, program)
     catcher = db.execute("SELECT depth, end_ns FROM regions WHERE name = 'catcher()'").fetchone()
     throwers = db.execute("SELECT MIN(depth), MAX(end_ns) FROM regions WHERE name = 'thrower(int)'").fetchone()
     check(throwers[0] == catcher[0] + 1 and throwers[1] <= catcher[1], f"closed inside catcher: {throwers}, {catcher}")
@@ -181,32 +195,17 @@ def test_clang_build_and_exceptions(directory):
 
 
 def build_xray_program(directory):
-    """The program built with XRay as kairos_instrument(... XRAY) builds it; skips without clang or XRay."""
-    clang = shutil.which("clang++")
-    if clang is None:
-        skip("clang++ is not installed")
-    program = os.path.join(directory, "xray_program")
-    # No sibling-call optimization: clang would turn deep() and half of fib()'s calls into loops, and
-    # the exact counts below count calls.
-    build = subprocess.run([clang, "-O2", "-g", "-fno-optimize-sibling-calls", "-fxray-instrument",
-                            "-fxray-instruction-threshold=1",
-                            os.path.join(SOURCE_DIR, "plugins/runtime/tests/instrumented_program.cpp"),
-                            os.path.join(SOURCE_DIR, "plugins/runtime/src/xray/kairos_xray.cpp"), "-o", program, "-ldl"],
-                           capture_output=True, timeout=TIMEOUT)
-    if b"xray" in build.stderr.lower() and build.returncode != 0 and b"cannot find" in build.stderr:
-        skip(f"clang's XRay runtime is missing (libclang-rt-14-dev): {build.stderr.decode()}")
-    check(build.returncode == 0, f"clang++ builds the XRay program: {build.stderr.decode()}")
-    return program
+    """The program built with XRay as kairos_instrument(... XRAY) builds it. No sibling-call
+    optimization: clang would turn deep() and half of fib()'s calls into loops, and the tests count
+    calls."""
+    return build_with_clang(directory, "xray_program", [
+        "-fno-optimize-sibling-calls", "-fxray-instrument", "-fxray-instruction-threshold=1",
+        os.path.join(SOURCE_DIR, "plugins/runtime/src/xray/kairos_xray.cpp"), "-ldl"])
 
 
 def test_xray_sleds_patched_at_run_time(directory):
     program = build_xray_program(directory)
-    expected = plain(["12", "1000"], program)
-    result, err, db = profiled(directory, ["12", "1000"], program, KAIROS_INSTRUMENT_MIN_DURATION=0)
-    check(result.stdout == expected.stdout and result.returncode == expected.returncode, "output unchanged")
-    found = counts(db)
-    check(found.get("fib(int)") == fib_calls(12) and found.get("deep(long)") == 1001, f"exact counts: {found}")
-    check(found.get("thrower(int)") == 4 and found.get("catcher()") == 1, f"the thrown-through calls: {found}")
+    db = profiled_with_exact_counts(directory, program)
     deep_top = db.execute("SELECT MIN(depth) FROM regions WHERE name = 'deep(long)'").fetchone()[0]
     catcher = db.execute("SELECT depth FROM regions WHERE name = 'catcher()'").fetchone()[0]
     check(deep_top == catcher, f"after the exception, calls at the right depth: deep {deep_top}, catcher {catcher}")
