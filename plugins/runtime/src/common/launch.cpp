@@ -147,10 +147,7 @@ launch_identity launch_of_this_process() {
       &launcher_of_this_process, host.data());
 }
 
-}  // namespace kairos::runtime
-
-namespace kairos::runtime {
-
+// An empty KAIROS_LAUNCH_ID is an answer too (no launch): children need not look again.
 void export_launch_variables(bool replace) {
   const char* date = std::getenv("KAIROS_LAUNCH_DATE");
   const char* id = std::getenv("KAIROS_LAUNCH_ID");
