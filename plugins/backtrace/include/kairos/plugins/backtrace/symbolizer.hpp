@@ -124,6 +124,13 @@ class backtrace_symbolizer {
     std::lock_guard lock(mutex_);
     return lookup(address);
   }
+  // A function's entry address (an instrumented function's): uncached, and without the search for
+  // inlined code around the address, which an entry never lies in and which walks the whole
+  // compilation unit's DIEs (most of the time of a lookup in template-heavy C++).
+  backtrace_symbol resolve_function_entry(std::uintptr_t address) {
+    std::lock_guard lock(mutex_);
+    return lookup(address, false);
+  }
   // Every frame of a capture, innermost first; return addresses are looked up one byte back.
   template <class Backtrace>
   std::vector<backtrace_symbol> resolve_all(const Backtrace& stack) {
@@ -153,7 +160,7 @@ class backtrace_symbolizer {
   }
 
  private:
-  backtrace_symbol lookup(std::uintptr_t address) {
+  backtrace_symbol lookup(std::uintptr_t address, bool inlined_call_sites = true) {
     dl_guard inside_loader;  // dladdr and libdw's module scan: a sample here must not use libunwind
     backtrace_symbol symbol;
     symbol.address = address;
@@ -195,7 +202,7 @@ class backtrace_symbolizer {
               symbol.line = line_number;
             }
           }
-          use_call_site_of_inlined_code(module, address, symbol);
+          if (inlined_call_sites) use_call_site_of_inlined_code(module, address, symbol);
         }
       }
     }
