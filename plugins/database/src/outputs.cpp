@@ -464,6 +464,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_kernel "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_api_call "
+                                "UNION ALL SELECT MIN(start_ns) FROM mpi_call "
                                 "UNION ALL SELECT MIN(start_ns) FROM window)");
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
@@ -521,6 +522,24 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
                        (regions.integer(3) - origin_ns) * 1e-3, regions.integer(4) * 1e-3);
     if (regions.integer(5) != 0) out << fmt::format(R"(,"args":{{"clipped":{}}})", regions.integer(5));
     out << '}';
+  }
+  // MPI calls as slices on the calling thread's track, with what they moved and with whom.
+  auto mpi_calls = profile.prepare(
+      "SELECT mpi_calls.name, threads.pid, threads.tid, mpi_calls.start_ns, mpi_calls.duration_ns, mpi_calls.bytes, "
+      "mpi_calls.peer FROM mpi_calls JOIN threads ON threads.id = mpi_calls.thread WHERE 1" +
+      in_windows(range, "mpi_calls.window") + " ORDER BY mpi_calls.start_ns");
+  while (mpi_calls.step()) {
+    separator();
+    out << fmt::format(R"({{"ph":"X","cat":"mpi","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
+                       json_string(mpi_calls.text(0)), mpi_calls.integer(1), mpi_calls.integer(2),
+                       (mpi_calls.integer(3) - origin_ns) * 1e-3, mpi_calls.integer(4) * 1e-3);
+    const char* comma = "";
+    if (!mpi_calls.is_null(5)) {
+      out << fmt::format(R"("bytes":{})", mpi_calls.integer(5));
+      comma = ",";
+    }
+    if (!mpi_calls.is_null(6)) out << fmt::format(R"({}"peer":{})", comma, mpi_calls.integer(6));
+    out << "}}";
   }
   auto samples = profile.prepare(
       "SELECT samples.leaf, threads.pid, threads.tid, samples.time_ns, samples.stack, samples.weight "

@@ -193,6 +193,11 @@ def test_merged_launch_shows_the_imbalance(directory):
           f"--rank 2's trace holds rank 2's process only: {sorted({event['pid'] for event in events})}")
     check(any(event.get("name") == "process_name" and event["args"]["name"].startswith("rank 2:")
               for event in events), "the process track is named by its rank")
+    allreduce = [event for event in events if event.get("cat") == "mpi" and event["name"] == "MPI_Allreduce"]
+    check(len(allreduce) == 1 and allreduce[0]["args"] == {"bytes": 8} and allreduce[0]["dur"] > 0,
+          f"the trace has rank 2's MPI_Allreduce as a slice: {allreduce}")
+    isend = [event for event in events if event.get("cat") == "mpi" and event["name"] == "MPI_Isend"]
+    check(len(isend) == 1 and isend[0]["args"] == {"bytes": 4000, "peer": 3}, f"MPI_Isend to rank 3: {isend}")
     alone = run_process([KAIROS_REPORT, merged, "--rank", "2"], TIMEOUT).stdout.decode(errors="replace")
     check("MPI ranks side by side" not in alone and "work" in alone, "--rank 2's text is one rank's")
     refused = run_process([KAIROS_REPORT, merged, "--rank", "9"], TIMEOUT)
