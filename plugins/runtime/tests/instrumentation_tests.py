@@ -248,6 +248,13 @@ def test_xray_patched_only_inside_windows(directory):
     check(inside and len(whole) >= len(inside), f"every call well inside the window is recorded: {len(whole)} of "
                                                 f"{len(inside)}")
     check(all(open_ns <= s and e <= close_ns for s, e, _ in recorded), "nothing recorded outside the window")
+    # The sleds were patched only while the window was open: the hooks saw about the window's share
+    # of the calls (rows alone would not tell, batches drop what lies outside every window).
+    events = int(db.execute("SELECT value FROM metadata WHERE key = 'traced_events'").fetchone()[0])
+    per_loop = 2 * fib_calls(16)
+    inside_or_crossing = [(s, e) for s, e in loops if e >= open_ns and s <= close_ns]
+    check(events <= per_loop * (len(inside_or_crossing) + 2) and events < per_loop * len(loops) / 2,
+          f"{events} events: the hooks ran for about {len(inside_or_crossing)} of the {len(loops)} loop calls")
 
 
 def test_hooks_without_kairos_do_nothing(directory):

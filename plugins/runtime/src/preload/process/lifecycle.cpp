@@ -238,6 +238,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   add_database_metadata("dropped.samples", std::to_string(lost.samples));
   add_database_metadata("dropped.region_rows", std::to_string(lost.region_rows));
   add_database_metadata("dropped.function_rows", std::to_string(lost.function_rows));
+  add_database_metadata("traced_events", std::to_string(traced_events()));
   add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
   if (gpu_observed()) add_database_metadata("dropped.gpu_records", std::to_string(lost.gpu_records));
   if (mpi_observed()) add_database_metadata("dropped.mpi_calls", std::to_string(lost.mpi_calls));

@@ -3,16 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string_view>
-#include <array>
-#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -88,10 +86,10 @@ struct traced_thread {
   std::atomic<std::uint64_t> tail{0};
   std::vector<open_call> stack;
   std::int32_t included_depth = 0;
+  std::atomic<std::uint64_t> events{0};  // processed so far; written by the batch holder only
   std::unordered_map<std::uintptr_t, bool> decided;  // this thread's copy of the verdicts
   std::uintptr_t last_decided = 0;
   bool last_verdict = false;
-  std::atomic<std::uint64_t> too_short{0};  // written by the batch holder only: no locked add
   region_log rows;
   // User-API regions. The thread's own: its region names, copied once per distinct name (set
   // nodes never move, so events and rows point at them), and the names it pushed last by pointer,
@@ -256,10 +254,8 @@ void close_innermost(traced_thread& trace, const tick_converter& ticks, std::uin
     return;
   }
   if (static_cast<double>(end_ticks - call.enter_ticks) * ticks.ns_per_tick <
-      static_cast<double>(filters->min_duration_ns)) {
-    trace.too_short.store(trace.too_short.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    return;
-  }
+      static_cast<double>(filters->min_duration_ns))
+    return;  // stays in its caller's time
   append_row(trace, call, ticks.to_ns(call.enter_ticks), ticks.to_ns(end_ticks), clipped);
 }
 
@@ -291,6 +287,7 @@ void process_region_event(traced_thread& trace, const tick_converter& ticks, con
 void process(traced_thread& trace, const tick_converter& ticks) {
   const auto head = trace.head.load(std::memory_order_acquire);
   auto tail = trace.tail.load(std::memory_order_relaxed);
+  trace.events.store(trace.events.load(std::memory_order_relaxed) + (head - tail), std::memory_order_relaxed);
   for (; tail != head; ++tail) {
     const auto event = trace.ring[tail & ring_mask];
     if (is_region(event.function)) {
@@ -335,6 +332,10 @@ bool try_process(traced_thread& trace, const tick_converter& ticks) {
 [[gnu::noinline]] traced_thread* start_tracing_this_thread() {
   if (!accepting.load(std::memory_order_acquire) || inside_kairos) return nullptr;
   reentry_guard guard;
+  // The tick clock is calibrated (0.2 ms) by the first thread that traces, before its first event:
+  // a run that never calls an instrumented function nor pushes a region pays nothing at start-up.
+  static std::once_flag calibrated;
+  std::call_once(calibrated, calibrate_ticks);
   auto& record = current_thread();
   auto& graph = this_thread_graph();
   std::shared_ptr<thread_graph> owner;
@@ -389,7 +390,6 @@ void forget_parent_now() {
   if (auto* trace = tracing_thread()) append_event(trace, function, exit);
 }
 
-// The region's name as this thread interned it: a compare when the same pointer came last time.
 // A name (or a pointer) this thread has not pushed lately: looked up, copied when new.
 [[gnu::noinline]] const std::string* intern_new(traced_thread& trace, const char* name,
                                                 traced_thread::recent_name& recent) {
@@ -401,13 +401,13 @@ void forget_parent_now() {
   return interned;
 }
 
+// The region's name as this thread interned it: a compare when the same pointer came last time.
 [[gnu::always_inline]] inline const std::string* intern(traced_thread& trace, const char* name) {
   auto& recent = trace.recent_names[(reinterpret_cast<std::uintptr_t>(name) >> 3) % trace.recent_names.size()];
   if (recent.given == name && std::strcmp(recent.interned->c_str(), name) == 0) [[likely]]
     return recent.interned;
   return intern_new(trace, name, recent);
 }
-
 
 void traced_region_event(const char* name, std::uint64_t exit) {
   auto* trace = tracing_thread();
@@ -442,35 +442,31 @@ void xray_event(std::int32_t function_id, int entry_type) {
   else if (entry_type == exit || entry_type == tail) record(function, exit_bit);
 }
 
-
 }  // namespace
 
 problem configure_function_trace(const function_trace_options& options) {
   auto compiled = std::make_unique<compiled_filters>();
+  compiled->system = options.system;
+  compiled->min_duration_ns = options.min_duration_ns;
+  hooks_on = options.hooks;
+  problem failure;
   const std::pair<const std::string*, std::unique_ptr<posix_regex>*> expressions[] = {
       {&options.include, &compiled->include}, {&options.exclude, &compiled->exclude},
       {&options.file_include, &compiled->file_include}, {&options.file_exclude, &compiled->file_exclude}};
   for (const auto& [text, target] : expressions) {
-    if (text->empty()) continue;
+    if (text->empty() || failure) continue;
     *target = std::make_unique<posix_regex>(*text);
-    if (!(*target)->compiled()) {
-      filters = new compiled_filters{};  // the hooks stay off; user-API regions are still traced
-      calibrate_ticks();
-      wall_clock_id = component_id<wall_clock>();
-      configured = true;
-      return problem{fmt::format("\"{}\" is not a POSIX extended regular expression: {}; instrumented "
-                                 "functions are not recorded in this run",
-                                 *text, (*target)->error())};
-    }
+    if ((*target)->compiled()) continue;
+    // The hooks stay off; user-API regions are still traced.
+    hooks_on = false;
+    failure = problem{fmt::format("\"{}\" is not a POSIX extended regular expression: {}; instrumented "
+                                  "functions are not recorded in this run",
+                                  *text, (*target)->error())};
   }
-  compiled->system = options.system;
-  compiled->min_duration_ns = options.min_duration_ns;
   filters = compiled.release();  // read by every batch until the process ends
-  hooks_on = options.hooks;
   wall_clock_id = component_id<wall_clock>();
-  calibrate_ticks();
   configured = true;
-  return {};
+  return failure;
 }
 
 bool traced_regions_available() noexcept { return configured; }
@@ -527,17 +523,18 @@ void process_function_events(bool closing) {
 std::uint64_t function_calls_recorded() {
   return recorded.load(std::memory_order_relaxed) - function_rows_dropped();
 }
-std::uint64_t function_calls_too_short() {
-  std::uint64_t count = 0;
-  for (const auto* trace : traced_threads()) count += trace->too_short.load(std::memory_order_relaxed);
-  return count;
-}
 
 bool traced_anything() {
   if (recorded.load(std::memory_order_relaxed) > 0) return true;
   for (const auto* trace : traced_threads())
     if (trace->head.load(std::memory_order_acquire) != trace->tail.load(std::memory_order_acquire)) return true;
   return false;
+}
+
+std::uint64_t traced_events() {
+  std::uint64_t count = 0;
+  for (const auto* trace : traced_threads()) count += trace->events.load(std::memory_order_relaxed);
+  return count;
 }
 
 std::uint64_t function_rows_dropped() {
@@ -566,7 +563,7 @@ void function_trace_forget_after_fork_in_child() noexcept {
     trace.tail.store(trace.head.load());
     trace.stack.clear();
     trace.included_depth = 0;
-    trace.too_short.store(0);
+    trace.events.store(0);
     trace.processing.store(false);
   }
   forget_parent.store(true);

@@ -32,8 +32,8 @@ struct function_trace_options {
   std::int64_t min_duration_ns = 0;  // shorter calls stay in their caller's time, without a row
 };
 
-// Checks the options (a problem names the bad expression: the hooks are then off) and takes them;
-// calibrates the ticks.
+// Checks the options (a problem names the bad expression: the hooks are then off) and takes them.
+// The tick clock is calibrated later, by the first thread that traces.
 problem configure_function_trace(const function_trace_options& options);
 
 // Whether user-API regions can be traced (configure_function_trace was called).
@@ -54,10 +54,10 @@ void function_trace_windows_changed() noexcept;
 // rows end here, marked clipped 2) and a thread busy with its own batch is waited for, bounded.
 void process_function_events(bool closing);
 
-// Rows recorded by this process image (instrumented calls and traced regions), and calls left
-// without a row because shorter than the minimum duration.
+// Rows recorded by this process image (instrumented calls and traced regions), and the events
+// (entries, exits, pushes, pops) its batches read: every call that reached a hook, row or not.
 std::uint64_t function_calls_recorded();
-std::uint64_t function_calls_too_short();
+std::uint64_t traced_events();
 // Whether this process image traced anything: rows made, or events waiting for their batch.
 bool traced_anything();
 // Rows dropped because the database fell behind (region_log's bound).
