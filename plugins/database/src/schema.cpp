@@ -96,6 +96,26 @@ CREATE TABLE mpi_call (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
   name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   bytes INTEGER, peer INTEGER, window INTEGER NOT NULL DEFAULT 0);
+-- Causal profiling (docs/causal.md): each virtual-speedup experiment, with `selected` (a "file:line"
+-- or a function, by `scope`) virtually sped up by `speedup` (0..1); duration_ns is the wall time less
+-- the delays inserted (delay_ns), the denominator of every rate the analysis computes.
+CREATE TABLE causal_experiment (
+  id INTEGER PRIMARY KEY, process INTEGER NOT NULL DEFAULT 1 REFERENCES process,
+  scope TEXT NOT NULL, selected TEXT NOT NULL, speedup REAL NOT NULL,
+  start_ns INTEGER NOT NULL, duration_ns INTEGER NOT NULL, delay_ns INTEGER NOT NULL,
+  selected_samples INTEGER NOT NULL, window INTEGER NOT NULL DEFAULT 0);
+-- Each progress point's counts during one experiment. kind 'throughput': delta visits, the latency
+-- columns NULL. kind 'latency': arrivals, departures and difference (begins - ends in total at the
+-- experiment's end), and delta = arrivals, so "how many visits" is one column for both kinds.
+CREATE TABLE causal_progress (
+  experiment INTEGER NOT NULL REFERENCES causal_experiment, name TEXT NOT NULL, kind TEXT NOT NULL,
+  delta INTEGER NOT NULL, arrivals INTEGER, departures INTEGER, difference INTEGER,
+  PRIMARY KEY (experiment, name, kind));
+-- Samples per location in scope over the whole run (coz's "samples" records): which locations were
+-- running, so a reader can tell a location never selected from one never seen.
+CREATE TABLE causal_sample (
+  process INTEGER NOT NULL DEFAULT 1 REFERENCES process, scope TEXT NOT NULL, location TEXT NOT NULL,
+  count INTEGER NOT NULL, PRIMARY KEY (process, scope, location));
 CREATE INDEX region_thread_time ON region (thread, start_ns);
 
 -- Each sampled stack with every distinct function on it (for "total" time).

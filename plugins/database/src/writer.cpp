@@ -50,11 +50,19 @@ struct profile_writer::statements {
                      "window) VALUES (?, ?, ?, ?, ?, ?, ?)"},
         mpi_call{database,
                  "INSERT INTO mpi_call (thread, name, start_ns, end_ns, bytes, peer, window) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?)"} {}
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)"},
+        causal_experiment{database,
+                          "INSERT INTO causal_experiment (scope, selected, speedup, start_ns, duration_ns, "
+                          "delay_ns, selected_samples, window) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"},
+        causal_progress{database,
+                        "INSERT INTO causal_progress (experiment, name, kind, delta, arrivals, departures, "
+                        "difference) VALUES (?, ?, ?, ?, ?, ?, ?)"},
+        causal_sample{database,
+                      "INSERT OR REPLACE INTO causal_sample (scope, location, count) VALUES (?, ?, ?)"} {}
 
   statement metadata, string, process, process_end, process_rank, mpi_call, thread, thread_end, frame, stack,
       sample, realtime_sample, counter, region, window, gpu_device, gpu_kernel, gpu_memcpy,
-      gpu_api_call;
+      gpu_api_call, causal_experiment, causal_progress, causal_sample;
 };
 
 profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
@@ -132,6 +140,37 @@ void profile_writer::add_mpi_call(std::int64_t thread, std::string_view name, st
   bind_optional(insert, 5, bytes);
   bind_optional(insert, 6, peer);
   insert.bind(7, window).run();
+}
+
+std::int64_t profile_writer::add_causal_experiment(const causal_experiment_info& experiment,
+                                                  std::span<const causal_progress_info> progress) {
+  ensure_transaction();
+  statements_->causal_experiment.bind(1, experiment.scope)
+      .bind(2, experiment.selected)
+      .bind(3, experiment.speedup)
+      .bind(4, experiment.start_ns)
+      .bind(5, experiment.duration_ns)
+      .bind(6, experiment.delay_ns)
+      .bind(7, experiment.selected_samples)
+      .bind(8, experiment.window)
+      .run();
+  const auto id = database_.last_insert_id();
+  auto& insert = statements_->causal_progress;
+  for (const auto& point : progress) {
+    insert.bind(1, id).bind(2, point.name).bind(3, point.kind);
+    if (point.kind == "latency") {
+      insert.bind(4, point.arrivals).bind(5, point.arrivals).bind(6, point.departures).bind(7, point.difference);
+    } else {
+      insert.bind(4, point.delta).bind_null(5).bind_null(6).bind_null(7);
+    }
+    insert.run();
+  }
+  return id;
+}
+
+void profile_writer::add_causal_samples(std::string_view scope, std::string_view location, std::int64_t count) {
+  ensure_transaction();
+  statements_->causal_sample.bind(1, scope).bind(2, location).bind(3, count).run();
 }
 
 void profile_writer::end_process(std::int64_t process, std::int64_t end_ns) {

@@ -312,3 +312,51 @@ TEST_CASE("an MPI rank's launch and calls are stored, and its text report weighs
   CHECK(text.str().find("MPI, rank 1 of 4 (launch openmpi-1234): 2 calls, 0.400 s in MPI of 1.000 s elapsed "
                         "(40.0%): communication 0.100 s (10.0%), waiting 0.300 s (30.0%)") != std::string::npos);
 }
+
+TEST_CASE("a causal experiment is stored with its progress points, a latency point's visits in delta") {
+  const auto path = fresh_path("causal_writer");
+  std::int64_t id = 0;
+  {
+    db::profile_writer writer{path, fake_symbols};
+    writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    const db::causal_progress_info progress[] = {
+        {.name = "requests", .kind = "throughput", .delta = 40},
+        {.name = "query", .kind = "latency", .arrivals = 12, .departures = 11, .difference = 3}};
+    id = writer.add_causal_experiment({.scope = "line", .selected = "app.cpp:42", .speedup = 0.25,
+                                       .start_ns = 1'000, .duration_ns = 500'000'000,
+                                       .delay_ns = 20'000'000, .selected_samples = 77, .window = 0},
+                                      progress);
+    writer.add_causal_samples("line", "app.cpp:42", 300);
+    writer.add_causal_samples("line", "app.cpp:43", 5);
+  }
+  auto profile = db::open_profile(path);
+  auto experiment = profile.prepare(
+      "SELECT id, process, scope, selected, speedup, start_ns, duration_ns, delay_ns, selected_samples, window "
+      "FROM causal_experiment");
+  REQUIRE(experiment.step());
+  CHECK(experiment.integer(0) == id);
+  CHECK(experiment.integer(1) == 1);
+  CHECK(experiment.text(2) == "line");
+  CHECK(experiment.text(3) == "app.cpp:42");
+  CHECK(experiment.real(4) == 0.25);
+  CHECK(experiment.integer(5) == 1'000);
+  CHECK(experiment.integer(6) == 500'000'000);
+  CHECK(experiment.integer(7) == 20'000'000);
+  CHECK(experiment.integer(8) == 77);
+  CHECK(experiment.integer(9) == 0);
+  auto throughput = profile.prepare(
+      "SELECT delta, arrivals IS NULL AND departures IS NULL AND difference IS NULL FROM causal_progress "
+      "WHERE name = 'requests' AND kind = 'throughput' AND experiment = ?");
+  throughput.bind(1, id);
+  REQUIRE(throughput.step());
+  CHECK(throughput.integer(0) == 40);
+  CHECK(throughput.integer(1) == 1);
+  auto latency = profile.prepare(
+      "SELECT delta, arrivals, departures, difference FROM causal_progress WHERE name = 'query' AND kind = 'latency'");
+  REQUIRE(latency.step());
+  CHECK(latency.integer(0) == 12);
+  CHECK(latency.integer(1) == 12);
+  CHECK(latency.integer(2) == 11);
+  CHECK(latency.integer(3) == 3);
+  CHECK(count(profile, "SELECT SUM(count) FROM causal_sample WHERE scope = 'line'") == 305);
+}

@@ -86,6 +86,25 @@ struct gpu_copy_info {
   bool asynchronous = false;
 };
 
+// Causal profiling (docs/causal.md): one virtual-speedup experiment and its progress points' counts.
+struct causal_progress_info {
+  std::string_view name;
+  std::string_view kind;                      // "throughput" or "latency"
+  std::int64_t delta = 0;                     // throughput: visits during the experiment
+  std::int64_t arrivals = 0, departures = 0;  // latency: begins and ends during the experiment
+  std::int64_t difference = 0;                // latency: begins - ends in total at the experiment's end
+};
+struct causal_experiment_info {
+  std::string_view scope;     // "line" or "function"
+  std::string_view selected;  // "file:line", or the function's name
+  double speedup = 0;         // 0..1, the virtual speedup of `selected`
+  std::int64_t start_ns = 0;  // steady clock, like every other time in the profile
+  std::int64_t duration_ns = 0;  // wall time less the delays inserted (coz's "duration")
+  std::int64_t delay_ns = 0;     // delays inserted during it (global delay growth)
+  std::int64_t selected_samples = 0;
+  std::int64_t window = 0;
+};
+
 class profile_writer {
  public:
   using symbolizer = std::function<frame_info(std::uint64_t address)>;
@@ -139,6 +158,13 @@ class profile_writer {
   // An MPI call (the mpi_call table); `bytes` and `peer` none where the call has none.
   void add_mpi_call(std::int64_t thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
                     std::optional<std::int64_t> bytes, std::optional<std::int64_t> peer, std::int64_t window = 0);
+
+  // The experiment's row id. A latency point's row stores `arrivals` as its delta (its `delta` is
+  // not read), a throughput point's leaves the latency columns NULL (schema.cpp says why).
+  std::int64_t add_causal_experiment(const causal_experiment_info& experiment,
+                                     std::span<const causal_progress_info> progress);
+  // Samples per location in scope (coz's "samples" records), written once at the end.
+  void add_causal_samples(std::string_view scope, std::string_view location, std::int64_t count);
 
   std::int64_t intern(std::string_view text);
 
