@@ -23,7 +23,7 @@ namespace {
 // Tables whose rows other rows point to, copied with their ids shifted past the output's largest id
 // (the copy statements' parameter of the table's name): no lookups. The other tables' rows get new
 // ids, appended in the input's order: an id given would cost each row a search for a clash.
-constexpr std::array shifted_tables{"process", "thread", "gpu_device"};
+constexpr std::array shifted_tables{"process", "thread", "gpu_device", "causal_experiment"};
 
 // A process's launch id: its column, else its merged metadata, else its profile's metadata.
 constexpr std::string_view launch_id_sql =
@@ -88,6 +88,15 @@ std::vector<copy_step> copy_steps() {
        "SELECT a.process + :process, a.api, merged_string(a.name), a.thread + :thread, a.start_ns, "
        "a.end_ns, a.correlation, a.window "
        "FROM input.gpu_api_call AS a"},
+      {"INSERT INTO main.causal_experiment (id, process, scope, selected, speedup, start_ns, duration_ns, "
+       "delay_ns, selected_samples, window) "
+       "SELECT id + :causal_experiment, process + :process, scope, selected, speedup, start_ns, duration_ns, "
+       "delay_ns, selected_samples, window FROM input.causal_experiment"},
+      {"INSERT INTO main.causal_progress (experiment, name, kind, delta, arrivals, departures, difference) "
+       "SELECT experiment + :causal_experiment, name, kind, delta, arrivals, departures, difference "
+       "FROM input.causal_progress"},
+      {"INSERT INTO main.causal_sample (process, scope, location, count) "
+       "SELECT process + :process, scope, location, count FROM input.causal_sample"},
       {"INSERT INTO main.process_metadata (process, key, value) "
        "SELECT process + :process, key, value FROM input.process_metadata"},
       // A profile's own metadata describes its process (a merged input's is in process_metadata).

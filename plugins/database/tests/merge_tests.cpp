@@ -65,6 +65,16 @@ std::string write_rank(const std::string& name, std::int64_t rank, std::int64_t 
   writer.add_function_region(main_thread, at(4), 1'200, 1'300 + rank, 1);
   writer.add_counter(worker, 1'500, "thread_cpu_time_ns", 42.0 + static_cast<double>(rank));
   writer.add_window({1, "realtime:0:1", "realtime", 0, 1'000, 0, 1'000, 5 + rank, 1'005 + rank});
+  for (const double speedup : {0.0, 0.5}) {
+    const db::causal_progress_info progress[] = {
+        {.name = "done", .kind = "throughput", .delta = 10 + rank},
+        {.name = "request", .kind = "latency", .arrivals = 8, .departures = 7 + rank % 2, .difference = rank}};
+    writer.add_causal_experiment({.scope = "line", .selected = fmt::format("app.cpp:{}", 10 + rank), .speedup = speedup,
+                                  .start_ns = 1'000, .duration_ns = 50'000 + rank, .delay_ns = 100,
+                                  .selected_samples = 3, .window = 0},
+                                 progress);
+  }
+  writer.add_causal_samples("line", fmt::format("app.cpp:{}", 10 + rank), 6 + rank);
   writer.commit();
   return path;
 }
@@ -118,6 +128,12 @@ const question questions[] = {
                  "JOIN string ON string.id = counter.name", 5},
     {"windows", "SELECT process.rank, window.ordinal, window.spec, window.start_ns FROM window "
                 "JOIN process ON process.id = window.process", 4},
+    {"causal experiments with their progress points",
+     "SELECT process.rank, e.scope, e.selected, e.speedup, e.duration_ns, e.delay_ns, p.name, p.kind, p.delta, "
+     "p.arrivals, p.departures, p.difference FROM causal_progress AS p "
+     "JOIN causal_experiment AS e ON e.id = p.experiment JOIN process ON process.id = e.process", 12},
+    {"causal samples", "SELECT process.rank, s.scope, s.location, s.count FROM causal_sample AS s "
+                       "JOIN process ON process.id = s.process", 4},
     {"frames", "SELECT DISTINCT module.value, frame.offset, function.value, frame.line FROM frame "
                "JOIN string AS module ON module.id = frame.module JOIN string AS function ON function.id = frame.function",
      4},
