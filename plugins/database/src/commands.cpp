@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <kairos/plugins/database/causal.hpp>
 #include <kairos/plugins/database/merge.hpp>
 #include <kairos/plugins/database/outputs.hpp>
 #include <kairos/plugins/database/schema.hpp>
@@ -25,7 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view formats[] = {"text", "trace", "folded", "speedscope", "flamegraph", "html", "json"};
+constexpr std::string_view formats[] = {"text", "trace", "folded", "speedscope", "flamegraph", "html", "json",
+                                        "coz",  "causal-svg"};
 
 // "K" or "K..L" with 1 <= K <= L.
 std::optional<window_range> parse_window_range(const std::string& text) {
@@ -189,6 +191,10 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
         write_speedscope(profile, out, windows, "kairos " KAIROS_VERSION);
       } else if (format == "html") {
         write_html(profile, out, windows, "kairos " KAIROS_VERSION);
+      } else if (format == "coz") {
+        write_coz_profile(profile, out);
+      } else if (format == "causal-svg") {
+        write_causal_svg(profile, out);
       } else {
         write_summary_json(profile, out, {.windows = windows});
       }

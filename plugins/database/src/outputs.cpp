@@ -1,6 +1,7 @@
 #include <kairos/plugins/database/outputs.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <kairos/plugins/database/causal.hpp>
 #include <kairos/plugins/database/schema.hpp>
 #include <kairos/printable.hpp>
 
@@ -107,6 +109,72 @@ void write_gpu_sections(connection& profile, std::ostream& out, const window_ran
                          rows.text(0));
     }
   }
+}
+
+// --- causal profile (docs/causal.md) ------------------------------------------------------------
+
+std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", fraction * 100); }
+
+std::string with_interval(const causal_estimate& point) {
+  return signed_percent(point.program_speedup) +
+         (std::isnan(point.interval) ? std::string{" (no interval)"} : fmt::format(" \u00b1 {:.1f}", point.interval * 100));
+}
+
+// What the curve's largest line speedup predicts, in words: a reader's conclusion.
+std::string prediction(const causal_location& location, const causal_curve& curve) {
+  const auto& point = curve.estimates.back();
+  const auto what = fmt::format("speeding up {} by {:.0f}%", printable(location.selected), point.line_speedup * 100);
+  const auto magnitude = fmt::format("{:.1f}%", std::abs(point.program_speedup) * 100);
+  if (std::isnan(point.interval))
+    return fmt::format("{} would change the program by {} ({}; one experiment at that speedup gives no interval: "
+                       "run longer)", what, signed_percent(point.program_speedup), curve.progress_point);
+  const auto interval = fmt::format(" \u00b1 {:.1f} ({})", point.interval * 100, curve.progress_point);
+  if (point.program_speedup - point.interval > 0) return what + " would speed the program up by " + magnitude + interval;
+  if (point.program_speedup + point.interval < 0)
+    return what + " would slow the program down by " + magnitude + interval +
+           ": the location contends with the work that matters (a lock, memory bandwidth)";
+  return what + " has no effect distinguishable from noise (" + with_interval(point) + ", " + curve.progress_point + ")";
+}
+
+void write_causal_section(connection& profile, std::ostream& out, const window_range& range, std::size_t limit) {
+  const auto summary = analyze_causal(profile, range);
+  if (summary.experiments == 0) return;
+  out << fmt::format("causal profile: {} experiments; progress points: {}\n", summary.experiments,
+                     summary.progress_points.empty() ? "none (no progress point was reached)"
+                                                     : fmt::format("{}", fmt::join(summary.progress_points, ", ")));
+  if (summary.locations.empty()) {
+    out << fmt::format("no location had {} visits of a progress point at a speedup and at a baseline: run longer, "
+                       "or put progress points where the work completes more often\n\n",
+                       causal_minimum_visits);
+    return;
+  }
+  out << "program speedup predicted for each line speedup, with 95% intervals; locations ranked by impact (the mean "
+         "program speedup over the line speedups tried)\n";
+  const auto shown = std::min(limit, summary.locations.size());
+  for (std::size_t index = 0; index < shown; ++index) {
+    const auto& location = summary.locations[index];
+    out << fmt::format("{:>3}. {} ({}, {} experiments): impact {}\n", index + 1, printable(location.selected),
+                       location.scope, location.experiments, signed_percent(location.impact));
+    const causal_curve* best = &location.curves.front();
+    for (const auto& curve : location.curves) {
+      std::vector<std::string> cells;
+      for (const auto& point : curve.estimates)
+        cells.push_back(fmt::format("{:.0f}% -> {}", point.line_speedup * 100, with_interval(point)));
+      out << fmt::format("     {} ({}): {}\n", printable(curve.progress_point), curve.kind, fmt::join(cells, ", "));
+      if (curve.pooled_baseline)
+        out << "       (no 0% experiment of its own: baseline pooled over every location's 0% experiments)\n";
+      if (curve.impact > best->impact) best = &curve;
+    }
+    out << "     " << prediction(location, *best) << "\n";
+  }
+  if (summary.locations.size() > shown)
+    out << fmt::format("... {} more locations: kairos-report --format causal-svg draws them all\n",
+                       summary.locations.size() - shown);
+  if (summary.locations_without_curve > 0)
+    out << fmt::format("{} more locations were tried with fewer than {} visits of any progress point at a speedup "
+                       "or at its baseline\n",
+                       summary.locations_without_curve, causal_minimum_visits);
+  out << '\n';
 }
 
 constexpr std::size_t region_rows_shown = 200;
@@ -294,7 +362,9 @@ void restrict_to_rank(connection& profile, std::int64_t rank) {
       {"mpi_call", "thread IN " + threads},       {"counter", "process IN " + processes},
       {"window", "process IN " + processes},      {"gpu_device", "process IN " + processes},
       {"gpu_kernel", "process IN " + processes},  {"gpu_memcpy", "process IN " + processes},
-      {"gpu_api_call", "process IN " + processes}};
+      {"gpu_api_call", "process IN " + processes}, {"causal_experiment", "process IN " + processes},
+      {"causal_sample", "process IN " + processes},
+      {"causal_progress", "experiment IN (SELECT id FROM main.causal_experiment WHERE process IN " + processes + ")"}};
   for (const auto& [table, filter] : filters)
     profile.execute(fmt::format("CREATE TEMP VIEW {0} AS SELECT * FROM main.{0} WHERE {1}", table, filter));
   // The views again, in the temporary schema: a view of the main schema reads the main tables, one of
@@ -319,6 +389,7 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
                      samples, weight_ns * 1e-9, threads.size(),
                      range.all ? std::string{}
                                : fmt::format(" (time windows {} to {})", range.first, range.last));
+  write_causal_section(profile, out, range, options.causal_locations);
   write_rank_sections(profile, out, range, options.functions);
   if (samples == 0) {
     out << "no samples were recorded\n";

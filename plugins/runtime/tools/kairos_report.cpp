@@ -1,4 +1,4 @@
-// kairos-report DB... [--format text|trace|folded|speedscope|flamegraph|html|json] [--window K|K..L] [--compare-windows]
+// kairos-report DB... [--format text|trace|folded|speedscope|flamegraph|html|json|coz|causal-svg] [--window K|K..L] [--compare-windows]
 // [--rank R] [-o FILE]: the outputs kairos-run writes at exit, produced again (offline, later) from profile
 // databases, by the same streamed writers; restricted to time windows, or comparing them. The work
 // is kairos::database::run_report, which `python3 -m kairos report` runs too.
@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   app.add_option("databases", request.databases, "profile databases (<stem>.db) written by kairos-run")->required();
   app.add_option("-f,--format", request.format, "text (default), trace (Chrome Trace Event JSON), folded "
                                                 "(flamegraph.pl), speedscope (speedscope's own format), flamegraph "
-                                                "(SVG), html (report page), json (summary)");
+                                                "(SVG), html (report page), json (summary), coz (a causal profile as coz's profile.coz), "
+                                                "causal-svg (a causal profile's charts, SVG)");
   app.add_option("-o,--output", request.output, "write here instead of stdout");
   app.add_option("-w,--window", request.window, "only time window K, or windows K..L (docs/windows.md)");
   app.add_flag("--compare-windows", request.compare_windows,

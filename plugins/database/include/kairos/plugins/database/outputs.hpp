@@ -21,12 +21,14 @@ struct text_options {
   std::size_t functions = 20;  // rows per table
   bool per_thread = true;
   window_range windows;
+  std::size_t causal_locations = 10;  // locations in the causal profile's section
 };
 
 // Top functions by self and by total weighted samples, overall and per thread; with time
 // windows, then the top functions of each window. A database of several MPI ranks (kairos-merge)
 // starts with the ranks side by side: per function and per region, the min, median, mean and max
-// across ranks, the imbalance (max / mean) and the slowest rank; the MPI time of each rank.
+// across ranks, the imbalance (max / mean) and the slowest rank; the MPI time of each rank. A
+// causal profile (docs/causal.md) comes first: its top locations' curves and what they predict.
 void write_text(connection& profile, std::ostream& out, const text_options& options = {});
 
 // From here on, every query of `profile` sees only the processes of MPI rank `rank` (several when
