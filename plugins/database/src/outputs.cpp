@@ -715,4 +715,8 @@ void write_window_comparison(connection& profile, std::ostream& out, std::size_t
   }
 }
 
+void write_causal_text(connection& profile, std::ostream& out, std::size_t locations, const window_range& windows) {
+  write_causal_section(profile, out, windows, locations);
+}
+
 }  // namespace kairos::database

@@ -33,6 +33,15 @@ void kairos_enable_thread(void);
 /* 1 when the kairos runtime is loaded and collecting, else 0. */
 int kairos_is_active(void);
 
+/* Progress points, for causal profiling (kairos-causal; docs/causal.md): where a unit of the work
+ * whose speed matters completes (throughput), or where one enters and leaves (latency: the time
+ * between is what should shrink). A point is known by its name's address from the first call on,
+ * like a call site: pass a string literal, or a string that lives as long as the program.
+ * Without kairos-causal they only count. Programs annotated with coz.h need no change. */
+void kairos_progress(const char* name);
+void kairos_progress_begin(const char* name);
+void kairos_progress_end(const char* name);
+
 #ifdef __cplusplus
 } /* extern "C" */
 

@@ -1,6 +1,7 @@
 // The table of every setting: data only. kairos-avail --settings prints it, docs/settings.md
 // describes it, the runtime and kairos-run read it.
 #include <array>
+#include <charconv>
 
 #include <kairos/components.hpp>
 #include <kairos/runtime/output_path.hpp>
@@ -52,6 +53,17 @@ std::optional<std::string> check_windows_file(std::string_view text) {
   auto windows = load_windows_file(std::string{text});
   if (!windows.error) return std::nullopt;
   return "a CSV file of clock,start,length lines; " + *windows.error;
+}
+
+// Causal speedups: percentages 0..100 in steps of 5, as coz's schedule has them.
+std::optional<std::string> check_speedups(std::string_view text) {
+  for (const auto& item : split_list(text)) {
+    int percent = -1;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), percent);
+    if (error != std::errc{} || end != item.data() + item.size() || percent < 0 || percent > 100 || percent % 5 != 0)
+      return "a comma-separated list of percentages 0..100 in steps of 5 (\"" + item + "\" is not one)";
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> check_regex(std::string_view text) {
@@ -197,6 +209,33 @@ constexpr std::array definitions{
                        "and collective calls where an MPI library is loaded, off never wraps anything "
                        "(the rank still comes from the launcher's environment)",
                        "auto,off"},
+    // causal (docs/causal.md; kairos-causal sets them)
+    setting_definition{"causal", "KAIROS_CAUSAL", boolean, "false", "causal",
+                       "run causal experiments (virtual speedups) and record them; kairos-causal turns it on"},
+    setting_definition{"causal_scope", "KAIROS_CAUSAL_SCOPE", text, "line", "causal",
+                       "what an experiment speeds up: a source line, or a whole function", "line,function"},
+    setting_definition{"causal_select", "KAIROS_CAUSAL_SELECT", text, "", "causal",
+                       "only locations (\"file:line\", or a function's name) matching this regular "
+                       "expression are sped up; empty: any location in scope, as often as it is sampled",
+                       {}, 0, 0, true, &check_regex},
+    setting_definition{"causal_speedups", "KAIROS_CAUSAL_SPEEDUPS", text, "", "causal",
+                       "speedups to try, percent (e.g. 0,25,50), one drawn per experiment; empty: 0..100 in "
+                       "steps of 5 with 0 drawn 8 times in 28, as coz does",
+                       {}, 0, 0, true, &check_speedups},
+    setting_definition{"causal_include", "KAIROS_CAUSAL_INCLUDE", text, "", "causal",
+                       "only code whose source file or function matches this regular expression is in scope",
+                       {}, 0, 0, true, &check_regex},
+    setting_definition{"causal_exclude", "KAIROS_CAUSAL_EXCLUDE", text, "", "causal",
+                       "leave out code whose source file or function matches this regular expression",
+                       {}, 0, 0, true, &check_regex},
+    setting_definition{"causal_binaries", "KAIROS_CAUSAL_BINARIES", text, "", "causal",
+                       "binaries in scope: those whose path matches this regular expression; empty: the main "
+                       "program only",
+                       {}, 0, 0, true, &check_regex},
+    setting_definition{"causal_experiment", "KAIROS_CAUSAL_EXPERIMENT", number, "0.5", "causal",
+                       "seconds an experiment lasts at first; doubled while a progress point sees fewer than 5 "
+                       "visits in one (up to 16 times)",
+                       {}, 0.01, 3600},
     // internal: set by kairos-run and the runtime to tie the processes of one launch together
     setting_definition{"launch_pid", "KAIROS_LAUNCH_PID", integer, "0", "internal",
                        "pid of the launched process (set by kairos-run); others are children", {},
@@ -222,7 +261,8 @@ constexpr bool rows_match_names() {
       "sampling_cputime_delay", "sampling_cputime_duration", "sampling_realtime",
       "sampling_realtime_freq", "sampling_realtime_delay", "sampling_realtime_duration",
       "sampling_allocator_size", "use_temporary_files", "trace_periods", "trace_windows_file",
-      "gpu", "gpu_stacks", "mpi", "launch_pid", "launch_date", "launch_id",
+      "gpu", "gpu_stacks", "mpi", "causal", "causal_scope", "causal_select", "causal_speedups",
+      "causal_include", "causal_exclude", "causal_binaries", "causal_experiment", "launch_pid", "launch_date", "launch_id",
       "exec_generation"};
   if (std::size(names) != definitions.size()) return false;
   for (std::size_t i = 0; i < definitions.size(); ++i)

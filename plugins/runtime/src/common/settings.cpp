@@ -213,6 +213,7 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
                        definition->category == "sampling" ? "sampling is disabled"
                        : definition->category == "gpu" ? "GPU work is not observed"
                        : definition->category == "mpi" ? "MPI calls are not recorded"
+                       : definition->category == "causal" ? "no causal experiments run"
                        : definition->category == "internal" ? "the value is ignored"
                                                             : "kairos is disabled for this run"));
     return false;

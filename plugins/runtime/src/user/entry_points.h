@@ -6,7 +6,7 @@
 #ifndef KAIROS_ENTRY_POINTS_H
 #define KAIROS_ENTRY_POINTS_H
 
-#define KAIROS_ENTRY_POINTS_VERSION 1
+#define KAIROS_ENTRY_POINTS_VERSION 2
 
 struct kairos_entry_points {
   int version;
@@ -17,6 +17,9 @@ struct kairos_entry_points {
   void (*disable_thread)(void);
   void (*enable_thread)(void);
   int (*is_active)(void);
+  void (*progress)(const char*);
+  void (*progress_begin)(const char*);
+  void (*progress_end)(const char*);
 };
 
 typedef const struct kairos_entry_points* (*kairos_runtime_entry_points_function)(void);

@@ -18,6 +18,9 @@ struct dispatch_table {
   std::atomic<void (*)()> disable_thread{nullptr};
   std::atomic<void (*)()> enable_thread{nullptr};
   std::atomic<int (*)()> is_active{nullptr};
+  std::atomic<void (*)(const char*)> progress{nullptr};
+  std::atomic<void (*)(const char*)> progress_begin{nullptr};
+  std::atomic<void (*)(const char*)> progress_end{nullptr};
 };
 
 constinit dispatch_table table;
@@ -31,6 +34,9 @@ void attach(const kairos_entry_points* entry) {
   table.disable_thread.store(entry->disable_thread, std::memory_order_release);
   table.enable_thread.store(entry->enable_thread, std::memory_order_release);
   table.is_active.store(entry->is_active, std::memory_order_release);
+  table.progress.store(entry->progress, std::memory_order_release);
+  table.progress_begin.store(entry->progress_begin, std::memory_order_release);
+  table.progress_end.store(entry->progress_end, std::memory_order_release);
 }
 
 // When the runtime was initialized first (or the program dlopens this library later).
@@ -65,6 +71,15 @@ __attribute__((visibility("default"))) void kairos_disable_thread(void) {
 }
 __attribute__((visibility("default"))) void kairos_enable_thread(void) {
   if (auto function = table.enable_thread.load(std::memory_order_acquire)) function();
+}
+__attribute__((visibility("default"))) void kairos_progress(const char* name) {
+  if (auto function = table.progress.load(std::memory_order_acquire)) function(name);
+}
+__attribute__((visibility("default"))) void kairos_progress_begin(const char* name) {
+  if (auto function = table.progress_begin.load(std::memory_order_acquire)) function(name);
+}
+__attribute__((visibility("default"))) void kairos_progress_end(const char* name) {
+  if (auto function = table.progress_end.load(std::memory_order_acquire)) function(name);
 }
 // -finstrument-functions' hooks for a program run without kairos: they return at once. Under
 // kairos-run, libkairos.so (preloaded, so found first) defines the ones that record.

@@ -25,8 +25,8 @@ struct setting_definition {
   std::string_view variable;       // environment variable: "KAIROS_SAMPLING_FREQ"
   setting_type type;
   std::string_view default_value;  // as text; "" for "unset" (see may_be_empty)
-  std::string_view category;       // "general", "output", "regions", "instrument", "sampling", "windows", "gpu", "mpi",
-                                   // "internal"
+  std::string_view category;       // "general", "output", "regions", "instrument", "sampling", "windows",
+                                   // "gpu", "mpi", "causal", "internal"
   std::string_view description;
   std::string_view choices = {};   // comma-separated accepted words (text, list); "" = any
   double minimum = 0;              // integer and number: accepted range
@@ -54,6 +54,8 @@ enum class setting : std::size_t {
   trace_periods, trace_windows_file,
   gpu, gpu_stacks,
   mpi,
+  causal, causal_scope, causal_select, causal_speedups, causal_include, causal_exclude, causal_binaries,
+  causal_experiment,
   launch_pid, launch_date, launch_id, exec_generation,
 };
 

@@ -137,6 +137,33 @@ void deliver_samples(const sample_batch& batch) {
   rows.commit(false);
 }
 
+void deliver_causal_experiment(const causal_experiment_record& experiment) {
+  std::lock_guard lock{state->mutex};
+  forget_parent_if_forked();
+  std::vector<database::causal_progress_info> progress;
+  progress.reserve(experiment.progress.size());
+  for (const auto& point : experiment.progress) {
+    if (point.latency)
+      progress.push_back({point.name, "latency", point.visits, point.visits, point.departures, point.in_flight});
+    else
+      progress.push_back({point.name, "throughput", point.visits, 0, 0, 0});
+  }
+  database_batch rows;
+  rows.add_causal_experiment({experiment.scope, experiment.selected, experiment.speedup, experiment.start_ns,
+                              experiment.duration_ns, experiment.delay_ns, experiment.selected_samples,
+                              experiment.window},
+                             progress);
+  rows.commit(false);
+}
+
+void deliver_causal_samples(const std::vector<causal_location_samples>& locations) {
+  std::lock_guard lock{state->mutex};
+  forget_parent_if_forked();
+  database_batch rows;
+  for (const auto& location : locations) rows.add_causal_samples(location.scope, location.location, location.samples);
+  rows.commit(false);
+}
+
 void flush_to_database(bool force) {
   std::lock_guard lock{state->mutex};
   forget_parent_if_forked();

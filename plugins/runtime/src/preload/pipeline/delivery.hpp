@@ -3,11 +3,15 @@
 // type and the database's rows. The sampler's batches arrive through deliver_samples (lifecycle
 // hands the sampler this function); regions, instrumented calls and threads are pulled by flush_to_database, which
 // lifecycle's service thread calls every tick and finalize calls last.
+#include "preload/causal/causal_batch.hpp"
 #include "preload/sampling/sample_batch.hpp"
 
 namespace kairos::runtime {
 
 void deliver_samples(const sample_batch& batch);
+// The causal experiments' records (lifecycle hands the experiments these functions).
+void deliver_causal_experiment(const causal_experiment_record& experiment);
+void deliver_causal_samples(const std::vector<causal_location_samples>& locations);
 // Finished regions and new or ended threads into the database; commits when the flush interval
 // has passed (always with `force`).
 void flush_to_database(bool force);

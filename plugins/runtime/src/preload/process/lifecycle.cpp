@@ -37,6 +37,8 @@
 #include <kairos/runtime/settings.hpp>
 #include <kairos/runtime/time_windows.hpp>
 
+#include "preload/causal/blocking_calls.hpp"
+#include "preload/causal/causal.hpp"
 #include "preload/gpu/gpu_activity.hpp"
 #include "preload/mpi/mpi_calls.hpp"
 #include "preload/outputs/report.hpp"
@@ -89,6 +91,7 @@ struct runtime_globals {
   std::string stem;
   std::string exec_snapshot_stem;
   bool windows_planned = false;  // KAIROS_TRACE_PERIODS or KAIROS_TRACE_WINDOWS_FILE
+  bool causal_wanted = false;    // KAIROS_CAUSAL: experiments run (docs/causal.md)
   launch_identity launch;        // the MPI launch this process is a rank of, if any
 };
 runtime_globals* globals = nullptr;
@@ -222,9 +225,29 @@ std::string describe(const losses& lost, int signal_number) {
   return text;
 }
 
+// ", N causal experiments", and why there are none when there are none.
+std::string causal_summary_text(const causal_summary& causal) {
+  if (!globals->causal_wanted) return {};
+  if (causal.experiments > 0) return ", " + plural(causal.experiments, "causal experiment");
+  if (causal.experiments_too_few_visits > 0)
+    return fmt::format(", no causal experiment kept ({} saw a progress point fewer than 5 times: a longer run, "
+                       "or a longer KAIROS_CAUSAL_EXPERIMENT)",
+                       causal.experiments_too_few_visits);
+  switch (causal.idle) {
+    case causal_idle::nothing_selected:
+      return fmt::format(", no causal experiment (no sampled location matched KAIROS_CAUSAL_SELECT=\"{}\")",
+                         globals->values.text(setting::causal_select));
+    case causal_idle::no_progress_point:
+      return ", no causal experiment (no progress point was visited: add kairos_progress(\"name\") where work completes)";
+    default:
+      return ", no causal experiment (no sample landed in the scope: see KAIROS_CAUSAL_BINARIES and _INCLUDE)";
+  }
+}
+
 // Stops the producers, delivers everything, closes the database; writes the outputs under `stem`
 // and says what was written. Nothing recorded: nothing written.
 void write_everything(const std::string& end_reason, bool snapshot) {
+  stop_causal();  // first: its last experiment ends before the samples that drive it stop
   stop_windows();
   stop_sampling();
   stop_gpu(gpu_drain_timeout_ns);
@@ -242,6 +265,14 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
   if (gpu_observed()) add_database_metadata("dropped.gpu_records", std::to_string(lost.gpu_records));
   if (mpi_observed()) add_database_metadata("dropped.mpi_calls", std::to_string(lost.mpi_calls));
+  const auto causal = causal_totals();
+  if (globals->causal_wanted) {
+    add_database_metadata("causal.experiments", std::to_string(causal.experiments));
+    add_database_metadata("causal.experiments_too_few_visits", std::to_string(causal.experiments_too_few_visits));
+    add_database_metadata("causal.delay_ns", std::to_string(causal.delay_ns));
+    add_database_metadata("causal.overslept_ns", std::to_string(causal.overslept_ns));
+    add_database_metadata("causal.addresses_unresolved", std::to_string(causal.addresses_unresolved));
+  }
   if (globals->windows_planned) {
     const auto windows = windows_totals();
     add_database_metadata("windows.opened", std::to_string(windows.opened));
@@ -300,9 +331,9 @@ void write_everything(const std::string& end_reason, bool snapshot) {
                          "{}/*.db",
                          rank->rank, rank->size, directory, directory, directory);
   }
-  report(fmt::format("{}, {}{}{} on {}; outputs: {}{}{}", plural(samples, "sample"), plural(regions, "region"), gpu,
-                     mpi, plural(program_threads(), "thread"), files.empty() ? "none" : files,
-                     describe(with_rows, sampling.signal_number), launch));
+  report(fmt::format("{}, {}{}{}{} on {}; outputs: {}{}{}", plural(samples, "sample"), plural(regions, "region"), gpu,
+                     mpi, causal_summary_text(causal), plural(program_threads(), "thread"),
+                     files.empty() ? "none" : files, describe(with_rows, sampling.signal_number), launch));
 }
 
 void finalize(const std::string& end_reason) {
@@ -388,6 +419,7 @@ void after_fork_in_child() {
   windows_forget_after_fork_in_child();
   gpu_forget_after_fork_in_child();
   mpi_forget_after_fork_in_child();
+  causal_forget_after_fork_in_child();
   globals->identity.launched = false;
   globals->identity.generation = 0;
   if (!globals->values.boolean(setting::follow_children)) {
@@ -455,6 +487,24 @@ window_plan planned_windows(const settings& values) {
 void on_window_edge() noexcept {
   sampling_windows_changed();
   function_trace_windows_changed();
+}
+
+void start_causal_experiments(bool speaks_for_launch) {
+  const auto& values = globals->values;
+  causal_options options;
+  options.scope = values.text(setting::causal_scope);
+  options.select = values.text(setting::causal_select);
+  for (const auto& percent : values.list(setting::causal_speedups)) options.speedups.push_back(std::stoi(percent));
+  options.include = values.text(setting::causal_include);
+  options.exclude = values.text(setting::causal_exclude);
+  options.binaries = values.text(setting::causal_binaries);
+  options.experiment_ns = static_cast<std::int64_t>(values.number(setting::causal_experiment) * 1e9);
+  options.cooloff_ns = 10'000'000;
+  if (auto failure = start_causal(options, {&deliver_causal_experiment, &deliver_causal_samples})) {
+    if (speaks_for_launch) report(failure);
+    return;
+  }
+  if (auto note = wrap_blocking_calls(); note && speaks_for_launch) report(*note);
 }
 
 void initialize() {
@@ -542,6 +592,17 @@ void initialize() {
     if (speaks_for_launch)
       for (const auto& note : started.notes) report(note);
   }
+  // Before the sampler: its first samples already find the experiments' state.
+  globals->causal_wanted = database_wanted && globals->values.category_usable("causal") &&
+                           globals->values.category_usable("sampling") && globals->values.boolean(setting::causal);
+  if (globals->causal_wanted) {
+    // Experiments need samples from the start, and finer ones than a profile does (coz's 1 kHz).
+    if (globals->values.at(setting::sampling_delay).source == setting_source::default_value)
+      globals->values.set("KAIROS_SAMPLING_DELAY", "0", setting_source::default_value);
+    if (globals->values.at(setting::sampling_freq).source == setting_source::default_value)
+      globals->values.set("KAIROS_SAMPLING_FREQ", "1000", setting_source::default_value);
+    start_causal_experiments(speaks_for_launch);
+  }
   if (database_wanted && globals->values.category_usable("sampling")) {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (speaks_for_launch) report(sampling.failure);
@@ -594,6 +655,7 @@ void on_thread_start(bool kairos_owned) noexcept {
 }
 
 void on_thread_end() noexcept {
+  causal_catch_up();  // before a join can return: the joiner is credited with what this thread paid
   sampling_thread_ending();
   mark_current_thread_ended();
 }

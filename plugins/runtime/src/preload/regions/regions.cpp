@@ -20,6 +20,7 @@
 #include <kairos/printable.hpp>
 #include <kairos/storage/stored.hpp>
 
+#include "preload/causal/progress_points.hpp"
 #include "preload/regions/function_trace.hpp"
 #include "preload/support/bounded_wait.hpp"
 #include "preload/support/clock.hpp"
@@ -215,12 +216,14 @@ int active() { return accepting.load(std::memory_order_acquire) && collecting.lo
 
 constexpr kairos_entry_points entry_points{KAIROS_ENTRY_POINTS_VERSION, &push_region, &pop_region,
                                            &start_collection, &stop_collection, &disable_thread,
-                                           &enable_thread, &active};
+                                           &enable_thread, &active, &progress_visit, &progress_begin,
+                                           &progress_end};
 // KAIROS_COMPONENTS=wall_clock (the default): a region is two events in the thread's ring (see
 // function_trace.hpp), its span and call-graph node made later, in batches.
 constexpr kairos_entry_points traced_entry_points{KAIROS_ENTRY_POINTS_VERSION, &push_traced_region,
                                                   &pop_traced_region, &start_collection, &stop_collection,
-                                                  &disable_traced_thread, &enable_traced_thread, &active};
+                                                  &disable_traced_thread, &enable_traced_thread, &active,
+                                                  &progress_visit, &progress_begin, &progress_end};
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include <kairos/plugins/perf/open_event.hpp>
 #include <kairos/runtime/settings.hpp>
 
+#include "preload/causal/causal.hpp"
 #include "preload/sampling/sample_writer.hpp"
 #include "preload/sampling/thread_sampler.hpp"
 #include "preload/support/bounded_wait.hpp"
@@ -123,6 +124,13 @@ sample_buffer* buffer_to_fill(thread_sampler& sampler) noexcept {
   return nullptr;  // both buffers wait for the writer: this sample is dropped (and counted)
 }
 
+// The causal experiments see every CPU-time sample, recorded or dropped (causal.hpp).
+void run_causal_experiments(const kairos::backtrace<sample_stack_depth>& stack, std::int64_t weight_ns) noexcept {
+  std::uint64_t addresses[sample_stack_depth];
+  for (std::size_t i = 0; i < stack.size(); ++i) addresses[i] = stack.lookup_address(i);
+  causal_on_sample(addresses, stack.size(), weight_ns);
+}
+
 void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t* context) noexcept {
   const auto now_ns = steady_now_ns();
   const auto cpu_ns = own_cpu_ns();
@@ -133,6 +141,11 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     // Counted; its CPU time goes to the next sample recorded, so the weights still add up to the
     // thread's CPU time (only this stack is lost).
     sampler.dropped.fetch_add(1, std::memory_order_relaxed);
+    if (source == sample_source::cpu_time && causal_running()) {
+      kairos::backtrace<sample_stack_depth> stack;
+      stack.sample(context);
+      run_causal_experiments(stack, weight_ns);
+    }
     return;
   }
   if (source == sample_source::cpu_time) sampler.last_cpu_ns = cpu_ns;
@@ -150,6 +163,8 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     buffer->state.store(sample_buffer::full_state, std::memory_order_release);
     hand_over_full_buffer(sampler.writer, buffer);
   }
+  // Last: its delays may sleep this thread, and the sample is already in the buffer.
+  if (source == sample_source::cpu_time) run_causal_experiments(record.stack, weight_ns);
 }
 
 void on_sampling_signal(int, siginfo_t* info, void* context) {

@@ -352,6 +352,17 @@ void database_batch::add_mpi_call(thread_record& thread, std::string_view name, 
   });
 }
 
+void database_batch::add_causal_experiment(const database::causal_experiment_info& experiment,
+                                           std::span<const database::causal_progress_info> progress) {
+  if (!writable()) return;
+  insert([&] { file().writer->add_causal_experiment(experiment, progress); });
+}
+
+void database_batch::add_causal_samples(std::string_view scope, std::string_view location, std::int64_t samples) {
+  if (!writable()) return;
+  insert([&] { file().writer->add_causal_samples(scope, location, samples); });
+}
+
 void database_batch::set_process_rank(std::int64_t rank, std::int64_t size) {
   if (!state) return;
   state->rank = rank;

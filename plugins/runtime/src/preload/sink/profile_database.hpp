@@ -98,6 +98,11 @@ class database_batch {
   // An MPI call (the mpi_call table); `bytes` and `peer` none where the call has none.
   void add_mpi_call(thread_record& thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
                     std::optional<std::int64_t> bytes, std::optional<std::int64_t> peer, std::int32_t window);
+  // A causal experiment and its progress points' counts (docs/causal.md); the samples each
+  // location in scope received, once at the end.
+  void add_causal_experiment(const database::causal_experiment_info& experiment,
+                             std::span<const database::causal_progress_info> progress);
+  void add_causal_samples(std::string_view scope, std::string_view location, std::int64_t samples);
   // The rank and size MPI_Init gave: they replace the launcher's in the process row.
   void set_process_rank(std::int64_t rank, std::int64_t size);
   // A thread's row now (threads appear with their first sample or region otherwise).

@@ -55,6 +55,10 @@ causal_summary analyze_causal(connection& profile, const window_range& windows =
 // Throws database_error naming the profile when it has no causal experiment.
 void require_causal_experiments(connection& profile);
 
+// The text report's causal section alone (kairos-causal prints it): the `locations` highest-ranked.
+void write_causal_text(connection& profile, std::ostream& out, std::size_t locations = 10,
+                       const window_range& windows = {});
+
 // coz's tab-separated profile.coz (the format coz 0.2.2's viewer reads): a startup record, each
 // experiment followed by its progress points, then the run's length and the samples per location.
 void write_coz_profile(connection& profile, std::ostream& out);

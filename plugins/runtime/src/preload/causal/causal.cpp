@@ -1,0 +1,510 @@
+#include "preload/causal/causal.hpp"
+
+#include <semaphore.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string_view>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include <kairos/plugins/backtrace/symbolizer.hpp>
+
+#include "common/posix_regex.hpp"
+#include "preload/causal/progress_points.hpp"
+#include "preload/support/bounded_wait.hpp"
+#include "preload/support/clock.hpp"
+#include "preload/support/internal_thread.hpp"
+#include "preload/support/private_descriptor.hpp"
+#include "preload/support/reentry_guard.hpp"
+#include "preload/threads/thread_registry.hpp"
+#include "preload/windows/window_state.hpp"
+
+namespace kairos::runtime {
+namespace {
+
+// --- what the signal handler reads -------------------------------------------------------------
+
+// Location ids: 0 not resolved yet, 1 outside the scope, 2 and up a location in scope.
+constexpr std::uint32_t unresolved = 0;
+constexpr std::uint32_t outside_scope = 1;
+constexpr std::uint32_t first_location = 2;
+constexpr std::size_t max_locations = 1 << 16;
+// Distinct sampled addresses (frames of every stack): 4 MiB of address space, touched only as used.
+constexpr std::size_t address_slots = 1 << 18;
+constexpr std::size_t probe_limit = 64;
+constexpr std::size_t recent_samples = 256;
+// A sample's CPU time counts in full up to this: a thread that blocked the signal for a second
+// would otherwise make one delay of a second.
+constexpr std::int64_t max_sample_weight_ns = 100'000'000;
+
+struct address_slot {
+  std::atomic<std::uint64_t> address{0};
+  std::atomic<std::uint32_t> location{unresolved};
+};
+
+struct hot_state {
+  std::atomic<bool> enabled{false};
+  std::atomic<bool> forked{false};
+  // The experiment under way: its number (0: none), the location sped up and by how much.
+  // Published in this order: start delay and speedup, then the number, then the location.
+  std::atomic<std::uint64_t> experiment{0};
+  std::atomic<std::uint32_t> selected{0};
+  std::atomic<std::int64_t> speedup_permille{0};
+  std::atomic<std::int64_t> experiment_start_delay{0};
+  std::atomic<std::int64_t> global_delay{0};
+  std::atomic<std::int64_t> selected_samples{0};
+  std::atomic<std::int64_t> overslept{0};
+  std::atomic<std::uint64_t> pending{0};      // addresses inserted, not resolved yet
+  std::atomic<std::uint64_t> table_full{0};   // frames whose address found no slot
+  std::atomic<std::uint32_t> recent[recent_samples] = {};  // the in-scope location of recent samples
+  std::atomic<std::uint32_t> recent_next{0};
+  std::atomic<std::uint32_t> location_samples[max_locations] = {};
+};
+hot_state hot;
+address_slot* address_table = nullptr;  // mapped by start_causal
+
+// One thread's delays: only the thread itself touches it (its handler, its wrappers).
+struct thread_delays {
+  enum : std::uint8_t { unknown, program, kairos } kind = unknown;
+  bool blocked = false;
+  std::uint64_t experiment = 0;  // the experiment `local` counts in
+  std::int64_t local = 0;        // delays this thread has paid or been credited (ns)
+  std::int64_t blocked_at = 0;   // the global count when it blocked
+};
+[[gnu::tls_model("initial-exec")]] thread_local thread_delays this_thread;
+
+std::size_t slot_of(std::uint64_t address) noexcept {
+  return static_cast<std::size_t>((address * 0x9e3779b97f4a7c15ull) >> 46) % address_slots;
+}
+
+// The location of `address`; an address seen for the first time is inserted for the experiments'
+// thread to resolve (unresolved until then).
+std::uint32_t location_of(std::uint64_t address) noexcept {
+  if (address == 0) return outside_scope;
+  auto index = slot_of(address);
+  for (std::size_t probe = 0; probe < probe_limit; ++probe, index = (index + 1) % address_slots) {
+    auto& slot = address_table[index];
+    auto key = slot.address.load(std::memory_order_acquire);
+    if (key == address) return slot.location.load(std::memory_order_acquire);
+    if (key != 0) continue;
+    if (slot.address.compare_exchange_strong(key, address, std::memory_order_acq_rel)) {
+      hot.pending.fetch_add(1, std::memory_order_release);
+      return unresolved;
+    }
+    if (key == address) return slot.location.load(std::memory_order_acquire);
+  }
+  hot.table_full.fetch_add(1, std::memory_order_relaxed);
+  return unresolved;
+}
+
+bool is_program_thread(thread_delays& me) noexcept {
+  if (me.kind == thread_delays::unknown) {
+    if (auto* record = current_thread_if_registered())
+      me.kind = record->kairos_owned ? thread_delays::kairos : thread_delays::program;
+  }
+  return me.kind == thread_delays::program;
+}
+
+// The experiment under way, or 0. A thread that last counted in an earlier experiment starts this
+// one even: what it owed before is forgiven (no delay is inserted between experiments).
+std::uint64_t join_experiment(thread_delays& me) noexcept {
+  const auto experiment = hot.experiment.load(std::memory_order_acquire);
+  if (experiment != 0 && me.experiment != experiment) {
+    me.experiment = experiment;
+    me.local = hot.experiment_start_delay.load(std::memory_order_relaxed);
+  }
+  return experiment;
+}
+
+// Sleeps `ns` (async-signal-safe); returns how long it really slept.
+std::int64_t sleep_for(std::int64_t ns) noexcept {
+  const auto start = steady_now_ns();
+  timespec until{};
+  const auto deadline = start + ns;
+  until.tv_sec = deadline / 1'000'000'000;
+  until.tv_nsec = deadline % 1'000'000'000;
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) == EINTR) {
+  }
+  return steady_now_ns() - start;
+}
+
+// At a sample, a debt below this waits for the next one: nanosleep oversleeps by tens of
+// microseconds (more on a busy machine), which counts for less in one long sleep than in many short
+// ones. Before waking another thread a thread pays all (settle with every_ns = 0).
+constexpr std::int64_t smallest_sleep_at_sample_ns = 1'000'000;
+
+// Brings the thread level with the global count: ahead, it raises the global count (the others
+// owe); behind by at least `smallest_ns`, it sleeps the difference.
+void settle(thread_delays& me, std::int64_t smallest_ns = 0) noexcept {
+  if (join_experiment(me) == 0) return;
+  auto global = hot.global_delay.load(std::memory_order_acquire);
+  if (me.local > global) {
+    while (global < me.local &&
+           !hot.global_delay.compare_exchange_weak(global, me.local, std::memory_order_acq_rel)) {
+    }
+    return;
+  }
+  const auto owed = global - me.local;
+  if (owed == 0 || owed < smallest_ns) return;
+  const auto slept = sleep_for(owed);
+  me.local += owed;
+  if (slept > owed) hot.overslept.fetch_add(slept - owed, std::memory_order_relaxed);
+}
+
+// --- the experiments' thread -------------------------------------------------------------------
+
+struct location {
+  std::string name;
+};
+
+struct controller_state {
+  causal_options options;
+  causal_delivery deliver;
+  std::unique_ptr<posix_regex> select, include, exclude, binaries;
+  std::string main_program;  // canonical path of /proc/self/exe
+  sem_t wake;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> done{false};
+  std::atomic<bool> running{false};
+  std::mutex mutex;  // locations and totals, read by finalize
+  std::vector<location> locations;  // by id - first_location
+  std::unordered_map<std::string, std::uint32_t> location_ids;
+  std::unordered_map<std::string, bool> module_in_scope;
+  std::unique_ptr<backtrace_symbolizer> symbols;
+  std::uint64_t experiment_number = 0;
+  std::atomic<causal_idle> idle{causal_idle::no_samples_in_scope};  // until an experiment runs
+  causal_summary totals;
+  std::mt19937_64 random{static_cast<std::uint64_t>(steady_now_ns()) ^ static_cast<std::uint64_t>(getpid())};
+
+  controller_state() { sem_init(&wake, 0, 0); }
+};
+controller_state* controller = nullptr;
+
+// Sleeps up to `ns` or until stop_causal posts the semaphore.
+void rest(std::int64_t ns) {
+  const auto deadline = steady_now_ns() + ns;
+  timespec until{};
+  until.tv_sec = deadline / 1'000'000'000;
+  until.tv_nsec = deadline % 1'000'000'000;
+  while (sem_clockwait(&controller->wake, CLOCK_MONOTONIC, &until) != 0 && errno == EINTR) {
+  }
+}
+
+bool module_in_scope(const std::string& module) {
+  auto [entry, fresh] = controller->module_in_scope.try_emplace(module, false);
+  if (!fresh) return entry->second;
+  if (controller->binaries) {
+    entry->second = controller->binaries->search(module);
+  } else {
+    std::error_code error;
+    const auto canonical = std::filesystem::canonical(module, error);
+    entry->second = !error && canonical.string() == controller->main_program;
+  }
+  return entry->second;
+}
+
+std::uint32_t intern_location(std::string name) {
+  std::lock_guard lock{controller->mutex};
+  if (auto found = controller->location_ids.find(name); found != controller->location_ids.end())
+    return found->second;
+  if (controller->locations.size() + first_location >= max_locations) return outside_scope;
+  const auto id = static_cast<std::uint32_t>(controller->locations.size() + first_location);
+  controller->locations.push_back({name});
+  controller->location_ids.emplace(std::move(name), id);
+  return id;
+}
+
+std::uint32_t resolve(std::uint64_t address) {
+  if (!controller->symbols)
+    controller->symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor, source_lines::own);
+  const auto& symbol = controller->symbols->resolve(address);
+  if (!module_in_scope(symbol.module)) return outside_scope;
+  const bool by_line = controller->options.scope == "line";
+  if (by_line ? !symbol.has_source() : !symbol.has_function()) return outside_scope;
+  const auto matches = [&](const std::unique_ptr<posix_regex>& expression) {
+    return expression->search(symbol.file) || expression->search(symbol.function);
+  };
+  if (controller->include && !matches(controller->include)) return outside_scope;
+  if (controller->exclude && matches(controller->exclude)) return outside_scope;
+  return intern_location(by_line ? fmt::format("{}:{}", symbol.file, symbol.line) : symbol.function);
+}
+
+// Resolves the addresses the handlers inserted since the last call.
+void resolve_pending() {
+  if (hot.pending.load(std::memory_order_acquire) == 0) return;
+  std::uint64_t resolved = 0;
+  for (std::size_t i = 0; i < address_slots; ++i) {
+    auto& slot = address_table[i];
+    const auto address = slot.address.load(std::memory_order_acquire);
+    if (address == 0 || slot.location.load(std::memory_order_relaxed) != unresolved) continue;
+    slot.location.store(resolve(address), std::memory_order_release);
+    ++resolved;
+  }
+  hot.pending.fetch_sub(std::min<std::uint64_t>(resolved, hot.pending.load()), std::memory_order_acq_rel);
+}
+
+std::string name_of(std::uint32_t id) {
+  std::lock_guard lock{controller->mutex};
+  return controller->locations.at(id - first_location).name;
+}
+
+// The location to speed up next: that of a recent sample in scope (so locations are picked as
+// often as they are sampled, as coz does), among those KAIROS_CAUSAL_SELECT names when it is set.
+std::uint32_t choose_location() {
+  std::vector<std::uint32_t> candidates;
+  for (auto& entry : hot.recent) {
+    const auto id = entry.load(std::memory_order_relaxed);
+    if (id < first_location) continue;
+    if (controller->select && !controller->select->search(name_of(id))) continue;
+    candidates.push_back(id);
+  }
+  if (candidates.empty() && controller->select) {
+    // The selected locations may be sampled rarely: any of them seen so far.
+    std::lock_guard lock{controller->mutex};
+    for (std::size_t i = 0; i < controller->locations.size(); ++i)
+      if (controller->select->search(controller->locations[i].name))
+        candidates.push_back(static_cast<std::uint32_t>(i + first_location));
+  }
+  if (candidates.empty()) return 0;
+  return candidates[std::uniform_int_distribution<std::size_t>{0, candidates.size() - 1}(controller->random)];
+}
+
+// coz's schedule without a list: 0% in 8 draws of 28, else 5..100% in steps of 5.
+int choose_speedup() {
+  const auto& speedups = controller->options.speedups;
+  if (!speedups.empty())
+    return speedups[std::uniform_int_distribution<std::size_t>{0, speedups.size() - 1}(controller->random)];
+  const int draw = std::uniform_int_distribution<int>{0, 27}(controller->random);
+  return draw <= 7 ? 0 : (draw - 7) * 5;
+}
+
+struct experiment_outcome {
+  bool ran = false;
+  std::int64_t fewest_visits = 0;
+};
+
+experiment_outcome run_experiment(std::uint32_t selected, int percent, std::int64_t length_ns) {
+  const auto before = read_progress_points();
+  const auto start_delay = hot.global_delay.load(std::memory_order_acquire);
+  hot.speedup_permille.store(percent * 10, std::memory_order_relaxed);
+  hot.selected_samples.store(0, std::memory_order_relaxed);
+  hot.experiment_start_delay.store(start_delay, std::memory_order_relaxed);
+  hot.experiment.store(++controller->experiment_number, std::memory_order_release);
+  hot.selected.store(selected, std::memory_order_release);
+  const auto window = current_window();
+  const auto start = steady_now_ns();
+  const auto deadline = start + length_ns;
+  // In slices, resolving new addresses meanwhile; a window that closes or finalize ends it early.
+  while (!controller->stopping.load() && inside_window()) {
+    const auto now = steady_now_ns();
+    if (now >= deadline) break;
+    rest(std::min<std::int64_t>(deadline - now, 10'000'000));
+    resolve_pending();
+  }
+  hot.selected.store(0, std::memory_order_release);
+  hot.experiment.store(0, std::memory_order_release);
+  const auto end = steady_now_ns();
+  const auto delay = hot.global_delay.load(std::memory_order_acquire) - start_delay;
+  const auto after = read_progress_points();
+
+  causal_experiment_record record;
+  record.scope = controller->options.scope;
+  record.selected = name_of(selected);
+  record.speedup = percent / 100.0;
+  record.start_ns = start;
+  record.duration_ns = std::max<std::int64_t>(end - start - delay, 0);
+  record.delay_ns = delay;
+  record.selected_samples = hot.selected_samples.load(std::memory_order_relaxed);
+  record.window = window;
+  std::int64_t fewest = std::numeric_limits<std::int64_t>::max();
+  for (const auto& point : after) {
+    progress_reading earlier{};
+    for (const auto& candidate : before)
+      if (candidate.name == point.name && candidate.kind == point.kind) earlier = candidate;
+    causal_progress_delta delta{point.name, point.kind == progress_kind::latency,
+                                point.visits - earlier.visits, 0, 0};
+    fewest = std::min(fewest, delta.visits);
+    if (delta.latency) {
+      delta.departures = point.ends - earlier.ends;
+      delta.in_flight = point.visits - point.ends;
+      fewest = std::min(fewest, delta.departures);
+    }
+    record.progress.push_back(std::move(delta));
+  }
+  if (record.progress.empty()) return {false, 0};
+  // Too few visits say nothing about a rate (coz's threshold, 5): not recorded.
+  constexpr std::int64_t enough_visits = 5;
+  std::lock_guard lock{controller->mutex};
+  controller->totals.delay_ns += delay;
+  if (fewest < enough_visits) {
+    ++controller->totals.experiments_too_few_visits;
+    return {true, fewest};
+  }
+  ++controller->totals.experiments;
+  controller->deliver.experiment(record);
+  return {true, fewest};
+}
+
+void* run_controller(void*) {
+  reentry_guard guard;  // kairos's own thread: nothing it calls is recorded
+  auto length = controller->options.experiment_ns;
+  while (!controller->stopping.load()) {
+    resolve_pending();
+    const auto selected = inside_window() ? choose_location() : 0;
+    if (selected == 0) {
+      if (controller->idle.load() != causal_idle::ran) {
+        std::lock_guard lock{controller->mutex};
+        controller->idle.store(controller->locations.empty() ? causal_idle::no_samples_in_scope
+                                                             : causal_idle::nothing_selected);
+      }
+      rest(10'000'000);
+      continue;
+    }
+    const auto outcome = run_experiment(selected, choose_speedup(), length);
+    if (!outcome.ran) {
+      if (controller->idle.load() != causal_idle::ran) controller->idle.store(causal_idle::no_progress_point);
+      rest(10'000'000);
+      continue;
+    }
+    controller->idle.store(causal_idle::ran);
+    // As coz: longer while the points are visited too rarely, shorter again when often enough.
+    if (outcome.fewest_visits < 5)
+      length = std::min(length * 2, controller->options.experiment_ns * 16);
+    else if (outcome.fewest_visits > 10 && length >= controller->options.experiment_ns * 2)
+      length /= 2;
+    rest(controller->options.cooloff_ns);
+  }
+  controller->done.store(true);
+  return nullptr;
+}
+
+std::unique_ptr<posix_regex> compiled(const std::string& pattern) {
+  return pattern.empty() ? nullptr : std::make_unique<posix_regex>(pattern);
+}
+
+}  // namespace
+
+problem start_causal(const causal_options& options, causal_delivery deliver) {
+  void* table = mmap(nullptr, address_slots * sizeof(address_slot), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (table == MAP_FAILED) return problem{"causal profiling: no memory for its address table; it does not run"};
+  address_table = static_cast<address_slot*>(table);  // zero pages: every slot empty
+  controller = new controller_state;
+  controller->options = options;
+  controller->deliver = deliver;
+  controller->select = compiled(options.select);
+  controller->include = compiled(options.include);
+  controller->exclude = compiled(options.exclude);
+  controller->binaries = compiled(options.binaries);
+  std::error_code error;
+  controller->main_program = std::filesystem::canonical("/proc/self/exe", error).string();
+  hot.enabled.store(true, std::memory_order_release);
+  if (const int failure = start_internal_thread(&run_controller, nullptr); failure != 0) {
+    hot.enabled.store(false);
+    return problem{fmt::format("causal profiling: cannot start its thread ({}); no experiments run",
+                               std::strerror(failure))};
+  }
+  controller->running.store(true);
+  return {};
+}
+
+bool causal_running() noexcept { return controller && controller->running.load(); }
+
+void stop_causal() noexcept {
+  if (!causal_running() || hot.forked.load()) return;
+  controller->stopping.store(true);
+  sem_post(&controller->wake);
+  wait_until([] { return controller->done.load(); }, std::chrono::milliseconds{2000});
+  hot.enabled.store(false, std::memory_order_release);
+  controller->running.store(false);
+  report(capture_problem("causal profiling: writing the samples per location failed", [] {
+    std::vector<causal_location_samples> counts;
+    std::lock_guard lock{controller->mutex};
+    controller->totals.locations = controller->locations.size();
+    for (std::size_t i = 0; i < controller->locations.size(); ++i)
+      if (const auto samples = hot.location_samples[i + first_location].load(std::memory_order_relaxed))
+        counts.push_back({controller->options.scope, controller->locations[i].name, static_cast<std::int64_t>(samples)});
+    if (!counts.empty()) controller->deliver.samples(counts);
+  }));
+}
+
+void causal_forget_after_fork_in_child() noexcept {
+  hot.forked.store(true);
+  hot.enabled.store(false);
+  hot.experiment.store(0);
+  hot.selected.store(0);
+}
+
+void causal_on_sample(const std::uint64_t* addresses, std::size_t count, std::int64_t weight_ns) noexcept {
+  if (!hot.enabled.load(std::memory_order_acquire)) return;
+  auto& me = this_thread;
+  me.kind = thread_delays::program;  // only the program's threads are sampled
+  const auto selected = hot.selected.load(std::memory_order_acquire);
+  bool counted = false, hit = false;
+  for (std::size_t i = 0; i < count && !hit; ++i) {
+    const auto id = location_of(addresses[i]);
+    if (id < first_location) continue;
+    if (!counted) {
+      counted = true;
+      hot.location_samples[id].fetch_add(1, std::memory_order_relaxed);
+      hot.recent[hot.recent_next.fetch_add(1, std::memory_order_relaxed) % recent_samples].store(
+          id, std::memory_order_relaxed);
+    }
+    hit = id == selected;
+  }
+  if (hit && join_experiment(me) != 0) {
+    const auto weight = std::min(weight_ns, max_sample_weight_ns);
+    me.local += weight * hot.speedup_permille.load(std::memory_order_relaxed) / 1000;
+    hot.selected_samples.fetch_add(1, std::memory_order_relaxed);
+  }
+  settle(me, smallest_sleep_at_sample_ns);
+}
+
+void causal_before_blocking() noexcept {
+  auto& me = this_thread;
+  if (!hot.enabled.load(std::memory_order_relaxed) || !is_program_thread(me)) return;
+  me.blocked = true;
+  join_experiment(me);
+  me.blocked_at = hot.global_delay.load(std::memory_order_acquire);
+}
+
+void causal_after_blocking(bool woken_by_another_thread) noexcept {
+  auto& me = this_thread;
+  if (!me.blocked) return;
+  me.blocked = false;
+  const auto experiment_before = me.experiment;
+  if (join_experiment(me) == 0 || !woken_by_another_thread) return;
+  // Its waker paid these delays before waking it, so it owes none of them. Blocked since an
+  // earlier experiment: only this one's count matters.
+  const auto since = experiment_before == me.experiment ? me.blocked_at
+                                                        : hot.experiment_start_delay.load(std::memory_order_relaxed);
+  me.local += std::max<std::int64_t>(hot.global_delay.load(std::memory_order_acquire) - since, 0);
+}
+
+void causal_catch_up() noexcept {
+  auto& me = this_thread;
+  if (!hot.enabled.load(std::memory_order_relaxed) || !is_program_thread(me)) return;
+  settle(me);
+}
+
+causal_summary causal_totals() noexcept {
+  if (!controller) return {};
+  std::lock_guard lock{controller->mutex};
+  auto totals = controller->totals;
+  totals.idle = controller->idle.load();
+  totals.overslept_ns = hot.overslept.load();
+  totals.addresses_unresolved = hot.table_full.load();
+  return totals;
+}
+
+}  // namespace kairos::runtime

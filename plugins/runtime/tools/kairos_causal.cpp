@@ -1,0 +1,299 @@
+// kairos-causal [options] -- <command> [args...]
+// Causal profiling (docs/causal.md): runs the command under kairos-run with KAIROS_CAUSAL on,
+// once, or once per configuration with --variants (each in a process of its own: fork, then exec
+// of kairos-run), `--runs` times; merges the runs' profiles into one database; writes coz's
+// profile.coz and an SVG of the curves beside it; prints the locations whose speedup would speed
+// the program up most. The exit status is the command's (of its last run).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <kairos/plugins/database/causal.hpp>
+#include <kairos/plugins/database/merge.hpp>
+#include <kairos/plugins/database/sqlite.hpp>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int usage_error_status = 2;
+constexpr int failure_status = 1;
+
+void error_line(const std::string& message) { std::cerr << "[kairos] " << message << '\n'; }
+
+fs::path own_directory() {
+  std::error_code error;
+  auto path = fs::read_symlink("/proc/self/exe", error);
+  return error ? fs::path{} : path.parent_path();
+}
+
+// One configuration of a run: the settings it adds to kairos-run's command line.
+struct configuration {
+  std::string label;  // "" for the single configuration
+  std::vector<std::string> settings;
+};
+
+struct options {
+  std::string output;
+  std::string scope = "line";
+  std::vector<std::string> select;
+  std::string speedups;
+  std::string include, exclude, binaries;
+  std::string experiment;
+  bool variants = false;
+  int runs = 1;
+  std::size_t top = 10;
+  std::vector<std::string> settings;  // -s VARIABLE=VALUE, passed on to kairos-run
+  int verbose = 0;
+};
+
+std::vector<int> parse_speedups(const std::string& text) {
+  std::vector<int> percents;
+  std::stringstream stream{text};
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!item.empty()) percents.push_back(std::stoi(item));
+  return percents;
+}
+
+// Without --variants one configuration draws among every location and speedup asked for; with
+// it, one per (location pattern, speedup), with a 0% run per pattern for its baseline.
+std::vector<configuration> configurations(const options& given) {
+  std::vector<std::string> common{"KAIROS_CAUSAL_SCOPE=" + given.scope};
+  if (!given.include.empty()) common.push_back("KAIROS_CAUSAL_INCLUDE=" + given.include);
+  if (!given.exclude.empty()) common.push_back("KAIROS_CAUSAL_EXCLUDE=" + given.exclude);
+  if (!given.binaries.empty()) common.push_back("KAIROS_CAUSAL_BINARIES=" + given.binaries);
+  if (!given.experiment.empty()) common.push_back("KAIROS_CAUSAL_EXPERIMENT=" + given.experiment);
+  if (!given.variants) {
+    auto settings = common;
+    if (!given.select.empty()) {
+      std::string either;
+      for (const auto& pattern : given.select) either += (either.empty() ? "(" : "|(") + pattern + ")";
+      settings.push_back("KAIROS_CAUSAL_SELECT=" + either);
+    }
+    if (!given.speedups.empty()) settings.push_back("KAIROS_CAUSAL_SPEEDUPS=" + given.speedups);
+    return {{"", settings}};
+  }
+  auto percents = parse_speedups(given.speedups.empty() ? "0,25,50,75,100" : given.speedups);
+  if (std::find(percents.begin(), percents.end(), 0) == percents.end()) percents.insert(percents.begin(), 0);
+  std::vector<configuration> all;
+  const std::vector<std::string> patterns = given.select.empty() ? std::vector<std::string>{""} : given.select;
+  for (std::size_t p = 0; p < patterns.size(); ++p)
+    for (const int percent : percents) {
+      auto settings = common;
+      if (!patterns[p].empty()) settings.push_back("KAIROS_CAUSAL_SELECT=" + patterns[p]);
+      settings.push_back(fmt::format("KAIROS_CAUSAL_SPEEDUPS={}", percent));
+      all.push_back({fmt::format("select{}-speedup{}", p, percent), settings});
+    }
+  return all;
+}
+
+// Runs kairos-run with `settings` on the command; returns its wait status, or -1.
+int run_once(const fs::path& kairos_run, const std::string& stem, const std::vector<std::string>& settings,
+             char** command) {
+  std::vector<std::string> arguments{kairos_run.string(), "-o", stem, "--formats", "db"};
+  for (const auto& setting : settings) {
+    arguments.push_back("-s");
+    arguments.push_back(setting);
+  }
+  arguments.push_back("-s");
+  arguments.push_back("KAIROS_CAUSAL=true");
+  arguments.push_back("--");
+  for (char** word = command; *word; ++word) arguments.emplace_back(*word);
+  std::vector<char*> pointers;
+  for (auto& argument : arguments) pointers.push_back(argument.data());
+  pointers.push_back(nullptr);
+  const pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    execv(pointers[0], pointers.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+std::string default_output(const char* command) {
+  const auto now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y%m%d-%H%M%S", &local);
+  return fmt::format("kairos-output/{}-causal-{}", fs::path{command}.filename().string(), date);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int separator = -1;
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view{argv[i]} == "--") {
+      separator = i;
+      break;
+    }
+  const int option_count = separator < 0 ? argc : separator;
+
+  CLI::App app{
+      "kairos-causal [options] -- <command> [args...]\n\n"
+      "Causal profiling: which code, made faster, would make the program faster (docs/causal.md).\n"
+      "The program marks progress with kairos_progress(\"name\") (kairos/user.h) or coz.h's macros;\n"
+      "experiments slow every other thread down while a location runs, to predict what speeding\n"
+      "that location up would gain. Writes DIR/causal.db, DIR/profile.coz (coz's viewer reads it),\n"
+      "DIR/causal.svg and DIR/causal.txt, and prints the top locations on stderr.",
+      "kairos-causal"};
+  options given;
+  app.add_option("-o,--output", given.output, "directory for the runs' profiles and the results "
+                                              "(default kairos-output/<exe>-causal-<date>); must not exist");
+  app.add_option("--scope", given.scope, "speed up source lines or whole functions")->check(CLI::IsMember({"line", "function"}));
+  app.add_option("--select", given.select,
+                 "only locations (\"file:line\" or a function) matching this POSIX extended regex; repeatable");
+  app.add_option("--speedups", given.speedups,
+                 "speedups to try, percent, e.g. 0,25,50 (default: 0..100 in steps of 5, 0 drawn most, as coz)");
+  app.add_option("--include", given.include, "only code whose file or function matches this regex");
+  app.add_option("--exclude", given.exclude, "leave out code whose file or function matches this regex");
+  app.add_option("--binaries", given.binaries, "binaries in scope, a regex over their paths (default: the main program)");
+  app.add_option("--experiment", given.experiment, "seconds per experiment at first (default 0.5)");
+  app.add_flag("--variants", given.variants,
+               "one run per (--select pattern, speedup), each a process of its own, instead of drawing "
+               "them in one run");
+  app.add_option("--runs", given.runs, "run the program this many times (per configuration); results add up")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--top", given.top, "locations printed")->check(CLI::Range(1, 1000));
+  app.add_option("-s,--set", given.settings, "any other setting for kairos-run, VARIABLE=VALUE (repeatable)");
+  app.add_flag("-v,--verbose", given.verbose, "more [kairos] lines");
+  app.footer("Example: kairos-causal --scope function --speedups 0,25,50 -- ./app input");
+  app.set_version_flag("--version", std::string{"kairos-causal "} + KAIROS_VERSION);
+
+  if (separator < 0) {
+    bool asks_for_help = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view argument{argv[i]};
+      asks_for_help = asks_for_help || argument == "-h" || argument == "--help" || argument == "--version";
+    }
+    if (!asks_for_help) {
+      error_line("missing '--' before the command: kairos-causal [options] -- <command> [args...]");
+      return usage_error_status;
+    }
+  }
+  try {
+    app.parse(option_count, argv);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
+  } catch (const CLI::ParseError& error) {
+    error_line(fmt::format("{}; see kairos-causal --help", error.what()));
+    return usage_error_status;
+  }
+  if (separator + 1 >= argc) {
+    error_line("no command after '--': kairos-causal [options] -- <command> [args...]");
+    return usage_error_status;
+  }
+  char** command = argv + separator + 1;
+
+  const auto kairos_run = own_directory() / "kairos-run";
+  if (!fs::exists(kairos_run)) {
+    error_line(fmt::format("kairos-run not found at {}; reinstall kairos", kairos_run.string()));
+    return usage_error_status;
+  }
+  const fs::path directory = given.output.empty() ? default_output(command[0]) : given.output;
+  std::error_code error;
+  if (fs::exists(directory, error)) {
+    error_line(fmt::format("--output {}: it exists already; name a new directory", directory.string()));
+    return usage_error_status;
+  }
+  fs::create_directories(directory, error);
+  if (error) {
+    error_line(fmt::format("--output {}: cannot create it ({})", directory.string(), error.message()));
+    return usage_error_status;
+  }
+
+  // The program's Ctrl-C ends the program (same process group); kairos-causal stays to write up
+  // what the finished runs collected.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  const auto plan = configurations(given);
+  std::vector<std::string> profiles;
+  int last_status = 0;
+  bool interrupted = false;
+  for (int run = 1; run <= given.runs && !interrupted; ++run)
+    for (const auto& config : plan) {
+      auto stem = (directory / fmt::format("run{}{}{}", run, config.label.empty() ? "" : "-", config.label)).string();
+      auto settings = config.settings;
+      settings.insert(settings.end(), given.settings.begin(), given.settings.end());
+      if (given.verbose > 0) settings.push_back(fmt::format("KAIROS_VERBOSE={}", given.verbose));
+      if (given.verbose > 0)
+        error_line(fmt::format("run {} of {}{}", run, given.runs, config.label.empty() ? "" : ": " + config.label));
+      last_status = run_once(kairos_run, stem, settings, command);
+      if (last_status < 0) {
+        error_line(fmt::format("cannot start kairos-run: {}", std::strerror(errno)));
+        return failure_status;
+      }
+      if (fs::exists(stem + ".db")) profiles.push_back(stem + ".db");
+      if (WIFSIGNALED(last_status) && (WTERMSIG(last_status) == SIGINT || WTERMSIG(last_status) == SIGTERM)) {
+        interrupted = true;
+        break;
+      }
+    }
+  const int exit_status = WIFEXITED(last_status) ? WEXITSTATUS(last_status)
+                          : WIFSIGNALED(last_status) ? 128 + WTERMSIG(last_status)
+                                                     : failure_status;
+  if (profiles.empty()) {
+    error_line("no run left a profile: nothing to report");
+    return exit_status != 0 ? exit_status : failure_status;
+  }
+
+  const auto merged = (directory / "causal.db").string();
+  try {
+    kairos::database::merger merge{merged};
+    for (const auto& profile : profiles) try {
+        merge.add(profile);
+      } catch (const kairos::database::database_error& skipped) {
+        error_line(fmt::format("{}; left out", skipped.what()));
+      }
+    merge.finish();
+    kairos::database::connection database{merged, kairos::database::connection::mode::read_only};
+    {
+      std::ofstream coz{directory / "profile.coz"};
+      kairos::database::write_coz_profile(database, coz);
+    }
+    {
+      std::ofstream svg{directory / "causal.svg"};
+      kairos::database::write_causal_svg(database, svg, given.top);
+    }
+    {
+      std::ofstream text{directory / "causal.txt"};
+      kairos::database::write_causal_text(database, text, given.top);
+    }
+    kairos::database::write_causal_text(database, std::cerr, given.top);
+  } catch (const std::exception& failure) {
+    error_line(fmt::format("{}; the runs' profiles are in {}", failure.what(), directory.string()));
+    return exit_status != 0 ? exit_status : failure_status;
+  }
+  error_line(fmt::format("{}: causal.txt, causal.svg (open it in a browser), profile.coz (coz's viewer), "
+                         "causal.db (kairos-report, python3 -m kairos)",
+                         directory.string()));
+  return exit_status;
+}
