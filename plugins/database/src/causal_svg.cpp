@@ -116,9 +116,9 @@ void write_chart(std::ostream& out, const causal_location& location, std::size_t
 
 }  // namespace
 
-void write_causal_svg(connection& profile, std::ostream& out, std::size_t locations) {
+void write_causal_svg(connection& profile, std::ostream& out, std::size_t locations, const window_range& windows) {
   require_causal_experiments(profile);
-  const auto summary = analyze_causal(profile);
+  const auto summary = analyze_causal(profile, windows);
   const auto shown = std::min(locations, summary.locations.size());
   const auto rows = (shown + charts_per_row - 1) / charts_per_row;
   const double total_width = charts_per_row * chart_width + (charts_per_row + 1) * gap;
