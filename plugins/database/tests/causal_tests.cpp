@@ -211,6 +211,8 @@ TEST_CASE("a latency point's speedup is its mean latency's by Little's law, posi
   REQUIRE(curve.estimates.size() == 3);
   CHECK(curve.estimates[1].program_speedup == doctest::Approx(0.25));
   CHECK(curve.estimates[2].program_speedup == doctest::Approx(0.5));
+  CHECK(text_report(profile).find("speeding up parse by 100% would shorten query's latency by 50.0% \u00b1 0.0 (query)") !=
+        std::string::npos);
 }
 
 TEST_CASE("the text report's causal section gives the curve and what it predicts in words") {
