@@ -1,4 +1,4 @@
-// Causal profiling's analysis and its two files (causal.hpp). The speedup of a cell follows coz's
+// Causal profiling's analysis (causal.hpp). The speedup of a cell follows coz's
 // viewer: per (location, progress point, line speedup), durations and visits are summed over the
 // experiments; a throughput point's period is duration / visits, a latency point's the mean latency
 // by Little's law (mean in flight / arrival rate); program speedup = (baseline - period) / baseline.
@@ -8,12 +8,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
-
-#include <kairos/plugins/database/schema.hpp>
 
 #include "output_helpers.hpp"
 
@@ -23,8 +20,10 @@ namespace {
 using namespace output_helpers;
 
 // The 97.5% quantile of Student's t with `degrees` degrees of freedom (a 95% two-sided interval):
-// a table to 30, then 1.96 + 2.5 / degrees, within 0.002 of the true value beyond.
+// a table to 30, then 1.96 + 2.5 / degrees, within 0.002 of the true value beyond. NaN for no
+// degree of freedom (one experiment): no interval.
 double t_quantile(std::int64_t degrees) {
+  if (degrees < 1) return std::numeric_limits<double>::quiet_NaN();
   constexpr double table[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
                               2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
                               2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
@@ -97,8 +96,7 @@ causal_estimate estimate(int percent, const cell& measured, const cell& baseline
   }
   const double relative = measured.standard_error() / measured.period();
   const auto degrees = std::min(measured.experiments, baseline.experiments) - 1;
-  result.interval = degrees < 1 ? std::numeric_limits<double>::quiet_NaN()
-                                : t_quantile(degrees) * ratio * std::hypot(relative, relative_baseline);
+  result.interval = t_quantile(degrees) * ratio * std::hypot(relative, relative_baseline);
   return result;
 }
 
@@ -142,8 +140,8 @@ causal_summary analyze_causal(connection& profile, const window_range& windows) 
                                  in_windows(windows, "e.window") + " GROUP BY scope, selected");
   while (counted.step()) experiments[{std::string{counted.text(0)}, std::string{counted.text(1)}}] = counted.integer(2);
 
-  // The rows come a curve at a time: each curve's cells are gathered, then estimated against its
-  // own 0% cell, else the pooled one.
+  // Each curve's cells by line speedup, then each estimated against the curve's own 0% cell, else
+  // the pooled one.
   std::map<cell_key, std::map<int, cell>> curves;
   auto rows = profile.prepare(cells_sql(windows, false));
   while (rows.step())

@@ -82,13 +82,15 @@ void write_chart(std::ostream& out, const causal_location& location, std::size_t
   std::size_t index = 0;
   for (const auto& curve : location.curves) {
     const auto color = colors[index % std::size(colors)];
+    // Each curve a few pixels aside, so that the interval bars of several at one speedup stay apart.
+    const double dodge = 4.0 * (static_cast<double>(index) - static_cast<double>(location.curves.size() - 1) / 2);
     std::string line;
     for (const auto& point : curve.estimates)
-      line += fmt::format("{:.1f},{:.1f} ", x_of(point.line_speedup), y_of(point.program_speedup));
+      line += fmt::format("{:.1f},{:.1f} ", x_of(point.line_speedup) + dodge, y_of(point.program_speedup));
     out << fmt::format("<g class=\"curve\" stroke=\"{0}\" fill=\"{0}\">\n<polyline fill=\"none\" points=\"{1}\"/>\n",
                        color, line);
     for (const auto& point : curve.estimates) {
-      const double x = x_of(point.line_speedup), y = y_of(point.program_speedup);
+      const double x = x_of(point.line_speedup) + dodge, y = y_of(point.program_speedup);
       if (!std::isnan(point.interval)) {
         const double y_low = y_of(point.program_speedup - point.interval),
                      y_high = y_of(point.program_speedup + point.interval);
@@ -116,9 +118,9 @@ void write_chart(std::ostream& out, const causal_location& location, std::size_t
 
 }  // namespace
 
-void write_causal_svg(connection& profile, std::ostream& out, std::size_t locations) {
+void write_causal_svg(connection& profile, std::ostream& out, std::size_t locations, const window_range& windows) {
   require_causal_experiments(profile);
-  const auto summary = analyze_causal(profile);
+  const auto summary = analyze_causal(profile, windows);
   const auto shown = std::min(locations, summary.locations.size());
   const auto rows = (shown + charts_per_row - 1) / charts_per_row;
   const double total_width = charts_per_row * chart_width + (charts_per_row + 1) * gap;

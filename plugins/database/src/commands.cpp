@@ -192,9 +192,9 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
       } else if (format == "html") {
         write_html(profile, out, windows, "kairos " KAIROS_VERSION);
       } else if (format == "coz") {
-        write_coz_profile(profile, out);
+        write_coz_profile(profile, out, windows);
       } else if (format == "causal-svg") {
-        write_causal_svg(profile, out);
+        write_causal_svg(profile, out, 10, windows);
       } else {
         write_summary_json(profile, out, {.windows = windows});
       }

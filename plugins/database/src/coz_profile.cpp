@@ -23,7 +23,7 @@ std::string field(std::string_view text) {
 
 }  // namespace
 
-void write_coz_profile(connection& profile, std::ostream& out) {
+void write_coz_profile(connection& profile, std::ostream& out, const window_range& windows) {
   using output_helpers::scalar;
   require_causal_experiments(profile);
   // coz counts both from the profiler's start; the process's start is the nearest kairos keeps.
@@ -38,7 +38,8 @@ void write_coz_profile(connection& profile, std::ostream& out) {
   auto rows = profile.prepare(
       "SELECT e.id, e.selected, e.speedup, e.duration_ns, e.selected_samples, p.name, p.kind, p.delta, "
       "p.arrivals, p.departures, p.difference FROM causal_experiment AS e "
-      "LEFT JOIN causal_progress AS p ON p.experiment = e.id ORDER BY e.start_ns, e.id, p.kind DESC, p.name");
+      "LEFT JOIN causal_progress AS p ON p.experiment = e.id WHERE 1" +
+      output_helpers::in_windows(windows, "e.window") + " ORDER BY e.start_ns, e.id, p.kind DESC, p.name");
   std::int64_t experiment = -1;
   while (rows.step()) {
     if (rows.integer(0) != experiment) {

@@ -120,20 +120,26 @@ std::string with_interval(const causal_estimate& point) {
          (std::isnan(point.interval) ? std::string{" (no interval)"} : fmt::format(" \u00b1 {:.1f}", point.interval * 100));
 }
 
-// What the curve's largest line speedup predicts, in words: a reader's conclusion.
+// What the curve's largest line speedup predicts, in words: a reader's conclusion. A latency
+// point's gain is a shorter latency, not a faster program.
 std::string prediction(const causal_location& location, const causal_curve& curve) {
   const auto& point = curve.estimates.back();
   const auto what = fmt::format("speeding up {} by {:.0f}%", printable(location.selected), point.line_speedup * 100);
   const auto magnitude = fmt::format("{:.1f}%", std::abs(point.program_speedup) * 100);
+  const bool latency = curve.kind == "latency";
+  const auto name = printable(curve.progress_point);
   if (std::isnan(point.interval))
-    return fmt::format("{} would change the program by {} ({}; one experiment at that speedup gives no interval: "
-                       "run longer)", what, signed_percent(point.program_speedup), curve.progress_point);
-  const auto interval = fmt::format(" \u00b1 {:.1f} ({})", point.interval * 100, curve.progress_point);
-  if (point.program_speedup - point.interval > 0) return what + " would speed the program up by " + magnitude + interval;
+    return fmt::format("{} would change {} by {} ({}; one experiment at that speedup gives no interval: run longer)",
+                       what, latency ? name + "'s latency" : std::string{"the program's speed"},
+                       signed_percent(point.program_speedup), name);
+  const auto interval = fmt::format(" \u00b1 {:.1f} ({})", point.interval * 100, name);
+  if (point.program_speedup - point.interval > 0)
+    return what + (latency ? " would shorten " + name + "'s latency by " : " would speed the program up by ") +
+           magnitude + interval;
   if (point.program_speedup + point.interval < 0)
-    return what + " would slow the program down by " + magnitude + interval +
-           ": the location contends with the work that matters (a lock, memory bandwidth)";
-  return what + " has no effect distinguishable from noise (" + with_interval(point) + ", " + curve.progress_point + ")";
+    return what + (latency ? " would lengthen " + name + "'s latency by " : " would slow the program down by ") +
+           magnitude + interval + ": the location contends with the work that matters (a lock, memory bandwidth)";
+  return what + " has no effect distinguishable from noise (" + with_interval(point) + ", " + name + ")";
 }
 
 void write_causal_section(connection& profile, std::ostream& out, const window_range& range, std::size_t limit) {

@@ -252,6 +252,22 @@ SELECT mpi_call.id AS id, string.value AS name, mpi_call.thread AS thread,
        mpi_call.peer AS peer, mpi_call.window AS window
 FROM mpi_call JOIN string ON string.id = mpi_call.name;
 
+-- Each causal experiment with each of its progress points' counts (one row with NULL point columns
+-- for an experiment in which no point was reached); the per-experiment rows coz's profile.coz holds.
+CREATE VIEW causal_experiments AS
+SELECT e.id AS experiment, e.scope AS scope, e.selected AS selected, e.speedup AS speedup,
+       e.start_ns AS start_ns, e.duration_ns AS duration_ns, e.delay_ns AS delay_ns,
+       e.selected_samples AS selected_samples, p.name AS progress_point, p.kind AS kind, p.delta AS delta,
+       p.arrivals AS arrivals, p.departures AS departures, p.difference AS difference, e.window AS window,
+       e.process AS process, process.rank AS rank
+FROM causal_experiment AS e LEFT JOIN causal_progress AS p ON p.experiment = e.id
+LEFT JOIN process ON process.id = e.process;
+
+CREATE VIEW causal_samples AS
+SELECT causal_sample.scope AS scope, causal_sample.location AS location, causal_sample.count AS count,
+       causal_sample.process AS process, process.rank AS rank
+FROM causal_sample LEFT JOIN process ON process.id = causal_sample.process;
+
 CREATE VIEW processes AS
 SELECT process.id AS id, process.pid AS pid, process.ppid AS ppid, process.rank AS rank,
        process.size AS size, host.value AS hostname, process.launch_id AS launch_id,

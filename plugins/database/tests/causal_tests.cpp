@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 
 #include <kairos/plugins/database.hpp>
-#include <kairos/plugins/database/causal.hpp>
 #include <kairos_test_skip.hpp>
 
 namespace db = kairos::database;
@@ -212,6 +211,8 @@ TEST_CASE("a latency point's speedup is its mean latency's by Little's law, posi
   REQUIRE(curve.estimates.size() == 3);
   CHECK(curve.estimates[1].program_speedup == doctest::Approx(0.25));
   CHECK(curve.estimates[2].program_speedup == doctest::Approx(0.5));
+  CHECK(text_report(profile).find("speeding up parse by 100% would shorten query's latency by 50.0% \u00b1 0.0 (query)") !=
+        std::string::npos);
 }
 
 TEST_CASE("the text report's causal section gives the curve and what it predicts in words") {
@@ -314,4 +315,28 @@ TEST_CASE("the SVG is well-formed XML with one chart per location, highest impac
   }
   // Two of three locations shown; each chart's 5 points of its one curve.
   CHECK(output == "2\n1. b <&> c.cpp:2\n2. c.cpp:3\n10\n");
+}
+
+TEST_CASE("with time windows, the causal outputs keep only their experiments") {
+  const auto path = fresh_path("windows");
+  {
+    db::profile_writer writer{path, {}};
+    writer.add_process({1, 0, std::nullopt, "host", "app", 0});
+    const db::causal_progress_info done[] = {{.name = "done", .kind = "throughput", .delta = 100}};
+    for (const std::int64_t window : {1, 2})
+      for (const double speedup : {0.0, 0.5})
+        writer.add_causal_experiment({.scope = "line", .selected = fmt::format("window{}.cpp:1", window),
+                                      .speedup = speedup, .duration_ns = 1'000'000, .window = window},
+                                     done);
+  }
+  auto profile = db::open_profile(path);
+  const auto first = db::window_range::only(1, 1);
+  std::ostringstream coz;
+  db::write_coz_profile(profile, coz, first);
+  CHECK(coz.str().find("selected=window1.cpp:1") != std::string::npos);
+  CHECK(coz.str().find("window2") == std::string::npos);
+  const auto summary = db::analyze_causal(profile, first);
+  CHECK(summary.experiments == 2);
+  REQUIRE(summary.locations.size() == 1);
+  CHECK(summary.locations.front().selected == "window1.cpp:1");
 }

@@ -6,7 +6,7 @@ import sys
 
 from kairos import _native
 
-FORMATS = "text (default), trace, folded, speedscope, flamegraph, html, json"
+FORMATS = "text (default), trace, folded, speedscope, flamegraph, html, json, coz, causal-svg"
 
 
 def main(arguments=None):

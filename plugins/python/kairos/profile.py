@@ -13,6 +13,7 @@ VIEWS = (
     "samples", "realtime_samples", "regions", "threads", "processes", "top_functions",
     "top_functions_by_thread", "top_functions_by_process", "top_functions_by_window", "stack_weights",
     "stack_functions", "windows", "mpi_calls", "gpu_kernels", "top_kernels", "top_copies", "gpu_api_calls",
+    "causal_experiments", "causal_samples",
 )
 
 
@@ -73,7 +74,8 @@ class Profile:
         return pandas.read_sql_query(f"SELECT * FROM {_checked(view)}", self._connection, chunksize=chunksize)
 
     def write(self, file, format="text"):
-        """One of kairos-report's outputs (text, trace, folded, speedscope, flamegraph, html, json),
+        """One of kairos-report's outputs (text, trace, folded, speedscope, flamegraph, html, json, coz,
+        causal-svg),
         streamed into a binary file object (sys.stdout.buffer, open(..., "wb"), io.BytesIO)."""
         errors = io.BytesIO()
         if _native.run_report([self.path], format, "", "", False, None, file, errors) != 0:

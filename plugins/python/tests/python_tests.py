@@ -224,6 +224,38 @@ def test_write_streams_into_a_file_object(directory):
             check('"pdf" is not valid' in str(error) and "folded" in str(error), f"{error}")
 
 
+def test_causal_rows_and_files(directory):
+    rank = generate(os.path.join(directory, "ranks"), 1)[0]
+    error = python_kairos("report", rank, "-f", "coz")
+    check(error.returncode == 1 and error.stderr == tool(KAIROS_REPORT, rank, "-f", "coz").stderr
+          and b"has no causal experiments: run the program under kairos-causal" in error.stderr,
+          f"no experiments: {error.returncode} {error.stderr!r}")
+    causal = os.path.join(directory, "causal.db")
+    shutil.copy(rank, causal)
+    with sqlite3.connect(causal) as database:
+        for id, speedup, duration in ((1, 0.0, 100_000_000), (2, 0.5, 80_000_000), (3, 0.0, 100_000_000),
+                                      (4, 0.5, 80_000_000)):
+            database.execute("INSERT INTO causal_experiment (id, scope, selected, speedup, start_ns, duration_ns, "
+                             "delay_ns, selected_samples) VALUES (?, 'line', 'app.cpp:7', ?, 0, ?, 0, 3)",
+                             (id, speedup, duration))
+            database.execute("INSERT INTO causal_progress (experiment, name, kind, delta) VALUES (?, 'done', "
+                             "'throughput', 100)", (id,))
+        database.execute("INSERT INTO causal_sample (scope, location, count) VALUES ('line', 'app.cpp:7', 12)")
+    with kairos.open(causal) as profile:
+        rows = list(profile.causal_experiments())
+        check([(row.selected, row.speedup, row.progress_point, row.delta) for row in rows] ==
+              [("app.cpp:7", speedup, "done", 100) for speedup in (0.0, 0.5, 0.0, 0.5)], f"{rows}")
+        check([(row.location, row.count) for row in profile.causal_samples()] == [("app.cpp:7", 12)],
+              "causal_samples")
+        for format in ("coz", "causal-svg"):
+            buffer = io.BytesIO()
+            profile.write(buffer, format)
+            check(buffer.getvalue() == tool(KAIROS_REPORT, causal, "-f", format).stdout and len(buffer.getvalue()) > 100,
+                  f"Profile.write(file, '{format}') writes kairos-report's bytes")
+    text = python_kairos("report", causal).stdout.decode()
+    check("speeding up app.cpp:7 by 50% would speed the program up by 20.0%" in text, text)
+
+
 def test_merger_from_python(directory):
     ranks = generate(os.path.join(directory, "ranks"), 2)
     out = os.path.join(directory, "merged.db")

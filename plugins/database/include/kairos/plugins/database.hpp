@@ -1,6 +1,7 @@
 #pragma once
-// The per-process profile database: schema, writer, the outputs derived from it,
-// the merge of many into one, and the tools' commands over them.
+// The per-process profile database: schema, writer, the outputs derived from it (a causal
+// profile's too), the merge of many into one, and the tools' commands over them.
+#include <kairos/plugins/database/causal.hpp>
 #include <kairos/plugins/database/commands.hpp>
 #include <kairos/plugins/database/merge.hpp>
 #include <kairos/plugins/database/outputs.hpp>

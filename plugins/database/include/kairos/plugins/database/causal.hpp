@@ -61,10 +61,12 @@ void write_causal_text(connection& profile, std::ostream& out, std::size_t locat
 
 // coz's tab-separated profile.coz (the format coz 0.2.2's viewer reads): a startup record, each
 // experiment followed by its progress points, then the run's length and the samples per location.
-void write_coz_profile(connection& profile, std::ostream& out);
+// With `windows`, only their experiments.
+void write_coz_profile(connection& profile, std::ostream& out, const window_range& windows = {});
 
 // One self-contained SVG (no script): a chart per location, the `locations` highest-ranked, each
-// with its curves' points, interval bars and lines.
-void write_causal_svg(connection& profile, std::ostream& out, std::size_t locations = 10);
+// with its curves' points, interval bars and lines, from the experiments in `windows`.
+void write_causal_svg(connection& profile, std::ostream& out, std::size_t locations = 10,
+                      const window_range& windows = {});
 
 }  // namespace kairos::database

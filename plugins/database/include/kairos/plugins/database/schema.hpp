@@ -9,8 +9,8 @@ namespace kairos::database {
 // 4: gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call; 5: region.frame (instrumented functions);
 // 6: many processes: process.size and process.launch_id (MPI launches, docs/mpi.md), mpi_call, the
 // mpi_calls and processes views; process_metadata and a process column where a thread cannot tell
-// it (kairos-merge, docs/merge.md); 7: causal_experiment, causal_progress, causal_sample (causal
-// profiling, docs/causal.md)
+// it (kairos-merge, docs/merge.md); 7: causal_experiment, causal_progress, causal_sample and the
+// causal_experiments and causal_samples views (causal profiling, docs/causal.md)
 inline constexpr int schema_version = 7;
 
 // Creates every table and view in an empty database (WAL journal).
