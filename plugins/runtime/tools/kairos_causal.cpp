@@ -27,6 +27,7 @@
 #include <kairos/plugins/database/causal.hpp>
 #include <kairos/plugins/database/merge.hpp>
 #include <kairos/plugins/database/sqlite.hpp>
+#include <kairos/runtime/settings.hpp>
 
 extern char** environ;
 
@@ -212,6 +213,18 @@ int main(int argc, char** argv) {
     return usage_error_status;
   }
   char** command = argv + separator + 1;
+  const auto plan = configurations(given);
+  // Every value kairos-run would refuse, refused here first, before any directory or run.
+  for (const auto& config : plan)
+    for (const auto& setting : config.settings) {
+      const auto equals = setting.find('=');
+      const auto* definition = kairos::runtime::find_setting(setting.substr(0, equals));
+      if (!definition) continue;
+      if (auto accepted = kairos::runtime::check_value(*definition, setting.substr(equals + 1))) {
+        error_line(fmt::format("{} (from the command line) is not valid: expected {}", setting, *accepted));
+        return usage_error_status;
+      }
+    }
 
   const auto kairos_run = own_directory() / "kairos-run";
   if (!fs::exists(kairos_run)) {
@@ -234,7 +247,6 @@ int main(int argc, char** argv) {
   // what the finished runs collected.
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
-  const auto plan = configurations(given);
   std::vector<std::string> profiles;
   int last_status = 0;
   bool interrupted = false;
@@ -261,8 +273,9 @@ int main(int argc, char** argv) {
                           : WIFSIGNALED(last_status) ? 128 + WTERMSIG(last_status)
                                                      : failure_status;
   if (profiles.empty()) {
-    error_line("no run left a profile: nothing to report");
-    return exit_status != 0 ? exit_status : failure_status;
+    error_line("no causal experiment: no run left a profile (the program ended before anything was sampled, "
+               "or kairos-run refused to start it: see above)");
+    return exit_status;
   }
 
   const auto merged = (directory / "causal.db").string();
@@ -275,6 +288,12 @@ int main(int argc, char** argv) {
       }
     merge.finish();
     kairos::database::connection database{merged, kairos::database::connection::mode::read_only};
+    auto count = database.prepare("SELECT COUNT(*) FROM causal_experiment");
+    if (!count.step() || count.integer(0) == 0) {
+      // Each run's own summary line above says why (no progress point, nothing in scope...).
+      error_line(fmt::format("no causal experiment was recorded; the runs' profiles are in {}", directory.string()));
+      return exit_status;
+    }
     {
       std::ofstream coz{directory / "profile.coz"};
       kairos::database::write_coz_profile(database, coz);
@@ -290,7 +309,7 @@ int main(int argc, char** argv) {
     kairos::database::write_causal_text(database, std::cerr, given.top);
   } catch (const std::exception& failure) {
     error_line(fmt::format("{}; the runs' profiles are in {}", failure.what(), directory.string()));
-    return exit_status != 0 ? exit_status : failure_status;
+    return exit_status;
   }
   error_line(fmt::format("{}: causal.txt, causal.svg (open it in a browser), profile.coz (coz's viewer), "
                          "causal.db (kairos-report, python3 -m kairos)",

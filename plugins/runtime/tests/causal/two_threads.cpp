@@ -16,7 +16,7 @@
 
 namespace {
 
-constexpr long iterations_per_unit = 400'000;
+constexpr long iterations_per_unit = 2'000'000;  // about 2.5 ms here: a round spans several sample periods
 
 pthread_barrier_t round_end;
 double a_factor = 1, b_factor = 1;

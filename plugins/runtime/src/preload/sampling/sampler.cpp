@@ -124,11 +124,16 @@ sample_buffer* buffer_to_fill(thread_sampler& sampler) noexcept {
   return nullptr;  // both buffers wait for the writer: this sample is dropped (and counted)
 }
 
-// The causal experiments see every CPU-time sample, recorded or dropped (causal.hpp).
-void run_causal_experiments(const kairos::backtrace<sample_stack_depth>& stack, std::int64_t weight_ns) noexcept {
+// The causal experiments see every CPU-time sample, recorded or dropped (causal.hpp). A delay's
+// spun tail is CPU time of the thread's but not of the program's: the next sample's weight
+// leaves it out.
+void run_causal_experiments(thread_sampler& sampler, const kairos::backtrace<sample_stack_depth>& stack,
+                            std::int64_t weight_ns) noexcept {
   std::uint64_t addresses[sample_stack_depth];
   for (std::size_t i = 0; i < stack.size(); ++i) addresses[i] = stack.lookup_address(i);
+  const auto before_ns = own_cpu_ns();
   causal_on_sample(addresses, stack.size(), weight_ns);
+  sampler.last_cpu_ns += own_cpu_ns() - before_ns;
 }
 
 void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t* context) noexcept {
@@ -144,7 +149,7 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     if (source == sample_source::cpu_time && causal_running()) {
       kairos::backtrace<sample_stack_depth> stack;
       stack.sample(context);
-      run_causal_experiments(stack, weight_ns);
+      run_causal_experiments(sampler, stack, weight_ns);
     }
     return;
   }
@@ -164,7 +169,7 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     hand_over_full_buffer(sampler.writer, buffer);
   }
   // Last: its delays may sleep this thread, and the sample is already in the buffer.
-  if (source == sample_source::cpu_time) run_causal_experiments(record.stack, weight_ns);
+  if (source == sample_source::cpu_time && causal_running()) run_causal_experiments(sampler, record.stack, weight_ns);
 }
 
 void on_sampling_signal(int, siginfo_t* info, void* context) {

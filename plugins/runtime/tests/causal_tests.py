@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Causal profiling tests (docs/causal.md): kairos-causal on toys whose answer is known
+(tests/causal/two_threads.cpp, tests/causal/pipeline.cpp), its predictions held against the
+speedups measured when the toys' work really shrinks; its outputs, its variants, coz.h programs,
+the program's output and exit status, and bad options.
+
+Run one test: causal_tests.py NAME (ctest does, one at a time: timings need the machine's cores).
+Needs KAIROS_CAUSAL, KAIROS_REPORT, KAIROS_TWO_THREADS and KAIROS_PIPELINE in the environment.
+"""
+import os
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+
+from harness import check, run_named_test, run_process, skip
+
+KAIROS_CAUSAL = os.environ.get("KAIROS_CAUSAL", "")
+KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
+TWO_THREADS = os.environ.get("KAIROS_TWO_THREADS", "")
+PIPELINE = os.environ.get("KAIROS_PIPELINE", "")
+TIMEOUT = 120
+# The issue's bar: a prediction within 5 percentage points of the speedup really measured.
+TOLERANCE = 0.05
+# Real speedups are medians of runs interleaved round by round; when the runs of one configuration
+# spread wider than this, the machine's speed changed under them and no prediction can be judged.
+STEADY_SPREAD = 0.10
+
+
+def environment():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
+    env["LC_ALL"] = "C"
+    return env
+
+
+def causal(directory, options, command, limit=TIMEOUT):
+    """kairos-causal -o DIRECTORY/out OPTIONS -- COMMAND: (result, stderr text, causal.db or None)."""
+    output = os.path.join(directory, "out")
+    result = run_process([KAIROS_CAUSAL, "-o", output, *options, "--", *command], limit, env=environment())
+    path = os.path.join(output, "causal.db")
+    return result, result.stderr.decode(errors="replace"), sqlite3.connect(path) if os.path.exists(path) else None
+
+
+def predicted_speedups(db):
+    """{(function, speedup): predicted program speedup} from the raw experiment rows, as coz's viewer
+    computes it (each cell's summed duration over its summed visits, against the 0% cell)."""
+    rows = db.execute("SELECT e.selected, ROUND(e.speedup, 2), SUM(e.duration_ns), SUM(p.delta), COUNT(*) "
+                      "FROM causal_experiment AS e JOIN causal_progress AS p ON p.experiment = e.id "
+                      "GROUP BY 1, 2").fetchall()
+    period = {(name, speedup): duration / visits for name, speedup, duration, visits, _ in rows if visits > 0}
+    predictions = {}
+    for (name, speedup), value in period.items():
+        baseline = period.get((name, 0.0))
+        if baseline:
+            short = re.sub(r"^\(anonymous namespace\)::|\(.*$", "", name)
+            predictions[(short, speedup)] = (baseline - value) / baseline
+    return predictions
+
+
+def real_speedups(program, configurations, rounds=3, seconds="2"):
+    """{label: measured program speedup} of each (label, arguments) against the first, its runs
+    interleaved round by round; skips when the machine's speed drifts too much to judge."""
+    rates = {label: [] for label, _ in configurations}
+    for _ in range(rounds):
+        for label, arguments in configurations:
+            result = run_process([program, seconds, *arguments], 30, env=environment())
+            check(result.returncode == 0, f"{program} {arguments} failed: {result.stderr.decode(errors='replace')}")
+            rates[label].append(float(re.search(rb": ([0-9.]+)", result.stdout).group(1)))
+    for label, values in rates.items():
+        spread = (max(values) - min(values)) / statistics.median(values)
+        if spread > STEADY_SPREAD:
+            skip(f"the machine's speed changed during the real runs ({label}: {sorted(values)}, spread "
+                 f"{spread:.0%} > {STEADY_SPREAD:.0%}): no ground truth to hold predictions against")
+    baseline = statistics.median(rates[configurations[0][0]])
+    return {label: 1 - baseline / statistics.median(values) for label, values in rates.items()}
+
+
+def check_predictions(predictions, real, expectations):
+    """expectations: (function, line speedup, real label) triples; each prediction within TOLERANCE."""
+    lines = []
+    for function, speedup, label in expectations:
+        predicted = predictions.get((function, speedup))
+        check(predicted is not None, f"no prediction for {function} at {speedup:.0%}: {predictions}")
+        lines.append(f"{function} {speedup:.0%}: predicted {predicted:+.1%}, real {real[label]:+.1%}")
+    print("\n".join(lines))
+    for (function, speedup, label), line in zip(expectations, lines):
+        check(abs(predictions[(function, speedup)] - real[label]) <= TOLERANCE,
+              f"{line}: more than {TOLERANCE:.0%} apart\n" + "\n".join(lines))
+
+
+def test_two_threads_predictions_match_real_speedups(directory):
+    # Thread A does 3 units in a_work, B 2 in b_work, a barrier per round: speeding a_work up by 25%
+    # gains 25%, by 50% a third (B becomes the critical thread); speeding b_work up gains nothing.
+    result, err, db = causal(directory, ["--scope", "function", "--select", "a_work", "--select", "b_work",
+                                         "--speedups", "0,25,50", "--experiment", "0.2"], [TWO_THREADS, "24"])
+    check(result.returncode == 0 and db is not None, f"status {result.returncode}: {err}")
+    predictions = predicted_speedups(db)
+    real = real_speedups(TWO_THREADS, [("base", ["1", "1"]), ("a25", ["0.75", "1"]), ("a50", ["0.5", "1"]),
+                                       ("b50", ["1", "0.5"])])
+    check_predictions(predictions, real, [("a_work", 0.25, "a25"), ("a_work", 0.5, "a50"), ("b_work", 0.5, "b50")])
+
+
+def test_pipeline_predictions_match_real_speedups(directory):
+    # The consumer (2 units an item) is the bottleneck of a producer (1 unit): speeding consume_item
+    # up by 25% gains 25%, by 50% 50% (it meets the producer); produce_item gains nothing.
+    result, err, db = causal(directory, ["--scope", "function", "--select", "produce_item", "--select",
+                                         "consume_item", "--speedups", "0,25,50", "--experiment", "0.2"],
+                             [PIPELINE, "24"])
+    check(result.returncode == 0 and db is not None, f"status {result.returncode}: {err}")
+    predictions = predicted_speedups(db)
+    real = real_speedups(PIPELINE, [("base", ["1", "1"]), ("c25", ["1", "0.75"]), ("c50", ["1", "0.5"]),
+                                    ("p50", ["0.5", "1"])])
+    check_predictions(predictions, real, [("consume_item", 0.25, "c25"), ("consume_item", 0.5, "c50"),
+                                          ("produce_item", 0.5, "p50")])
+
+
+def test_line_scope_outputs_are_written_and_readable(directory):
+    result, err, db = causal(directory, ["--experiment", "0.1", "--top", "5"], [PIPELINE, "5"])
+    check(result.returncode == 0 and db is not None, f"status {result.returncode}: {err}")
+    check(re.match(rb"items per second: [0-9.]+ \(\d+ items, checksum [01]\)\n$", result.stdout) is not None,
+          f"the program's stdout is its own: {result.stdout!r}")
+    selected = [row[0] for row in db.execute("SELECT DISTINCT selected FROM causal_experiment")]
+    check(selected and all(re.search(r"pipeline\.cpp:\d+$", name) for name in selected),
+          f"line scope: every selected location is a line of pipeline.cpp: {selected}")
+    check(db.execute("SELECT COUNT(*) FROM causal_sample WHERE location LIKE '%pipeline.cpp:%'").fetchone()[0] > 0,
+          "samples per line were written")
+    output = os.path.join(directory, "out")
+    text = open(os.path.join(output, "causal.txt")).read()
+    check("causal profile:" in text and "item (throughput)" in text, f"causal.txt has the section:\n{text}")
+    check("causal profile:" in err, f"the report is printed on stderr:\n{err}")
+    coz = open(os.path.join(output, "profile.coz")).read().splitlines()
+    experiments = [line for line in coz if line.startswith("experiment\t")]
+    check(len(experiments) == db.execute("SELECT COUNT(*) FROM causal_experiment").fetchone()[0],
+          f"profile.coz has one experiment record per experiment: {len(experiments)}")
+    check(all(re.match(r"experiment\tselected=\S+:\d+\tspeedup=[0-9.]+\tduration=\d+\tselected-samples=\d+$", line)
+              for line in experiments), f"coz's experiment records: {experiments[:3]}")
+    check(any(line.startswith("throughput-point\tname=item\tdelta=") for line in coz), "the progress point's records")
+    svg = ElementTree.parse(os.path.join(output, "causal.svg")).getroot()
+    check(svg.tag.endswith("svg"), f"causal.svg is an SVG document: {svg.tag}")
+    again = run_process([KAIROS_REPORT, "--format", "coz", os.path.join(output, "causal.db")], TIMEOUT,
+                        env=environment())
+    check(again.returncode == 0 and again.stdout.decode().splitlines() == coz,
+          "kairos-report --format coz writes the same profile.coz")
+
+
+def test_variants_run_one_process_per_configuration(directory):
+    result, err, db = causal(directory, ["--variants", "--scope", "function", "--select", "a_work",
+                                         "--speedups", "50", "--experiment", "0.1"], [TWO_THREADS, "3"])
+    check(result.returncode == 0 and db is not None, f"status {result.returncode}: {err}")
+    runs = sorted(name for name in os.listdir(os.path.join(directory, "out")) if name.startswith("run"))
+    check(runs == ["run1-select0-speedup0.db", "run1-select0-speedup50.db"],
+          f"one run for the 0% baseline (added) and one at 50%: {runs}")
+    processes = db.execute("SELECT COUNT(*) FROM process").fetchone()[0]
+    check(processes == 2, f"both runs' processes are in causal.db: {processes}")
+    per_process = db.execute("SELECT process, COUNT(DISTINCT speedup), MIN(speedup) FROM causal_experiment "
+                             "GROUP BY process ORDER BY 3").fetchall()
+    check([(speedups, speedup) for _, speedups, speedup in per_process] == [(1, 0.0), (1, 0.5)],
+          f"each run experiments at its one speedup: {per_process}")
+
+
+def test_coz_annotated_program_works_unchanged(directory):
+    if not os.path.exists("/usr/include/coz.h"):
+        skip("coz.h is not installed (Debian's coz-profiler; scripts/install-deps.sh installs it)")
+    source = os.path.join(directory, "annotated.c")
+    with open(source, "w") as file:
+        file.write('#include <coz.h>\n#include <stdio.h>\n#include <time.h>\n'
+                   'static volatile unsigned long sink;\n'
+                   'int main(void) {\n  struct timespec start, now;\n  clock_gettime(CLOCK_MONOTONIC, &start);\n'
+                   '  do {\n    for (unsigned long i = 0; i < 200000; ++i) sink += i * i;\n'
+                   '    COZ_PROGRESS_NAMED("chunk");\n    COZ_BEGIN("request");\n    sink += 1;\n'
+                   '    COZ_END("request");\n    clock_gettime(CLOCK_MONOTONIC, &now);\n'
+                   '  } while (now.tv_sec - start.tv_sec < 3);\n  puts("annotated done");\n  return 0;\n}\n')
+    program = os.path.join(directory, "annotated")
+    build = run_process(["cc", "-O1", "-g", source, "-o", program, "-ldl"], TIMEOUT)
+    check(build.returncode == 0, f"building a coz.h program: {build.stderr.decode(errors='replace')}")
+    result, err, db = causal(directory, ["--experiment", "0.1"], [program])
+    check(result.returncode == 0 and result.stdout == b"annotated done\n", f"status {result.returncode}: {err}")
+    check(db is not None, f"a causal database: {err}")
+    points = set(db.execute("SELECT DISTINCT name || ' ' || kind FROM causal_progress"))
+    check({("chunk throughput",), ("request latency",)} <= points,
+          f"coz.h's throughput and latency points are counted: {points}")
+
+
+def test_output_and_exit_status_unchanged(directory):
+    command = ["sh", "-c", "echo out; echo err >&2; exit 7"]
+    plain = run_process(command, TIMEOUT, env=environment())
+    result, err, _ = causal(directory, [], command)
+    check(result.returncode == 7 and plain.returncode == 7, f"exit status 7 passed through: {result.returncode}")
+    check(result.stdout == plain.stdout == b"out\n", f"stdout unchanged: {result.stdout!r}")
+    check(err.startswith("err\n"), f"the program's stderr comes first: {err!r}")
+    check("no causal experiment" in err, f"a run without progress points says why nothing was learned: {err}")
+
+
+def test_bad_options_are_named(directory):
+    for options, expected in (
+        (["--scope", "banana"], "--scope"),
+        (["--select", "("], "KAIROS_CAUSAL_SELECT"),
+        (["--speedups", "33"], "KAIROS_CAUSAL_SPEEDUPS"),
+    ):
+        output = os.path.join(directory, f"out{len(options[1])}")
+        result = run_process([KAIROS_CAUSAL, "-o", output, *options, "--", "true"], TIMEOUT, env=environment())
+        err = result.stderr.decode(errors="replace")
+        check(result.returncode == 2 and expected in err, f"{options}: status {result.returncode}, names {expected}: {err}")
+    existing = os.path.join(directory, "exists")
+    os.mkdir(existing)
+    result = run_process([KAIROS_CAUSAL, "-o", existing, "--", "true"], TIMEOUT, env=environment())
+    check(result.returncode == 2 and "exists already" in result.stderr.decode(), "an existing output directory is refused")
+    result = run_process([KAIROS_CAUSAL, "true"], TIMEOUT, env=environment())
+    check(result.returncode == 2 and "missing '--'" in result.stderr.decode(), "the missing '--' is named")
+
+
+if __name__ == "__main__":
+    if not (KAIROS_CAUSAL and TWO_THREADS and PIPELINE):
+        print("KAIROS_CAUSAL, KAIROS_TWO_THREADS and KAIROS_PIPELINE must be set", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(run_named_test(globals(), "kairos-causal"))
