@@ -12,7 +12,14 @@
 #include <cstdio>
 #include <cstdlib>
 
+// benchmarks/causal builds the same toy for coz, whose progress points are coz.h's macros.
+#ifdef KAIROS_TOY_FOR_COZ
+#include <coz.h>
+#define mark_progress(name) COZ_PROGRESS_NAMED(name)
+#else
 #include <kairos/user.h>
+#define mark_progress(name) kairos_progress(name)
+#endif
 
 namespace {
 
@@ -55,7 +62,7 @@ void* thread_a(void*) {
     sink += a_work();
     pthread_barrier_wait(&round_end);
     ++rounds;
-    kairos_progress("round");
+    mark_progress("round");
     done = std::chrono::steady_clock::now() >= deadline;
     pthread_barrier_wait(&round_end);
     if (done) return nullptr;
