@@ -4,6 +4,8 @@
 //      (kairos::stored<component_tuple<wall_clock>>) in the same process. This part runs in a
 //      child started under kairos-run.
 //   3. the user API without kairos (push + pop) vs two calls of an empty function.
+//   4. a progress point (kairos_progress, docs/causal.md): without kairos vs one call of an empty
+//      function; with libkairos.so vs one relaxed atomic add of the program's own (in the child).
 // Repetitions of every benchmark are interleaved at random in one run (ratio_report.hpp); the
 // ratio lines give the medians with their spread.
 #include <fcntl.h>
@@ -11,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,6 +87,22 @@ void stored_region(benchmark::State& state) {
   }
 }
 
+void progress_without_kairos(benchmark::State& state) {
+  for (auto _ : state) kairos_progress("progress");
+}
+void empty_function_call(benchmark::State& state) {
+  for (auto _ : state) empty_function("progress");
+}
+
+void progress_with_kairos(benchmark::State& state) {
+  if (!kairos_is_active()) state.SkipWithError("libkairos.so is not loaded");
+  for (auto _ : state) kairos_progress("progress");
+}
+std::atomic<std::size_t> own_counter{0};
+void relaxed_atomic_add(benchmark::State& state) {
+  for (auto _ : state) own_counter.fetch_add(1, std::memory_order_relaxed);
+}
+
 const std::string scratch_directory = "/tmp/kairos-bench-runtime";
 
 // A whole process is milliseconds: a fixed count per repetition instead of a minimum time.
@@ -99,12 +118,17 @@ int main(int argc, char** argv) {
   if (std::getenv("BENCH_RUNTIME_CHILD") != nullptr) {
     benchmark::RegisterBenchmark("user_api_with_kairos", user_api_with_kairos);
     benchmark::RegisterBenchmark("stored_region", stored_region);
-    return run_and_print_ratios(argc, argv, {{"user_api_with_kairos", "stored_region", 3.0}});
+    benchmark::RegisterBenchmark("progress_with_kairos", progress_with_kairos);
+    benchmark::RegisterBenchmark("relaxed_atomic_add", relaxed_atomic_add);
+    return run_and_print_ratios(argc, argv, {{"user_api_with_kairos", "stored_region", 3.0},
+                                             {"progress_with_kairos", "relaxed_atomic_add", 4.0}});
   }
   benchmark::RegisterBenchmark("process_true", process_true)->Apply(per_process);
   benchmark::RegisterBenchmark("process_kairos_run_true", process_kairos_run_true)->Apply(per_process);
   benchmark::RegisterBenchmark("user_api_without_kairos", user_api_without_kairos);
   benchmark::RegisterBenchmark("empty_function_calls", empty_function_calls);
+  benchmark::RegisterBenchmark("progress_without_kairos", progress_without_kairos);
+  benchmark::RegisterBenchmark("empty_function_call", empty_function_call);
   // kairos-run's outputs go to a scratch folder, one stem per process (kairos never overwrites a
   // profile database: a shared stem would leave every run after the first without one).
   std::filesystem::remove_all(scratch_directory);
@@ -114,7 +138,8 @@ int main(int argc, char** argv) {
   const int status = run_and_print_ratios(
       argc, argv,
       {{"process_kairos_run_true", "process_true", 100.0},
-       {"user_api_without_kairos", "empty_function_calls", 2.0}});
+       {"user_api_without_kairos", "empty_function_calls", 2.0},
+       {"progress_without_kairos", "empty_function_call", 2.0}});
   std::fflush(stdout);
   // Part 2 needs libkairos.so loaded: this program again, under kairos-run, with the same options.
   setenv("BENCH_RUNTIME_CHILD", "1", 1);
