@@ -5,7 +5,8 @@ speedups measured when the toys' work really shrinks; its outputs, its variants,
 the program's output and exit status, and bad options.
 
 Run one test: causal_tests.py NAME (ctest does, one at a time: timings need the machine's cores).
-Needs KAIROS_CAUSAL, KAIROS_REPORT, KAIROS_TWO_THREADS and KAIROS_PIPELINE in the environment.
+Needs KAIROS_CAUSAL, KAIROS_REPORT, KAIROS_TWO_THREADS, KAIROS_PIPELINE and KAIROS_USER_LIBRARY in the
+environment.
 """
 import os
 import re
@@ -144,6 +145,26 @@ def test_line_scope_outputs_are_written_and_readable(directory):
                         env=environment())
     check(again.returncode == 0 and again.stdout.decode().splitlines() == coz,
           "kairos-report --format coz writes the same profile.coz")
+
+
+def test_line_scope_in_a_clang_program(directory):
+    # clang writes no .debug_aranges by default, and libdw then finds no line for any address
+    # unless kairos asks each compilation unit (backtrace/symbolizer.hpp): lines must be found.
+    clang = shutil.which("clang++")
+    if clang is None:
+        skip("clang++ is not installed (Debian's clang; scripts/install-deps.sh installs it)")
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "causal", "two_threads.cpp")
+    program = os.path.join(directory, "two_threads_clang")
+    include = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include")
+    library = os.path.dirname(os.path.realpath(os.environ.get("KAIROS_USER_LIBRARY", "")))
+    build = run_process([clang, "-O2", "-g", source, "-I", include, "-L", library, "-lkairos-user",
+                         f"-Wl,-rpath,{library}", "-pthread", "-o", program], TIMEOUT)
+    check(build.returncode == 0, f"building with clang: {build.stderr.decode(errors='replace')}")
+    result, err, db = causal(directory, ["--experiment", "0.1"], [program, "4"])
+    check(result.returncode == 0 and db is not None, f"status {result.returncode}: {err}")
+    selected = [row[0] for row in db.execute("SELECT DISTINCT selected FROM causal_experiment")]
+    check(selected and all(re.search(r"two_threads\.cpp:\d+$", name) for name in selected),
+          f"lines of two_threads.cpp were sped up: {selected}")
 
 
 def test_variants_run_one_process_per_configuration(directory):

@@ -154,7 +154,7 @@ std::int64_t sleep_for(std::int64_t ns) noexcept {
 
 // At a sample, a debt below this waits for the next one: nanosleep oversleeps by tens of
 // microseconds (more on a busy machine), which counts for less in one long sleep than in many short
-// ones. Before waking another thread a thread pays all (settle with every_ns = 0).
+// ones. Before waking another thread a thread pays all it owes (settle's default).
 constexpr std::int64_t smallest_sleep_at_sample_ns = 1'000'000;
 
 // Brings the thread level with the global count: ahead, it raises the global count (the others
@@ -179,10 +179,6 @@ void settle(thread_delays& me, std::int64_t smallest_ns = 0) noexcept {
 
 // --- the experiments' thread -------------------------------------------------------------------
 
-struct location {
-  std::string name;
-};
-
 struct controller_state {
   causal_options options;
   causal_delivery deliver;
@@ -193,7 +189,7 @@ struct controller_state {
   std::atomic<bool> done{false};
   std::atomic<bool> running{false};
   std::mutex mutex;  // locations and totals, read by finalize
-  std::vector<location> locations;  // by id - first_location
+  std::vector<std::string> locations;  // names, by id - first_location
   std::unordered_map<std::string, std::uint32_t> location_ids;
   std::unordered_map<std::string, bool> module_in_scope;
   std::unique_ptr<backtrace_symbolizer> symbols;
@@ -235,7 +231,7 @@ std::uint32_t intern_location(std::string name) {
     return found->second;
   if (controller->locations.size() + first_location >= max_locations) return outside_scope;
   const auto id = static_cast<std::uint32_t>(controller->locations.size() + first_location);
-  controller->locations.push_back({name});
+  controller->locations.push_back(name);
   controller->location_ids.emplace(std::move(name), id);
   return id;
 }
@@ -271,7 +267,7 @@ void resolve_pending() {
 
 std::string name_of(std::uint32_t id) {
   std::lock_guard lock{controller->mutex};
-  return controller->locations.at(id - first_location).name;
+  return controller->locations.at(id - first_location);
 }
 
 // The location to speed up next: that of a recent sample in scope (so locations are picked as
@@ -288,7 +284,7 @@ std::uint32_t choose_location() {
     // The selected locations may be sampled rarely: any of them seen so far.
     std::lock_guard lock{controller->mutex};
     for (std::size_t i = 0; i < controller->locations.size(); ++i)
-      if (controller->select->search(controller->locations[i].name))
+      if (controller->select->search(controller->locations[i]))
         candidates.push_back(static_cast<std::uint32_t>(i + first_location));
   }
   if (candidates.empty()) return 0;
@@ -449,7 +445,7 @@ void stop_causal() noexcept {
     controller->totals.locations = controller->locations.size();
     for (std::size_t i = 0; i < controller->locations.size(); ++i)
       if (const auto samples = hot.location_samples[i + first_location].load(std::memory_order_relaxed))
-        counts.push_back({controller->options.scope, controller->locations[i].name, static_cast<std::int64_t>(samples)});
+        counts.push_back({controller->options.scope, controller->locations[i], static_cast<std::int64_t>(samples)});
     if (!counts.empty()) controller->deliver.samples(counts);
   }));
 }

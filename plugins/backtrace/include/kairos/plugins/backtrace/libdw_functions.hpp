@@ -42,6 +42,10 @@ struct libdw_functions {
   decltype(&::dwarf_siblingof) dwarf_siblingof;
   decltype(&::dwarf_tag) dwarf_tag;
   decltype(&::dwarf_haspc) dwarf_haspc;
+  decltype(&::dwfl_module_nextcu) dwfl_module_nextcu;
+  decltype(&::dwarf_getsrc_die) dwarf_getsrc_die;
+  decltype(&::dwarf_lineno) dwarf_lineno;
+  decltype(&::dwarf_linesrc) dwarf_linesrc;
 };
 
 #if KAIROS_BACKTRACE_PRIVATE_LIBDW
@@ -85,6 +89,10 @@ struct private_libdw {
     find(f.dwarf_siblingof, "dwarf_siblingof");
     find(f.dwarf_tag, "dwarf_tag");
     find(f.dwarf_haspc, "dwarf_haspc");
+    find(f.dwfl_module_nextcu, "dwfl_module_nextcu");
+    find(f.dwarf_getsrc_die, "dwarf_getsrc_die");
+    find(f.dwarf_lineno, "dwarf_lineno");
+    find(f.dwarf_linesrc, "dwarf_linesrc");
     loaded = all;
     if (!all) problem = "libdw.so.1 lacks a function kairos needs";
   }
@@ -108,7 +116,8 @@ inline const libdw_functions* libdw() {
       &::dwfl_report_begin, &::dwfl_linux_proc_report, &::dwfl_report_end, &::dwfl_addrmodule,
       &::dwfl_module_addrinfo, &::dwfl_module_info, &::dwfl_module_getsrc, &::dwfl_lineinfo, &::dwfl_module_addrdie,
       &::dwarf_attr, &::dwarf_formudata, &::dwarf_getsrcfiles, &::dwarf_filesrc, &::dwarf_child,
-      &::dwarf_siblingof, &::dwarf_tag, &::dwarf_haspc};
+      &::dwarf_siblingof, &::dwarf_tag, &::dwarf_haspc, &::dwfl_module_nextcu, &::dwarf_getsrc_die,
+      &::dwarf_lineno, &::dwarf_linesrc};
   return &linked;
 }
 inline std::string libdw_problem() { return {}; }

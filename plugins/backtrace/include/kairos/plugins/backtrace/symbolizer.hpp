@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <kairos/plugins/backtrace/dl_guard.hpp>
@@ -201,6 +202,8 @@ class backtrace_symbolizer {
               symbol.file = file;
               symbol.line = line_number;
             }
+          } else {
+            line_without_address_ranges(module, address, symbol);
           }
           if (inlined_call_sites) use_call_site_of_inlined_code(module, address, symbol);
         }
@@ -245,12 +248,46 @@ class backtrace_symbolizer {
         module, user_data, name, base, file_name, debuglink, crc, debuginfo_file_name));
   }
 
+  // The compilation unit holding `address`. libdw finds it through .debug_aranges, which clang
+  // does not write unless asked (-gdwarf-aranges): then libdw 0.188 finds no unit, so no line, for
+  // any address of a clang-built module. The fallback asks each unit of the module whether it
+  // covers the address (its DW_AT_ranges or low/high pc), the units listed once per module.
+  Dwarf_Die* unit_of(Dwfl_Module* module, std::uintptr_t address, Dwarf_Addr& bias) {
+    if (Dwarf_Die* unit = dw_->dwfl_module_addrdie(module, address, &bias)) return unit;
+    auto [entry, fresh] = units_without_ranges_.try_emplace(module);
+    if (fresh) {
+      Dwarf_Addr unit_bias = 0;
+      for (Dwarf_Die* unit = dw_->dwfl_module_nextcu(module, nullptr, &unit_bias); unit != nullptr;
+           unit = dw_->dwfl_module_nextcu(module, unit, &unit_bias))
+        entry->second.emplace_back(unit, unit_bias);
+    }
+    for (const auto& [unit, unit_bias] : entry->second)
+      if (dw_->dwarf_haspc(unit, address - unit_bias) == 1) {
+        bias = unit_bias;
+        return unit;
+      }
+    return nullptr;
+  }
+
+  void line_without_address_ranges(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
+    Dwarf_Addr bias = 0;
+    Dwarf_Die* unit = unit_of(module, address, bias);
+    if (unit == nullptr) return;
+    Dwarf_Line* line = dw_->dwarf_getsrc_die(unit, address - bias);
+    int line_number = 0;
+    if (line == nullptr || dw_->dwarf_lineno(line, &line_number) != 0) return;
+    if (const char* file = dw_->dwarf_linesrc(line, nullptr, nullptr)) {
+      symbol.file = file;
+      symbol.line = line_number;
+    }
+  }
+
   // The line table names the innermost inlined code; the symbol names the function it was inlined
   // into. Keep them consistent: for inlined code, file:line is the call site of the outermost
   // inlined call, a line of `symbol.function` itself.
   void use_call_site_of_inlined_code(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
     Dwarf_Addr bias = 0;
-    Dwarf_Die* unit = dw_->dwfl_module_addrdie(module, address, &bias);
+    Dwarf_Die* unit = unit_of(module, address, bias);
     if (unit == nullptr) return;
     Dwarf_Die outermost_inlined;
     if (!find_outermost_inlined(unit, address - bias, false, outermost_inlined)) return;
@@ -299,6 +336,7 @@ class backtrace_symbolizer {
 
   void report_modules() {
     if (dwfl_ == nullptr) return;
+    units_without_ranges_.clear();  // a module dropped by the new report may leave its address to another
     dw_->dwfl_report_begin(dwfl_);
     dw_->dwfl_linux_proc_report(dwfl_, getpid());
     dw_->dwfl_report_end(dwfl_, nullptr, nullptr);
@@ -306,6 +344,7 @@ class backtrace_symbolizer {
   const backtrace_detail::libdw_functions* dw_ = backtrace_detail::libdw();
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
+  std::unordered_map<Dwfl_Module*, std::vector<std::pair<Dwarf_Die*, Dwarf_Addr>>> units_without_ranges_;
 #endif
   source_lines lines_;
   mutable std::mutex mutex_;
