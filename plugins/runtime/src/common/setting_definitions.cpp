@@ -2,6 +2,7 @@
 // describes it, the runtime and kairos-run read it.
 #include <array>
 #include <charconv>
+#include <string>
 
 #include <kairos/components.hpp>
 #include <kairos/runtime/output_path.hpp>
@@ -55,13 +56,17 @@ std::optional<std::string> check_windows_file(std::string_view text) {
   return "a CSV file of clock,start,length lines; " + *windows.error;
 }
 
-// Causal speedups: percentages 0..100 in steps of 5, as coz's schedule has them.
+// Causal speedups: percentages 0..100 in steps of 5, as coz's schedule has them. The item at fault
+// is named by its position: the value itself is echoed once, made printable, by the caller.
 std::optional<std::string> check_speedups(std::string_view text) {
+  std::size_t position = 0;
   for (const auto& item : split_list(text)) {
+    ++position;
     int percent = -1;
     const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), percent);
     if (error != std::errc{} || end != item.data() + item.size() || percent < 0 || percent > 100 || percent % 5 != 0)
-      return "a comma-separated list of percentages 0..100 in steps of 5 (\"" + item + "\" is not one)";
+      return "a comma-separated list of percentages 0..100 in steps of 5 (item " + std::to_string(position) +
+             " is not one)";
   }
   return std::nullopt;
 }
