@@ -140,8 +140,11 @@ causal_summary analyze_causal(connection& profile, const window_range& windows) 
                                  in_windows(windows, "e.window") + " GROUP BY scope, selected");
   while (counted.step()) experiments[{std::string{counted.text(0)}, std::string{counted.text(1)}}] = counted.integer(2);
 
-  // Each curve's cells by line speedup, then each estimated against the curve's own 0% cell, else
-  // the pooled one.
+  // Each curve's cells by line speedup, each estimated against every location's 0% experiments
+  // together: an experiment at 0% inserts no delay, so whatever it selected it measured the same
+  // program, and pooling them all gives each curve the most precise baseline there is (coz's viewer
+  // uses the location's own 0% cell; on the causal tests' toys pooling halved the predictions'
+  // spread). A location's own 0% cell is then shown as the noise floor: 0% and the baseline's error.
   std::map<cell_key, std::map<int, cell>> curves;
   auto rows = profile.prepare(cells_sql(windows, false));
   while (rows.step())
@@ -156,16 +159,13 @@ causal_summary analyze_causal(connection& profile, const window_range& windows) 
     location.selected = selected;
     location.experiments = experiments[{scope, selected}];
     causal_curve curve{.progress_point = name, .kind = kind};
-    const auto own = cells.find(0);
-    const cell* baseline = own != cells.end() && own->second.usable() ? &own->second : nullptr;
-    if (baseline == nullptr) {
-      const auto found = pooled.find({name, kind});
-      if (found == pooled.end() || !found->second.usable()) continue;
-      baseline = &found->second;
-      curve.pooled_baseline = true;
-    }
+    const auto found = pooled.find({name, kind});
+    if (found == pooled.end() || !found->second.usable()) continue;
+    const cell& baseline = found->second;
     for (const auto& [percent, measured] : cells)
-      if (measured.usable()) curve.estimates.push_back(estimate(percent, measured, *baseline, &measured == baseline));
+      if (measured.usable())
+        curve.estimates.push_back(percent == 0 ? estimate(0, baseline, baseline, true)
+                                               : estimate(percent, measured, baseline, false));
     if (std::none_of(curve.estimates.begin(), curve.estimates.end(),
                      [](const causal_estimate& point) { return point.line_speedup > 0; }))
       continue;

@@ -55,11 +55,8 @@ void write_chart(std::ostream& out, const causal_location& location, std::size_t
   out << fmt::format("<g class=\"chart\" transform=\"translate({:.1f},{:.1f})\">\n", left, top);
   out << fmt::format("<rect class=\"frame\" width=\"{}\" height=\"{}\"/>\n", chart_width, chart_height);
   out << fmt::format("<text class=\"title\" x=\"12\" y=\"20\">{}. {}</text>\n", rank, xml_text(location.selected));
-  const bool pooled = std::any_of(location.curves.begin(), location.curves.end(),
-                                  [](const causal_curve& curve) { return curve.pooled_baseline; });
-  out << fmt::format("<text class=\"note\" x=\"12\" y=\"36\">{} scope, {} experiments, impact {:+.1f}%{}</text>\n",
-                     xml_text(location.scope), location.experiments,
-                     location.impact * 100, pooled ? "; baseline pooled over every location's 0% experiments" : "");
+  out << fmt::format("<text class=\"note\" x=\"12\" y=\"36\">{} scope, {} experiments, impact {:+.1f}%</text>\n",
+                     xml_text(location.scope), location.experiments, location.impact * 100);
   for (double tick = low; tick <= high + step / 2; tick += step) {
     const double y = y_of(tick);
     out << fmt::format("<line class=\"{}\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>\n",

@@ -154,8 +154,8 @@ void write_causal_section(connection& profile, std::ostream& out, const window_r
                        causal_minimum_visits);
     return;
   }
-  out << "program speedup predicted for each line speedup, with 95% intervals; locations ranked by impact (the mean "
-         "program speedup over the line speedups tried)\n";
+  out << "program speedup predicted for each line speedup, with 95% intervals, against every 0% experiment together; "
+         "locations ranked by impact (the mean program speedup over the line speedups tried)\n";
   const auto shown = std::min(limit, summary.locations.size());
   for (std::size_t index = 0; index < shown; ++index) {
     const auto& location = summary.locations[index];
@@ -167,8 +167,6 @@ void write_causal_section(connection& profile, std::ostream& out, const window_r
       for (const auto& point : curve.estimates)
         cells.push_back(fmt::format("{:.0f}% -> {}", point.line_speedup * 100, with_interval(point)));
       out << fmt::format("     {} ({}): {}\n", printable(curve.progress_point), curve.kind, fmt::join(cells, ", "));
-      if (curve.pooled_baseline)
-        out << "       (no 0% experiment of its own: baseline pooled over every location's 0% experiments)\n";
       if (curve.impact > best->impact) best = &curve;
     }
     out << "     " << prediction(location, *best) << "\n";

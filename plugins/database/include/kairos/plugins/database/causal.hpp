@@ -29,7 +29,6 @@ struct causal_estimate {
 struct causal_curve {
   std::string progress_point;
   std::string kind;             // "throughput" or "latency"
-  bool pooled_baseline = false;  // the location had no 0% cell: every location's 0% experiments stand for it
   std::vector<causal_estimate> estimates;  // by line speedup
   double impact = 0;  // the mean program speedup over the line speedups tried (area / width)
 };
