@@ -26,8 +26,8 @@ PIPELINE = os.environ.get("KAIROS_PIPELINE", "")
 TIMEOUT = 120
 # The issue's bar: a prediction within 5 percentage points of the speedup really measured.
 TOLERANCE = 0.05
-# Real speedups are medians of runs interleaved round by round; when the runs of one configuration
-# spread wider than this, the machine's speed changed under them and no prediction can be judged.
+# Real speedups are medians over rounds of (base, variant) pairs run back to back; when the base's
+# runs spread wider than this, the machine's speed changed under them and no prediction can be judged.
 STEADY_SPREAD = 0.10
 
 
@@ -61,22 +61,28 @@ def predicted_speedups(db):
             for name, speedup, duration, visits in rows if visits > 0 and speedup > 0}
 
 
-def real_speedups(program, configurations, rounds=3, seconds="2"):
-    """{label: measured program speedup} of each (label, arguments) against the first, its runs
-    interleaved round by round; skips when the machine's speed drifts too much to judge."""
-    rates = {label: [] for label, _ in configurations}
+def real_speedups(program, configurations, rounds=3, seconds="1.5"):
+    """{label: measured program speedup} of each (label, arguments) after the first (the base): each
+    round runs the base right before each variant and takes the speedup within that pair, so a
+    drift of the machine's speed between runs seconds apart does not enter it; the median over
+    rounds. Skips when the base runs themselves spread too widely to judge."""
+    def rate(arguments):
+        result = run_process([program, seconds, *arguments], 30, env=environment())
+        check(result.returncode == 0, f"{program} {arguments} failed: {result.stderr.decode(errors='replace')}")
+        return float(re.search(rb": ([0-9.]+)", result.stdout).group(1))
+
+    (_, base_arguments), variants = configurations[0], configurations[1:]
+    bases, speedups = [], {label: [] for label, _ in variants}
     for _ in range(rounds):
-        for label, arguments in configurations:
-            result = run_process([program, seconds, *arguments], 30, env=environment())
-            check(result.returncode == 0, f"{program} {arguments} failed: {result.stderr.decode(errors='replace')}")
-            rates[label].append(float(re.search(rb": ([0-9.]+)", result.stdout).group(1)))
-    for label, values in rates.items():
-        spread = (max(values) - min(values)) / statistics.median(values)
-        if spread > STEADY_SPREAD:
-            skip(f"the machine's speed changed during the real runs ({label}: {sorted(values)}, spread "
-                 f"{spread:.0%} > {STEADY_SPREAD:.0%}): no ground truth to hold predictions against")
-    baseline = statistics.median(rates[configurations[0][0]])
-    return {label: 1 - baseline / statistics.median(values) for label, values in rates.items()}
+        for label, arguments in variants:
+            base = rate(base_arguments)
+            bases.append(base)
+            speedups[label].append(1 - base / rate(arguments))
+    spread = (max(bases) - min(bases)) / statistics.median(bases)
+    if spread > STEADY_SPREAD:
+        skip(f"the machine's speed changed during the real runs (the base's rates {sorted(bases)} spread "
+             f"{spread:.0%} > {STEADY_SPREAD:.0%}): no ground truth to hold predictions against")
+    return {label: statistics.median(values) for label, values in speedups.items()}
 
 
 def check_predictions(predictions, real, expectations):
@@ -180,6 +186,21 @@ def test_variants_run_one_process_per_configuration(directory):
                              "GROUP BY process ORDER BY 3").fetchall()
     check([(speedups, speedup) for _, speedups, speedup in per_process] == [(1, 0.0), (1, 0.5)],
           f"each run experiments at its one speedup: {per_process}")
+
+
+def test_experiments_run_only_inside_time_windows(directory):
+    # Two windows of 1.5 s, each after 1 s off (docs/windows.md): every experiment lies inside one.
+    result, err, db = causal(directory, ["--scope", "function", "--select", "a_work", "--experiment", "0.1",
+                                         "-s", "KAIROS_TRACE_PERIODS=realtime:1:1.5:2"], [TWO_THREADS, "6"])
+    check(result.returncode == 0 and db is not None, f"status {result.returncode}: {err}")
+    windows = db.execute("SELECT ordinal, start_ns, end_ns FROM window WHERE start_ns IS NOT NULL").fetchall()
+    check(len(windows) == 2, f"both windows opened: {windows}")
+    experiments = db.execute("SELECT window, start_ns, start_ns + duration_ns + delay_ns FROM causal_experiment").fetchall()
+    check(len(experiments) >= 4, f"experiments ran in the windows: {experiments}")
+    slack = 20_000_000  # an experiment ends within a slice of the experiments' thread after its window
+    for window, start, end in experiments:
+        inside = [w for w in windows if w[0] == window and w[1] <= start and end <= w[2] + slack]
+        check(inside, f"experiment {start}..{end} (window {window}) lies inside its window: {windows}")
 
 
 def test_coz_annotated_program_works_unchanged(directory):
