@@ -29,16 +29,17 @@
 #include <kairos/plugins/database/sqlite.hpp>
 #include <kairos/runtime/settings.hpp>
 
+#include "command_line.hpp"
+
 extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
+using kairos::tools::error_line;
+using kairos::tools::usage_error_status;
 
-constexpr int usage_error_status = 2;
 constexpr int failure_status = 1;
-
-void error_line(const std::string& message) { std::cerr << "[kairos] " << message << '\n'; }
 
 fs::path own_directory() {
   std::error_code error;
@@ -148,14 +149,6 @@ std::string default_output(const char* command) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int separator = -1;
-  for (int i = 1; i < argc; ++i)
-    if (std::string_view{argv[i]} == "--") {
-      separator = i;
-      break;
-    }
-  const int option_count = separator < 0 ? argc : separator;
-
   CLI::App app{
       "kairos-causal [options] -- <command> [args...]\n\n"
       "Causal profiling: which code, made faster, would make the program faster (docs/causal.md).\n"
@@ -187,32 +180,9 @@ int main(int argc, char** argv) {
   app.footer("Example: kairos-causal --scope function --speedups 0,25,50 -- ./app input");
   app.set_version_flag("--version", std::string{"kairos-causal "} + KAIROS_VERSION);
 
-  if (separator < 0) {
-    bool asks_for_help = false;
-    for (int i = 1; i < argc; ++i) {
-      const std::string_view argument{argv[i]};
-      asks_for_help = asks_for_help || argument == "-h" || argument == "--help" || argument == "--version";
-    }
-    if (!asks_for_help) {
-      error_line("missing '--' before the command: kairos-causal [options] -- <command> [args...]");
-      return usage_error_status;
-    }
-  }
-  try {
-    app.parse(option_count, argv);
-  } catch (const CLI::CallForHelp& help) {
-    return app.exit(help);
-  } catch (const CLI::CallForVersion& version) {
-    return app.exit(version);
-  } catch (const CLI::ParseError& error) {
-    error_line(fmt::format("{}; see kairos-causal --help", error.what()));
-    return usage_error_status;
-  }
-  if (separator + 1 >= argc) {
-    error_line("no command after '--': kairos-causal [options] -- <command> [args...]");
-    return usage_error_status;
-  }
-  char** command = argv + separator + 1;
+  const auto parsed = kairos::tools::parse_command_line(app, argc, argv, "kairos-causal [options] -- <command> [args...]");
+  if (const int* status = std::get_if<int>(&parsed)) return *status;
+  char** command = std::get<char**>(parsed);
   const auto plan = configurations(given);
   // Every value kairos-run would refuse, refused here first, before any directory or run.
   for (const auto& config : plan)

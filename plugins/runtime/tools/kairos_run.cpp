@@ -19,6 +19,8 @@
 #include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
 
+#include "command_line.hpp"
+
 #ifndef KAIROS_RUN_LIBRARY_RELATIVE_PATH
 #define KAIROS_RUN_LIBRARY_RELATIVE_PATH "../lib"
 #endif
@@ -28,13 +30,12 @@ extern char** environ;
 namespace {
 
 using kairos::runtime::check_value;
+using kairos::tools::error_line;
+using kairos::tools::usage_error_status;
 using kairos::runtime::find_setting;
 
-constexpr int usage_error_status = 2;
 constexpr int not_found_status = 127;       // as a shell reports a command it cannot find
 constexpr int not_executable_status = 126;  // as a shell reports a command it cannot run
-
-void error_line(const std::string& message) { std::cerr << "[kairos] " << message << '\n'; }
 
 std::filesystem::path own_directory() {
   std::error_code error;
@@ -57,15 +58,6 @@ struct assignment {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Everything after the first "--" is the command, never parsed as kairos-run's options.
-  int separator = -1;
-  for (int i = 1; i < argc; ++i)
-    if (std::string_view{argv[i]} == "--") {
-      separator = i;
-      break;
-    }
-  const int option_count = separator < 0 ? argc : separator;
-
   CLI::App app{
       "kairos-run [options] -- <command> [args...]\n\n"
       "Profile a program with kairos (libkairos.so preloaded).\n"
@@ -114,32 +106,9 @@ int main(int argc, char** argv) {
   app.footer("Example: kairos-run -o out/%exe%-%pid% --components wall_clock,peak_rss -- ./app 1 2");
   app.set_version_flag("--version", std::string{"kairos-run "} + KAIROS_VERSION);
 
-  if (separator < 0) {
-    bool asks_for_help = false;
-    for (int i = 1; i < argc; ++i) {
-      const std::string_view argument{argv[i]};
-      asks_for_help = asks_for_help || argument == "-h" || argument == "--help" ||
-                      argument == "--version";
-    }
-    if (!asks_for_help) {
-      error_line("missing '--' before the command: kairos-run [options] -- <command> [args...]");
-      return usage_error_status;
-    }
-  }
-  try {
-    app.parse(option_count, argv);
-  } catch (const CLI::CallForHelp& help) {
-    return app.exit(help);
-  } catch (const CLI::CallForVersion& version) {
-    return app.exit(version);
-  } catch (const CLI::ParseError& error) {
-    error_line(fmt::format("{}; see kairos-run --help", error.what()));
-    return usage_error_status;
-  }
-  if (separator + 1 >= argc) {
-    error_line("no command after '--': kairos-run [options] -- <command> [args...]");
-    return usage_error_status;
-  }
+  const auto parsed = kairos::tools::parse_command_line(app, argc, argv, "kairos-run [options] -- <command> [args...]");
+  if (const int* status = std::get_if<int>(&parsed)) return *status;
+  char** command = std::get<char**>(parsed);
 
   std::vector<assignment> assignments;
   auto add = [&](std::string_view variable, const std::string& value) {
@@ -207,8 +176,8 @@ int main(int argc, char** argv) {
   if (existing && *existing) preload += std::string{":"} + existing;
   setenv("LD_PRELOAD", preload.c_str(), 1);
 
-  execvpe(argv[separator + 1], argv + separator + 1, environ);
+  execvpe(command[0], command, environ);
   const int error = errno;
-  error_line(fmt::format("cannot run '{}': {}", argv[separator + 1], std::strerror(error)));
+  error_line(fmt::format("cannot run '{}': {}", command[0], std::strerror(error)));
   return error == ENOENT ? not_found_status : not_executable_status;
 }
