@@ -203,6 +203,7 @@ merger::merger(const std::string& output) : state_{std::make_unique<state>(outpu
 merger::~merger() = default;
 
 void merger::finish() {
+  create_deferred_indexes(state_->database);
   const int fd = ::open(state_->database.path().c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 || ::fsync(fd) != 0) {
     const std::string reason = std::strerror(errno);

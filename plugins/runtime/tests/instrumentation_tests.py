@@ -58,6 +58,8 @@ def test_call_tree_has_exact_counts(directory):
     check(found.get("fib(int)") == fib_calls(12), f"fib(12) is {fib_calls(12)} calls: {found}")
     check(found.get("catcher()") == 1 and found.get("thrower(int)") == 4, f"catcher once, thrower 4 times: {found}")
     check(found.get("main") == 1, f"main once: {found}")
+    check(db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'region_thread_time'")
+          .fetchone()[0] == 1, "the region index, left out while rows arrive, is built at the end")
     # The tree: fib's first call under main, each deeper call one depth further, as deep as fib(12) goes.
     depth_of_main = db.execute("SELECT depth FROM regions WHERE name = 'main'").fetchone()[0]
     depths = [d for (d,) in db.execute("SELECT DISTINCT depth FROM regions WHERE name = 'fib(int)' ORDER BY depth")]

@@ -399,6 +399,7 @@ std::string finish_profile_database(std::string_view end_reason) {
     file().writer->set_metadata("rows_lost", std::to_string(file().counts.rows_lost));
     file().writer->end_process(file().process_row, steady_now_ns());
     file().writer->count_window_rows();
+    database::create_deferred_indexes(file().writer->database());
   });
   commit_now();
   return file().path;

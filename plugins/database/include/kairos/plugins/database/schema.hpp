@@ -16,6 +16,11 @@ inline constexpr int schema_version = 7;
 // Creates every table and view in an empty database (WAL journal).
 void create_schema(connection& database);
 
+// The indexes readers need, which writers leave out while rows arrive: a writer calls this once,
+// when its last row is in (the runtime at the process's end, kairos-merge at its end). A database
+// left by a killed program lacks them; every query still works.
+void create_deferred_indexes(connection& database);
+
 // Creates a new database at `path` with the schema; throws database_error when the path exists
 // (a profile is never appended to or overwritten) or cannot be created.
 connection create_profile(const std::string& path);
