@@ -54,7 +54,6 @@ struct address_slot {
 
 struct hot_state {
   std::atomic<bool> enabled{false};
-  std::atomic<bool> forked{false};
   // The experiment under way: its number (0: none), the location sped up and by how much.
   // Published in this order: start delay and speedup, then the number, then the location.
   std::atomic<std::uint64_t> experiment{0};
@@ -64,7 +63,7 @@ struct hot_state {
   std::atomic<std::int64_t> global_delay{0};
   std::atomic<std::int64_t> selected_samples{0};
   std::atomic<std::int64_t> overslept{0};
-  std::atomic<std::uint64_t> pending{0};      // addresses inserted, not resolved yet
+  std::atomic<std::uint64_t> inserted{0};     // addresses inserted so far (the resolver rescans when it grows)
   std::atomic<std::uint64_t> table_full{0};   // frames whose address found no slot
   std::atomic<std::uint32_t> recent[recent_samples] = {};  // the in-scope location of recent samples
   std::atomic<std::uint32_t> recent_next{0};
@@ -98,7 +97,7 @@ std::uint32_t location_of(std::uint64_t address) noexcept {
     if (key == address) return slot.location.load(std::memory_order_acquire);
     if (key != 0) continue;
     if (slot.address.compare_exchange_strong(key, address, std::memory_order_acq_rel)) {
-      hot.pending.fetch_add(1, std::memory_order_release);
+      hot.inserted.fetch_add(1, std::memory_order_release);
       return unresolved;
     }
     if (key == address) return slot.location.load(std::memory_order_acquire);
@@ -194,6 +193,7 @@ struct controller_state {
   std::unordered_map<std::string, bool> module_in_scope;
   std::unique_ptr<backtrace_symbolizer> symbols;
   std::uint64_t experiment_number = 0;
+  std::uint64_t inserted_resolved = 0;  // hot.inserted when resolve_pending last scanned
   std::atomic<causal_idle> idle{causal_idle::no_samples_in_scope};  // until an experiment runs
   causal_summary totals;
   std::mt19937_64 random{static_cast<std::uint64_t>(steady_now_ns()) ^ static_cast<std::uint64_t>(getpid())};
@@ -239,7 +239,8 @@ std::uint32_t intern_location(std::string name) {
 std::uint32_t resolve(std::uint64_t address) {
   if (!controller->symbols)
     controller->symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor, source_lines::own);
-  const auto& symbol = controller->symbols->resolve(address);
+  // Uncached: the address table keeps the answer, once per address.
+  const auto symbol = controller->symbols->resolve_uncached(address);
   if (!module_in_scope(symbol.module)) return outside_scope;
   const bool by_line = controller->options.scope == "line";
   if (by_line ? !symbol.has_source() : !symbol.has_function()) return outside_scope;
@@ -251,18 +252,18 @@ std::uint32_t resolve(std::uint64_t address) {
   return intern_location(by_line ? fmt::format("{}:{}", symbol.file, symbol.line) : symbol.function);
 }
 
-// Resolves the addresses the handlers inserted since the last call.
+// Resolves the addresses the handlers inserted since the last call. An address inserted while the
+// table is scanned is counted after its slot is claimed, so the next call scans again.
 void resolve_pending() {
-  if (hot.pending.load(std::memory_order_acquire) == 0) return;
-  std::uint64_t resolved = 0;
+  const auto inserted = hot.inserted.load(std::memory_order_acquire);
+  if (inserted == controller->inserted_resolved) return;
+  controller->inserted_resolved = inserted;
   for (std::size_t i = 0; i < address_slots; ++i) {
     auto& slot = address_table[i];
     const auto address = slot.address.load(std::memory_order_acquire);
     if (address == 0 || slot.location.load(std::memory_order_relaxed) != unresolved) continue;
     slot.location.store(resolve(address), std::memory_order_release);
-    ++resolved;
   }
-  hot.pending.fetch_sub(std::min<std::uint64_t>(resolved, hot.pending.load()), std::memory_order_acq_rel);
 }
 
 std::string name_of(std::uint32_t id) {
@@ -433,7 +434,7 @@ problem start_causal(const causal_options& options, causal_delivery deliver) {
 bool causal_running() noexcept { return controller && controller->running.load(); }
 
 void stop_causal() noexcept {
-  if (!causal_running() || hot.forked.load()) return;
+  if (!causal_running()) return;
   controller->stopping.store(true);
   sem_post(&controller->wake);
   wait_until([] { return controller->done.load(); }, std::chrono::milliseconds{2000});
@@ -451,7 +452,7 @@ void stop_causal() noexcept {
 }
 
 void causal_forget_after_fork_in_child() noexcept {
-  hot.forked.store(true);
+  if (controller) controller->running.store(false);  // its thread is the parent's: nothing to stop
   hot.enabled.store(false);
   hot.experiment.store(0);
   hot.selected.store(0);
