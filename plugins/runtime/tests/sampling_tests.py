@@ -115,6 +115,29 @@ def test_cpu_split_timer_fallback(directory):
     check(count > 0.1 * 1000 * cpu_s, f"timer samples delivered: {count}")
 
 
+def test_own_costs_at_verbose(directory):
+    # KAIROS_VERBOSE=1 says what kairos's own parts cost (wall/CPU ms), so a user can see where a
+    # run's fixed cost went; benchmarks/sampling/fixed_cost.py takes its medians from this line.
+    out, err, status = kairos(["split", "0.3"], directory, ["--freq", "500"], KAIROS_VERBOSE=1)
+    check(status == 0, err)
+    lines = [line for line in err.splitlines() if line.startswith("[kairos] own time, wall/CPU: ")]
+    check(len(lines) == 1, f"one own-time line expected: {err!r}")
+    parts = {}
+    for item in lines[0].split(": ", 1)[1].split(", "):
+        match = re.fullmatch(r"([a-z -]+) ([0-9.]+)/([0-9.]+) ms", item)
+        check(match is not None, f"a part reads 'name wall/cpu ms': {item!r}")
+        parts[match.group(1)] = (float(match.group(2)), float(match.group(3)))
+    for name in ("start-up", "sample delivery", "database creation", "symbols", "stopping", "database end",
+                 "outputs"):
+        check(name in parts, f"{name} is listed: {lines[0]!r}")
+        check(parts[name][1] > 0, f"{name} took some CPU: {lines[0]!r}")
+    # Nesting: delivery includes the symbols it looked up; no part is longer than the run.
+    check(parts["sample delivery"][1] >= parts["symbols"][1] * 0.99, lines[0])
+    check(all(wall < 60_000 for wall, _ in parts.values()), lines[0])
+    _, quiet, _ = kairos(["split", "0.1"], directory, ["--freq", "500"], KAIROS_OUTPUT_PATH="quiet")
+    check("own time" not in quiet, f"not said at the default verbosity: {quiet!r}")
+
+
 def test_threads_and_call_chain(directory):
     out, err, status = kairos(["split", "0.8"], directory, ["--freq", "500"])
     check(status == 0, err)

@@ -85,7 +85,8 @@ constexpr std::array definitions{
     setting_definition{"enabled", "KAIROS_ENABLED", boolean, "true", "general",
                        "profile the program at all; false makes libkairos.so do nothing"},
     setting_definition{"verbose", "KAIROS_VERBOSE", integer, "0", "general",
-                       "0: only problems and the exit summary; 1: what kairos does; 2: per thread",
+                       "0: only problems and the exit summary; 1: what kairos does, and what its parts "
+                       "cost the run; 2: per thread",
                        {}, 0, 3},
     setting_definition{"config_file", "KAIROS_CONFIG_FILE", path, "", "general",
                        "JSON file of settings (keys or variables to values), below the "

@@ -10,6 +10,7 @@
 #include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
 #include "preload/sink/profile_database.hpp"
+#include "preload/support/own_costs.hpp"
 #include "preload/threads/thread_registry.hpp"
 #include "preload/windows/window_state.hpp"
 #include "preload/windows/windows.hpp"
@@ -121,6 +122,7 @@ void add_mpi_rows(database_batch& rows, const mpi_call_batch& batch) {
 
 void deliver_samples(const sample_batch& batch) {
   std::lock_guard lock{state->mutex};
+  own_cost_timer cost{own_cost::sample_delivery};
   forget_parent_if_forked();
   database_batch rows;
   for (const auto& sample : batch) {

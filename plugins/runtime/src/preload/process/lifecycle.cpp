@@ -27,6 +27,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -52,6 +53,7 @@
 #include "preload/sink/profile_database.hpp"
 #include "preload/support/bounded_wait.hpp"
 #include "preload/support/file_size_signal.hpp"
+#include "preload/support/own_costs.hpp"
 #include "preload/support/private_descriptor.hpp"
 #include "preload/support/problems.hpp"
 #include "preload/support/reentry_guard.hpp"
@@ -247,6 +249,7 @@ std::string causal_summary_text(const causal_summary& causal) {
 // Stops the producers, delivers everything, closes the database; writes the outputs under `stem`
 // and says what was written. Nothing recorded: nothing written.
 void write_everything(const std::string& end_reason, bool snapshot) {
+  std::optional<own_cost_timer> cost{own_cost::stopping};
   stop_causal();  // first: its last experiment ends before the samples that drive it stop
   stop_windows();
   stop_sampling();
@@ -279,9 +282,11 @@ void write_everything(const std::string& end_reason, bool snapshot) {
     add_database_metadata("windows.skipped", std::to_string(windows.skipped));
     add_database_metadata("windows.edge_ns", std::to_string(windows.edge_ns));
   }
+  cost.emplace(own_cost::database_end);
   flush_to_database(true);
   auto database_path = finish_profile_database(end_reason);
   close_profile_database();
+  cost.reset();
   const auto counts = database_counts_written();
   const auto regions = regions_recorded() + function_calls_recorded();
   const auto gpu_work = counts.gpu_kernels + counts.gpu_copies;
@@ -304,7 +309,10 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   if (snapshot) stem = globals->exec_snapshot_stem = fmt::format("{}-exec{}", stem, globals->identity.generation);
   report_request request{stem, globals->formats, globals->command_line, end_reason, database_path,
                          regions, mismatched_pops()};
-  const auto written = write_report(request);
+  const auto written = [&] {
+    own_cost_timer outputs_cost{own_cost::outputs};
+    return write_report(request);
+  }();
   if (!written.database_path.empty() && !wants_format("db")) remove_database_files(written.database_path);
   report(written.failure);
   auto with_rows = lost;
@@ -356,6 +364,7 @@ void finalize(const std::string& end_reason) {
     file_size_signal_guard quota;
     report(capture_problem("writing the outputs failed; the program is unaffected",
                            [&] { write_everything(end_reason, false); }));
+    if (verbosity() > 0) report("own time, wall/CPU: " + own_costs_text());
   }
   state.store(runtime_state::finalized, std::memory_order_seq_cst);
   finalize_done.store(true);
@@ -635,6 +644,7 @@ void initialize() {
 }
 
 __attribute__((constructor)) void initialize_before_main() {
+  own_cost_timer cost{own_cost::start_up};
   if (auto failure = capture_problem("initialization failed", [] { initialize(); })) {
     state.store(runtime_state::off);
     report(failure.text() + "; the program runs without kairos");

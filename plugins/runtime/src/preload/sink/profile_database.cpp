@@ -19,6 +19,7 @@
 #include <kairos/plugins/database/writer.hpp>
 
 #include "preload/support/clock.hpp"
+#include "preload/support/own_costs.hpp"
 #include "preload/support/private_descriptor.hpp"
 #include "preload/threads/thread_registry.hpp"
 
@@ -64,6 +65,7 @@ database_file& file() {
 }
 
 database::frame_info symbolize(std::uint64_t address) {
+  own_cost_timer cost{own_cost::symbols};
   // libdw keeps the ELF and debug files it reads open: above kairos's floor, like every
   // descriptor kairos keeps, they never sit on a number the program uses.
   if (!file().symbols) file().symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor, state->lines);
@@ -125,6 +127,7 @@ void record_failure(problem failure) {
 bool create_if_needed() {
   if (file().writer) return true;
   if (file().creation_failed || !state->resolve_path) return false;
+  own_cost_timer cost{own_cost::database_creation};
   file().path = state->resolve_path();
   struct stat status {};
   const bool existed_before = lstat(file().path.c_str(), &status) == 0;  // then it is not ours
