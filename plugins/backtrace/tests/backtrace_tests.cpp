@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
+#include <elfutils/libdwfl.h>
+#include <link.h>
+#include <unistd.h>
 #include <sys/mman.h>
 
 #include <cstdint>
@@ -184,6 +187,56 @@ TEST_CASE("an address outside every loaded object is [unknown] with its absolute
   CHECK(symbol.function.empty());
   CHECK_FALSE(symbol.has_source());
   munmap(anonymous, 4096);
+}
+
+namespace {
+int collect_executable_ranges(dl_phdr_info* info, std::size_t, void* out) {
+  auto& ranges = *static_cast<std::vector<std::pair<std::uintptr_t, std::uintptr_t>>*>(out);
+  if (std::strstr(info->dlpi_name, "libc.so") == nullptr && std::strstr(info->dlpi_name, "libstdc++") == nullptr)
+    return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i)
+    if (info->dlpi_phdr[i].p_type == PT_LOAD && (info->dlpi_phdr[i].p_flags & PF_X) != 0)
+      ranges.emplace_back(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr,
+                          info->dlpi_addr + info->dlpi_phdr[i].p_vaddr + info->dlpi_phdr[i].p_memsz);
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("a module asked often is indexed, and names every address as libdwfl's own lookup does") {
+  // Thousands of addresses over libc's and libstdc++'s code: the first few of each module go
+  // through libdwfl's scan, the rest through kairos's index, and every name must be libdwfl's
+  // (aliases included: free, not cfree@GLIBC_2.2.5; __libc_malloc where libdwfl says so).
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
+  dl_iterate_phdr(&collect_executable_ranges, &ranges);
+  REQUIRE(ranges.size() >= 2);
+  const Dwfl_Callbacks callbacks{dwfl_linux_proc_find_elf, dwfl_build_id_find_debuginfo, nullptr, nullptr};
+  Dwfl* reference = dwfl_begin(&callbacks);
+  REQUIRE(reference != nullptr);
+  dwfl_report_begin(reference);
+  REQUIRE(dwfl_linux_proc_report(reference, getpid()) == 0);
+  dwfl_report_end(reference, nullptr, nullptr);
+  kairos::backtrace_symbolizer symbolizer{nullptr, kairos::source_lines::off};
+  int compared = 0;
+  int named = 0;
+  for (const auto& [low, high] : ranges)
+    for (std::uintptr_t address = low; address < high; address += 797) {
+      std::string expected;
+      GElf_Off offset = 0;
+      GElf_Sym symbol{};
+      if (Dwfl_Module* module = dwfl_addrmodule(reference, address))
+        if (const char* name = dwfl_module_addrinfo(module, address, &offset, &symbol, nullptr, nullptr, nullptr))
+          expected = kairos::backtrace_symbolizer::demangle(name);
+      const auto found = symbolizer.resolve_uncached(address);
+      if (!expected.empty()) {
+        ++named;
+        CHECK_MESSAGE(found.function == expected, "at ", found.module, "+", found.module_offset);
+        CHECK(found.function_offset == offset);
+      }
+      ++compared;
+    }
+  dwfl_end(reference);
+  MESSAGE(compared, " addresses compared, ", named, " of them named by libdwfl");
+  CHECK(named > 1000);
 }
 
 TEST_CASE("symbolization is cached per address") {

@@ -7,8 +7,9 @@
 //   module + offset  dladdr1(RTLD_DL_LINKMAP): always, for any address inside a loaded object;
 //                    the offset is the ELF virtual address (address - load bias), what
 //                    `addr2line -e <module> <offset>` takes. Outside every object: "[unknown]".
-//   function         libdwfl's symbol lookup (.symtab, also of separate debug files), else
-//                    dladdr's dynamic symbol; demangled with abi::__cxa_demangle.
+//   function         the module's symbol table as libdwfl reads it (.symtab, also of separate
+//                    debug files), indexed once per module; else dladdr's dynamic symbol;
+//                    demangled with abi::__cxa_demangle.
 //   file:line        libdw (elfutils) line tables, found through build-id / .gnu_debuglink as
 //                    well (Debian's -dbgsym packages); for inlined code, the call site inside the
 //                    named function. Without libdw at build time: left empty.
@@ -18,8 +19,10 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <span>
@@ -189,12 +192,7 @@ class backtrace_symbolizer {
         module = dw_->dwfl_addrmodule(dwfl_, address);
       }
       if (module != nullptr) {
-        GElf_Off offset = 0;
-        GElf_Sym elf_symbol{};
-        if (const char* name = dw_->dwfl_module_addrinfo(module, address, &offset, &elf_symbol, nullptr, nullptr, nullptr)) {
-          symbol.function = demangle(name);
-          symbol.function_offset = offset;
-        }
+        name_function(module, address, symbol);
         if (wants_lines(module)) {
           if (Dwfl_Line* line = dw_->dwfl_module_getsrc(module, address)) {
             int line_number = 0;
@@ -334,9 +332,103 @@ class backtrace_symbolizer {
     return false;
   }
 
+  // libdwfl's dwfl_module_addrinfo scans the module's whole symbol table at every call: 110 µs an
+  // address in libc, whose separate debug file lists ten thousand symbols. A module asked often
+  // gets an index (its symbols sorted by address, read once: 0.3-0.5 ms for such a table), and a
+  // binary search; one asked a few times (a thread's entry in libstdc++) is scanned, which costs
+  // less than building its index.
+  static constexpr int scans_before_index = 16;
+  void name_function(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
+    if (auto& scans = scans_of_module_[module]; scans < scans_before_index) {
+      ++scans;
+      GElf_Off offset = 0;
+      GElf_Sym elf_symbol{};
+      if (const char* name = dw_->dwfl_module_addrinfo(module, address, &offset, &elf_symbol, nullptr, nullptr, nullptr)) {
+        symbol.function = demangle(name);
+        symbol.function_offset = offset;
+      }
+      return;
+    }
+    if (const auto* found = symbol_containing(module, address)) {
+      symbol.function = demangle(found->name);
+      symbol.function_offset = address - found->start;
+    }
+  }
+  // A module's symbols sorted by address, read once.
+  struct indexed_symbol {
+    GElf_Addr start = 0;  // in the process
+    GElf_Xword size = 0;  // 0: unknown (extends to the next symbol)
+    int binding_rank = 0;  // global 2, weak 1, local 0
+    int index = 0;         // in the table
+    const char* name = nullptr;  // in libdw's copy of the string table, valid while the module is
+  };
+  const std::vector<indexed_symbol>& symbols_of(Dwfl_Module* module) {
+    auto [entry, fresh] = symbols_.try_emplace(module);
+    if (!fresh) return entry->second;
+    auto& table = entry->second;
+    const int count = dw_->dwfl_module_getsymtab(module);
+    table.reserve(count > 0 ? static_cast<std::size_t>(count) : 0);
+    for (int i = 1; i < count; ++i) {  // entry 0 is the null symbol
+      GElf_Sym elf_symbol{};
+      GElf_Addr start = 0;
+      GElf_Word section = 0;
+      const char* name = dw_->dwfl_module_getsym_info(module, i, &elf_symbol, &start, &section, nullptr, nullptr);
+      const int type = GELF_ST_TYPE(elf_symbol.st_info);
+      // The name's bytes are not read here: touching every name faults in the whole string table
+      // (a megabyte of mangled names in a C++ library), the larger part of building the index.
+      if (name == nullptr || elf_symbol.st_name == 0 || section == SHN_UNDEF || section == SHN_ABS ||
+          type == STT_SECTION || type == STT_FILE || type == STT_TLS)
+        continue;
+      const int binding = GELF_ST_BIND(elf_symbol.st_info);
+      table.push_back({start, elf_symbol.st_size, binding == STB_GLOBAL ? 2 : binding == STB_WEAK ? 1 : 0, i, name});
+    }
+    // One symbol per address, libdwfl's choice among aliases: a sized one, then the strongest
+    // binding, then a plain name before a versioned one (free, not cfree@GLIBC_2.2.5), then the
+    // first in the table. Sorted by address alone; names are compared only among aliases.
+    std::sort(table.begin(), table.end(), [](const indexed_symbol& a, const indexed_symbol& b) {
+      return a.start != b.start ? a.start < b.start : a.index < b.index;
+    });
+    auto better = [](const indexed_symbol& a, const indexed_symbol& b) {
+      if ((a.size != 0) != (b.size != 0)) return a.size != 0;
+      if (a.binding_rank != b.binding_rank) return a.binding_rank > b.binding_rank;
+      const bool a_versioned = std::strchr(a.name, '@') != nullptr;
+      const bool b_versioned = std::strchr(b.name, '@') != nullptr;
+      return !a_versioned && b_versioned;
+    };
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      if (kept > 0 && table[kept - 1].start == table[i].start) {
+        if (better(table[i], table[kept - 1])) table[kept - 1] = table[i];
+      } else {
+        table[kept++] = table[i];
+      }
+    }
+    table.resize(kept);
+    return table;
+  }
+  // The symbol whose extent holds `address`; else the nearest unsized one before it; else none.
+  const indexed_symbol* symbol_containing(Dwfl_Module* module, std::uintptr_t address) {
+    const auto& table = symbols_of(module);
+    auto after = std::upper_bound(table.begin(), table.end(), address,
+                                  [](std::uintptr_t a, const indexed_symbol& s) { return a < s.start; });
+    if (after == table.begin()) return nullptr;
+    const auto& nearest = *(after - 1);
+    if (nearest.size == 0 || address < nearest.start + nearest.size) return &nearest;
+    // Past the nearest symbol's end: inside an enclosing one that starts earlier, if any (rare:
+    // a few steps back cover the nestings compilers emit).
+    for (auto it = after - 1; it != table.begin() && (after - it) <= 8;) {
+      --it;
+      if (it->size != 0 && address < it->start + it->size) return &*it;
+    }
+    return nullptr;
+  }
+
   void report_modules() {
     if (dwfl_ == nullptr) return;
-    units_without_ranges_.clear();  // a module dropped by the new report may leave its address to another
+    // A module dropped by the new report may leave its address (and its Dwfl_Module*) to another.
+    units_without_ranges_.clear();
+    symbols_.clear();
+    scans_of_module_.clear();
     dw_->dwfl_report_begin(dwfl_);
     dw_->dwfl_linux_proc_report(dwfl_, getpid());
     dw_->dwfl_report_end(dwfl_, nullptr, nullptr);
@@ -345,6 +437,8 @@ class backtrace_symbolizer {
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
   std::unordered_map<Dwfl_Module*, std::vector<std::pair<Dwarf_Die*, Dwarf_Addr>>> units_without_ranges_;
+  std::unordered_map<Dwfl_Module*, std::vector<indexed_symbol>> symbols_;
+  std::unordered_map<Dwfl_Module*, int> scans_of_module_;
 #endif
   source_lines lines_;
   mutable std::mutex mutex_;
