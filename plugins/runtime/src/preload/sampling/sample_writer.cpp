@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -139,16 +140,19 @@ bool spill(sample_writer& writer, const sample_batch& batch) {
 }
 
 void deliver_spill_file(sample_writer& writer) {
+  if (writer.delivered >= writer.spilled) return;
   sample_batch batch;
-  std::vector<char> chunk(1 << 20);
+  // Only as large as what waits (a short run's few kilobytes), and not zeroed: pread fills it.
+  const auto chunk_size = static_cast<std::size_t>(std::min<off_t>(1 << 20, writer.spilled - writer.delivered));
+  const std::unique_ptr<char[]> chunk{new char[chunk_size]};
   while (writer.delivered < writer.spilled && writer.spill_file.still_ours()) {
-    const auto want = std::min<off_t>(static_cast<off_t>(chunk.size()), writer.spilled - writer.delivered);
-    const auto n = pread(writer.spill_file.get(), chunk.data(), static_cast<std::size_t>(want), writer.delivered);
+    const auto want = std::min<off_t>(static_cast<off_t>(chunk_size), writer.spilled - writer.delivered);
+    const auto n = pread(writer.spill_file.get(), chunk.get(), static_cast<std::size_t>(want), writer.delivered);
     if (n <= 0) break;
     std::size_t position = 0;
     while (position + sizeof(spill_header) <= static_cast<std::size_t>(n)) {
       spill_header header;
-      std::memcpy(&header, chunk.data() + position, sizeof header);
+      std::memcpy(&header, chunk.get() + position, sizeof header);
       const auto size = sizeof header + header.frame_count * sizeof(std::uint64_t);
       if (position + size > static_cast<std::size_t>(n)) break;
       auto& sample = batch.emplace_back();
@@ -159,7 +163,7 @@ void deliver_spill_file(sample_writer& writer) {
       sample.source = header.source;
       sample.window = header.window;
       sample.frame_count = header.frame_count;
-      std::memcpy(sample.addresses, chunk.data() + position + sizeof header,
+      std::memcpy(sample.addresses, chunk.get() + position + sizeof header,
                   header.frame_count * sizeof(std::uint64_t));
       position += size;
       if (batch.size() >= delivery_batch) {
