@@ -333,11 +333,11 @@ class backtrace_symbolizer {
   }
 
   // libdwfl's dwfl_module_addrinfo scans the module's whole symbol table at every call: 110 µs an
-  // address in libc, whose separate debug file lists ten thousand symbols. A module asked often
-  // gets an index (its symbols sorted by address, read once: 0.3-0.5 ms for such a table), and a
-  // binary search; one asked a few times (a thread's entry in libstdc++) is scanned, which costs
-  // less than building its index.
-  static constexpr int scans_before_index = 16;
+  // address in libc, whose separate debug file lists ten thousand symbols. A module asked more
+  // than a few times gets an index (its symbols sorted by address, read once) and a binary
+  // search; one asked once or twice (a thread's entry in libstdc++) is scanned, which costs less
+  // than building its index (docs/plugins/backtrace.md has the measurements behind the 4).
+  static constexpr int scans_before_index = 4;
   void name_function(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
     if (auto& scans = scans_of_module_[module]; scans < scans_before_index) {
       ++scans;
