@@ -68,7 +68,10 @@ database::frame_info symbolize(std::uint64_t address) {
   own_cost_timer cost{own_cost::symbols};
   // libdw keeps the ELF and debug files it reads open: above kairos's floor, like every
   // descriptor kairos keeps, they never sit on a number the program uses.
-  if (!file().symbols) file().symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor, state->lines);
+  // kairos's own frames (the thread-start trampoline under every thread) get names, not lines.
+  if (!file().symbols)
+    file().symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor, state->lines,
+                                                            reinterpret_cast<const void*>(&symbolize));
   const auto& symbol = file().symbols->resolve(static_cast<std::uintptr_t>(address));
   database::frame_info frame;
   frame.address = address;
