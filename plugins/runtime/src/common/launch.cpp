@@ -6,12 +6,12 @@
 #include <ctime>
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
 #include <limits.h>
-#include <sstream>
 #include <vector>
 
 #include <kairos/runtime/output_path.hpp>
+
+#include "proc_file.hpp"
 
 namespace kairos::runtime {
 namespace {
@@ -37,11 +37,10 @@ constexpr std::array<launcher_variables, 5> launchers{{
 }};
 
 std::int64_t boot_unix_seconds() {
-  std::ifstream stat{"/proc/stat"};
-  std::string line;
-  while (std::getline(stat, line))
-    if (line.starts_with("btime ")) return std::strtoll(line.c_str() + 6, nullptr, 10);
-  return 0;
+  const auto stat = read_proc_file("/proc/stat");
+  if (!stat) return 0;
+  const auto at = stat->find("\nbtime ");
+  return at == std::string::npos ? 0 : std::strtoll(stat->c_str() + at + 7, nullptr, 10);
 }
 
 }  // namespace
@@ -51,24 +50,30 @@ namespace {
 // /proc/PID/stat's fields from the third on (state, ppid, ...): the command name before them may
 // hold spaces and parentheses, so they are counted from its closing parenthesis.
 std::vector<std::string> stat_fields(pid_t pid) {
-  std::ifstream file{"/proc/" + std::to_string(pid) + "/stat"};
-  std::string text{std::istreambuf_iterator<char>{file}, {}};
+  const auto text = read_proc_file("/proc/" + std::to_string(pid) + "/stat").value_or("");
   std::vector<std::string> fields;
   const auto name_end = text.rfind(')');
   if (name_end == std::string::npos || name_end + 2 > text.size()) return fields;
-  std::istringstream rest{text.substr(name_end + 2)};
-  for (std::string field; rest >> field;) fields.push_back(std::move(field));
+  for (auto begin = text.find_first_not_of(" \n", name_end + 1); begin != std::string::npos;) {
+    const auto end = text.find_first_of(" \n", begin);
+    fields.push_back(text.substr(begin, end - begin));
+    begin = end == std::string::npos ? end : text.find_first_not_of(" \n", end);
+  }
   return fields;
 }
 
 // Whether PID was started with `variable` in its environment (/proc/PID/environ: the environment
 // it was executed with); nullopt when it cannot be read.
 std::optional<bool> started_with(pid_t pid, std::string_view variable) {
-  std::ifstream file{"/proc/" + std::to_string(pid) + "/environ", std::ios::binary};
-  if (!file) return std::nullopt;
+  const auto environment = read_proc_file("/proc/" + std::to_string(pid) + "/environ");
+  if (!environment) return std::nullopt;
   const std::string prefix = std::string{variable} + "=";
-  for (std::string entry; std::getline(file, entry, '\0');)
-    if (entry.starts_with(prefix)) return true;
+  for (std::size_t begin = 0; begin < environment->size();) {
+    auto end = environment->find('\0', begin);
+    if (end == std::string::npos) end = environment->size();
+    if (std::string_view{*environment}.substr(begin, end - begin).starts_with(prefix)) return true;
+    begin = end + 1;
+  }
   return false;
 }
 

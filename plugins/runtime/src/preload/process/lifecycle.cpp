@@ -26,7 +26,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +37,7 @@
 #include <kairos/runtime/settings.hpp>
 #include <kairos/runtime/time_windows.hpp>
 
+#include "common/proc_file.hpp"
 #include "preload/causal/blocking_calls.hpp"
 #include "preload/causal/causal.hpp"
 #include "preload/gpu/gpu_activity.hpp"
@@ -109,8 +109,7 @@ std::string environment_value(const char* name) {
 }
 
 std::string read_command_line() {
-  std::ifstream file{"/proc/self/cmdline", std::ios::binary};
-  std::string text{std::istreambuf_iterator<char>{file}, {}};
+  auto text = read_proc_file("/proc/self/cmdline").value_or("");
   for (auto& c : text)
     if (c == '\0') c = ' ';
   while (!text.empty() && text.back() == ' ') text.pop_back();
