@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ext/stdio_filebuf.h>
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -59,10 +60,8 @@ std::string threads_text() {
   return text;
 }
 
-// The profile summary as JSON (null without a database).
-nlohmann::json profile_summary(const std::string& database_path) {
-  if (database_path.empty()) return nullptr;
-  auto profile = database::open_profile(database_path);
+// The profile summary as JSON.
+nlohmann::json profile_summary(database::connection& profile) {
   std::ostringstream text;
   database::write_summary_json(profile, text);
   return nlohmann::json::parse(text.str());
@@ -133,6 +132,12 @@ written_report write_report(const report_request& request) {
     database_path = output_file(request.stem, "db");
   }
   written.database_path = database_path;
+  // One connection for every output derived from the database: each open parses the schema again.
+  std::optional<database::connection> opened;
+  auto profile_database = [&]() -> database::connection& {
+    if (!opened) opened.emplace(database::open_profile(database_path));
+    return *opened;
+  };
   for (const auto& format : request.formats) {
     const auto path = output_file(request.stem, format);
     if (format == "db") {
@@ -146,8 +151,7 @@ written_report write_report(const report_request& request) {
                             runtime_report_version, printable(request.command_line), getpid(),
                             request.end_reason);
         if (have_database) {
-          auto profile = database::open_profile(database_path);
-          database::write_text(profile, file);
+          database::write_text(profile_database(), file);
           file << "\n";
         }
         // The user-API regions with every component KAIROS_COMPONENTS measures (the database's
@@ -158,20 +162,15 @@ written_report write_report(const report_request& request) {
           file << fmt::format("\nmismatched kairos_pop_region calls ignored: {}\n", request.mismatched_pops);
         file << "\nthreads\n" << threads_text();
       } else if (format == "trace") {
-        auto profile = database::open_profile(database_path);
-        database::write_trace(profile, file);
+        database::write_trace(profile_database(), file);
       } else if (format == "folded") {
-        auto profile = database::open_profile(database_path);
-        database::write_folded(profile, file);
+        database::write_folded(profile_database(), file);
       } else if (format == "flamegraph") {
-        auto profile = database::open_profile(database_path);
-        database::write_flamegraph(profile, file);
+        database::write_flamegraph(profile_database(), file);
       } else if (format == "speedscope") {
-        auto profile = database::open_profile(database_path);
-        database::write_speedscope(profile, file, {}, "kairos " KAIROS_VERSION);
+        database::write_speedscope(profile_database(), file, {}, "kairos " KAIROS_VERSION);
       } else if (format == "html") {
-        auto profile = database::open_profile(database_path);
-        database::write_html(profile, file, {}, "kairos " KAIROS_VERSION);
+        database::write_html(profile_database(), file, {}, "kairos " KAIROS_VERSION);
       } else if (format == "json") {
         nlohmann::json document{{"kairos_report_version", runtime_report_version},
                                 {"command", printable(request.command_line)},
@@ -182,7 +181,7 @@ written_report write_report(const report_request& request) {
                                 {"mismatched_pops", request.mismatched_pops},
                                 {"threads", threads_json()},
                                 {"regions", kairos::to_json(data)},
-                                {"profile", profile_summary(database_path)}};
+                                {"profile", have_database ? profile_summary(profile_database()) : nlohmann::json(nullptr)}};
         file << document.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       }
     });
