@@ -39,6 +39,10 @@ struct sample_writer {
   std::atomic<bool> stopping{false};
   std::atomic<bool> thread_done{false};
   bool thread_running = false;
+  // Reused from pass to pass (under `mutex`): a batch of 4,096 samples is 2.3 MB, and allocating
+  // it afresh each time cost page faults and TLB flushes at every pass.
+  sample_batch pass_batch, spill_batch;
+  std::vector<char> spill_bytes;
 };
 
 namespace {
@@ -116,8 +120,8 @@ void give_back(sample_buffer& buffer) {
 }
 
 bool spill(sample_writer& writer, const sample_batch& batch) {
-  std::vector<char> bytes;
-  bytes.reserve(batch.size() * (sizeof(spill_header) + 16 * sizeof(std::uint64_t)));
+  auto& bytes = writer.spill_bytes;
+  bytes.clear();
   for (const auto& sample : batch) {
     spill_header header{sample.thread, sample.time_ns, sample.weight_ns, sample.thread_cpu_ns,
                         sample.frame_count, sample.source, sample.window};
@@ -141,7 +145,8 @@ bool spill(sample_writer& writer, const sample_batch& batch) {
 
 void deliver_spill_file(sample_writer& writer) {
   if (writer.delivered >= writer.spilled) return;
-  sample_batch batch;
+  auto& batch = writer.spill_batch;
+  batch.clear();
   // Only as large as what waits (a short run's few kilobytes), and not zeroed: pread fills it.
   const auto chunk_size = static_cast<std::size_t>(std::min<off_t>(1 << 20, writer.spilled - writer.delivered));
   const std::unique_ptr<char[]> chunk{new char[chunk_size]};
@@ -179,7 +184,8 @@ void deliver_spill_file(sample_writer& writer) {
 
 void writer_pass(sample_writer& writer, bool final_pass) {
   std::lock_guard lock{writer.mutex};  // the final pass may meet a writer that did not stop in time
-  sample_batch batch;
+  auto& batch = writer.pass_batch;
+  batch.clear();
   std::vector<bool> finished(writer.threads.size());
   for (std::size_t i = 0; i < writer.threads.size(); ++i)
     finished[i] = writer.threads[i]->finished.load(std::memory_order_acquire);
