@@ -17,7 +17,8 @@ Printed per program: each configuration's wall and CPU time, medians with their 
 the median of its per-round ratio to that round's bare run, the samples it delivered against those
 requested (Hz x the workers' own CPU time) and its CPU per sample end to end ((CPU - bare CPU) /
 samples). Then the figures of the issue "Costs at the floor", each the median over rounds of a
-per-round difference or ratio, with its goal.
+per-round difference or ratio, with its goal, and where kairos's part of a short run went: the
+parts its KAIROS_VERBOSE=1 line names (start-up, sample delivery, symbols, the database, outputs).
 
 Usage: benchmarks/sampling/overhead.py [build directory (default build)] [rounds (default 4)]
            [--short-units N] [--long-units N] [--runs-csv FILE]
@@ -63,7 +64,8 @@ CONFIGURATIONS = [
     Configuration("bare"),
     Configuration("kairos default settings", KAIROS + " --formats db --", hz=300,
                   samples_from="kairos", delay_s=KAIROS_DEFAULT_DELAY_S),
-    Configuration("kairos default, outputs db,text,trace", KAIROS + " --", hz=300,
+    # -v: its "own time" line says where kairos's part of the run went (print_costs shows it).
+    Configuration("kairos default, outputs db,text,trace", KAIROS + " -v --", hz=300,
                   samples_from="kairos", delay_s=KAIROS_DEFAULT_DELAY_S),
     Configuration("kairos delay 0, 300 Hz",
                   KAIROS + " --formats db -s KAIROS_SAMPLING_DELAY=0 --freq 300 --", hz=300,
@@ -104,6 +106,7 @@ class Run:
     system_s: float
     samples: int
     workers_cpu_s: float  # what the program's own threads used, as it prints it
+    own_parts: dict = field(default_factory=dict)  # part: (wall ms, CPU ms), from kairos's -v line
 
     @property
     def cpu_s(self):
@@ -112,6 +115,19 @@ class Run:
 
 def fail(message):
     sys.exit(f"[kairos] overhead.py: {message}")
+
+
+OWN_TIME = "[kairos] own time, wall/CPU: "
+
+
+def parse_own_time(line):
+    """'[kairos] own time, wall/CPU: start-up 2.77/2.45 ms, ...' as {part: (wall ms, CPU ms)}."""
+    parts = {}
+    for item in line[len(OWN_TIME):].split(", "):
+        name, times, _ = item.rsplit(" ", 2)
+        wall, cpu = times.split("/")
+        parts[name] = (float(wall), float(cpu))
+    return parts
 
 
 class Bench:
@@ -159,16 +175,19 @@ class Bench:
         if len(fields) < 4 or fields[0] != "cpu_seconds":
             fail(f"{described}\nprinted no CPU time; its stdout:\n{stdout}\nits stderr:\n{stderr}")
         samples = self.samples(configuration, run, fields, described)
+        own_parts = {}
         if configuration.samples_from == "kairos":
             for line in stderr.splitlines():
-                if " outputs: " not in line:
+                if line.startswith(OWN_TIME):
+                    own_parts = parse_own_time(line)
+                elif " outputs: " not in line and not line.startswith("[kairos] profiling pid "):
                     self.messages[line] = self.messages.get(line, 0) + 1
         # A run shorter than the start-up delay cannot deliver samples; any other sampler must.
         if configuration.hz and samples == 0 and wall_s > configuration.delay_s + 0.1:
             fail(f"{described}\ndelivered no samples; its stderr:\n{stderr}")
         if not configuration.hz and samples:
             fail(f"{described}\ndelivered {samples} samples where none were asked for")
-        return Run(wall_s, usage.ru_utime, usage.ru_stime, samples, float(fields[1]))
+        return Run(wall_s, usage.ru_utime, usage.ru_stime, samples, float(fields[1]), own_parts)
 
     def samples(self, configuration, run, fields, described):
         def output_of(command):
@@ -300,6 +319,18 @@ def print_costs(runs, programs):
                per_round(runs, p, KAIROS_300, KAIROS_NO_SAMPLER, wall_over_ms), 1, " ms")
         figure(f"{KAIROS_300} over no sampler: CPU",
                per_round(runs, p, KAIROS_300, KAIROS_NO_SAMPLER, cpu_over_ms), 1, " ms")
+    print(f"where kairos's part of a short run went ({KAIROS_OUTPUTS}: its -v line, wall/CPU ms of "
+          "the thread doing each part;\nsample delivery includes the symbols and the database's creation "
+          "it needed, stopping the last delivery)")
+    for p in shorts:
+        print(f"  {p}")
+        names = []
+        for run in runs[p, KAIROS_OUTPUTS]:
+            names += [name for name in run.own_parts if name not in names]
+        for name in names:
+            walls = [run.own_parts[name][0] for run in runs[p, KAIROS_OUTPUTS] if name in run.own_parts]
+            cpus = [run.own_parts[name][1] for run in runs[p, KAIROS_OUTPUTS] if name in run.own_parts]
+            print(f"    {name:<24} wall {spread(walls, 2)} ms, CPU {spread(cpus, 2)} ms")
     print("writing text and trace at exit: default outputs over --formats db, wall")
     for p in shorts + longs:
         figure(p, per_round(runs, p, KAIROS_OUTPUTS, KAIROS_DEFAULT, wall_over_ms), 1, " ms")
