@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 namespace kairos::database {
@@ -335,6 +336,14 @@ connection open_profile(const std::string& path) {
   if (found != std::to_string(schema_version))
     throw database_error("[kairos] '" + path + "' has schema version '" + found +
                          "'; this kairos reads version " + std::to_string(schema_version));
+  // The outputs' queries build temporary tables (materialized views, automatic indexes, sorts).
+  // In temporary files each costs file creation and writes: the function table of a small
+  // profile took 3 ms that way, 0.7 ms in memory. A large profile keeps them in files, where
+  // they cannot exhaust memory (they grow with the profile).
+  constexpr std::uintmax_t in_memory_below_bytes = 256u << 20;
+  std::error_code unknown_size;
+  if (const auto size = std::filesystem::file_size(path, unknown_size); !unknown_size && size < in_memory_below_bytes)
+    database.execute("PRAGMA temp_store = MEMORY");
   return database;
 }
 
