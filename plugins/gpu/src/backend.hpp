@@ -1,8 +1,12 @@
 #pragma once
 // What a backend (hip_backend.cpp, cuda_backend.cpp) gives the collector (collector.cpp) and what
 // it may call on it. Internal to the plugin.
+#include <link.h>
+
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <string_view>
 
 #include <kairos/plugins/gpu/activity.hpp>
 #include <kairos/plugins/gpu/collector.hpp>
@@ -41,6 +45,30 @@ class unavailable_backend : public backend {
   runtime_api api_;
   const char* reason_;
 };
+
+// The path of a loaded object whose file name is `soname` or `soname` + ".N..." (any version),
+// or "" when none is. Asks the loader's list, never the file system: dlopen(RTLD_NOLOAD) with a
+// bare name searched about 60 paths at every profiled process's start, for runtimes the program
+// did not load.
+inline std::string loaded_object(std::string_view soname) {
+  struct search {
+    std::string_view soname;
+    std::string path;
+  } wanted{soname, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        auto& wanted = *static_cast<search*>(data);
+        if (info->dlpi_name == nullptr) return 0;
+        const char* slash = std::strrchr(info->dlpi_name, '/');
+        const std::string_view name{slash ? slash + 1 : info->dlpi_name};
+        if (!name.starts_with(wanted.soname)) return 0;
+        if (name.size() > wanted.soname.size() && name[wanted.soname.size()] != '.') return 0;
+        wanted.path = info->dlpi_name;
+        return 1;
+      },
+      &wanted);
+  return wanted.path;
+}
 
 backend& hip_backend();
 backend& cuda_backend();  // reports itself unavailable where the build had no CUDA toolkit

@@ -506,16 +506,6 @@ std::string cuda::describe(CUptiResult result) const {
   return text;
 }
 
-// Whether the program has loaded libcudart (any soname; statically linked runtimes load only
-// libcuda), and where.
-int find_cudart(dl_phdr_info* info, std::size_t, void* found) {
-  if (info->dlpi_name && std::strstr(info->dlpi_name, "libcudart.so")) {
-    *static_cast<std::string*>(found) = info->dlpi_name;
-    return 1;
-  }
-  return 0;
-}
-
 std::string directory_of(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? std::string{} : path.substr(0, slash + 1);
@@ -532,8 +522,8 @@ bool same_layouts(std::uint32_t version) {
 
 bool cuda::load_cupti(std::string& reason) {
   if (library_ != nullptr) return true;
-  std::string cudart;
-  dl_iterate_phdr(find_cudart, &cudart);
+  // Where the program's libcudart is (any soname; statically linked runtimes load only libcuda).
+  const auto cudart = loaded_object("libcudart.so");
   std::vector<std::string> candidates{"libcupti.so", "libcupti.so.13", "libcupti.so.12"};
   if (!cudart.empty()) {
     const std::string here = directory_of(cudart);
@@ -600,7 +590,8 @@ std::vector<device_info> cuda::describe_devices() {
   // Before subscribing, so these calls are not observed. Only when the program initialised the
   // driver: kairos never calls cuInit itself. The DEVICE records describe devices otherwise.
   std::vector<device_info> devices;
-  void* library = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+  const auto driver = loaded_object("libcuda.so");
+  void* library = driver.empty() ? nullptr : dlopen(driver.c_str(), RTLD_NOLOAD | RTLD_LAZY);
   if (library == nullptr) return devices;
   driver_.get_count = reinterpret_cast<decltype(driver_.get_count)>(dlsym(library, "cuDeviceGetCount"));
   driver_.get = reinterpret_cast<decltype(driver_.get)>(dlsym(library, "cuDeviceGet"));
@@ -691,15 +682,9 @@ bool cuda::start(std::string& reason) {
     return false;
   }
   if (observing()) return true;
-  {
-    std::string cudart;
-    void* driver = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-    if (driver) dlclose(driver);  // RTLD_NOLOAD took a reference; the program's keeps it loaded
-    else dl_iterate_phdr(find_cudart, &cudart);
-    if (driver == nullptr && cudart.empty()) {
-      reason = "no CUDA runtime loaded";
-      return false;
-    }
+  if (loaded_object("libcuda.so").empty() && loaded_object("libcudart.so").empty()) {
+    reason = "no CUDA runtime loaded";
+    return false;
   }
   if (!load_cupti(reason)) return false;
   std::vector<device_info> devices = describe_devices();

@@ -402,9 +402,8 @@ bool hip::start(std::string& reason) {
     reason = "a fork child does not observe the HIP runtime its parent started";
     return false;
   }
-  void* library = dlopen("libamdhip64.so.5", RTLD_NOLOAD | RTLD_LAZY);
-  if (library == nullptr) library = dlopen("libamdhip64.so", RTLD_NOLOAD | RTLD_LAZY);
-  if (library == nullptr) library = dlopen("libamdhip64.so.6", RTLD_NOLOAD | RTLD_LAZY);
+  const auto path = loaded_object("libamdhip64.so");
+  void* library = path.empty() ? nullptr : dlopen(path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
   if (library == nullptr) {
     reason = "no HIP runtime (libamdhip64) is loaded in this process";
     return false;
