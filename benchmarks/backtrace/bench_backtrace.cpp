@@ -1,12 +1,15 @@
 // Run: bench_backtrace [--benchmark_filter=...]
 // Google Benchmark tables, then side-by-side ratios (median of interleaved rounds, one process):
 //   capture of a 20-frame stack: kairos::backtrace<64>::record() vs libgcc _Unwind_Backtrace and
-//   glibc backtrace(); symbolization of 1,000 distinct addresses: cached vs uncached vs cold.
+//   glibc backtrace(), and a frame-pointer walk (the candidate for the sampling handler: what it
+//   costs and how many of the frames it finds where libc has no frame pointers); symbolization of
+//   1,000 distinct addresses: cached vs uncached vs cold.
 #include <benchmark/benchmark.h>
 
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <link.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <chrono>
@@ -52,6 +55,38 @@ int capture_glibc() {
   return glibc_backtrace(frames, 64);
 }
 
+// A frame-pointer walk as a signal handler could do it: each frame's saved frame pointer must lie
+// above the last, inside the thread's stack, or the walk stops (a module built without frame
+// pointers ends it early: libc's start-up frames here).
+std::uintptr_t stack_top() {
+  static const std::uintptr_t top = [] {
+    pthread_attr_t attributes;
+    void* low = nullptr;
+    std::size_t size = 0;
+    pthread_getattr_np(pthread_self(), &attributes);
+    pthread_attr_getstack(&attributes, &low, &size);
+    pthread_attr_destroy(&attributes);
+    return reinterpret_cast<std::uintptr_t>(low) + size;
+  }();
+  return top;
+}
+[[gnu::noinline]] int capture_frame_pointers() {
+  void* frames[64];
+  int count = 0;
+  auto* frame = static_cast<std::uintptr_t*>(__builtin_frame_address(0));
+  const std::uintptr_t top = stack_top();
+  while (count < 64) {
+    const auto here = reinterpret_cast<std::uintptr_t>(frame);
+    if (here + 2 * sizeof(std::uintptr_t) > top || frame[1] == 0) break;
+    frames[count++] = reinterpret_cast<void*>(frame[1]);
+    const auto next = frame[0];
+    if (next <= here || next >= top) break;
+    frame = reinterpret_cast<std::uintptr_t*>(next);
+  }
+  benchmark::DoNotOptimize(frames);
+  return count;
+}
+
 void BM_capture(benchmark::State& state, int (*capture)()) {
   kairos::backtrace_prewarm();
   at_depth(benchmark_chain_depth, [&] {
@@ -66,6 +101,7 @@ void BM_capture(benchmark::State& state, int (*capture)()) {
 BENCHMARK_CAPTURE(BM_capture, kairos_libunwind, &capture_kairos);
 BENCHMARK_CAPTURE(BM_capture, libgcc_Unwind_Backtrace, &capture_libgcc);
 BENCHMARK_CAPTURE(BM_capture, glibc_backtrace, &capture_glibc);
+BENCHMARK_CAPTURE(BM_capture, frame_pointer_walk, &capture_frame_pointers);
 
 // 1,000 distinct code addresses: half in this program (built with -g: names and file:line), half
 // in libstdc++ (Debian ships it stripped of DWARF: names from .dynsym only).
@@ -138,22 +174,31 @@ double seconds_for(Work&& work) {
 
 void print_capture_ratios() {
   constexpr int rounds = 11, captures = 20000;
-  std::vector<double> vs_libgcc, vs_glibc, kairos_ns;
-  int frames = 0;
+  std::vector<double> vs_libgcc, vs_glibc, kairos_ns, walk_vs_libgcc, walk_ns;
+  int frames = 0, libgcc_frames = 0, walked_frames = 0;
   at_depth(chain_depth, [&] {
     frames = capture_kairos();
+    libgcc_frames = capture_libgcc();
+    walked_frames = capture_frame_pointers();
     for (int round = 0; round < rounds; ++round) {
       const double kairos = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_kairos()); });
       const double libgcc = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_libgcc()); });
       const double glibc = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_glibc()); });
+      const double walk = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_frame_pointers()); });
       kairos_ns.push_back(kairos / captures * 1e9);
+      walk_ns.push_back(walk / captures * 1e9);
       vs_libgcc.push_back(kairos / libgcc);
       vs_glibc.push_back(kairos / glibc);
+      walk_vs_libgcc.push_back(walk / libgcc);
     }
   });
   std::printf("capture of a %d-frame stack: kairos::backtrace %.0f ns (median of %d)\n", frames, median(kairos_ns), rounds);
   std::printf("ratio kairos::backtrace vs libgcc _Unwind_Backtrace: %.3f (median of %d)\n", median(vs_libgcc), rounds);
   std::printf("ratio kairos::backtrace vs glibc backtrace(): %.3f (median of %d)\n", median(vs_glibc), rounds);
+  std::printf("frame-pointer walk: %.0f ns for %d of the %d frames libgcc finds (median of %d)\n", median(walk_ns),
+              walked_frames, libgcc_frames, rounds);
+  std::printf("ratio frame-pointer walk vs libgcc _Unwind_Backtrace: %.3f (median of %d)\n", median(walk_vs_libgcc),
+              rounds);
 }
 
 void print_symbolization_ratios() {
