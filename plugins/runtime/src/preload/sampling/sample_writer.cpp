@@ -147,6 +147,10 @@ void deliver_spill_file(sample_writer& writer) {
   if (writer.delivered >= writer.spilled) return;
   auto& batch = writer.spill_batch;
   batch.clear();
+  // Sized once for what waits (each record at least a header): growing it by doubling copied
+  // every 560-byte sample again at each step.
+  batch.reserve(std::min<std::size_t>(
+      delivery_batch, static_cast<std::size_t>(writer.spilled - writer.delivered) / sizeof(spill_header) + 1));
   // Only as large as what waits (a short run's few kilobytes), and not zeroed: pread fills it.
   const auto chunk_size = static_cast<std::size_t>(std::min<off_t>(1 << 20, writer.spilled - writer.delivered));
   const std::unique_ptr<char[]> chunk{new char[chunk_size]};
