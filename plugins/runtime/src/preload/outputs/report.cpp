@@ -181,7 +181,8 @@ written_report write_report(const report_request& request) {
                                 {"mismatched_pops", request.mismatched_pops},
                                 {"threads", threads_json()},
                                 {"regions", kairos::to_json(data)},
-                                {"profile", have_database ? profile_summary(profile_database()) : nlohmann::json(nullptr)}};
+                                {"profile", have_database ? profile_summary(profile_database())
+                                                          : nlohmann::json(nullptr)}};
         file << document.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       }
     });

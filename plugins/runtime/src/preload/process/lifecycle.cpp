@@ -533,6 +533,7 @@ void initialize() {
 
   globals->values = settings::load(environ);
   set_verbosity(static_cast<int>(globals->values.integer(setting::verbose)));
+  measure_own_costs(verbosity() > 0);
   globals->formats = globals->values.list(setting::output_formats);
   globals->launch = launch_of_this_process();
   // Problems and notes are said once per launch: by the first image of the launched process, and

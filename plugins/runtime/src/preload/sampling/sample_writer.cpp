@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -37,14 +36,11 @@ struct sample_writer {
   off_t delivered = 0;
   std::int64_t last_delivery_ns = 0;
   std::atomic<bool> stopping{false};
-  std::atomic<bool> thread_done{false};
-  bool thread_running = false;
   // Reused from pass to pass (under `mutex`): a batch of 4,096 samples is 2.3 MB, and allocating
   // it afresh each time cost page faults and TLB flushes at every pass.
   sample_batch pass_batch, spill_batch;
   std::vector<char> spill_bytes;
-  std::unique_ptr<char[]> spill_chunk;  // what a delivery reads the spill file through
-  std::size_t spill_chunk_size = 0;
+  std::vector<char> spill_chunk;  // what a delivery reads the spill file through
 };
 
 namespace {
@@ -153,23 +149,19 @@ void deliver_spill_file(sample_writer& writer) {
   // every 560-byte sample again at each step.
   batch.reserve(std::min<std::size_t>(
       delivery_batch, static_cast<std::size_t>(writer.spilled - writer.delivered) / sizeof(spill_header) + 1));
-  // As large as what waits, at most 1 MiB, not zeroed (pread fills it), and kept for the next
-  // delivery: allocated afresh each second, its page faults were a microsecond a sample at 1 kHz.
-  const auto wanted = static_cast<std::size_t>(std::min<off_t>(1 << 20, writer.spilled - writer.delivered));
-  if (writer.spill_chunk_size < wanted) {
-    writer.spill_chunk.reset(new char[wanted]);
-    writer.spill_chunk_size = wanted;
-  }
-  const auto chunk_size = writer.spill_chunk_size;
-  const auto& chunk = writer.spill_chunk;
+  // As large as what waits, at most 1 MiB, and kept for the next delivery: a zeroed 1 MiB
+  // allocated afresh each second cost page faults, a microsecond a sample at 1 kHz.
+  auto& chunk = writer.spill_chunk;
+  const auto waiting = static_cast<std::size_t>(std::min<off_t>(1 << 20, writer.spilled - writer.delivered));
+  if (chunk.size() < waiting) chunk.resize(waiting);
   while (writer.delivered < writer.spilled && writer.spill_file.still_ours()) {
-    const auto want = std::min<off_t>(static_cast<off_t>(chunk_size), writer.spilled - writer.delivered);
-    const auto n = pread(writer.spill_file.get(), chunk.get(), static_cast<std::size_t>(want), writer.delivered);
+    const auto want = std::min<off_t>(static_cast<off_t>(chunk.size()), writer.spilled - writer.delivered);
+    const auto n = pread(writer.spill_file.get(), chunk.data(), static_cast<std::size_t>(want), writer.delivered);
     if (n <= 0) break;
     std::size_t position = 0;
     while (position + sizeof(spill_header) <= static_cast<std::size_t>(n)) {
       spill_header header;
-      std::memcpy(&header, chunk.get() + position, sizeof header);
+      std::memcpy(&header, chunk.data() + position, sizeof header);
       const auto size = sizeof header + header.frame_count * sizeof(std::uint64_t);
       if (position + size > static_cast<std::size_t>(n)) break;
       auto& sample = batch.emplace_back();
@@ -180,7 +172,7 @@ void deliver_spill_file(sample_writer& writer) {
       sample.source = header.source;
       sample.window = header.window;
       sample.frame_count = header.frame_count;
-      std::memcpy(sample.addresses, chunk.get() + position + sizeof header,
+      std::memcpy(sample.addresses, chunk.data() + position + sizeof header,
                   header.frame_count * sizeof(std::uint64_t));
       position += size;
       if (batch.size() >= delivery_batch) {
@@ -280,7 +272,6 @@ void* writer_main(void* argument) {
       return nullptr;
     }
   }
-  writer.thread_done.store(true, std::memory_order_release);
   globals->running.fetch_sub(1, std::memory_order_release);
   return nullptr;
 }
@@ -292,9 +283,7 @@ sample_writer* create_writer() {
   if (globals->temporary_files) writer->spill_file.adopt(open_spill_file());
   writer->last_delivery_ns = steady_now_ns();
   globals->running.fetch_add(1, std::memory_order_relaxed);
-  const int error = start_internal_thread(&writer_main, writer);
-  writer->thread_running = error == 0;
-  if (!writer->thread_running) {
+  if (const int error = start_internal_thread(&writer_main, writer); error != 0) {
     if (!globals->first_problem) {
       globals->first_problem = problem{fmt::format(
           "cannot start a writer thread ({}); threads that start while none can be started are "
@@ -389,17 +378,14 @@ void stop_writers_and_drain() {
     writer->stopping.store(true, std::memory_order_release);
     sem_post(&writer->wake);
   }
-  // A writer that retired just before `stopping` is off the list but may still be delivering its
-  // spill file's last records (its final pass): the database must not close under it, or that
-  // thread's samples are lost (all of a thread that ended last, seen here: 260 of 1,100 samples).
-  // Every writer thread leaves `running` when done, retired or stopped. Bounded, as below.
+  // Every writer thread leaves `running` when it is done: a stopped one, and also one that
+  // retired just before `stopping`, which is off the list but may still be delivering its spill
+  // file's last records. The database must not close under it, or that thread's samples are lost
+  // (all of a thread that ended last, seen here: 260 of 1,100 samples). Bounded: a writer in the
+  // middle of a large insert finishes it first; one that does not is met by the final pass below
+  // under its mutex.
   wait_until([] { return globals->running.load(std::memory_order_acquire) == 0; }, std::chrono::seconds{5});
-  for (auto* writer : writers) {
-    // Bounded: a writer in the middle of a large insert finishes it first.
-    wait_until([writer] { return !writer->thread_running || writer->thread_done.load(); },
-               std::chrono::seconds{5});
-    writer_pass(*writer, true);
-  }
+  for (auto* writer : writers) writer_pass(*writer, true);
 }
 
 int running_writers() noexcept { return globals ? globals->running.load() : 0; }

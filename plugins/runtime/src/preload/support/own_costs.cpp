@@ -16,6 +16,7 @@ struct part_total {
   std::atomic<std::int64_t> wall_ns{0}, cpu_ns{0};
 };
 std::array<part_total, static_cast<int>(own_cost::count)> totals;
+std::atomic<bool> measuring{true};
 
 constexpr std::array<const char*, static_cast<int>(own_cost::count)> names{
     "start-up", "sample delivery", "database creation", "symbols", "stopping", "database end", "outputs"};
@@ -27,6 +28,8 @@ std::int64_t thread_cpu_now_ns() noexcept {
 }
 
 }  // namespace
+
+void measure_own_costs(bool wanted) noexcept { measuring.store(wanted, std::memory_order_relaxed); }
 
 void add_own_cost(own_cost part, std::int64_t wall_ns, std::int64_t cpu_ns) noexcept {
   auto& total = totals[static_cast<int>(part)];
@@ -46,10 +49,14 @@ std::string own_costs_text() {
 }
 
 own_cost_timer::own_cost_timer(own_cost part) noexcept
-    : part_{part}, wall_start_ns_{steady_now_ns()}, cpu_start_ns_{thread_cpu_now_ns()} {}
+    : part_{part}, measuring_{measuring.load(std::memory_order_relaxed)} {
+  if (!measuring_) return;
+  wall_start_ns_ = steady_now_ns();
+  cpu_start_ns_ = thread_cpu_now_ns();
+}
 
 own_cost_timer::~own_cost_timer() {
-  add_own_cost(part_, steady_now_ns() - wall_start_ns_, thread_cpu_now_ns() - cpu_start_ns_);
+  if (measuring_) add_own_cost(part_, steady_now_ns() - wall_start_ns_, thread_cpu_now_ns() - cpu_start_ns_);
 }
 
 }  // namespace kairos::runtime

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -344,8 +345,9 @@ class backtrace_symbolizer {
   // than building its index (docs/plugins/backtrace.md has the measurements behind the 4).
   static constexpr int scans_before_index = 4;
   void name_function(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
-    if (auto& scans = scans_of_module_[module]; scans < scans_before_index) {
-      ++scans;
+    auto& symbols = symbols_[module];
+    if (symbols.scans < scans_before_index) {
+      ++symbols.scans;
       GElf_Off offset = 0;
       GElf_Sym elf_symbol{};
       if (const char* name = dw_->dwfl_module_addrinfo(module, address, &offset, &elf_symbol, nullptr, nullptr, nullptr)) {
@@ -354,7 +356,8 @@ class backtrace_symbolizer {
       }
       return;
     }
-    if (const auto* found = symbol_containing(module, address)) {
+    if (!symbols.index) symbols.index = index_symbols(module);
+    if (const auto* found = symbol_containing(*symbols.index, address)) {
       symbol.function = demangle(found->name);
       symbol.function_offset = address - found->start;
     }
@@ -367,10 +370,12 @@ class backtrace_symbolizer {
     int index = 0;         // in the table
     const char* name = nullptr;  // in libdw's copy of the string table, valid while the module is
   };
-  const std::vector<indexed_symbol>& symbols_of(Dwfl_Module* module) {
-    auto [entry, fresh] = symbols_.try_emplace(module);
-    if (!fresh) return entry->second;
-    auto& table = entry->second;
+  struct module_symbols {
+    int scans = 0;                                     // lookups through libdwfl so far
+    std::optional<std::vector<indexed_symbol>> index;  // built after scans_before_index of them
+  };
+  std::vector<indexed_symbol> index_symbols(Dwfl_Module* module) {
+    std::vector<indexed_symbol> table;
     const int count = dw_->dwfl_module_getsymtab(module);
     table.reserve(count > 0 ? static_cast<std::size_t>(count) : 0);
     for (int i = 1; i < count; ++i) {  // entry 0 is the null symbol
@@ -412,8 +417,8 @@ class backtrace_symbolizer {
     return table;
   }
   // The symbol whose extent holds `address`; else the nearest unsized one before it; else none.
-  const indexed_symbol* symbol_containing(Dwfl_Module* module, std::uintptr_t address) {
-    const auto& table = symbols_of(module);
+  static const indexed_symbol* symbol_containing(const std::vector<indexed_symbol>& table,
+                                                 std::uintptr_t address) {
     auto after = std::upper_bound(table.begin(), table.end(), address,
                                   [](std::uintptr_t a, const indexed_symbol& s) { return a < s.start; });
     if (after == table.begin()) return nullptr;
@@ -433,7 +438,6 @@ class backtrace_symbolizer {
     // A module dropped by the new report may leave its address (and its Dwfl_Module*) to another.
     units_without_ranges_.clear();
     symbols_.clear();
-    scans_of_module_.clear();
     dw_->dwfl_report_begin(dwfl_);
     dw_->dwfl_linux_proc_report(dwfl_, getpid());
     dw_->dwfl_report_end(dwfl_, nullptr, nullptr);
@@ -442,8 +446,7 @@ class backtrace_symbolizer {
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
   std::unordered_map<Dwfl_Module*, std::vector<std::pair<Dwarf_Die*, Dwarf_Addr>>> units_without_ranges_;
-  std::unordered_map<Dwfl_Module*, std::vector<indexed_symbol>> symbols_;
-  std::unordered_map<Dwfl_Module*, int> scans_of_module_;
+  std::unordered_map<Dwfl_Module*, module_symbols> symbols_;
 #endif
   source_lines lines_;
   std::uintptr_t module_without_lines_;
