@@ -1,9 +1,10 @@
 // Run: bench_backtrace [--benchmark_filter=...]
 // Google Benchmark tables, then side-by-side ratios (median of interleaved rounds, one process):
 //   capture of a 20-frame stack: kairos::backtrace<64>::record() vs libgcc _Unwind_Backtrace and
-//   glibc backtrace(), and a frame-pointer walk (the candidate for the sampling handler: what it
-//   costs and how many of the frames it finds where libc has no frame pointers); symbolization of
-//   1,000 distinct addresses: cached vs uncached vs cold.
+//   glibc backtrace(); kairos's unwind tables (the sampling handler's walk, from registers as a
+//   signal context gives them) and a frame-pointer walk (what it costs and how many of the frames
+//   it finds where libc has no frame pointers); symbolization of 1,000 distinct addresses: cached
+//   vs uncached vs cold.
 #include <benchmark/benchmark.h>
 
 #include <dlfcn.h>
@@ -87,6 +88,21 @@ std::uintptr_t stack_top() {
   return count;
 }
 
+// The handler's walk over kairos's unwind tables, from this function's own registers (what a
+// signal context holds): the instruction address and stack pointer read at the same point.
+[[gnu::noinline]] int capture_tables() {
+  std::uintptr_t frames[64];
+  ucontext_t context{};
+  std::uintptr_t pc, sp, bp;
+  asm volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
+  context.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(pc);
+  context.uc_mcontext.gregs[REG_RSP] = static_cast<greg_t>(sp);
+  context.uc_mcontext.gregs[REG_RBP] = static_cast<greg_t>(bp);
+  const auto walk = kairos::backtrace_detail::walk_with_tables(context, frames, 64);
+  benchmark::DoNotOptimize(frames);
+  return walk.finished() ? walk.count : -walk.count;
+}
+
 void BM_capture(benchmark::State& state, int (*capture)()) {
   kairos::backtrace_prewarm();
   at_depth(benchmark_chain_depth, [&] {
@@ -102,6 +118,7 @@ BENCHMARK_CAPTURE(BM_capture, kairos_libunwind, &capture_kairos);
 BENCHMARK_CAPTURE(BM_capture, libgcc_Unwind_Backtrace, &capture_libgcc);
 BENCHMARK_CAPTURE(BM_capture, glibc_backtrace, &capture_glibc);
 BENCHMARK_CAPTURE(BM_capture, frame_pointer_walk, &capture_frame_pointers);
+BENCHMARK_CAPTURE(BM_capture, kairos_unwind_tables, &capture_tables);
 
 // 1,000 distinct code addresses: half in this program (built with -g: names and file:line), half
 // in libstdc++ (Debian ships it stripped of DWARF: names from .dynsym only).
@@ -174,22 +191,26 @@ double seconds_for(Work&& work) {
 
 void print_capture_ratios() {
   constexpr int rounds = 11, captures = 20000;
-  std::vector<double> vs_libgcc, vs_glibc, kairos_ns, walk_vs_libgcc, walk_ns;
-  int frames = 0, libgcc_frames = 0, walked_frames = 0;
+  std::vector<double> vs_libgcc, vs_glibc, kairos_ns, walk_vs_libgcc, walk_ns, tables_vs_libgcc, tables_ns;
+  int frames = 0, libgcc_frames = 0, walked_frames = 0, table_frames = 0;
   at_depth(chain_depth, [&] {
     frames = capture_kairos();
     libgcc_frames = capture_libgcc();
     walked_frames = capture_frame_pointers();
+    table_frames = capture_tables();
     for (int round = 0; round < rounds; ++round) {
       const double kairos = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_kairos()); });
       const double libgcc = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_libgcc()); });
       const double glibc = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_glibc()); });
       const double walk = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_frame_pointers()); });
+      const double tables = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_tables()); });
       kairos_ns.push_back(kairos / captures * 1e9);
       walk_ns.push_back(walk / captures * 1e9);
       vs_libgcc.push_back(kairos / libgcc);
       vs_glibc.push_back(kairos / glibc);
       walk_vs_libgcc.push_back(walk / libgcc);
+      tables_ns.push_back(tables / captures * 1e9);
+      tables_vs_libgcc.push_back(tables / libgcc);
     }
   });
   std::printf("capture of a %d-frame stack: kairos::backtrace %.0f ns (median of %d)\n", frames, median(kairos_ns), rounds);
@@ -198,6 +219,11 @@ void print_capture_ratios() {
   std::printf("frame-pointer walk: %.0f ns for %d of the %d frames libgcc finds (median of %d)\n", median(walk_ns),
               walked_frames, libgcc_frames, rounds);
   std::printf("ratio frame-pointer walk vs libgcc _Unwind_Backtrace: %.3f (median of %d)\n", median(walk_vs_libgcc),
+              rounds);
+  // libgcc's count includes the frame of capture_libgcc's own callee, the tables' starts in capture_tables.
+  std::printf("kairos unwind tables: %.0f ns for %d frames%s (median of %d)\n", median(tables_ns),
+              table_frames < 0 ? -table_frames : table_frames, table_frames < 0 ? ", walk unfinished" : "", rounds);
+  std::printf("ratio kairos unwind tables vs libgcc _Unwind_Backtrace: %.3f (median of %d)\n", median(tables_vs_libgcc),
               rounds);
 }
 
@@ -230,6 +256,8 @@ int main(int argc, char** argv) {
   void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
   glibc_backtrace = reinterpret_cast<glibc_backtrace_function>(dlsym(libc, "backtrace"));
   kairos::backtrace_prewarm();
+  kairos::unwind_tables_register_thread();
+  kairos::build_unwind_tables(true);  // every loaded module's functions: a warm run's tables
   void* warm[64];
   glibc_backtrace(warm, 64);  // glibc loads libgcc_s on its first call
   benchmark::Initialize(&argc, argv);

@@ -9,12 +9,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -27,9 +30,11 @@ constexpr int sampling_signal = SIGPROF;
 struct sample_counts {
   std::atomic<long> by_libunwind{0};
   std::atomic<long> by_libgcc{0};
+  std::atomic<long> by_tables{0};
   std::atomic<long> empty{0};
   std::atomic<long> frames{0};
-  long total() const { return by_libunwind + by_libgcc + empty; }
+  long total() const { return by_libunwind + by_libgcc + by_tables + empty; }
+  void reset() { by_libunwind = by_libgcc = by_tables = empty = frames = 0; }
 };
 sample_counts counts;
 
@@ -40,6 +45,7 @@ void on_sampling_signal(int, siginfo_t*, void* context) {
   switch (stack.path()) {
     case kairos::backtrace_path::libunwind: ++counts.by_libunwind; break;
     case kairos::backtrace_path::libgcc: ++counts.by_libgcc; break;
+    case kairos::backtrace_path::tables: ++counts.by_tables; break;
     case kairos::backtrace_path::none: ++counts.empty; break;
   }
   counts.frames += static_cast<long>(stack.size());
@@ -127,7 +133,7 @@ TEST_CASE("capture in a signal handler on a thread busy in malloc never deadlock
   install_handler();
   within(30s, "signal-driven capture on a thread busy in malloc", [] {
     for (int round = 0; round < 5; ++round) {
-      counts.by_libunwind = counts.by_libgcc = counts.empty = counts.frames = 0;
+      counts.reset();
       std::atomic<bool> stop{false};
       std::atomic<bool> ready{false};
       std::thread allocator([&] {
@@ -156,11 +162,22 @@ TEST_CASE("capture in a signal handler on a thread busy in malloc never deadlock
 TEST_CASE("capture at 1 kHz while threads loop dlopen/dlclose always finishes (5 rounds of 1 s)") {
   install_handler();
   const char* modules[] = {KAIROS_TEST_MODULE, KAIROS_TEST_MODULE_STRIPPED, "libz.so.1"};
+  // The unwind tables too, on the loading threads, built while the modules they run come and go
+  // (as the runtime's control thread builds them).
+  kairos::use_unwind_tables();
+  std::atomic<bool> churn_done{false};
+  std::thread builder([&] {
+    while (!churn_done) {
+      kairos::build_unwind_tables();
+      std::this_thread::sleep_for(5ms);
+    }
+  });
   within(40s, "signal-driven capture during dlopen/dlclose churn", [&] {
     long libunwind_samples = 0;
     long libgcc_samples = 0;
+    long tables_samples = 0;
     for (int round = 0; round < 5; ++round) {
-      counts.by_libunwind = counts.by_libgcc = counts.empty = counts.frames = 0;
+      counts.reset();
       std::atomic<bool> stop{false};
       std::atomic<int> ready{0};
       std::atomic<long> loads{0};
@@ -168,10 +185,15 @@ TEST_CASE("capture at 1 kHz while threads loop dlopen/dlclose always finishes (5
       for (const char* module : modules) {
         loaders.emplace_back([&, module] {
           kairos::backtrace_prewarm();
+          if (module != modules[2]) kairos::unwind_tables_register_thread();  // libz's loader: libgcc
           ++ready;
+          volatile int sink = 0;
           while (!stop.load(std::memory_order_relaxed)) {
             if (void* handle = guarded_dlopen(module)) {
               ++loads;
+              // Time inside the module, so that its tables are wanted, built and then unloaded.
+              if (auto work = reinterpret_cast<int (*)(int)>(dlsym(handle, "kairos_test_module_work")))
+                for (int i = 0; i < 20000; ++i) sink = sink + work(i);
               guarded_dlclose(handle);
             }
           }
@@ -198,9 +220,146 @@ TEST_CASE("capture at 1 kHz while threads loop dlopen/dlclose always finishes (5
       CHECK(counts.empty == 0);
       libunwind_samples += counts.by_libunwind;
       libgcc_samples += counts.by_libgcc;
+      tables_samples += counts.by_tables;
     }
-    // Both paths were exercised for real: the loaders' samples mostly land inside the loader.
+    // Every path was exercised for real: the computing thread's samples take libunwind, the test
+    // modules' loaders the tables, libz's loader libgcc (its samples mostly land in the loader).
     CHECK(libunwind_samples >= captures / 4);
     CHECK(libgcc_samples >= captures / 4);
+    CHECK(tables_samples >= captures / 4);
+    MESSAGE("samples: " << libunwind_samples << " by libunwind, " << libgcc_samples << " by libgcc, " << tables_samples
+                        << " by the tables (" << kairos::unwind_table_counts().modules << " modules compiled)");
   });
+  churn_done = true;
+  builder.join();
+}
+
+// --- kairos's unwind tables against libgcc, in the same handler ----------------------------------
+
+namespace tables {
+constexpr int depth = 64;
+std::atomic<long> finished{0}, unfinished{0}, equal{0}, different{0}, libgcc_empty{0};
+std::atomic<bool> reported_difference{false};
+
+void compare_in_handler(int, siginfo_t*, void* context) {
+  const int saved_errno = errno;
+  const auto& interrupted = *static_cast<const ucontext_t*>(context);
+  std::uintptr_t by_tables[depth];
+  const auto walk = kairos::backtrace_detail::walk_with_tables(interrupted, by_tables, depth);
+  std::uintptr_t by_libgcc[depth];
+  bool truncated = false;
+  const auto libgcc = kairos::backtrace_detail::capture_frames(
+      by_libgcc, static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RIP]), false, truncated);
+  if (!walk.finished()) {
+    ++unfinished;
+  } else if (libgcc.count == 0) {
+    ++libgcc_empty;
+  } else {
+    ++finished;
+    bool same = walk.count == libgcc.count;
+    for (int i = 0; same && i < walk.count; ++i) same = by_tables[i] == by_libgcc[i];
+    ++(same ? equal : different);
+    if (!same && !reported_difference.exchange(true)) {
+      std::fprintf(stderr, "first difference: tables %d frames, libgcc %d\n", walk.count, libgcc.count);
+      for (int i = 0; i < std::max(walk.count, libgcc.count) && i < depth; ++i)
+        std::fprintf(stderr, "  %2d  %#16lx  %#16lx\n", i, i < walk.count ? by_tables[i] : 0UL,
+                     i < libgcc.count ? by_libgcc[i] : 0UL);
+    }
+  }
+  errno = saved_errno;
+}
+
+int by_value(const void* left, const void* right) {
+  const double a = *static_cast<const double*>(left), b = *static_cast<const double*>(right);
+  volatile double spin = a;  // a little work inside libc's qsort, called back from it
+  for (int i = 0; i < 20; ++i) spin = spin * 1.0000001;
+  return (a > b) - (a < b);
+}
+
+// Stacks through the test executable, libc (qsort calling back, malloc), libstdc++ (std::sort,
+// strings) and a dlopen'd -O0 module, until `stop`.
+void mixed_work(const std::atomic<bool>& stop, int (*module_work)(int)) {
+  std::vector<double> values(2000);
+  volatile double sink = 0;
+  for (unsigned round = 0; !stop.load(std::memory_order_relaxed); ++round) {
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>((i * 7919 + round) % 1000);
+    std::qsort(values.data(), values.size(), sizeof(double), by_value);
+    std::sort(values.begin(), values.end(), std::greater<>());
+    sink = sink + busy_work(10);
+    std::string text;
+    for (int i = 0; i < 200; ++i) text += std::to_string(i * round);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 200; ++i) blocks.push_back(std::malloc(16 + (i * 97) % 4096));
+    for (void* block : blocks) std::free(block);
+    for (int i = 0; i < 2000; ++i) sink = sink + module_work(i);
+  }
+}
+}  // namespace tables
+
+TEST_CASE("unwind tables give libgcc's frames for stacks through the program, libc, libstdc++ and a module") {
+  if (!kairos::backtrace_detail::unwind_tables_at_build) {
+    MESSAGE("skipped: unwind tables need x86-64 and glibc 2.35 or later");
+    return;
+  }
+  struct sigaction action {};
+  action.sa_sigaction = tables::compare_in_handler;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  sigaction(sampling_signal, &action, nullptr);
+  void* module = dlopen(KAIROS_TEST_MODULE, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(module != nullptr);
+  auto module_work = reinterpret_cast<int (*)(int)>(dlsym(module, "kairos_test_module_work"));
+  REQUIRE(reinterpret_cast<void*>(module_work) != nullptr);
+  kairos::backtrace_detail::prewarm_process();  // resolves libgcc's unwinder
+  // Built lazily, as the runtime does: the first samples of each module go to libgcc.
+  kairos::use_unwind_tables();
+  within(30s, "unwind tables against libgcc", [&] {
+    std::atomic<bool> stop{false};
+    std::atomic<bool> ready{false};
+    std::thread worker([&] {
+      kairos::unwind_tables_register_thread();
+      ready = true;
+      tables::mixed_work(stop, module_work);
+    });
+    while (!ready) std::this_thread::yield();
+    std::atomic<bool> sampling_done{false};
+    std::thread builder([&] {
+      while (!sampling_done) {
+        kairos::build_unwind_tables();
+        std::this_thread::sleep_for(10ms);
+      }
+    });
+    // Until the modules the work passes through are compiled (or 4 s), then 1 s more, counted.
+    auto sample_for = [&](std::chrono::milliseconds duration, auto until) {
+      const auto begin = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() < begin + duration && !until()) {
+        pthread_kill(worker.native_handle(), sampling_signal);
+        std::this_thread::sleep_for(1ms);
+      }
+    };
+    long warm_up_equal = 0, warm_up_unfinished = 0;
+    for (int quarter = 0; quarter < 16; ++quarter) {
+      sample_for(250ms, [] { return false; });
+      const long equal = tables::equal.exchange(0), unfinished = tables::unfinished.exchange(0);
+      warm_up_equal += equal;
+      warm_up_unfinished += unfinished;
+      if (unfinished < equal / 20) break;
+    }
+    MESSAGE("warming up: " << warm_up_equal << " equal, " << warm_up_unfinished << " left to libgcc");
+    sample_for(1000ms, [] { return false; });
+    sampling_done = true;
+    stop = true;
+    builder.join();
+    worker.join();
+  });
+  const auto built = kairos::unwind_table_counts();
+  MESSAGE("tables: " << built.modules << " modules, " << built.functions << " functions, " << built.rows << " rows, " << built.build_ns / 1e6
+                     << " ms to compile; samples: " << tables::equal.load() << " equal, " << tables::different.load()
+                     << " different, " << tables::unfinished.load() << " left to libgcc, " << tables::libgcc_empty.load()
+                     << " empty by libgcc");
+  CHECK(tables::different.load() == 0);
+  CHECK(tables::equal.load() >= 200);
+  CHECK(tables::equal.load() >= 9 * tables::unfinished.load());  // once the modules are compiled
+  CHECK(built.modules >= 4);  // the program, libc, libstdc++, the module (and the vdso, libm...)
+  dlclose(module);
 }

@@ -260,6 +260,14 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   // Known only now: the CPU-time source turns from perf to the timer if the kernel refuses perf.
   add_database_metadata("sampling_cpu_source", sampling.cpu_source);
   add_database_metadata("sampling_signal", sampling.signal_number ? signal_name(sampling.signal_number) : "");
+  add_database_metadata("sampling_unwound_by_tables", std::to_string(sampling.unwound_by_tables));
+  if (!snapshot && verbosity() > 0 && sampling.delivered > 0) {
+    report(fmt::format("unwinding: {} of {} samples with kairos's unwind tables ({} compiled, {} rows), "
+                       "the rest with libgcc",
+                       sampling.unwound_by_tables, sampling.delivered,
+                       plural(static_cast<std::uint64_t>(sampling.unwind_table_functions), "function"),
+                       sampling.unwind_table_rows));
+  }
   add_database_metadata("dropped.samples", std::to_string(lost.samples));
   add_database_metadata("dropped.region_rows", std::to_string(lost.region_rows));
   add_database_metadata("dropped.function_rows", std::to_string(lost.function_rows));

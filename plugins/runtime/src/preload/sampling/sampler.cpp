@@ -28,6 +28,7 @@
 #include "preload/support/bounded_wait.hpp"
 #include "preload/support/clock.hpp"
 #include "preload/support/internal_thread.hpp"
+#include "preload/support/own_costs.hpp"
 #include "preload/support/reentry_guard.hpp"
 #include "preload/support/signal_name.hpp"
 #include "preload/threads/thread_registry.hpp"
@@ -56,6 +57,7 @@ enum class cpu_source { perf, posix_timer };
 constexpr std::int64_t delivery_interval_ns = 100'000'000;  // waiting samples, descriptor checks
 constexpr std::int64_t perf_upgrade_age_ns = 20'000'000;
 
+
 struct sampler_globals {
   std::mutex mutex;  // samplers and arming
   std::vector<thread_sampler*> samplers;
@@ -75,7 +77,7 @@ struct sampler_globals {
   std::atomic<bool> control_done{false};
   bool control_running = false;
   // Threads already gone.
-  std::uint64_t delivered_by_ended = 0, dropped_by_ended = 0;
+  std::uint64_t delivered_by_ended = 0, unwound_by_tables_by_ended = 0, dropped_by_ended = 0;
   std::int64_t unsampled_by_ended_ns = 0;
   std::atomic<std::uint64_t> threads_blocking{0};
   std::uint64_t waiting_taken = 0;  // under the mutex
@@ -164,6 +166,7 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
   record.stack.sample(context);
   buffer->committed.store(index + 1, std::memory_order_release);
   sampler.delivered.fetch_add(1, std::memory_order_relaxed);
+  if (record.stack.path() == kairos::backtrace_path::tables) sampler.unwound_by_tables.fetch_add(1, std::memory_order_relaxed);
   if (index + 1 == sample_buffer::capacity) {
     buffer->state.store(sample_buffer::full_state, std::memory_order_release);
     hand_over_full_buffer(sampler.writer, buffer);
@@ -463,6 +466,10 @@ void* control_main(void*) {
       std::lock_guard lock{globals->mutex};
       upgrade_to_perf(now);
     }
+    if (kairos::unwind_tables_wanted()) {  // what the samples since the last tick missed
+      own_cost_timer cost{own_cost::unwind_tables};
+      kairos::build_unwind_tables();
+    }
     if (now - last_delivery >= delivery_interval_ns) {
       rearm_closed_descriptors();
       if (!globals->waiting.empty()) globals->deliver(globals->waiting);
@@ -494,6 +501,7 @@ void set_window(sampler_window& window, const settings& values, bool on, setting
 
 void account_ended(thread_sampler& sampler) {
   globals->delivered_by_ended += sampler.delivered.load();
+  globals->unwound_by_tables_by_ended += sampler.unwound_by_tables.load();
   globals->dropped_by_ended += sampler.dropped.load();
   globals->unsampled_by_ended_ns += unsampled_ns(sampler, own_cpu_ns());
 }
@@ -534,10 +542,12 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   // libunwind: a prewarmed thread's capture takes unw_backtrace, which calls dl_iterate_phdr, and
   // that deadlocks (seen here with gdb in the stress test) when the sample interrupts malloc on a
   // thread while another thread's dlclose holds the loader's lock and waits in free() for the
-  // same arena lock; no per-thread guard can see that cycle. On a thread that was not prewarmed,
-  // capture uses libgcc's _Unwind_Backtrace, which finds unwind tables with glibc's lock-free
-  // _dl_find_object: ≈2 µs instead of ≈0.25 µs per sample, next to a ≈22 µs signal.
+  // same arena lock; no per-thread guard can see that cycle. Captures walk kairos's unwind tables
+  // (≈10 ns a frame; the control thread compiles the functions samples queue) and, where those
+  // cannot finish, libgcc's _Unwind_Backtrace, which finds unwind tables with glibc's lock-free
+  // _dl_find_object (≈2.4 µs for 20 frames).
   kairos::backtrace_detail::prewarm_process();
+  kairos::use_unwind_tables();
   handler_active.store(true);
   enabled.store(true);
   sampling_thread_started();  // the main thread
@@ -564,6 +574,7 @@ void sampling_thread_started() noexcept {
   auto& record = current_thread();
   auto* sampler = create_sampler(record);
   if (!sampler) return;
+  kairos::unwind_tables_register_thread();
   std::lock_guard arming{sampler->arming};
   {
     std::lock_guard lock{globals->mutex};
@@ -652,13 +663,18 @@ sampling_summary sampling_totals() noexcept {
   if (globals->cpu.enabled)
     summary.cpu_source = globals->source == cpu_source::perf ? "perf task-clock" : "POSIX CPU timer";
   summary.signal_number = globals->signal_number;
+  const auto tables = kairos::unwind_table_counts();
+  summary.unwind_table_functions = tables.functions;
+  summary.unwind_table_rows = tables.rows;
   std::lock_guard lock{globals->mutex};
   summary.delivered = globals->delivered_by_ended + globals->waiting_taken;
+  summary.unwound_by_tables = globals->unwound_by_tables_by_ended;
   summary.dropped = globals->dropped_by_ended;
   summary.unsampled_cpu_ns = globals->unsampled_by_ended_ns;
   summary.threads_blocking = globals->threads_blocking.load();
   for (auto* sampler : globals->samplers) {
     summary.delivered += sampler->delivered.load();
+    summary.unwound_by_tables += sampler->unwound_by_tables.load();
     summary.dropped += sampler->dropped.load();
     summary.unsampled_cpu_ns += unsampled_ns(*sampler, thread_cpu_ns(sampler->thread->tid));
   }

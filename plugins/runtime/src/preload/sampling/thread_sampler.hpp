@@ -45,6 +45,7 @@ struct thread_sampler {
   std::atomic<std::int64_t> unsampled_cpu_ns{0};
   std::atomic<bool> finished{false};  // the thread ended: no more samples; the writer frees it
   std::atomic<std::uint64_t> delivered{0};
+  std::atomic<std::uint64_t> unwound_by_tables{0};  // of those delivered (unwind_tables.hpp)
   std::atomic<std::uint64_t> dropped{0};
 };
 

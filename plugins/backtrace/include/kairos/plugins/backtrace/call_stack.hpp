@@ -54,13 +54,19 @@ struct backtrace {
   // instruction (the handler and the signal trampoline are dropped). Never does lazy setup: on a
   // thread that was not prewarmed it uses the fallback unwinder, or captures nothing.
   [[gnu::always_inline]] void sample(const ucontext_t* interrupted) noexcept {
+    if (interrupted == nullptr) {
+      path_ = capture_into(*this, 0, thread_is_prewarmed());
+      return;
+    }
+    bool truncated = false;
+    const auto captured = backtrace_detail::capture_interrupted(frames_, *interrupted, thread_is_prewarmed(), truncated);
+    size_ = static_cast<std::uint16_t>(captured.count);
+    truncated_ = truncated;
+    path_ = captured.path;
     std::uintptr_t interrupted_ip = 0;
 #if defined(__x86_64__)
-    if (interrupted != nullptr) interrupted_ip = static_cast<std::uintptr_t>(interrupted->uc_mcontext.gregs[REG_RIP]);
-#else
-    (void)interrupted;
+    interrupted_ip = static_cast<std::uintptr_t>(interrupted->uc_mcontext.gregs[REG_RIP]);
 #endif
-    path_ = capture_into(*this, interrupted_ip, thread_is_prewarmed());
     first_frame_is_exact_ = size_ > 0 && frames_[0] == interrupted_ip;
   }
 

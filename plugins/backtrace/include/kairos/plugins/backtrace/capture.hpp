@@ -4,6 +4,9 @@
 //
 // Which unwinder, and why (facts measured on Debian 12, libunwind 1.6.2, glibc 2.36, GCC 12):
 //
+// * From a signal handler's context, first: kairos's own unwind tables (unwind_tables.hpp), rows
+//   compiled per module off the sampling path, once something builds them (the runtime does).
+//   A walk they cannot finish falls through to the paths below.
 // * Default path: libunwind's unw_backtrace(). It walks frames with its per-thread "trace cache"
 //   of frame layouts (tdep_trace), ≈240 ns for 22 frames warm with caching off; the unw_step()
 //   loop (unw_getcontext + unw_init_local + unw_step + unw_get_reg) costs 5–17 µs for the same
@@ -41,6 +44,7 @@
 #include <string_view>
 
 #include <kairos/plugins/backtrace/dl_guard.hpp>
+#include <kairos/plugins/backtrace/unwind_tables.hpp>
 
 #ifndef KAIROS_BACKTRACE_HAVE_LIBUNWIND
 #if __has_include(<libunwind.h>)
@@ -77,12 +81,14 @@ enum class backtrace_path : std::uint8_t {
   none,       // nothing captured (plugin unavailable, or fallback needed but not prewarmed)
   libunwind,  // unw_backtrace, the default
   libgcc,     // _Unwind_Backtrace from libgcc_s: inside the loader, or a nested capture
+  tables,     // kairos's unwind tables, from a signal context (unwind_tables.hpp)
 };
 
 constexpr std::string_view to_string(backtrace_path path) noexcept {
   switch (path) {
     case backtrace_path::libunwind: return "libunwind";
     case backtrace_path::libgcc: return "libgcc";
+    case backtrace_path::tables: return "tables";
     case backtrace_path::none: break;
   }
   return "none";
@@ -221,6 +227,25 @@ template <std::size_t N>
   // The raw buffer holds one frame more than can be kept: if it filled up, the stack went deeper.
   truncated = available > static_cast<int>(N) || raw_result.count == raw_capacity;
   return {kept, raw_result.path};
+}
+
+// Captures the stack interrupted by a signal, whose registers `interrupted` holds: with the unwind
+// tables when they finish the walk, else as capture_frames does from the interrupted instruction.
+template <std::size_t N>
+[[gnu::noinline]] inline raw_capture capture_interrupted(std::uintptr_t (&frames)[N], const ucontext_t& interrupted,
+                                                         bool allow_libunwind, bool& truncated) noexcept {
+  const auto walk = walk_with_tables(interrupted, frames, static_cast<int>(N));
+  if (walk.finished()) {
+    truncated = walk.truncated;
+    return {walk.count, backtrace_path::tables};
+  }
+  std::uintptr_t interrupted_ip = 0;
+#if defined(__x86_64__)
+  interrupted_ip = static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RIP]);
+#endif
+  const auto captured = capture_frames(frames, interrupted_ip, allow_libunwind, truncated);
+  if (walk.end == walk_end::missing) want_tables_for(frames, captured.count);  // all of it in one build
+  return captured;
 }
 
 }  // namespace backtrace_detail
