@@ -25,8 +25,8 @@
 //   inside dl_iterate_phdr, so no module can be unloaded meanwhile. Nothing is ever freed: a
 //   module loaded again at the same address is found again.
 // * The walk reads only the interrupted thread's stack, from the interrupted stack pointer up to
-//   the top that the thread registered (unwind_tables_register_thread), and the CFA must grow at
-//   every frame. Stale rows (another module mapped where an unloaded one was, at the same
+//   the top that the thread registered (unwind_tables_register_thread), when that pointer lies in
+//   the registered stack at all, and the CFA must grow at every frame. Stale rows (another module mapped where an unloaded one was, at the same
 //   eh_frame_hdr address) give wrong frames, never a fault or a loop.
 // * Anything else (no module, an unknown function, a stack pointer off the registered stack)
 //   ends the walk unfinished, and the caller unwinds with libgcc instead.
@@ -133,7 +133,9 @@ struct unwind_registry {
 };
 inline unwind_registry unwind_tables;
 
-// The registered thread's stack top (its highest address); 0: not registered, libgcc unwinds.
+// The registered thread's stack, [lowest, top); top 0: not registered, libgcc unwinds. A stack
+// pointer outside it (a sigaltstack, a coroutine's stack) may have unmapped memory above it.
+[[gnu::tls_model("initial-exec")]] inline thread_local std::uintptr_t thread_stack_lowest = 0;
 [[gnu::tls_model("initial-exec")]] inline thread_local std::uintptr_t thread_stack_top = 0;
 
 // --- compiling (not async-signal-safe) -------------------------------------------------------
@@ -692,7 +694,8 @@ inline table_walk walk_with_tables(const ucontext_t& interrupted, std::uintptr_t
   std::uintptr_t pc = static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RIP]);
   std::uintptr_t sp = static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RSP]);
   std::uintptr_t bp = static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RBP]);
-  if (stack_top == 0 || sp >= stack_top || !unwind_tables.in_use.load(std::memory_order_relaxed)) return walk;
+  if (stack_top == 0 || sp < thread_stack_lowest || sp >= stack_top || !unwind_tables.in_use.load(std::memory_order_relaxed))
+    return walk;
   const std::uintptr_t stack_bottom = sp;
   auto on_stack = [&](std::uintptr_t address) {
     return address >= stack_bottom && address <= stack_top - sizeof(std::uintptr_t) && address % sizeof(std::uintptr_t) == 0;
@@ -783,8 +786,10 @@ inline void unwind_tables_register_thread() noexcept {
   if (pthread_getattr_np(pthread_self(), &attributes) != 0) return;
   void* lowest = nullptr;
   std::size_t size = 0;
-  if (pthread_attr_getstack(&attributes, &lowest, &size) == 0)
+  if (pthread_attr_getstack(&attributes, &lowest, &size) == 0) {
+    backtrace_detail::thread_stack_lowest = reinterpret_cast<std::uintptr_t>(lowest);
     backtrace_detail::thread_stack_top = reinterpret_cast<std::uintptr_t>(lowest) + size;
+  }
   pthread_attr_destroy(&attributes);
 #endif
 }
