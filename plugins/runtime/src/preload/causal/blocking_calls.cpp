@@ -36,12 +36,9 @@ struct interceptor {
       if constexpr (C == barrier_wait) causal_catch_up();  // it may be the one that releases the rest
       causal_before_blocking();
       const R result = original(arguments...);
-      if constexpr (C == cond_timedwait)
-        causal_after_blocking(result == 0);
-      else if constexpr (C == sem_timedwait)
-        causal_after_blocking(result == 0);
-      else
-        causal_after_blocking(true);
+      // A timed wait that timed out was not woken by another thread.
+      constexpr bool may_time_out = C == cond_timedwait || C == sem_timedwait;
+      causal_after_blocking(!may_time_out || result == 0);
       return result;
     }
   }
