@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <kairos/plugins/backtrace.hpp>
@@ -46,6 +47,14 @@ constexpr int benchmark_chain_depth = 5;  // Google Benchmark's runner adds 8 mo
 int capture_kairos() {
   const auto stack = kairos::backtrace<64>::record();
   return static_cast<int>(stack.size());
+}
+int capture_libunwind() {
+#if KAIROS_BACKTRACE_HAVE_LIBUNWIND
+  void* frames[64];
+  return unw_backtrace(frames, 64);
+#else
+  return 0;
+#endif
 }
 int capture_libgcc() {
   void* frames[64];
@@ -114,7 +123,8 @@ void BM_capture(benchmark::State& state, int (*capture)()) {
     state.counters["frames"] = frames;
   });
 }
-BENCHMARK_CAPTURE(BM_capture, kairos_libunwind, &capture_kairos);
+BENCHMARK_CAPTURE(BM_capture, kairos_record, &capture_kairos);
+BENCHMARK_CAPTURE(BM_capture, libunwind_unw_backtrace, &capture_libunwind);
 BENCHMARK_CAPTURE(BM_capture, libgcc_Unwind_Backtrace, &capture_libgcc);
 BENCHMARK_CAPTURE(BM_capture, glibc_backtrace, &capture_glibc);
 BENCHMARK_CAPTURE(BM_capture, frame_pointer_walk, &capture_frame_pointers);
@@ -191,7 +201,7 @@ double seconds_for(Work&& work) {
 
 void print_capture_ratios() {
   constexpr int rounds = 11, captures = 20000;
-  std::vector<double> vs_libgcc, vs_glibc, kairos_ns, walk_vs_libgcc, walk_ns, tables_vs_libgcc, tables_ns;
+  std::vector<double> vs_libgcc, vs_glibc, kairos_ns, walk_vs_libgcc, walk_ns, tables_vs_libgcc, tables_ns, libunwind_ns;
   int frames = 0, libgcc_frames = 0, walked_frames = 0, table_frames = 0;
   at_depth(chain_depth, [&] {
     frames = capture_kairos();
@@ -204,6 +214,8 @@ void print_capture_ratios() {
       const double glibc = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_glibc()); });
       const double walk = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_frame_pointers()); });
       const double tables = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_tables()); });
+      const double libunwind = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_libunwind()); });
+      libunwind_ns.push_back(libunwind / captures * 1e9);
       kairos_ns.push_back(kairos / captures * 1e9);
       walk_ns.push_back(walk / captures * 1e9);
       vs_libgcc.push_back(kairos / libgcc);
@@ -213,7 +225,9 @@ void print_capture_ratios() {
       tables_vs_libgcc.push_back(tables / libgcc);
     }
   });
-  std::printf("capture of a %d-frame stack: kairos::backtrace %.0f ns (median of %d)\n", frames, median(kairos_ns), rounds);
+  std::printf("capture of a %d-frame stack: kairos::backtrace %.0f ns by its %s path, libunwind's unw_backtrace %.0f ns (median of %d)\n",
+              frames, median(kairos_ns), std::string(kairos::to_string(kairos::backtrace<64>::record().path())).c_str(),
+              median(libunwind_ns), rounds);
   std::printf("ratio kairos::backtrace vs libgcc _Unwind_Backtrace: %.3f (median of %d)\n", median(vs_libgcc), rounds);
   std::printf("ratio kairos::backtrace vs glibc backtrace(): %.3f (median of %d)\n", median(vs_glibc), rounds);
   std::printf("frame-pointer walk: %.0f ns for %d of the %d frames libgcc finds (median of %d)\n", median(walk_ns),

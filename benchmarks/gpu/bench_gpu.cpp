@@ -5,13 +5,12 @@
 // (poll, on kairos's thread under kairos-run) is timed here too, every 1,024 calls, so the figure
 // is all the host CPU kairos spends per call. Ratios of medians from one run, repetitions
 // interleaved.
-#include <execinfo.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <optional>
 
 #include <hip/hip_runtime_api.h>
+#include <kairos/plugins/backtrace/capture.hpp>
 #include <kairos/plugins/gpu/collector.hpp>
 
 #include "ratio_report.hpp"
@@ -26,18 +25,22 @@ struct stream_holder {
   ~stream_holder() { (void)hipStreamDestroy(stream); }
 };
 
-std::size_t glibc_backtrace(std::uint64_t* frames, std::size_t capacity) {
-  void* raw[64];
-  const int count = backtrace(raw, static_cast<int>(std::min<std::size_t>(capacity, 64)));
-  for (int i = 0; i < count; ++i) frames[i] = reinterpret_cast<std::uint64_t>(raw[i]);
-  return static_cast<std::size_t>(count);
+// The caller's stack as kairos-run captures it (gpu_activity.cpp): kairos's unwind tables on a
+// thread the sampler registered, libgcc's unwinder where they cannot finish.
+std::size_t caller_stack(std::uint64_t* frames, std::size_t capacity) {
+  std::uintptr_t captured[64];
+  bool truncated = false;
+  const auto result = kairos::backtrace_detail::capture_frames(captured, 0, false, truncated);
+  const auto count = std::min<std::size_t>(capacity, static_cast<std::size_t>(result.count));
+  for (std::size_t i = 0; i < count; ++i) frames[i] = captured[i];
+  return count;
 }
 
 // Observing for one benchmark run; resolved work is taken and dropped as the runtime would.
 struct observing {
   explicit observing(bool stacks) {
     kairos::gpu::collector_options options;
-    if (stacks) options.capture_stack = &glibc_backtrace;
+    if (stacks) options.capture_stack = &caller_stack;
     kairos::gpu::start(options);
   }
   ~observing() {
@@ -96,9 +99,14 @@ BENCHMARK(memcpy_async_wrapped);
 }  // namespace
 
 // The double's own call costs ~40 ns, so the limits say what kairos may add: 15× is ≈0.55 µs per
-// call (a real runtime's launch costs several µs); a caller's stack (libgcc's unwinder, what
-// kairos-run captures with KAIROS_GPU_STACKS=true) adds ≈3 µs more.
+// call (a real runtime's launch costs several µs); a caller's stack (what kairos-run captures with
+// KAIROS_GPU_STACKS=true) adds more: ≈3 µs with libgcc's unwinder, ≈0.3 µs with the tables.
 int main(int argc, char** argv) {
+  // As under kairos-run with sampling on: libgcc resolved, this thread's stack registered, the
+  // unwind tables built (there by the control thread, as samples need them; here all at once).
+  kairos::backtrace_detail::prewarm_process();
+  kairos::unwind_tables_register_thread();
+  kairos::build_unwind_tables(true);
   return kairos::benchmarks::run_and_print_ratios(
       argc, argv,
       {{"launch_wrapped", "launch_unwrapped", 15.0},

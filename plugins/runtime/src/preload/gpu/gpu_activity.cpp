@@ -56,8 +56,9 @@ address_range code_of_this_library() {
   return wanted.found;
 }
 
-// The caller of the GPU API call, leaf first, from the program's frame on (libgcc's unwinder: a
-// wrapper is ordinary code, not a signal handler, so the loader's tables are safe to walk).
+// The caller of the GPU API call, leaf first, from the program's frame on (kairos's unwind tables
+// on a thread the sampler registered, else libgcc's unwinder: a wrapper is ordinary code, not a
+// signal handler, so the loader's tables are safe to walk).
 std::size_t capture_caller(std::uint64_t* frames, std::size_t capacity) {
   std::uintptr_t captured[96];
   bool truncated = false;

@@ -4,9 +4,10 @@
 //
 // Which unwinder, and why (facts measured on Debian 12, libunwind 1.6.2, glibc 2.36, GCC 12):
 //
-// * From a signal handler's context, first: kairos's own unwind tables (unwind_tables.hpp), rows
-//   compiled per module off the sampling path, once something builds them (the runtime does).
-//   A walk they cannot finish falls through to the paths below.
+// * First, kairos's own unwind tables (unwind_tables.hpp): rows compiled per function off the
+//   sampling path, once something builds them (the runtime does), walked from a signal
+//   handler's context or from the capture's own registers, on threads that registered their
+//   stack. A walk they cannot finish falls through to the paths below.
 // * Default path: libunwind's unw_backtrace(). It walks frames with its per-thread "trace cache"
 //   of frame layouts (tdep_trace), ≈240 ns for 22 frames warm with caching off; the unw_step()
 //   loop (unw_getcontext + unw_init_local + unw_step + unw_get_reg) costs 5–17 µs for the same
@@ -203,11 +204,23 @@ inline void prewarm_thread() noexcept {}
 
 // Captures into `frames` (capacity N), dropping everything above the caller's frame, or above
 // `interrupted_ip` when it is non-zero (a capture from a signal handler). Not inlined: its own
-// return address is how the caller's frame is recognised.
+// return address is how the caller's frame is recognised. The caller's stack is walked with the
+// unwind tables first, from this function's own registers, when they can finish the walk.
 template <std::size_t N>
 [[gnu::noinline]] inline raw_capture capture_frames(std::uintptr_t (&frames)[N], std::uintptr_t interrupted_ip,
                                                     bool allow_libunwind, bool& truncated) noexcept {
   const auto caller_ip = reinterpret_cast<std::uintptr_t>(__builtin_return_address(0));
+  bool tables_missed = false;
+  if (interrupted_ip == 0) {
+    std::uintptr_t walked[N + 1];  // this function's frame, then the caller's on
+    const auto walk = walk_from_here(walked, static_cast<int>(N) + 1);
+    if (walk.finished() && walk.count >= 2 && walked[1] == caller_ip) {
+      for (int i = 1; i < walk.count; ++i) frames[i - 1] = walked[i];
+      truncated = walk.truncated;
+      return {walk.count - 1, backtrace_path::tables};
+    }
+    tables_missed = walk.end == walk_end::missing;
+  }
   constexpr int raw_capacity = static_cast<int>(N) + internal_frame_slack + 1;
   void* raw[raw_capacity];
   const raw_capture raw_result = unwind_into(raw, raw_capacity, allow_libunwind);
@@ -226,6 +239,7 @@ template <std::size_t N>
   for (int i = 0; i < kept; ++i) frames[i] = reinterpret_cast<std::uintptr_t>(raw[first_kept + i]);
   // The raw buffer holds one frame more than can be kept: if it filled up, the stack went deeper.
   truncated = available > static_cast<int>(N) || raw_result.count == raw_capacity;
+  if (tables_missed) want_tables_for(frames, kept, false);  // all of it in one build
   return {kept, raw_result.path};
 }
 
@@ -244,7 +258,7 @@ template <std::size_t N>
   interrupted_ip = static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RIP]);
 #endif
   const auto captured = capture_frames(frames, interrupted_ip, allow_libunwind, truncated);
-  if (walk.end == walk_end::missing) want_tables_for(frames, captured.count);  // all of it in one build
+  if (walk.end == walk_end::missing) want_tables_for(frames, captured.count, true);  // all of it in one build
   return captured;
 }
 

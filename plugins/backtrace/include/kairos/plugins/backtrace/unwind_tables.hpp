@@ -687,13 +687,12 @@ struct module_lookup {
   }
 };
 
-// Walks from the interrupted registers; see the header comment for when it gives up.
-inline table_walk walk_with_tables(const ucontext_t& interrupted, std::uintptr_t* frames, int capacity) noexcept {
+// Walks from a frame's registers (frame 0 is `pc` itself); see the header comment for when it
+// gives up.
+inline table_walk walk_with_tables(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t bp, std::uintptr_t* frames,
+                                   int capacity) noexcept {
   table_walk walk;
   const std::uintptr_t stack_top = thread_stack_top;
-  std::uintptr_t pc = static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RIP]);
-  std::uintptr_t sp = static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RSP]);
-  std::uintptr_t bp = static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RBP]);
   if (stack_top == 0 || sp < thread_stack_lowest || sp >= stack_top || !unwind_tables.in_use.load(std::memory_order_relaxed))
     return walk;
   const std::uintptr_t stack_bottom = sp;
@@ -750,12 +749,28 @@ inline table_walk walk_with_tables(const ucontext_t& interrupted, std::uintptr_t
   }
 }
 
+inline table_walk walk_with_tables(const ucontext_t& interrupted, std::uintptr_t* frames, int capacity) noexcept {
+  return walk_with_tables(static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RIP]),
+                          static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RSP]),
+                          static_cast<std::uintptr_t>(interrupted.uc_mcontext.gregs[REG_RBP]), frames, capacity);
+}
+
+// Walks from the registers of the function this is inlined into (its frame is frame 0): the
+// instruction address and the stack pointer are read at the same point, so the rows for that
+// address describe that stack pointer.
+[[gnu::always_inline]] inline table_walk walk_from_here(std::uintptr_t* frames, int capacity) noexcept {
+  std::uintptr_t pc, sp, bp;
+  asm volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
+  return walk_with_tables(pc, sp, bp, frames, capacity);
+}
+
 // After a walk that missed something, queues every module and function of the stack another
-// unwinder captured (frames[0] exact, the rest return addresses), so one build covers it all.
-inline void want_tables_for(const std::uintptr_t* frames, int count) noexcept {
+// unwinder captured (return addresses; frames[0] an interrupted instruction when
+// `first_is_exact`), so one build covers it all.
+inline void want_tables_for(const std::uintptr_t* frames, int count, bool first_is_exact) noexcept {
   module_lookup module;
   for (int i = 0; i < count; ++i) {
-    const std::uintptr_t lookup = i == 0 ? frames[0] : frames[i] - 1;
+    const std::uintptr_t lookup = i == 0 && first_is_exact ? frames[0] : frames[i] - 1;
     if (!module.find(lookup)) continue;
     if (module.index < 0) {
       if (module.eh_frame_hdr != 0) want_module(module.eh_frame_hdr);
@@ -771,7 +786,8 @@ inline void want_tables_for(const std::uintptr_t* frames, int count) noexcept {
 #else
 inline constexpr bool unwind_tables_at_build = false;
 inline table_walk walk_with_tables(const ucontext_t&, std::uintptr_t*, int) noexcept { return {}; }
-inline void want_tables_for(const std::uintptr_t*, int) noexcept {}
+inline table_walk walk_from_here(std::uintptr_t*, int) noexcept { return {}; }
+inline void want_tables_for(const std::uintptr_t*, int, bool) noexcept {}
 #endif
 
 }  // namespace backtrace_detail
