@@ -12,8 +12,8 @@
 //   CFA - 8, and rbp was saved at CFA + n or is unchanged. What such a row cannot say (a CFA
 //   expression, a signal frame, a PLT stub, a realigned stack, an unusual register rule) makes
 //   the function one the walk cannot follow.
-// * Only the functions samples pass through are compiled (a few hundred in a run, against 8,500
-//   FDEs in libkairos.so alone; compiling whole modules cost 3 ms for libc and libstdc++ here).
+// * Only the functions samples pass through are compiled (tens in a run, against 8,500 FDEs in
+//   libkairos.so alone; compiling whole modules cost 3 ms for libc and libstdc++ here).
 //   A module is registered first: its eh_frame_hdr's sorted table of function starts is copied,
 //   so that the handler never reads a module's memory, which dlclose may unmap meanwhile.
 // * In the handler, glibc's _dl_find_object (lock-free and async-signal-safe; libgcc calls it
@@ -26,8 +26,9 @@
 //   module loaded again at the same address is found again.
 // * The walk reads only the interrupted thread's stack, from the interrupted stack pointer up to
 //   the top that the thread registered (unwind_tables_register_thread), when that pointer lies in
-//   the registered stack at all, and the CFA must grow at every frame. Stale rows (another module mapped where an unloaded one was, at the same
-//   eh_frame_hdr address) give wrong frames, never a fault or a loop.
+//   the registered stack at all, and the CFA must grow at every frame. Stale rows (another
+//   module mapped where an unloaded one was, at the same eh_frame_hdr address) give wrong
+//   frames, never a fault or a loop.
 // * Anything else (no module, an unknown function, a stack pointer off the registered stack)
 //   ends the walk unfinished, and the caller unwinds with libgcc instead.
 #include <ucontext.h>
