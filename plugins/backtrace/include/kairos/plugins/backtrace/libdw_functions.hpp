@@ -26,7 +26,7 @@ struct libdw_functions {
   decltype(&::dwfl_linux_proc_find_elf) dwfl_linux_proc_find_elf;
   decltype(&::dwfl_build_id_find_debuginfo) dwfl_build_id_find_debuginfo;
   decltype(&::dwfl_report_begin) dwfl_report_begin;
-  decltype(&::dwfl_linux_proc_report) dwfl_linux_proc_report;
+  decltype(&::dwfl_linux_proc_maps_report) dwfl_linux_proc_maps_report;
   decltype(&::dwfl_report_end) dwfl_report_end;
   decltype(&::dwfl_addrmodule) dwfl_addrmodule;
   decltype(&::dwfl_module_addrinfo) dwfl_module_addrinfo;
@@ -75,7 +75,7 @@ struct private_libdw {
     find(f.dwfl_linux_proc_find_elf, "dwfl_linux_proc_find_elf");
     find(f.dwfl_build_id_find_debuginfo, "dwfl_build_id_find_debuginfo");
     find(f.dwfl_report_begin, "dwfl_report_begin");
-    find(f.dwfl_linux_proc_report, "dwfl_linux_proc_report");
+    find(f.dwfl_linux_proc_maps_report, "dwfl_linux_proc_maps_report");
     find(f.dwfl_report_end, "dwfl_report_end");
     find(f.dwfl_addrmodule, "dwfl_addrmodule");
     find(f.dwfl_module_addrinfo, "dwfl_module_addrinfo");
@@ -117,7 +117,7 @@ inline std::string libdw_problem() { return private_libdw_instance().problem; }
 inline const libdw_functions* libdw() {
   static constexpr libdw_functions linked{
       &::dwfl_begin, &::dwfl_end, &::dwfl_linux_proc_find_elf, &::dwfl_build_id_find_debuginfo,
-      &::dwfl_report_begin, &::dwfl_linux_proc_report, &::dwfl_report_end, &::dwfl_addrmodule,
+      &::dwfl_report_begin, &::dwfl_linux_proc_maps_report, &::dwfl_report_end, &::dwfl_addrmodule,
       &::dwfl_module_addrinfo, &::dwfl_module_getsymtab, &::dwfl_module_getsym_info, &::dwfl_module_info,
       &::dwfl_module_getsrc, &::dwfl_lineinfo, &::dwfl_module_addrdie,
       &::dwarf_attr, &::dwarf_formudata, &::dwarf_getsrcfiles, &::dwarf_filesrc, &::dwarf_child,

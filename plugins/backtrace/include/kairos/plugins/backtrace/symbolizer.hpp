@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -439,8 +440,52 @@ class backtrace_symbolizer {
     units_without_ranges_.clear();
     symbols_.clear();
     dw_->dwfl_report_begin(dwfl_);
-    dw_->dwfl_linux_proc_report(dwfl_, getpid());
+    std::string maps = loaded_object_mappings();
+    if (FILE* text = fmemopen(maps.data(), maps.size(), "r")) {
+      dw_->dwfl_linux_proc_maps_report(dwfl_, text);
+      std::fclose(text);
+    }
     dw_->dwfl_report_end(dwfl_, nullptr, nullptr);
+  }
+
+  // The lines of /proc/self/maps that lie inside a loaded object's segments. libdw maps the ELF
+  // and debug files it reads (privately, the whole file): to libdwfl's scan of the maps those
+  // look like more segments of the same object, and one that lands right below the object's
+  // first segment moves the module's start and bias, and its file:line is lost (1 run in 4 here,
+  // with a second symbolizer, as ASLR placed the mapping).
+  static std::string loaded_object_mappings() {
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> segments;
+    dl_iterate_phdr(
+        [](dl_phdr_info* object, std::size_t, void* argument) -> int {
+          auto& found = *static_cast<std::vector<std::pair<std::uintptr_t, std::uintptr_t>>*>(argument);
+          const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+          for (int i = 0; i < object->dlpi_phnum; ++i) {
+            const auto& segment = object->dlpi_phdr[i];
+            if (segment.p_type != PT_LOAD) continue;
+            const std::uintptr_t start = object->dlpi_addr + segment.p_vaddr;
+            found.emplace_back(start & ~(page - 1), (start + segment.p_memsz + page - 1) & ~(page - 1));
+          }
+          return 0;
+        },
+        &segments);
+    std::string kept;
+    FILE* maps = std::fopen("/proc/self/maps", "re");
+    if (maps == nullptr) return kept;
+    char* line = nullptr;
+    std::size_t capacity = 0;
+    while (getline(&line, &capacity, maps) > 0) {
+      char* end = nullptr;
+      const auto low = static_cast<std::uintptr_t>(std::strtoull(line, &end, 16));
+      const auto high = static_cast<std::uintptr_t>(std::strtoull(end + 1, nullptr, 16));
+      for (const auto& [start, stop] : segments)
+        if (low >= start && high <= stop) {
+          kept += line;
+          break;
+        }
+    }
+    std::free(line);
+    std::fclose(maps);
+    return kept;
   }
   const backtrace_detail::libdw_functions* dw_ = backtrace_detail::libdw();
   Dwfl_Callbacks callbacks_{};
