@@ -98,16 +98,10 @@ std::uintptr_t stack_top() {
 }
 
 // The handler's walk over kairos's unwind tables, from this function's own registers (what a
-// signal context holds): the instruction address and stack pointer read at the same point.
+// signal context holds).
 [[gnu::noinline]] int capture_tables() {
   std::uintptr_t frames[64];
-  ucontext_t context{};
-  std::uintptr_t pc, sp, bp;
-  asm volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
-  context.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(pc);
-  context.uc_mcontext.gregs[REG_RSP] = static_cast<greg_t>(sp);
-  context.uc_mcontext.gregs[REG_RBP] = static_cast<greg_t>(bp);
-  const auto walk = kairos::backtrace_detail::walk_with_tables(context, frames, 64);
+  const auto walk = kairos::backtrace_detail::walk_from_here(frames, 64);
   benchmark::DoNotOptimize(frames);
   return walk.finished() ? walk.count : -walk.count;
 }

@@ -353,8 +353,8 @@ TEST_CASE("unwind tables give libgcc's frames for stacks through the program, li
     worker.join();
   });
   const auto built = kairos::unwind_table_counts();
-  MESSAGE("tables: " << built.modules << " modules, " << built.functions << " functions, " << built.rows << " rows, " << built.build_ns / 1e6
-                     << " ms to compile; samples: " << tables::equal.load() << " equal, " << tables::different.load()
+  MESSAGE("tables: " << built.modules << " modules, " << built.functions << " functions, " << built.rows
+                     << " rows; samples: " << tables::equal.load() << " equal, " << tables::different.load()
                      << " different, " << tables::unfinished.load() << " left to libgcc, " << tables::libgcc_empty.load()
                      << " empty by libgcc");
   CHECK(tables::different.load() == 0);

@@ -9,7 +9,6 @@
 #include <unistd.h>
 #include <sys/mman.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -271,19 +270,9 @@ TEST_CASE("a nested capture on the same thread (inside the dynamic loader guard)
 }
 
 namespace {
-std::uintptr_t current_stack_pointer() {
-  std::uintptr_t sp;
-  asm volatile("mov %%rsp, %0" : "=r"(sp));
-  return sp;
-}
-ucontext_t registers(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t bp) {
-  ucontext_t context{};
-#if defined(__x86_64__)
-  context.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(pc);
-  context.uc_mcontext.gregs[REG_RSP] = static_cast<greg_t>(sp);
-  context.uc_mcontext.gregs[REG_RBP] = static_cast<greg_t>(bp);
-#endif
-  return context;
+// An address in the caller's frame, on the registered stack.
+[[gnu::noinline]] std::uintptr_t current_stack_pointer() {
+  return reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
 }
 }  // namespace
 
@@ -298,32 +287,30 @@ TEST_CASE("the unwind-table walk never leaves the registered stack, whatever the
   // stack would be) ends the walk before anything is read.
   std::vector<std::uintptr_t> heap(4096, code);
   const auto on_heap = kairos::backtrace_detail::walk_with_tables(
-      registers(code, reinterpret_cast<std::uintptr_t>(heap.data()) + 1024, 0), frames, 64);
+      code, reinterpret_cast<std::uintptr_t>(heap.data()) + 1024, 0, frames, 64);
   CHECK_FALSE(on_heap.finished());
   // A thread that never registered its stack: the walk is not tried.
   std::thread unregistered([&] {
     std::uintptr_t sp = current_stack_pointer();
-    CHECK_FALSE(kairos::backtrace_detail::walk_with_tables(registers(code, sp, 0), frames, 64).finished());
+    CHECK_FALSE(kairos::backtrace_detail::walk_with_tables(code, sp, 0, frames, 64).finished());
   });
   unregistered.join();
   // Garbage: instruction addresses all over libc's code, stack pointers anywhere above this
-  // frame, any frame pointer. Wrong frames are fine; a fault or an endless walk is not.
+  // frame, any frame pointer. Wrong frames are fine; a fault (the test program dies) or an
+  // endless walk (ctest's timeout) is not.
   std::uint64_t random = 0x243f6a8885a308d3u;
   auto next = [&] { return random = random * 6364136223846793005u + 1442695040888963407u; };
   Dl_info libc{};
   REQUIRE(dladdr(reinterpret_cast<void*>(code), &libc) != 0);
   const auto libc_base = reinterpret_cast<std::uintptr_t>(libc.dli_fbase);
   const std::uintptr_t sp = current_stack_pointer();
-  int finished = 0, most_frames = 0;
+  int finished = 0;
   for (int i = 0; i < 100000; ++i) {
     const auto pc = libc_base + next() % (1u << 20);
     const auto stack = (sp + next() % 8192) & ~std::uintptr_t{7};
-    const auto walk = kairos::backtrace_detail::walk_with_tables(registers(pc, stack, next()), frames, 64);
-    most_frames = std::max(most_frames, walk.count);
-    finished += walk.finished();
+    finished += kairos::backtrace_detail::walk_with_tables(pc, stack, next(), frames, 64).finished();
   }
-  CHECK(most_frames <= 64);
-  MESSAGE(finished << " of 100000 random walks finished, the longest " << most_frames << " frames");
+  MESSAGE(finished << " of 100000 random walks finished");
 }
 
 namespace {

@@ -57,7 +57,6 @@ enum class cpu_source { perf, posix_timer };
 constexpr std::int64_t delivery_interval_ns = 100'000'000;  // waiting samples, descriptor checks
 constexpr std::int64_t perf_upgrade_age_ns = 20'000'000;
 
-
 struct sampler_globals {
   std::mutex mutex;  // samplers and arming
   std::vector<thread_sampler*> samplers;

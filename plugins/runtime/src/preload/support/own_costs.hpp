@@ -15,7 +15,7 @@ enum class own_cost : int {
   sample_delivery,    // samples into the database, during the run and at its end
   database_creation,  // the file, its schema and first rows
   symbols,            // symbolizing sampled addresses (libdw loaded on first use)
-  unwind_tables,      // compiling the unwind tables of the modules samples needed
+  unwind_tables,      // compiling the unwind tables of the functions samples needed
   stopping,           // at the end: stopping the sampler and delivering what it holds
   database_end,       // at the end: last rows, deferred indexes, closing
   outputs,            // at the end: every output derived from the database

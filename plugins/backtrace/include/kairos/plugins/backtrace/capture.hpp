@@ -82,7 +82,7 @@ enum class backtrace_path : std::uint8_t {
   none,       // nothing captured (plugin unavailable, or fallback needed but not prewarmed)
   libunwind,  // unw_backtrace, the default
   libgcc,     // _Unwind_Backtrace from libgcc_s: inside the loader, or a nested capture
-  tables,     // kairos's unwind tables, from a signal context (unwind_tables.hpp)
+  tables,     // kairos's unwind tables (unwind_tables.hpp)
 };
 
 constexpr std::string_view to_string(backtrace_path path) noexcept {

@@ -47,7 +47,6 @@
 #define KAIROS_BACKTRACE_HAVE_UNWIND_TABLES 1
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 #include <mutex>
 #include <vector>
 
@@ -92,10 +91,9 @@ struct table_walk {
 };
 
 struct unwind_table_counts {
-  int modules = 0;            // modules registered
-  std::int64_t functions = 0; // functions compiled
-  std::int64_t rows = 0;      // their rows
-  std::int64_t build_ns = 0;  // the CPU time registering and compiling took
+  int modules = 0;             // modules registered
+  std::int64_t functions = 0;  // functions compiled
+  std::int64_t rows = 0;       // their rows
 };
 
 #if KAIROS_BACKTRACE_HAVE_UNWIND_TABLES
@@ -523,12 +521,6 @@ inline std::uintptr_t module_map_start(const dl_phdr_info& module) {
   return module.dlpi_addr + (lowest & ~(page - 1));
 }
 
-inline std::int64_t thread_cpu_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-
 inline int registered_index(std::uintptr_t map_start, std::uintptr_t eh_frame_hdr) noexcept {
   const int published = unwind_tables.published.load(std::memory_order_acquire);
   for (int i = 0; i < published; ++i) {
@@ -595,7 +587,6 @@ inline void build_wanted(bool everything) {
     bool everything;
     std::vector<unwind_row> scratch;
   } state{everything, {}};
-  const auto started = thread_cpu_ns();
   dl_iterate_phdr(
       [](dl_phdr_info* module, std::size_t, void* argument) -> int {
         auto& pass_state = *static_cast<pass*>(argument);
@@ -632,7 +623,6 @@ inline void build_wanted(bool everything) {
   // What is left was queued for modules unloaded since.
   for (auto& slot : registry.wanted_modules) slot.store(0, std::memory_order_relaxed);
   for (auto& slot : registry.wanted_functions) slot.store(0, std::memory_order_relaxed);
-  registry.counts.build_ns += thread_cpu_ns() - started;
 }
 
 // --- the walk (async-signal-safe) ------------------------------------------------------------
@@ -786,6 +776,9 @@ inline void want_tables_for(const std::uintptr_t* frames, int count, bool first_
 
 #else
 inline constexpr bool unwind_tables_at_build = false;
+inline table_walk walk_with_tables(std::uintptr_t, std::uintptr_t, std::uintptr_t, std::uintptr_t*, int) noexcept {
+  return {};
+}
 inline table_walk walk_with_tables(const ucontext_t&, std::uintptr_t*, int) noexcept { return {}; }
 inline table_walk walk_from_here(std::uintptr_t*, int) noexcept { return {}; }
 inline void want_tables_for(const std::uintptr_t*, int, bool) noexcept {}
