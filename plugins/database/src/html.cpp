@@ -324,9 +324,9 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   // started its process row late).
   time_span span;
   const auto first_event = scalar(profile, "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample UNION ALL "
-                                           "SELECT MIN(start_ns) FROM region)");
+                                           "SELECT MIN(start_ns) FROM region_block)");
   const auto last_event = scalar(profile, "SELECT MAX(t) FROM (SELECT MAX(time_ns) AS t FROM sample UNION ALL "
-                                          "SELECT MAX(end_ns) FROM region)");
+                                          "SELECT MAX(end_ns) FROM region_block)");
   span.origin_ns = process_start > 0 ? std::min(process_start, first_event > 0 ? first_event : process_start) : first_event;
   const std::int64_t end_ns = std::max(process_end, last_event);
   span.span_ns = std::max<std::int64_t>(1, end_ns - span.origin_ns);

@@ -63,9 +63,13 @@ std::vector<copy_step> copy_steps() {
       {"INSERT INTO main.counter (process, thread, time_ns, name, value, window) "
        "SELECT c.process + :process, c.thread + :thread, c.time_ns, merged_string(c.name), c.value, c.window "
        "FROM input.counter AS c"},
-      {"INSERT INTO main.region (thread, name, start_ns, end_ns, depth, window, clipped, frame) "
-       "SELECT r.thread + :thread, merged_string(r.name), r.start_ns, r.end_ns, r.depth, r.window, r.clipped, "
-       "merged_frame(r.frame) FROM input.region AS r"},
+      // A block's rows keep their times; their names and frames are mapped (schema.cpp: the fields).
+      {"INSERT INTO main.region_block (thread, base_ns, start_ns, end_ns, count, rows) "
+       "SELECT b.thread + :thread, b.base_ns, b.start_ns, b.end_ns, b.count, "
+       "(SELECT json_group_array(json_array(r.value ->> 0, r.value ->> 1, merged_string(r.value ->> 2), "
+       "r.value ->> 3, IFNULL(r.value ->> 4, 0), IFNULL(r.value ->> 5, 0), "
+       "IFNULL(merged_frame(NULLIF(r.value ->> 6, 0)), 0))) FROM json_each(b.rows) AS r) "
+       "FROM input.region_block AS b"},
       {"INSERT INTO main.mpi_call (thread, name, start_ns, end_ns, bytes, peer, window) "
        "SELECT m.thread + :thread, merged_string(m.name), m.start_ns, m.end_ns, m.bytes, m.peer, m.window "
        "FROM input.mpi_call AS m"},

@@ -362,7 +362,7 @@ void restrict_to_rank(connection& profile, std::int64_t rank) {
   const std::pair<const char*, std::string> filters[] = {
       {"process", "id IN " + processes},          {"process_metadata", "process IN " + processes},
       {"thread", "process IN " + processes},      {"sample", "thread IN " + threads},
-      {"realtime_sample", "thread IN " + threads}, {"region", "thread IN " + threads},
+      {"realtime_sample", "thread IN " + threads}, {"region_block", "thread IN " + threads},
       {"mpi_call", "thread IN " + threads},       {"counter", "process IN " + processes},
       {"window", "process IN " + processes},      {"gpu_device", "process IN " + processes},
       {"gpu_kernel", "process IN " + processes},  {"gpu_memcpy", "process IN " + processes},
@@ -535,7 +535,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
   // Timestamps in microseconds from the earliest event, as the format expects.
   const auto origin_ns = scalar(profile,
                                 "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample "
-                                "UNION ALL SELECT MIN(start_ns) FROM region "
+                                "UNION ALL SELECT MIN(start_ns) FROM region_block "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_kernel "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_api_call "

@@ -55,12 +55,23 @@ CREATE TABLE counter (
   id INTEGER PRIMARY KEY, process INTEGER NOT NULL DEFAULT 1 REFERENCES process,
   thread INTEGER REFERENCES thread, time_ns INTEGER NOT NULL,
   name INTEGER NOT NULL REFERENCES string, value REAL NOT NULL, window INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE region (
-  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
-  name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
-  depth INTEGER NOT NULL, window INTEGER NOT NULL DEFAULT 0,
-  clipped INTEGER NOT NULL DEFAULT 0,  -- 1: start cut to its window's opening, 2: end to its closing
-  frame INTEGER REFERENCES frame);  -- an instrumented function's frame; NULL for a user-API region
+-- A thread's regions (user-API regions and instrumented calls) come in blocks of up to 4,096, one
+-- row of this table each, so that a region costs the profiled program an encoding, not an insert.
+-- rows: a JSON array of [start_ns - base_ns, duration_ns, name, depth, window, clipped, frame],
+-- the fields after depth left out when 0 (frame: 0 or missing is NULL). Read them through the
+-- view `region` (below), which any SQLite client can query.
+CREATE TABLE region_block (
+  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread, base_ns INTEGER NOT NULL,
+  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,  -- the earliest start and latest end within
+  count INTEGER NOT NULL, rows TEXT NOT NULL);
+-- One row per region. name: a string; clipped: 1 when its start was cut to its window's opening,
+-- 2 its end to its closing; frame: an instrumented function's frame, NULL for a user-API region.
+CREATE VIEW region AS
+SELECT b.thread AS thread, r.value ->> 2 AS name, b.base_ns + (r.value ->> 0) AS start_ns,
+       b.base_ns + (r.value ->> 0) + (r.value ->> 1) AS end_ns, r.value ->> 3 AS depth,
+       IFNULL(r.value ->> 4, 0) AS window, IFNULL(r.value ->> 5, 0) AS clipped,
+       NULLIF(r.value ->> 6, 0) AS frame
+FROM region_block AS b, json_each(b.rows) AS r;
 -- Time windows (docs/windows.md): amounts in the clock's units (ns, or instructions) counted from
 -- the process's start; actual_* and *_ns are NULL for a window that never opened.
 CREATE TABLE window (
@@ -285,10 +296,8 @@ LEFT JOIN string AS name ON name.id = thread.name;
 )sql";
 
 // Indexes a reader needs and a writer does not: built once at the end (create_deferred_indexes).
-// Kept up to date row by row, the region index made a region row cost the profiled program 1.4 µs;
-// built at the end, 1.07 µs (0.67 µs of it the row itself; benchmarks/instrumentation/overhead.py).
 constexpr const char* deferred_indexes_sql = R"sql(
-CREATE INDEX IF NOT EXISTS region_thread_time ON region (thread, start_ns);
+CREATE INDEX IF NOT EXISTS region_block_thread_time ON region_block (thread, start_ns);
 )sql";
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include <kairos/plugins/database/writer.hpp>
 
+#include <charconv>
+
 #include <fmt/format.h>
 
 namespace kairos::database {
@@ -28,9 +30,9 @@ struct profile_writer::statements {
                         "VALUES (?, ?, ?, ?, ?)"},
         counter{database,
                 "INSERT INTO counter (thread, time_ns, name, value, window) VALUES (?, ?, ?, ?, ?)"},
-        region{database,
-               "INSERT INTO region (thread, name, start_ns, end_ns, depth, window, clipped, frame) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"},
+        region_block{database,
+                     "INSERT INTO region_block (thread, base_ns, start_ns, end_ns, count, rows) "
+                     "VALUES (?, ?, ?, ?, ?, ?)"},
         window{database,
                "INSERT OR REPLACE INTO window (ordinal, spec, clock, planned_start, planned_end, "
                "actual_start, actual_end, start_ns, end_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"},
@@ -61,7 +63,7 @@ struct profile_writer::statements {
                       "INSERT OR REPLACE INTO causal_sample (scope, location, count) VALUES (?, ?, ?)"} {}
 
   statement metadata, string, process, process_end, process_rank, mpi_call, thread, thread_end, frame, stack,
-      sample, realtime_sample, counter, region, window, gpu_device, gpu_kernel, gpu_memcpy,
+      sample, realtime_sample, counter, region_block, window, gpu_device, gpu_kernel, gpu_memcpy,
       gpu_api_call, causal_experiment, causal_progress, causal_sample;
 };
 
@@ -85,6 +87,7 @@ void profile_writer::ensure_transaction() {
 }
 
 void profile_writer::commit() {
+  write_region_blocks();
   if (!in_transaction_) return;
   database_.execute("COMMIT");
   in_transaction_ = false;
@@ -274,25 +277,68 @@ void profile_writer::add_counter(std::int64_t thread, std::int64_t time_ns, std:
 void profile_writer::add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
                                 std::int64_t end_ns, std::int64_t depth, std::int64_t window,
                                 std::int64_t clipped) {
-  insert_region(thread, intern(name), start_ns, end_ns, depth, window, clipped, std::nullopt);
+  // Regions come in runs of one name: a compare instead of a hash.
+  if (name != last_region_name_) {
+    last_region_name_id_ = intern(name);
+    last_region_name_.assign(name);
+  }
+  append_region(thread, last_region_name_id_, start_ns, end_ns, depth, window, clipped, 0);
 }
 
 void profile_writer::add_function_region(std::int64_t thread, std::uint64_t function_address,
                                          std::int64_t start_ns, std::int64_t end_ns, std::int64_t depth,
                                          std::int64_t window, std::int64_t clipped) {
   const auto entry = frame_entry_for(function_address);
-  insert_region(thread, entry.function, start_ns, end_ns, depth, window, clipped, entry.frame);
+  append_region(thread, entry.function, start_ns, end_ns, depth, window, clipped, entry.frame);
 }
 
-void profile_writer::insert_region(std::int64_t thread, std::int64_t name, std::int64_t start_ns,
+// A row is [start - base, duration, name, depth, window, clipped, frame]; trailing zeros are left
+// out (the view reads a missing field as 0, a missing frame as NULL).
+void profile_writer::append_region(std::int64_t thread, std::int64_t name, std::int64_t start_ns,
                                    std::int64_t end_ns, std::int64_t depth, std::int64_t window,
-                                   std::int64_t clipped, std::optional<std::int64_t> frame) {
+                                   std::int64_t clipped, std::int64_t frame) {
+  auto& block = region_blocks_[thread];
+  if (block.count == 0) {
+    block.base_ns = block.start_ns = start_ns;
+    block.end_ns = end_ns;
+    block.rows = "[";
+  } else {
+    block.start_ns = std::min(block.start_ns, start_ns);
+    block.end_ns = std::max(block.end_ns, end_ns);
+  }
+  const std::int64_t fields[]{start_ns - block.base_ns, end_ns - start_ns, name, depth, window, clipped, frame};
+  std::size_t kept = std::size(fields);
+  while (kept > 4 && fields[kept - 1] == 0) --kept;
+  char row[7 * 21 + 8];  // seven numbers of up to 20 characters, their commas and brackets
+  char* end = row;
+  if (block.count > 0) *end++ = ',';
+  *end++ = '[';
+  for (std::size_t i = 0; i < kept; ++i) {
+    if (i > 0) *end++ = ',';
+    end = std::to_chars(end, row + sizeof row, fields[i]).ptr;
+  }
+  *end++ = ']';
+  block.rows.append(row, end);
+  if (++block.count == region_block_rows) write_region_block(thread, block);
+}
+
+void profile_writer::write_region_block(std::int64_t thread, region_block& block) {
+  if (block.count == 0) return;
+  block.rows += ']';
   ensure_transaction();
-  auto& insert = statements_->region;
-  insert.bind(1, thread).bind(2, name).bind(3, start_ns).bind(4, end_ns).bind(5, depth).bind(6, window)
-      .bind(7, clipped);
-  frame ? void(insert.bind(8, *frame)) : void(insert.bind_null(8));
-  insert.run();
+  statements_->region_block.bind(1, thread)
+      .bind(2, block.base_ns)
+      .bind(3, block.start_ns)
+      .bind(4, block.end_ns)
+      .bind(5, block.count)
+      .bind(6, std::string_view{block.rows})
+      .run();
+  block.count = 0;
+  block.rows.clear();  // keeps its capacity for the thread's next block
+}
+
+void profile_writer::write_region_blocks() {
+  for (auto& [thread, block] : region_blocks_) write_region_block(thread, block);
 }
 
 std::int64_t profile_writer::add_gpu_device(const gpu_device_info& device) {
@@ -377,6 +423,7 @@ void profile_writer::add_window(const window_info& window) {
 }
 
 void profile_writer::count_window_rows() {
+  write_region_blocks();
   ensure_transaction();
   database_.execute(R"sql(
     UPDATE window SET

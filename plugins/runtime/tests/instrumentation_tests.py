@@ -58,7 +58,7 @@ def test_call_tree_has_exact_counts(directory):
     check(found.get("fib(int)") == fib_calls(12), f"fib(12) is {fib_calls(12)} calls: {found}")
     check(found.get("catcher()") == 1 and found.get("thrower(int)") == 4, f"catcher once, thrower 4 times: {found}")
     check(found.get("main") == 1, f"main once: {found}")
-    check(db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'region_thread_time'")
+    check(db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'region_block_thread_time'")
           .fetchone()[0] == 1, "the region index, left out while rows arrive, is built at the end")
     # The tree: fib's first call under main, each deeper call one depth further, as deep as fib(12) goes.
     depth_of_main = db.execute("SELECT depth FROM regions WHERE name = 'main'").fetchone()[0]
@@ -154,6 +154,18 @@ def test_deep_recursion_and_exceptions_keep_the_stack(directory):
     thrower = db.execute("SELECT MIN(depth), MAX(depth) FROM regions WHERE name = 'thrower(int)'").fetchone()
     catcher = db.execute("SELECT depth FROM regions WHERE name = 'catcher()'").fetchone()[0]
     check(thrower == (catcher + 1, catcher + 4), f"thrower's 4 calls nest under catcher: {thrower}, {catcher}")
+
+
+def test_a_burst_past_the_row_bound_loses_nothing(directory):
+    """fib(27): 635,621 calls in a fraction of a second, all rows, more than a thread's row log holds
+    (262,144) before the service thread's next tick: the thread asks for a drain and waits."""
+    result, err, db = profiled(directory, ["27"], KAIROS_INSTRUMENT_MIN_DURATION=0)
+    check(result.returncode == 0 and db is not None, err)
+    found = counts(db)
+    check(found.get("fib(int)") == fib_calls(27), f"{fib_calls(27)} rows of fib: {found.get('fib(int)')}")
+    dropped = dict(db.execute("SELECT key, value FROM metadata WHERE key LIKE 'dropped.%'"))
+    check(all(value == "0" for value in dropped.values()), f"nothing dropped: {dropped}")
+    check("lost" not in err, f"nothing lost: {err}")
 
 
 def build_with_clang(directory, name, flags):

@@ -586,6 +586,7 @@ void initialize() {
                  static_cast<std::int64_t>(values.number(setting::instrument_min_duration) * 1e9)};
     else
       options.hooks = false;
+    if (database_wanted) options.request_drain = &request_early_tick;
     if (auto failure = configure_function_trace(options); failure && speaks_for_launch) report(failure);
   }
   keep_stderr();

@@ -22,6 +22,7 @@ service_hooks hooks;
 bool handlers_installed[NSIG] = {};
 std::atomic<int> pending_signal{0};
 std::atomic<bool> service_running{false};
+std::atomic<bool> early_tick{false};
 sem_t service_request;
 
 void on_termination_signal(int signal_number) {
@@ -58,8 +59,8 @@ void* service_thread_main(void*) {
       hooks.on_signal(signal_number);
       continue;
     }
-    if (steady_now_ns() >= next_tick) hooks.on_tick();
-    else next_tick -= std::chrono::nanoseconds{tick_interval}.count();  // woken early: same tick
+    if (early_tick.exchange(false) || steady_now_ns() >= next_tick) hooks.on_tick();
+    if (steady_now_ns() < next_tick) next_tick -= std::chrono::nanoseconds{tick_interval}.count();  // same tick
   }
   return nullptr;
 }
@@ -72,6 +73,11 @@ bool start_service_thread() {
 }
 
 }  // namespace
+
+void request_early_tick() noexcept {
+  if (!service_running.load() || early_tick.exchange(true)) return;
+  sem_post(&service_request);
+}
 
 bool start_termination_handling(const service_hooks& given) {
   hooks = given;

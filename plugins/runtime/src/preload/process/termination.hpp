@@ -7,7 +7,8 @@
 // and re-raises the signal, so the process dies by that signal exactly as without kairos. The
 // program's own handler, or SIG_IGN, is never replaced.
 //
-// Between signals the service thread runs `on_tick` every tick_interval (the database flush).
+// Between signals the service thread runs `on_tick` every tick_interval (the database flush), and
+// at once when request_early_tick asks (a producer's buffer filling faster than ticks drain it).
 #include <chrono>
 
 namespace kairos::runtime {
@@ -25,6 +26,8 @@ struct service_hooks {
 // Installs the handlers (where the program left the default) and starts the service thread;
 // false when the thread could not start (then SIGINT/SIGTERM end the program without outputs).
 bool start_termination_handling(const service_hooks& hooks);
+// Wakes the service thread for a tick now (async-signal-safe); nothing while it is not running.
+void request_early_tick() noexcept;
 // A fork child that is not followed: the default actions back (async-signal-safe).
 void restore_default_termination_handlers() noexcept;
 // A followed fork child: the parent's service thread does not exist there; start the child's.

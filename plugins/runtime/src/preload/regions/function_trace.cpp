@@ -125,6 +125,7 @@ struct compiled_filters {
   std::int64_t min_duration_ns = 0;
 };
 compiled_filters* filters = nullptr;  // set once by configure_function_trace
+void (*request_drain)() noexcept = nullptr;
 
 bool configured = false;
 bool hooks_on = false;
@@ -327,6 +328,13 @@ bool try_process(traced_thread& trace, const tick_converter& ticks) {
   const auto ticks = current_tick_converter();
   while (!try_process(trace, ticks)) __builtin_ia32_pause();
   trace.tail_seen = trace.tail.load(std::memory_order_acquire);
+  // Rows piling up faster than the consumer's ticks take them: it drains now, and this thread
+  // waits for it (bounded: a consumer that is gone leaves the bound to drop rows, counted).
+  if (request_drain != nullptr && trace.rows.unread_chunks() > trace.rows.max_chunks() / 2) {
+    request_drain();
+    wait_until([&] { return trace.rows.unread_chunks() <= trace.rows.max_chunks() / 4; },
+               std::chrono::seconds{2}, std::chrono::microseconds{100});
+  }
 }
 
 [[gnu::noinline]] traced_thread* start_tracing_this_thread() {
@@ -449,6 +457,7 @@ problem configure_function_trace(const function_trace_options& options) {
   compiled->system = options.system;
   compiled->min_duration_ns = options.min_duration_ns;
   hooks_on = options.hooks;
+  request_drain = options.request_drain;
   problem failure;
   const std::pair<const std::string*, std::unique_ptr<posix_regex>*> expressions[] = {
       {&options.include, &compiled->include}, {&options.exclude, &compiled->exclude},

@@ -1,8 +1,9 @@
 #pragma once
-// One thread's finished user-API regions (or instrumented calls) on their way to the profile database. The thread appends
-// without a lock (an allocation once per 1,024 regions); the database sync drains. One producer,
-// one consumer. Memory is bounded: past max_chunks unread chunks (64 by default, 2.5 MiB a thread)
-// rows are dropped and counted, never waited for; finalize says how many.
+// One thread's finished user-API regions (or instrumented calls) on their way to the profile
+// database. The thread appends without a lock (an allocation once per 1,024 regions); the database
+// sync drains. One producer, one consumer. Memory is bounded: past max_chunks unread chunks (64 by
+// default, 2.5 MiB a thread) rows are dropped and counted; finalize says how many. A producer that
+// can wait (function_trace.cpp) asks for a drain before that, by unread_chunks().
 #include <atomic>
 #include <cstdint>
 #include <new>
@@ -68,6 +69,8 @@ class region_log {
   }
 
   std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  std::uint32_t unread_chunks() const noexcept { return chunks_.load(std::memory_order_acquire); }
+  std::uint32_t max_chunks() const noexcept { return max_chunks_; }
 
   // In a forked child (one thread): forget the parent's rows.
   void clear() {

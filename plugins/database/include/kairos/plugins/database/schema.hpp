@@ -10,8 +10,9 @@ namespace kairos::database {
 // 6: many processes: process.size and process.launch_id (MPI launches, docs/mpi.md), mpi_call, the
 // mpi_calls and processes views; process_metadata and a process column where a thread cannot tell
 // it (kairos-merge, docs/merge.md); 7: causal_experiment, causal_progress, causal_sample and the
-// causal_experiments and causal_samples views (causal profiling, docs/causal.md)
-inline constexpr int schema_version = 7;
+// causal_experiments and causal_samples views (causal profiling, docs/causal.md); 8: regions in
+// blocks (region_block), `region` a view over them
+inline constexpr int schema_version = 8;
 
 // Creates every table and view in an empty database (WAL journal).
 void create_schema(connection& database);

@@ -133,6 +133,10 @@ class profile_writer {
   void add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name, double value,
                    std::int64_t window = 0);
   // `clipped`: 1 when the start was cut to the window's opening, 2 the end to its closing.
+  // Regions are kept per thread and written in blocks of up to region_block_rows (the table
+  // region_block, read through the view `region`; docs/database.md): a row costs an encoding, not
+  // an insert. commit() writes the blocks begun.
+  static constexpr std::int64_t region_block_rows = 4096;
   void add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
                   std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0,
                   std::int64_t clipped = 0);
@@ -180,9 +184,15 @@ class profile_writer {
   void ensure_transaction();
   std::int64_t frame_for(std::uint64_t address);
   frame_entry frame_entry_for(std::uint64_t address);
-  void insert_region(std::int64_t thread, std::int64_t name, std::int64_t start_ns, std::int64_t end_ns,
-                     std::int64_t depth, std::int64_t window, std::int64_t clipped,
-                     std::optional<std::int64_t> frame);
+  void append_region(std::int64_t thread, std::int64_t name, std::int64_t start_ns, std::int64_t end_ns,
+                     std::int64_t depth, std::int64_t window, std::int64_t clipped, std::int64_t frame);
+  // A thread's regions not yet written: their JSON rows, times from base_ns.
+  struct region_block {
+    std::int64_t base_ns = 0, start_ns = 0, end_ns = 0, count = 0;
+    std::string rows;
+  };
+  void write_region_block(std::int64_t thread, region_block& block);
+  void write_region_blocks();
 
   connection database_;
   symbolizer symbolize_;
@@ -197,6 +207,9 @@ class profile_writer {
   };
   std::unordered_map<std::string, std::int64_t, string_hash, std::equal_to<>> strings_;
   std::unordered_map<std::uint64_t, frame_entry> frames_;  // by address
+  std::unordered_map<std::int64_t, region_block> region_blocks_;  // by thread
+  std::string last_region_name_;
+  std::int64_t last_region_name_id_ = 0;
   struct edge_hash {
     std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& edge) const noexcept {
       return std::hash<std::int64_t>{}(edge.first * 0x9e3779b97f4a7c15ll ^ edge.second);
