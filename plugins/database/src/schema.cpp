@@ -1,11 +1,5 @@
 #include <kairos/plugins/database/schema.hpp>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <string>
 
 namespace kairos::database {
@@ -304,56 +298,19 @@ CREATE INDEX IF NOT EXISTS region_block_thread_time ON region_block (thread, sta
 
 void create_deferred_indexes(connection& database) { database.execute(deferred_indexes_sql); }
 
-void create_schema(connection& database) {
+void use_write_settings(connection& database) {
   // WAL keeps the file valid whatever ends the writing process (a kill leaves every committed
   // row). Syncing to disk only guards against the machine itself going down, and its fsyncs were
   // 4-7 ms of wall time of every profiled run here: a profile is not worth that.
   database.execute("PRAGMA synchronous = OFF; PRAGMA journal_mode = WAL;");
+}
+
+void create_schema(connection& database) {
   transaction creating{database};
   database.execute(schema_sql);
   auto version = database.prepare("INSERT INTO metadata (key, value) VALUES ('schema_version', ?)");
   version.bind(1, std::string_view{std::to_string(schema_version)}).run();
   creating.commit();
-}
-
-// Created exclusively (O_EXCL), never through a symlink (O_NOFOLLOW): a name that exists, or a
-// link planted there, is an error, in one step with no window between a check and the create.
-// SQLite then opens the empty file, which is a valid empty database.
-connection create_profile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == EEXIST)
-      throw database_error("[kairos] the database '" + path +
-                           "' already exists; kairos never appends to or overwrites a profile");
-    throw database_error("[kairos] cannot create the database '" + path + "': " + std::strerror(errno));
-  }
-  ::close(fd);
-  connection database{path, connection::mode::create};
-  create_schema(database);
-  return database;
-}
-
-connection open_profile(const std::string& path) {
-  connection database{path, connection::mode::read_only};
-  std::string found;
-  try {
-    auto version = database.prepare("SELECT value FROM metadata WHERE key = 'schema_version'");
-    if (version.step()) found = std::string{version.text(0)};
-  } catch (const database_error&) {
-    throw database_error("[kairos] '" + path + "' is not a kairos profile database");
-  }
-  if (found != std::to_string(schema_version))
-    throw database_error("[kairos] '" + path + "' has schema version '" + found +
-                         "'; this kairos reads version " + std::to_string(schema_version));
-  // The outputs' queries build temporary tables (materialized views, automatic indexes, sorts).
-  // In temporary files each costs file creation and writes: the function table of a small
-  // profile took 3 ms that way, 0.7 ms in memory. A large profile keeps them in files, where
-  // they cannot exhaust memory (they grow with the profile).
-  constexpr std::uintmax_t in_memory_below_bytes = 256u << 20;
-  std::error_code unknown_size;
-  if (const auto size = std::filesystem::file_size(path, unknown_size); !unknown_size && size < in_memory_below_bytes)
-    database.execute("PRAGMA temp_store = MEMORY");
-  return database;
 }
 
 }  // namespace kairos::database

@@ -72,6 +72,30 @@ std::int64_t count(db::connection& profile, const char* sql) {
 
 }  // namespace
 
+TEST_CASE("a new profile holds exactly the schema's tables and views, set for writing") {
+  // create_profile copies a build-time image of create_schema's result: the two must not drift.
+  db::connection reference{":memory:", db::connection::mode::create};
+  db::create_schema(reference);
+  const auto path = fresh_path("image");
+  auto profile = db::create_profile(path);
+  auto objects = [](db::connection& database) {
+    std::vector<std::string> found;
+    auto rows = database.prepare("SELECT type || ' ' || name || ': ' || COALESCE(sql, '') FROM sqlite_master ORDER BY name");
+    while (rows.step()) found.emplace_back(rows.text(0));
+    return found;
+  };
+  const auto expected = objects(reference);
+  CHECK(expected.size() > 40);
+  CHECK(objects(profile) == expected);
+  auto journal = profile.prepare("PRAGMA journal_mode");
+  REQUIRE(journal.step());
+  CHECK(journal.text(0) == "wal");
+  auto version = profile.prepare("SELECT value FROM metadata WHERE key = 'schema_version'");
+  REQUIRE(version.step());
+  CHECK(version.text(0) == std::to_string(db::schema_version));
+  CHECK_THROWS_WITH_AS(db::create_profile(path), doctest::Contains("already exists"), db::database_error);
+}
+
 TEST_CASE("strings, frames and stacks are stored once") {
   auto profile = db::open_profile(write_known_profile("dedup"));
   CHECK(count(profile, "SELECT COUNT(*) FROM frame") == 4);

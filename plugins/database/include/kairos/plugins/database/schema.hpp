@@ -14,15 +14,20 @@ namespace kairos::database {
 // blocks (region_block), `region` a view over them
 inline constexpr int schema_version = 8;
 
-// Creates every table and view in an empty database (WAL journal).
+// Creates every table and view in an empty database, with SQL. Profiles are not made this way
+// at run time: create_profile copies a file image this made at build time.
 void create_schema(connection& database);
+
+// How a writer uses a profile: WAL journal, commits not synced to disk (schema.cpp says why).
+void use_write_settings(connection& database);
 
 // The indexes readers need, which writers leave out while rows arrive: a writer calls this once,
 // when its last row is in (the runtime at the process's end, kairos-merge at its end). A database
 // left by a killed program lacks them; every query still works.
 void create_deferred_indexes(connection& database);
 
-// Creates a new database at `path` with the schema; throws database_error when the path exists
+// Creates a new database at `path` with the schema (profile_file.cpp), set for writing; throws
+// database_error when the path exists
 // (a profile is never appended to or overwritten) or cannot be created.
 connection create_profile(const std::string& path);
 
