@@ -297,7 +297,12 @@ void profile_writer::add_function_region(std::int64_t thread, std::uint64_t func
 void profile_writer::append_region(std::int64_t thread, std::int64_t name, std::int64_t start_ns,
                                    std::int64_t end_ns, std::int64_t depth, std::int64_t window,
                                    std::int64_t clipped, std::int64_t frame) {
-  auto& block = region_blocks_[thread];
+  // A thread's rows come in runs: its block is looked up once a run.
+  if (last_block_ == nullptr || last_block_thread_ != thread) {
+    last_block_ = &region_blocks_[thread];  // nodes never move
+    last_block_thread_ = thread;
+  }
+  auto& block = *last_block_;
   if (block.count == 0) {
     block.base_ns = block.start_ns = start_ns;
     block.end_ns = end_ns;

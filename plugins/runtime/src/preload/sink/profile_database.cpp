@@ -35,6 +35,7 @@ struct database_file {
   std::int64_t process_row = -1;
   std::int64_t last_commit_ns = 0;
   std::unordered_map<const thread_record*, std::int64_t> thread_rows;
+  std::pair<const thread_record*, std::int64_t> last_thread_row{nullptr, -1};
   std::map<std::pair<std::string, std::int64_t>, std::int64_t> gpu_device_rows;  // (api, index)
   database_counts counts;   // committed rows (and rows lost)
   database_counts pending;  // inserted since the last commit: lost with it if it fails
@@ -179,6 +180,9 @@ bool create_if_needed() {
 }
 
 std::int64_t thread_row(thread_record& thread) {
+  // Rows come in runs of one thread (a drained log, a sample buffer): one lookup a run.
+  auto& last = file().last_thread_row;
+  if (last.first == &thread) return last.second;
   auto [entry, added] = file().thread_rows.try_emplace(&thread, -1);
   if (added) {
     database::thread_info info;
@@ -189,6 +193,7 @@ std::int64_t thread_row(thread_record& thread) {
     info.start_ns = thread.start_ns;
     entry->second = file().writer->add_thread(file().process_row, info);
   }
+  last = {&thread, entry->second};
   return entry->second;
 }
 
@@ -421,6 +426,7 @@ void close_profile_database() {
     record_failure(std::move(failure));
   file().writer.reset();
   file().thread_rows.clear();
+  file().last_thread_row = {nullptr, -1};
   file().gpu_device_rows.clear();
 }
 

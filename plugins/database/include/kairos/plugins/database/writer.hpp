@@ -208,6 +208,8 @@ class profile_writer {
   std::unordered_map<std::string, std::int64_t, string_hash, std::equal_to<>> strings_;
   std::unordered_map<std::uint64_t, frame_entry> frames_;  // by address
   std::unordered_map<std::int64_t, region_block> region_blocks_;  // by thread
+  region_block* last_block_ = nullptr;
+  std::int64_t last_block_thread_ = 0;
   std::string last_region_name_;
   std::int64_t last_region_name_id_ = 0;
   struct edge_hash {
