@@ -51,7 +51,7 @@ CREATE TABLE counter (
   name INTEGER NOT NULL REFERENCES string, value REAL NOT NULL, window INTEGER NOT NULL DEFAULT 0);
 -- A thread's regions (user-API regions and instrumented calls) come in blocks of up to 4,096, one
 -- row of this table each, so that a region costs the profiled program an encoding, not an insert.
--- rows: a JSON array of [start_ns - base_ns, duration_ns, name, depth, window, clipped, frame],
+-- rows: a JSON array of [start_ns - base_ns, end_ns - base_ns, name, depth, window, clipped, frame],
 -- the fields after depth left out when 0 (frame: 0 or missing is NULL). Read them through the
 -- view `region` (below), which any SQLite client can query.
 CREATE TABLE region_block (
@@ -62,7 +62,7 @@ CREATE TABLE region_block (
 -- 2 its end to its closing; frame: an instrumented function's frame, NULL for a user-API region.
 CREATE VIEW region AS
 SELECT b.thread AS thread, r.value ->> 2 AS name, b.base_ns + (r.value ->> 0) AS start_ns,
-       b.base_ns + (r.value ->> 0) + (r.value ->> 1) AS end_ns, r.value ->> 3 AS depth,
+       b.base_ns + (r.value ->> 1) AS end_ns, r.value ->> 3 AS depth,
        IFNULL(r.value ->> 4, 0) AS window, IFNULL(r.value ->> 5, 0) AS clipped,
        NULLIF(r.value ->> 6, 0) AS frame
 FROM region_block AS b, json_each(b.rows) AS r;

@@ -292,7 +292,7 @@ void profile_writer::add_function_region(std::int64_t thread, std::uint64_t func
   append_region(thread, entry.function, start_ns, end_ns, depth, window, clipped, entry.frame);
 }
 
-// A row is [start - base, duration, name, depth, window, clipped, frame]; trailing zeros are left
+// A row is [start - base, end - base, name, depth, window, clipped, frame]; trailing zeros are left
 // out (the view reads a missing field as 0, a missing frame as NULL).
 void profile_writer::append_region(std::int64_t thread, std::int64_t name, std::int64_t start_ns,
                                    std::int64_t end_ns, std::int64_t depth, std::int64_t window,
@@ -311,7 +311,7 @@ void profile_writer::append_region(std::int64_t thread, std::int64_t name, std::
     block.start_ns = std::min(block.start_ns, start_ns);
     block.end_ns = std::max(block.end_ns, end_ns);
   }
-  const std::int64_t fields[]{start_ns - block.base_ns, end_ns - start_ns, name, depth, window, clipped, frame};
+  const std::int64_t fields[]{start_ns - block.base_ns, end_ns - block.base_ns, name, depth, window, clipped, frame};
   std::size_t kept = std::size(fields);
   while (kept > 4 && fields[kept - 1] == 0) --kept;
   char row[7 * 21 + 8];  // seven numbers of up to 20 characters, their commas and brackets
