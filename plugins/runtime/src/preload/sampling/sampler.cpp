@@ -277,8 +277,20 @@ void arm_cpu(thread_sampler& sampler, bool started_now) {
     sampler.cpu_armed = open_posix_timer(sampler);
     sampler.perf_upgrade_due_ns =
         globals->source == cpu_source::perf ? steady_now_ns() + perf_upgrade_age_ns : 0;
+    if (sampler.perf_upgrade_due_ns != 0) sem_post(&globals->control_wake);  // it sleeps until a due time
   }
   if (sampler.cpu_armed) start_clocks_unless_blocked(sampler);
+}
+
+// Control thread, under the mutex: when the next thread on the timer is due for perf (0: none).
+std::int64_t earliest_perf_upgrade() {
+  std::int64_t earliest = 0;
+  for (auto* sampler : globals->samplers) {
+    std::lock_guard arming{sampler->arming};
+    const auto due = sampler->perf_upgrade_due_ns;
+    if (due != 0 && (earliest == 0 || due < earliest)) earliest = due;
+  }
+  return earliest;
 }
 
 // Control thread, under the mutex: threads on the timer that lived long enough get perf.
@@ -450,9 +462,16 @@ void update_windows(std::int64_t now) {
 void* control_main(void*) {
   reentry_guard guard;
   pthread_setname_np(pthread_self(), "kairos-control");
-  constexpr std::int64_t idle_tick_ns = 20'000'000;
+  // Each wake-up of a kairos thread preempts a program thread where the program keeps every core
+  // busy (3 threads on 2 cores: a tick every 20 ms meant 3.6 more preemptions of the program a
+  // wake-up). So the thread sleeps until something is due: the delivery, a window's edge, a real-
+  // time tick, a thread's move to perf; unwind tables are compiled every 20 ms only while samples
+  // still want them (a second after the last build).
+  constexpr std::int64_t idle_tick_ns = delivery_interval_ns, tables_tick_ns = 20'000'000,
+                         tables_busy_ns = 1'000'000'000;
   std::int64_t next_realtime = globals->real.start_ns;
   std::int64_t last_delivery = steady_now_ns();
+  std::int64_t tables_busy_until = 0;
   while (!globals->stopping.load(std::memory_order_acquire)) {
     auto now = steady_now_ns();
     update_windows(now);
@@ -461,13 +480,16 @@ void* control_main(void*) {
       next_realtime += globals->real.period_ns;
       if (next_realtime < now) next_realtime = now + globals->real.period_ns;  // fell behind: skip
     }
+    std::int64_t next_upgrade = 0;
     if (globals->cpu.open) {
       std::lock_guard lock{globals->mutex};
       upgrade_to_perf(now);
+      next_upgrade = earliest_perf_upgrade();
     }
     if (kairos::unwind_tables_wanted()) {  // what the samples since the last tick missed
       own_cost_timer cost{own_cost::unwind_tables};
       kairos::build_unwind_tables();
+      tables_busy_until = now + tables_busy_ns;
     }
     if (now - last_delivery >= delivery_interval_ns) {
       rearm_closed_descriptors();
@@ -475,10 +497,13 @@ void* control_main(void*) {
       globals->waiting.clear();
       last_delivery = now;
     }
-    std::int64_t wake = now + idle_tick_ns;
+    std::int64_t wake = std::min(last_delivery + idle_tick_ns, now + (now < tables_busy_until ? tables_tick_ns : idle_tick_ns));
     if (globals->real.open) wake = std::min(wake, next_realtime);
-    for (auto* window : {&globals->cpu, &globals->real})
+    if (next_upgrade > 0) wake = std::min(wake, std::max(next_upgrade, now + 1'000'000));
+    for (auto* window : {&globals->cpu, &globals->real}) {
       if (window->enabled && !window->open && window->start_ns > now) wake = std::min(wake, window->start_ns);
+      if (window->open && window->end_ns > now) wake = std::min(wake, window->end_ns);
+    }
     timespec until{static_cast<time_t>(wake / 1'000'000'000), static_cast<long>(wake % 1'000'000'000)};
     sem_clockwait(&globals->control_wake, CLOCK_MONOTONIC, &until);
   }
