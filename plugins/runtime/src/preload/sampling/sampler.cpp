@@ -466,7 +466,7 @@ void* control_main(void*) {
   // busy (3 threads on 2 cores: a tick every 20 ms meant 3.6 more preemptions of the program a
   // wake-up). So the thread sleeps until something is due: the delivery, a window's edge, a real-
   // time tick, a thread's move to perf; unwind tables are compiled every 20 ms only while samples
-  // still want them (a second after the last build).
+  // still want them (the first second of sampling, and a second after each build).
   constexpr std::int64_t idle_tick_ns = delivery_interval_ns, tables_tick_ns = 20'000'000,
                          tables_busy_ns = 1'000'000'000;
   std::int64_t next_realtime = globals->real.start_ns;
@@ -486,6 +486,7 @@ void* control_main(void*) {
       upgrade_to_perf(now);
       next_upgrade = earliest_perf_upgrade();
     }
+    if (globals->cpu.open && tables_busy_until == 0) tables_busy_until = now + tables_busy_ns;  // first samples
     if (kairos::unwind_tables_wanted()) {  // what the samples since the last tick missed
       own_cost_timer cost{own_cost::unwind_tables};
       kairos::build_unwind_tables();
