@@ -74,9 +74,10 @@ bool start_service_thread() {
 
 }  // namespace
 
-void request_early_tick() noexcept {
-  if (!service_running.load() || early_tick.exchange(true)) return;
-  sem_post(&service_request);
+bool request_early_tick() noexcept {
+  if (!service_running.load()) return false;
+  if (!early_tick.exchange(true)) sem_post(&service_request);
+  return true;
 }
 
 bool start_termination_handling(const service_hooks& given) {

@@ -26,8 +26,8 @@ struct service_hooks {
 // Installs the handlers (where the program left the default) and starts the service thread;
 // false when the thread could not start (then SIGINT/SIGTERM end the program without outputs).
 bool start_termination_handling(const service_hooks& hooks);
-// Wakes the service thread for a tick now (async-signal-safe); nothing while it is not running.
-void request_early_tick() noexcept;
+// Wakes the service thread for a tick now (async-signal-safe); false when it is not running.
+bool request_early_tick() noexcept;
 // A fork child that is not followed: the default actions back (async-signal-safe).
 void restore_default_termination_handlers() noexcept;
 // A followed fork child: the parent's service thread does not exist there; start the child's.

@@ -125,7 +125,7 @@ struct compiled_filters {
   std::int64_t min_duration_ns = 0;
 };
 compiled_filters* filters = nullptr;  // set once by configure_function_trace
-void (*request_drain)() noexcept = nullptr;
+bool (*request_drain)() noexcept = nullptr;
 
 bool configured = false;
 bool hooks_on = false;
@@ -330,8 +330,7 @@ bool try_process(traced_thread& trace, const tick_converter& ticks) {
   trace.tail_seen = trace.tail.load(std::memory_order_acquire);
   // Rows piling up faster than the consumer's ticks take them: it drains now, and this thread
   // waits for it (bounded: a consumer that is gone leaves the bound to drop rows, counted).
-  if (request_drain != nullptr && trace.rows.unread_chunks() > trace.rows.max_chunks() / 2) {
-    request_drain();
+  if (request_drain != nullptr && trace.rows.unread_chunks() > trace.rows.max_chunks() / 2 && request_drain()) {
     wait_until([&] { return trace.rows.unread_chunks() <= trace.rows.max_chunks() / 4; },
                std::chrono::seconds{2}, std::chrono::microseconds{100});
   }

@@ -30,10 +30,10 @@ struct function_trace_options {
   std::string include, exclude, file_include, file_exclude;
   bool system = false;             // also the standard library's functions (std::, __gnu_cxx::, ...)
   std::int64_t min_duration_ns = 0;  // shorter calls stay in their caller's time, without a row
-  // Asks the rows' consumer to drain now: a thread whose rows pile up faster than the consumer's
-  // ticks take them calls it, then waits (bounded) instead of dropping rows. Null: rows past the
-  // bound are dropped.
-  void (*request_drain)() noexcept = nullptr;
+  // Asks the rows' consumer to drain now (false: no consumer will): a thread whose rows pile up
+  // faster than the consumer's ticks take them calls it, then waits (bounded) instead of dropping
+  // rows. Null: rows past the bound are dropped.
+  bool (*request_drain)() noexcept = nullptr;
 };
 
 // Checks the options (a problem names the bad expression: the hooks are then off) and takes them.
