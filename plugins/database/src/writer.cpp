@@ -430,11 +430,22 @@ void profile_writer::add_window(const window_info& window) {
 void profile_writer::count_window_rows() {
   write_region_blocks();
   ensure_transaction();
+  {
+    auto windows = database_.prepare("SELECT EXISTS (SELECT 1 FROM window)");  // done before the DROP below
+    if (!windows.step() || windows.integer(0) == 0) return;
+  }
+  // One pass over each table, not one a window: the region view decodes every row it reads.
   database_.execute(R"sql(
+    CREATE TEMP TABLE window_counts AS
+      SELECT window, SUM(samples) AS samples, SUM(regions) AS regions FROM (
+        SELECT window, COUNT(*) AS samples, 0 AS regions FROM sample GROUP BY window
+        UNION ALL SELECT window, COUNT(*), 0 FROM realtime_sample GROUP BY window
+        UNION ALL SELECT window, 0, COUNT(*) FROM region GROUP BY window)
+      GROUP BY window;
     UPDATE window SET
-      samples = (SELECT COUNT(*) FROM sample WHERE sample.window = window.ordinal)
-              + (SELECT COUNT(*) FROM realtime_sample WHERE realtime_sample.window = window.ordinal),
-      regions = (SELECT COUNT(*) FROM region WHERE region.window = window.ordinal))sql");
+      samples = COALESCE((SELECT c.samples FROM temp.window_counts AS c WHERE c.window = window.ordinal), 0),
+      regions = COALESCE((SELECT c.regions FROM temp.window_counts AS c WHERE c.window = window.ordinal), 0);
+    DROP TABLE temp.window_counts;)sql");
 }
 
 }  // namespace kairos::database

@@ -40,6 +40,7 @@ def run(directory, options, arguments, **extra):
                          TIMEOUT, env=environment(**extra))
     err = result.stderr.decode(errors="replace")
     check(result.returncode == 0, f"exit status {result.returncode}: {err}")
+    check("could not be written" not in err, f"every row written: {err}")
     phases = {}
     for line in result.stdout.decode().splitlines():
         name, start, end = line.split()
@@ -108,6 +109,9 @@ def test_realtime_window_around_beta(directory):
     # About 400 at full speed; a machine loaded by other work runs the thread, and so signals it,
     # less often, and the check is that the window collects, not how fast this machine is.
     check(samples >= 40, f"{samples} samples in a 0.4 s window at 1 kHz")
+    counted = db.execute("SELECT (SELECT COUNT(*) FROM sample WHERE window = 1), "
+                         "(SELECT COUNT(*) FROM region WHERE window = 1)").fetchone()
+    check((samples, regions) == counted, f"the window's counts are its rows': {(samples, regions)} vs {counted}")
     check(db.execute("SELECT COUNT(*) FROM sample WHERE window != 1").fetchone()[0] == 0, "nothing outside")
     check_samples_follow_phases(db, phases)
     if phases["beta"][0] <= start_ns and end_ns <= phases["beta"][1]:
