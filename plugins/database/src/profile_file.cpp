@@ -15,7 +15,7 @@ namespace kairos::database {
 // Created exclusively (O_EXCL), never through a symlink (O_NOFOLLOW): a name that exists, or a
 // link planted there, is an error, in one step with no window between a check and the create.
 // The new file gets the schema as a file image made at build time (schema_image_generator.cpp):
-// creating the schema's 21 tables and 20 views with SQL took 5.5-6 ms, every profiled process;
+// creating the schema's 20 tables and 20 views with SQL took 5.5-6 ms, every profiled process;
 // opening the image costs its schema's parse, about 1.3 ms.
 connection create_profile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);

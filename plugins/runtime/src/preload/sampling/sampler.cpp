@@ -282,22 +282,18 @@ void arm_cpu(thread_sampler& sampler, bool started_now) {
   if (sampler.cpu_armed) start_clocks_unless_blocked(sampler);
 }
 
-// Control thread, under the mutex: when the next thread on the timer is due for perf (0: none).
-std::int64_t earliest_perf_upgrade() {
-  std::int64_t earliest = 0;
+// Control thread, under the mutex: threads on the timer that lived long enough get perf. Returns
+// when the next one is due (0: none waits).
+std::int64_t upgrade_to_perf(std::int64_t now_ns) {
+  std::int64_t next_due = 0;
   for (auto* sampler : globals->samplers) {
     std::lock_guard arming{sampler->arming};
     const auto due = sampler->perf_upgrade_due_ns;
-    if (due != 0 && (earliest == 0 || due < earliest)) earliest = due;
-  }
-  return earliest;
-}
-
-// Control thread, under the mutex: threads on the timer that lived long enough get perf.
-void upgrade_to_perf(std::int64_t now_ns) {
-  for (auto* sampler : globals->samplers) {
-    std::lock_guard arming{sampler->arming};
-    if (sampler->perf_upgrade_due_ns == 0 || now_ns < sampler->perf_upgrade_due_ns) continue;
+    if (due == 0) continue;
+    if (now_ns < due) {
+      next_due = next_due == 0 ? due : std::min(next_due, due);
+      continue;
+    }
     sampler->perf_upgrade_due_ns = 0;
     auto event = open_task_clock(sampler->thread->tid, globals->cpu.period_ns);
     if (!event) continue;  // stays on the timer
@@ -307,6 +303,7 @@ void upgrade_to_perf(std::int64_t now_ns) {
     sampler->perf_fd.store(event.get());
     start_clocks_unless_blocked(*sampler);
   }
+  return next_due;
 }
 
 void disarm_cpu(thread_sampler& sampler) {
@@ -467,8 +464,7 @@ void* control_main(void*) {
   // wake-up). So the thread sleeps until something is due: the delivery, a window's edge, a real-
   // time tick, a thread's move to perf; unwind tables are compiled every 20 ms only while samples
   // still want them (the first second of sampling, and a second after each build).
-  constexpr std::int64_t idle_tick_ns = delivery_interval_ns, tables_tick_ns = 20'000'000,
-                         tables_busy_ns = 1'000'000'000;
+  constexpr std::int64_t tables_tick_ns = 20'000'000, tables_busy_ns = 1'000'000'000;
   std::int64_t next_realtime = globals->real.start_ns;
   std::int64_t last_delivery = steady_now_ns();
   std::int64_t tables_busy_until = 0;
@@ -483,8 +479,7 @@ void* control_main(void*) {
     std::int64_t next_upgrade = 0;
     if (globals->cpu.open) {
       std::lock_guard lock{globals->mutex};
-      upgrade_to_perf(now);
-      next_upgrade = earliest_perf_upgrade();
+      next_upgrade = upgrade_to_perf(now);
     }
     if (globals->cpu.open && tables_busy_until == 0) tables_busy_until = now + tables_busy_ns;  // first samples
     if (kairos::unwind_tables_wanted()) {  // what the samples since the last tick missed
@@ -498,9 +493,10 @@ void* control_main(void*) {
       globals->waiting.clear();
       last_delivery = now;
     }
-    std::int64_t wake = std::min(last_delivery + idle_tick_ns, now + (now < tables_busy_until ? tables_tick_ns : idle_tick_ns));
+    std::int64_t wake = last_delivery + delivery_interval_ns;
+    if (now < tables_busy_until) wake = std::min(wake, now + tables_tick_ns);
     if (globals->real.open) wake = std::min(wake, next_realtime);
-    if (next_upgrade > 0) wake = std::min(wake, std::max(next_upgrade, now + 1'000'000));
+    if (next_upgrade > 0) wake = std::min(wake, next_upgrade);
     for (auto* window : {&globals->cpu, &globals->real}) {
       if (window->enabled && !window->open && window->start_ns > now) wake = std::min(wake, window->start_ns);
       if (window->open && window->end_ns > now) wake = std::min(wake, window->end_ns);
