@@ -98,22 +98,59 @@ def test_kairos_descriptors_sit_above_the_programs(directory):
     check(not low, f"descriptors below {floor} that the program did not open: {low}")
 
 
-def test_program_that_closes_every_descriptor_is_still_sampled(directory):
-    # close_range/closefrom (daemons, shells) close kairos's perf events too: kairos notices and
-    # opens fresh ones, above the program's own numbers, and never writes to a reused number.
-    script = ("import os, time\n"
-              "os.closerange(3, 4096)\n"
-              "fds = [os.open('/dev/null', os.O_RDONLY) for _ in range(5)]\n"
-              "end = time.process_time() + 0.8\n"
-              "while time.process_time() < end: pass\n"
-              "print('fds', fds)\n")
+# A Python loop that spends its CPU time in user mode, where samples are taken (a loop on
+# time.process_time() alone spends three quarters of it in the clock's system call).
+def busy_script(before_close, close, after_close):
+    return ("import ctypes, os, time\n"
+            "def busy(seconds):\n"
+            "    end = time.process_time() + seconds\n"
+            "    while time.process_time() < end:\n"
+            "        for _ in range(20000): pass\n"
+            f"busy({before_close})\n"
+            f"{close}\n"
+            "fds = [os.open('/dev/null', os.O_RDONLY) for _ in range(5)]\n"
+            f"busy({after_close})\n"
+            "print('fds', fds)\n")
+
+
+def test_program_that_closes_every_descriptor_keeps_kairos_descriptors(directory):
+    # close_range, closefrom or a close() of every number (Python's os.closerange, daemons,
+    # shells) close everything but kairos's own descriptors: no sample is lost, and the program's numbers are what they were.
+    # The close comes after the first delivery, so the database and libdw's files are open too.
+    each_number = "for fd in range(3, 4096):\n    try: os.close(fd)\n    except OSError: pass"
+    for close in ("os.closerange(3, 1 << 20)", "ctypes.CDLL(None).closefrom(3)", each_number):
+        for stale in glob.glob(os.path.join(directory, "kairos-output", "*")):
+            os.remove(stale)
+        script = busy_script(1.3, close, 0.5)
+        plain = run([sys.executable, "-c", script], directory)
+        check(plain[0] == b"fds [3, 4, 5, 6, 7]\n", f"the plain run of {close}: {plain!r}")
+        out, err, status = kairos([sys.executable, "-c", script], directory, ["--freq", "1000"])
+        check((out, status) == (plain[0], 0), f"{close}: {out!r} vs {plain[0]!r}, {err!r}")
+        check(len(kairos_lines(err)) == 1 and "samples" in kairos_lines(err)[0],
+              f"{close}: the summary only, no problem: {err!r}")
+        found = databases(directory)
+        check(len(found) == 1, f"{close}: one database: {found} {err!r}")
+        count = sample_count(found[0])
+        # 1.8 s of CPU time at 1 kHz, some of it in the interpreter's start and in system calls.
+        check(count > 1400, f"sampled through the program's {close}: {count} samples")
+
+
+def test_raw_close_range_loses_only_what_kairos_reports(directory):
+    # A raw close_range system call is not seen: the perf event is reopened at the next delivery
+    # (100 ms), and a spill file's undelivered samples are lost, and counted in a problem line.
+    # (Before the first delivery, at 1 s: once the database is open, a raw close_range loses it.)
+    script = busy_script(0.4, "ctypes.CDLL(None).syscall(436, 3, 0xffffffff, 0)  # SYS_close_range",
+                         0.8)
     plain = run([sys.executable, "-c", script], directory)
     out, err, status = kairos([sys.executable, "-c", script], directory, ["--freq", "1000"])
     check((out, status) == (plain[0], 0), f"{out!r} vs {plain[0]!r}, {err!r}")
     found = databases(directory)
     check(len(found) == 1, f"one database: {found} {err!r}")
     count = sample_count(found[0])
-    check(count > 200, f"sampled after the program closed every descriptor: {count} samples")
+    lost = [line for line in kairos_lines(err) if "spill file" in line]
+    lost_count = int(lost[0].split(": ")[1].split()[0]) if lost else 0
+    check(count > 500, f"sampled after the close: {count} samples")
+    check(count + lost_count > 900, f"stored {count} and reported lost {lost_count} of 1.2 s at 1 kHz")
 
 
 # --- signals -----------------------------------------------------------------------------------

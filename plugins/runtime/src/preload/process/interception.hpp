@@ -14,6 +14,9 @@ using execve_function = int (*)(const char*, char* const[], char* const[]);
 using fexecve_function = int (*)(int, char* const[], char* const[]);
 using sigmask_function = int (*)(int, const sigset_t*, sigset_t*);
 using exit_function = void (*)(int);
+using close_function = int (*)(int);
+using close_range_function = int (*)(unsigned, unsigned, int);
+using closefrom_function = void (*)(int);
 
 struct originals {
   pthread_create_function pthread_create = nullptr;
@@ -23,6 +26,9 @@ struct originals {
   sigmask_function pthread_sigmask = nullptr;
   sigmask_function sigprocmask = nullptr;
   exit_function exit_now = nullptr;  // _exit
+  close_function close = nullptr;
+  close_range_function close_range = nullptr;  // glibc 2.34 and later
+  closefrom_function closefrom = nullptr;
 };
 
 // Resolved on first use (wrappers may run before libkairos.so's constructor).

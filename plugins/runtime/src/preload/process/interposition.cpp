@@ -1,7 +1,8 @@
 // The wrapped functions, by symbol interposition (see interception.hpp): pthread_create (thread
 // registry, sampling), pthread_sigmask/sigprocmask (a thread that blocks the sampling signal is
 // not signalled meanwhile), the exec family (kairos follows the launched process through exec,
-// keeps what it collected, and leaves children alone unless asked) and _exit/_Exit. exit() needs
+// keeps what it collected, and leaves children alone unless asked), _exit/_Exit, and close,
+// close_range and closefrom (which leave kairos's own descriptors open). exit() needs
 // no wrapper: the atexit handler registered at init runs on whichever thread calls exit(); fork
 // is handled by pthread_atfork.
 #include <dlfcn.h>
@@ -15,6 +16,7 @@
 
 #include "preload/process/interception.hpp"
 #include "preload/process/lifecycle.hpp"
+#include "preload/support/private_descriptor.hpp"
 #include "preload/support/reentry_guard.hpp"
 
 extern char** environ;
@@ -31,6 +33,9 @@ const originals& original_functions() noexcept {
     found.pthread_sigmask = reinterpret_cast<sigmask_function>(dlsym(RTLD_NEXT, "pthread_sigmask"));
     found.sigprocmask = reinterpret_cast<sigmask_function>(dlsym(RTLD_NEXT, "sigprocmask"));
     found.exit_now = reinterpret_cast<exit_function>(dlsym(RTLD_NEXT, "_exit"));
+    found.close = reinterpret_cast<close_function>(dlsym(RTLD_NEXT, "close"));
+    found.close_range = reinterpret_cast<close_range_function>(dlsym(RTLD_NEXT, "close_range"));
+    found.closefrom = reinterpret_cast<closefrom_function>(dlsym(RTLD_NEXT, "closefrom"));
     return found;
   }();
   return resolved;
@@ -200,5 +205,29 @@ __attribute__((visibility("default"))) void _exit(int status) {
   __builtin_unreachable();
 }
 __attribute__((visibility("default"))) void _Exit(int status) noexcept { _exit(status); }
+
+// Daemons, shells and Python's os.closerange close every descriptor, by close_range, closefrom or
+// a close() of each number: kairos's stay open (its perf events would be reopened, but a spill
+// file's samples and the open database would be lost). To the program they are not open: close()
+// says EBADF. kairos's own calls go straight through (its threads, and the program's threads
+// inside kairos). Raw system calls are not seen; the sampler then reopens its events.
+__attribute__((visibility("default"))) int close(int fd) {
+  if (fd >= private_descriptor_floor() && !inside_kairos && kept_by_kairos(fd)) {
+    errno = EBADF;
+    return -1;
+  }
+  if (const auto real = interception::original_functions().close) return real(fd);
+  return static_cast<int>(syscall(SYS_close, fd));
+}
+__attribute__((visibility("default"))) int close_range(unsigned first, unsigned last, int flags) noexcept {
+  return close_range_keeping_ours(first, last, flags, interception::original_functions().close_range);
+}
+__attribute__((visibility("default"))) void closefrom(int lowest) noexcept {
+  const auto& originals = interception::original_functions();
+  if (lowest >= 0 &&
+      close_range_keeping_ours(static_cast<unsigned>(lowest), ~0U, 0, originals.close_range) == 0)
+    return;
+  if (originals.closefrom) originals.closefrom(lowest);  // its own fallback (/proc/self/fd)
+}
 
 }  // extern "C"

@@ -32,8 +32,9 @@ struct sample_writer {
   std::vector<thread_sampler*> threads;
   std::atomic<int> live_threads{0};  // assigned and not ended (under the writers' mutex to grow)
   owned_descriptor spill_file;
-  off_t spilled = 0;
+  off_t spilled = 0;  // bytes
   off_t delivered = 0;
+  std::uint64_t records_spilled = 0, records_delivered = 0;
   std::int64_t last_delivery_ns = 0;
   std::atomic<bool> stopping{false};
   // Reused from pass to pass (under `mutex`): a batch of 4,096 samples is 2.3 MB, and allocating
@@ -138,6 +139,7 @@ bool spill(sample_writer& writer, const sample_batch& batch) {
     done += static_cast<std::size_t>(n);
   }
   writer.spilled += static_cast<off_t>(done);
+  writer.records_spilled += batch.size();
   return true;
 }
 
@@ -175,6 +177,7 @@ void deliver_spill_file(sample_writer& writer) {
       std::memcpy(sample.addresses, chunk.data() + position + sizeof header,
                   header.frame_count * sizeof(std::uint64_t));
       position += size;
+      ++writer.records_delivered;
       if (batch.size() >= delivery_batch) {
         globals->deliver(batch);
         batch.clear();
@@ -184,6 +187,20 @@ void deliver_spill_file(sample_writer& writer) {
     writer.delivered += static_cast<off_t>(position);
   }
   if (!batch.empty()) globals->deliver(batch);
+}
+
+// The program closed the spill file behind kairos's back (a raw close_range system call: the
+// libc functions are wrapped). What it held is gone: said how much, and sampling goes on in a
+// new one.
+void replace_lost_spill_file(sample_writer& writer) {
+  if (const auto lost = writer.records_spilled - writer.records_delivered; lost > 0)
+    note_problem(fmt::format("the program closed kairos's sampling spill file: {} samples not yet "
+                             "in the database were lost",
+                             lost));
+  writer.spill_file.close_if_ours();  // forgets the number, which is not kairos's any more
+  writer.spilled = writer.delivered = 0;
+  writer.records_spilled = writer.records_delivered = 0;
+  writer.spill_file.adopt(open_spill_file());
 }
 
 void writer_pass(sample_writer& writer, bool final_pass) {
@@ -214,6 +231,7 @@ void writer_pass(sample_writer& writer, bool final_pass) {
     }
   }
   writer.threads.swap(kept);
+  if (writer.spill_file && !writer.spill_file.still_ours()) replace_lost_spill_file(writer);
   if (writer.spill_file && !batch.empty() && !spill(writer, batch)) {
     note_problem(fmt::format("cannot write a sampling spill file in {}: {}; samples go straight to "
                              "the database from now on",

@@ -84,11 +84,13 @@ database::frame_info symbolize(std::uint64_t address) {
   return frame;
 }
 
-// SQLite opens its files with the lowest free numbers, the program's territory; through this
-// hook its descriptors live above kairos's floor (see support/private_descriptor.hpp).
+// SQLite opens its files with the lowest free numbers, the program's territory; through these
+// hooks its descriptors live above kairos's floor, survive the program's close_range, and are
+// never closed once the program has the number (see support/private_descriptor.hpp).
 int open_above_floor(const char* path, int flags, mode_t mode) {
   return move_above_floor(::open(path, flags | O_CLOEXEC, mode));
 }
+int close_if_still_ours(int fd) { return close_moved(fd); }
 
 std::string host_name() {
   char name[256] = {};
@@ -136,8 +138,10 @@ bool create_if_needed() {
   struct stat status {};
   const bool existed_before = lstat(file().path.c_str(), &status) == 0;  // then it is not ours
   auto failure = capture_problem(fmt::format("cannot write the profile database {}", file().path), [] {
-    if (auto* vfs = sqlite3_vfs_find(nullptr); vfs && vfs->xSetSystemCall)
+    if (auto* vfs = sqlite3_vfs_find(nullptr); vfs && vfs->xSetSystemCall) {
       vfs->xSetSystemCall(vfs, "open", reinterpret_cast<sqlite3_syscall_ptr>(&open_above_floor));
+      vfs->xSetSystemCall(vfs, "close", reinterpret_cast<sqlite3_syscall_ptr>(&close_if_still_ours));
+    }
     // The output path's directories are created (docs/settings.md says so).
     const auto directory = std::filesystem::path{file().path}.parent_path();
     if (!directory.empty()) std::filesystem::create_directories(directory);

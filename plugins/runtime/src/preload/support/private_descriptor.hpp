@@ -7,7 +7,11 @@
 //   - remembers which file it opened (device and inode; for a perf event, whose descriptors all
 //     share one anonymous inode, the event's id), and before using or closing a
 //     descriptor checks that the number still names that file: if the program closed it and
-//     reused the number, kairos neither writes to it nor closes it.
+//     reused the number, kairos neither writes to it nor closes it;
+//   - keeps every descriptor it holds in a registry, so the program's close, close_range and
+//     closefrom (wrapped by the runtime) close everything else and leave those (a raw system
+//     call is not seen: a closed perf event is reopened, but a closed spill file loses
+//     the samples it held, and a closed database file the whole profile).
 // Everything here is async-signal-safe (fcntl, fstat, close), so a fork child may use it.
 #include <sys/types.h>
 
@@ -33,8 +37,6 @@ class owned_descriptor {
   bool still_ours() const noexcept;
   // Closes it only if it is still kairos's; forgets it either way.
   void close_if_ours() noexcept;
-  // Forgets it without closing (a fork child that must not touch the parent's).
-  void forget() noexcept { fd_ = -1; }
 
  private:
   int fd_ = -1;
@@ -43,8 +45,20 @@ class owned_descriptor {
   unsigned long long perf_event_id_ = 0;  // 0: not a perf event
 };
 
-// For descriptors kairos hands to a library that keeps the number itself (SQLite): moved above
-// the floor, close-on-exec; returns the new number (or `fd` unchanged if it cannot be moved).
+// Whether `fd` is one kairos keeps (still naming the file kairos opened): the program's close()
+// of it is answered as if it were not open (EBADF), which it is not, as far as the program knows.
+bool kept_by_kairos(int fd) noexcept;
+
+// close_range(first, last, flags) through `close_range`, except for the descriptors kairos holds
+// (still naming the file kairos opened): the range is closed around them. Returns what `close_range` returned (its first failure).
+int close_range_keeping_ours(unsigned first, unsigned last, int flags,
+                             int (*close_range)(unsigned, unsigned, int)) noexcept;
+
+// For descriptors kairos hands to a library that keeps the number itself (SQLite, libdw): moved
+// above the floor, close-on-exec, and kept through the program's close_range like an
+// owned_descriptor; returns the new number (or `fd` unchanged if it cannot be moved).
 int move_above_floor(int fd) noexcept;
+// Closes such a descriptor if it still names the file kairos opened (SQLite's close hook).
+int close_moved(int fd) noexcept;
 
 }  // namespace kairos::runtime
