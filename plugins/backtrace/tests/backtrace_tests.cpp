@@ -203,19 +203,29 @@ int collect_executable_ranges(dl_phdr_info* info, std::size_t, void* out) {
 }
 }  // namespace
 
-TEST_CASE("a module asked often is indexed, and names every address as libdwfl's own lookup does") {
-  // Thousands of addresses over libc's and libstdc++'s code: the first few of each module go
-  // through libdwfl's scan, the rest through kairos's index, and every name must be libdwfl's
-  // (aliases included: free, not cfree@GLIBC_2.2.5; __libc_malloc where libdwfl says so).
+namespace {
+// libdwfl on its own, with this process's modules reported: what kairos's symbolizer must agree with.
+Dwfl* libdwfl_of_this_process() {
+  static const Dwfl_Callbacks callbacks{dwfl_linux_proc_find_elf, dwfl_build_id_find_debuginfo, nullptr, nullptr};
+  Dwfl* dwfl = dwfl_begin(&callbacks);
+  if (dwfl == nullptr) return nullptr;
+  dwfl_report_begin(dwfl);
+  const bool reported = dwfl_linux_proc_report(dwfl, getpid()) == 0;
+  dwfl_report_end(dwfl, nullptr, nullptr);
+  if (!reported) dwfl_end(dwfl);
+  return reported ? dwfl : nullptr;
+}
+}  // namespace
+
+TEST_CASE("a module's index names every address as libdwfl's own lookup does") {
+  // Thousands of addresses over every module's code (libc's and libstdc++'s symbol tables in their
+  // separate debug files) through kairos's index, read from the ELF data: every name must be
+  // libdwfl's (aliases included: free, not cfree@GLIBC_2.2.5; __libc_malloc where libdwfl says so).
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
   dl_iterate_phdr(&collect_executable_ranges, &ranges);
   REQUIRE(ranges.size() >= 2);
-  const Dwfl_Callbacks callbacks{dwfl_linux_proc_find_elf, dwfl_build_id_find_debuginfo, nullptr, nullptr};
-  Dwfl* reference = dwfl_begin(&callbacks);
+  Dwfl* reference = libdwfl_of_this_process();
   REQUIRE(reference != nullptr);
-  dwfl_report_begin(reference);
-  REQUIRE(dwfl_linux_proc_report(reference, getpid()) == 0);
-  dwfl_report_end(reference, nullptr, nullptr);
   kairos::backtrace_symbolizer symbolizer{nullptr, kairos::source_lines::off};
   int compared = 0;
   int named = 0;
@@ -238,6 +248,36 @@ TEST_CASE("a module asked often is indexed, and names every address as libdwfl's
   dwfl_end(reference);
   MESSAGE(compared, " addresses compared, ", named, " of them named by libdwfl");
   CHECK(named > 1000);
+  const auto reads = symbolizer.symbol_tables_read();
+  CHECK(reads.direct >= 2);  // libc and libstdc++ at least: the index under test is the direct one
+  CHECK(reads.through_libdwfl == 0);
+}
+
+TEST_CASE("every address inside a function is named as libdwfl names it") {
+  // Every byte of two libc functions, to their last: the index's extents end where libdwfl's do.
+  Dwfl* reference = libdwfl_of_this_process();
+  REQUIRE(reference != nullptr);
+  kairos::backtrace_symbolizer symbolizer{nullptr, kairos::source_lines::off};
+  int compared = 0;
+  for (const char* function : {"qsort_r", "getaddrinfo"}) {
+    const auto start = reinterpret_cast<std::uintptr_t>(dlsym(RTLD_DEFAULT, function));
+    REQUIRE(start != 0);
+    Dwfl_Module* module = dwfl_addrmodule(reference, start);
+    REQUIRE(module != nullptr);
+    GElf_Off offset = 0;
+    GElf_Sym symbol{};
+    REQUIRE(dwfl_module_addrinfo(module, start, &offset, &symbol, nullptr, nullptr, nullptr) != nullptr);
+    for (std::uintptr_t address = start; address < start + symbol.st_size; ++address) {
+      const char* name = dwfl_module_addrinfo(module, address, &offset, &symbol, nullptr, nullptr, nullptr);
+      REQUIRE(name != nullptr);
+      const auto found = symbolizer.resolve_uncached(address);
+      CHECK(found.function == kairos::backtrace_symbolizer::demangle(name));
+      CHECK(found.function_offset == offset);
+      ++compared;
+    }
+  }
+  dwfl_end(reference);
+  CHECK(compared > 1000);
 }
 
 TEST_CASE("symbolization is cached per address") {

@@ -10,6 +10,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 
 #if KAIROS_BACKTRACE_PRIVATE_LIBDW
 #include <dlfcn.h>
@@ -48,6 +49,12 @@ struct libdw_functions {
   decltype(&::dwarf_getsrc_die) dwarf_getsrc_die;
   decltype(&::dwarf_lineno) dwarf_lineno;
   decltype(&::dwarf_linesrc) dwarf_linesrc;
+  // libelf's (libdw's dependency): a module's symbol table read in one pass.
+  decltype(&::elf_nextscn) elf_nextscn;
+  decltype(&::elf_getscn) elf_getscn;
+  decltype(&::elf_getdata) elf_getdata;
+  decltype(&::gelf_getshdr) gelf_getshdr;
+  decltype(&::gelf_getsym) gelf_getsym;
 };
 
 #if KAIROS_BACKTRACE_PRIVATE_LIBDW
@@ -97,6 +104,11 @@ struct private_libdw {
     find(f.dwarf_getsrc_die, "dwarf_getsrc_die");
     find(f.dwarf_lineno, "dwarf_lineno");
     find(f.dwarf_linesrc, "dwarf_linesrc");
+    find(f.elf_nextscn, "elf_nextscn");  // found through libdw's dependencies
+    find(f.elf_getscn, "elf_getscn");
+    find(f.elf_getdata, "elf_getdata");
+    find(f.gelf_getshdr, "gelf_getshdr");
+    find(f.gelf_getsym, "gelf_getsym");
     loaded = all;
     if (!all) problem = "libdw.so.1 lacks a function kairos needs";
   }
@@ -122,7 +134,8 @@ inline const libdw_functions* libdw() {
       &::dwfl_module_getsrc, &::dwfl_lineinfo, &::dwfl_module_addrdie,
       &::dwarf_attr, &::dwarf_formudata, &::dwarf_getsrcfiles, &::dwarf_filesrc, &::dwarf_child,
       &::dwarf_siblingof, &::dwarf_tag, &::dwarf_haspc, &::dwfl_module_nextcu, &::dwarf_getsrc_die,
-      &::dwarf_lineno, &::dwarf_linesrc};
+      &::dwarf_lineno, &::dwarf_linesrc, &::elf_nextscn, &::elf_getscn, &::elf_getdata,
+      &::gelf_getshdr, &::gelf_getsym};
   return &linked;
 }
 inline std::string libdw_problem() { return {}; }

@@ -150,6 +150,16 @@ class backtrace_symbolizer {
     return symbols;
   }
 
+  // How many modules' symbol tables were read straight from their ELF data, and how many through
+  // libdwfl, symbol by symbol (a table whose layout kairos does not recognize).
+  struct symbol_table_reads {
+    std::size_t direct = 0, through_libdwfl = 0;
+  };
+  symbol_table_reads symbol_tables_read() const {
+    std::lock_guard lock(mutex_);
+    return table_reads_;
+  }
+
   std::size_t cached_addresses() const {
     std::lock_guard lock(mutex_);
     return cache_.size();
@@ -339,30 +349,19 @@ class backtrace_symbolizer {
     return false;
   }
 
-  // libdwfl's dwfl_module_addrinfo scans the module's whole symbol table at every call: 110 µs an
-  // address in libc, whose separate debug file lists ten thousand symbols. A module asked more
-  // than a few times gets an index (its symbols sorted by address, read once) and a binary
-  // search; one asked once or twice (a thread's entry in libstdc++) is scanned, which costs less
-  // than building its index (docs/plugins/backtrace.md has the measurements behind the 4).
-  static constexpr int scans_before_index = 4;
+  // libdwfl's dwfl_module_addrinfo scans the module's whole symbol table at every call (350-450 µs
+  // an address in libc, whose separate debug file lists ten thousand symbols). A module's table is
+  // read once instead, sorted by address, and searched: read straight from the ELF data it costs
+  // less than one scan (libc 0.4 ms), so even a module asked once is indexed.
   void name_function(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
-    auto& symbols = symbols_[module];
-    if (symbols.scans < scans_before_index) {
-      ++symbols.scans;
-      GElf_Off offset = 0;
-      GElf_Sym elf_symbol{};
-      if (const char* name = dw_->dwfl_module_addrinfo(module, address, &offset, &elf_symbol, nullptr, nullptr, nullptr)) {
-        symbol.function = demangle(name);
-        symbol.function_offset = offset;
-      }
-      return;
-    }
-    if (!symbols.index) symbols.index = index_symbols(module);
-    if (const auto* found = symbol_containing(*symbols.index, address)) {
+    auto& index = symbols_[module];
+    if (!index) index = index_symbols(module);
+    if (const auto* found = symbol_containing(*index, address)) {
       symbol.function = demangle(found->name);
       symbol.function_offset = address - found->start;
     }
   }
+
   // A module's symbols sorted by address, read once.
   struct indexed_symbol {
     GElf_Addr start = 0;  // in the process
@@ -371,27 +370,81 @@ class backtrace_symbolizer {
     int index = 0;         // in the table
     const char* name = nullptr;  // in libdw's copy of the string table, valid while the module is
   };
-  struct module_symbols {
-    int scans = 0;                                     // lookups through libdwfl so far
-    std::optional<std::vector<indexed_symbol>> index;  // built after scans_before_index of them
-  };
+  // The name's bytes are not read here: touching every name faults in the whole string table (a
+  // megabyte of mangled names in a C++ library), the larger part of building the index.
+  static bool indexed(const GElf_Sym& elf_symbol, GElf_Word section) {
+    const int type = GELF_ST_TYPE(elf_symbol.st_info);
+    return elf_symbol.st_name != 0 && section != SHN_UNDEF && section != SHN_ABS && type != STT_SECTION &&
+           type != STT_FILE && type != STT_TLS;
+  }
+  static indexed_symbol index_entry(const GElf_Sym& elf_symbol, GElf_Addr start, int index, const char* name) {
+    const int binding = GELF_ST_BIND(elf_symbol.st_info);
+    return {start, elf_symbol.st_size, binding == STB_GLOBAL ? 2 : binding == STB_WEAK ? 1 : 0, index, name};
+  }
+  // libdwfl's dwfl_module_getsym_info looks up each symbol's section and file: 150-200 ns a
+  // symbol, 2 ms for libkairos.so's eleven thousand. Read straight from the ELF data the same
+  // symbols cost about 35 ns each, page faults included (libc 0.4 ms). Only where the table is plainly the one libdwfl reads: a .symtab
+  // or .dynsym with exactly `count` entries in the file holding the module's last symbol, whose
+  // first and last symbols kept have libdwfl's addresses; else false.
+  bool read_symbol_table(Dwfl_Module* module, int count, std::vector<indexed_symbol>& table) {
+    if (count < 2) return false;
+    GElf_Sym elf_symbol{};
+    GElf_Addr start = 0;
+    Elf* elf = nullptr;
+    Dwarf_Addr bias = 0;
+    if (dw_->dwfl_module_getsym_info(module, count - 1, &elf_symbol, &start, nullptr, &elf, &bias) == nullptr ||
+        elf == nullptr)
+      return false;
+    Elf_Scn* symbols = nullptr;
+    GElf_Shdr header{};
+    for (Elf_Scn* section_entry = nullptr; (section_entry = dw_->elf_nextscn(elf, section_entry)) != nullptr;) {
+      GElf_Shdr candidate{};
+      if (dw_->gelf_getshdr(section_entry, &candidate) == nullptr || candidate.sh_entsize == 0 ||
+          (candidate.sh_type != SHT_SYMTAB && candidate.sh_type != SHT_DYNSYM) ||
+          candidate.sh_size / candidate.sh_entsize != static_cast<GElf_Xword>(count))
+        continue;
+      if (symbols == nullptr || candidate.sh_type == SHT_SYMTAB) {
+        symbols = section_entry;
+        header = candidate;
+      }
+    }
+    if (symbols == nullptr) return false;
+    Elf_Data* data = dw_->elf_getdata(symbols, nullptr);
+    Elf_Scn* strings = dw_->elf_getscn(elf, header.sh_link);
+    Elf_Data* names = strings != nullptr ? dw_->elf_getdata(strings, nullptr) : nullptr;
+    if (data == nullptr || names == nullptr || names->d_buf == nullptr) return false;
+    const auto* name_bytes = static_cast<const char*>(names->d_buf);
+    for (int i = 1; i < count; ++i) {
+      if (dw_->gelf_getsym(data, i, &elf_symbol) == nullptr || elf_symbol.st_shndx == SHN_XINDEX) return false;
+      if (elf_symbol.st_name < names->d_size && indexed(elf_symbol, elf_symbol.st_shndx))
+        table.push_back(index_entry(elf_symbol, elf_symbol.st_value + bias, i, name_bytes + elf_symbol.st_name));
+    }
+    if (table.empty()) return true;
+    // The first and last symbols kept, as libdwfl reads them: same file, same address.
+    for (const auto* kept : {&table.front(), &table.back()}) {
+      Elf* kept_elf = nullptr;
+      if (dw_->dwfl_module_getsym_info(module, kept->index, &elf_symbol, &start, nullptr, &kept_elf, nullptr) == nullptr ||
+          kept_elf != elf || start != kept->start)
+        return false;
+    }
+    return true;
+  }
   std::vector<indexed_symbol> index_symbols(Dwfl_Module* module) {
     std::vector<indexed_symbol> table;
     const int count = dw_->dwfl_module_getsymtab(module);
     table.reserve(count > 0 ? static_cast<std::size_t>(count) : 0);
-    for (int i = 1; i < count; ++i) {  // entry 0 is the null symbol
-      GElf_Sym elf_symbol{};
-      GElf_Addr start = 0;
-      GElf_Word section = 0;
-      const char* name = dw_->dwfl_module_getsym_info(module, i, &elf_symbol, &start, &section, nullptr, nullptr);
-      const int type = GELF_ST_TYPE(elf_symbol.st_info);
-      // The name's bytes are not read here: touching every name faults in the whole string table
-      // (a megabyte of mangled names in a C++ library), the larger part of building the index.
-      if (name == nullptr || elf_symbol.st_name == 0 || section == SHN_UNDEF || section == SHN_ABS ||
-          type == STT_SECTION || type == STT_FILE || type == STT_TLS)
-        continue;
-      const int binding = GELF_ST_BIND(elf_symbol.st_info);
-      table.push_back({start, elf_symbol.st_size, binding == STB_GLOBAL ? 2 : binding == STB_WEAK ? 1 : 0, i, name});
+    if (read_symbol_table(module, count, table)) {
+      ++table_reads_.direct;
+    } else {
+      ++table_reads_.through_libdwfl;
+      table.clear();
+      for (int i = 1; i < count; ++i) {  // entry 0 is the null symbol
+        GElf_Sym elf_symbol{};
+        GElf_Addr start = 0;
+        GElf_Word section = 0;
+        const char* name = dw_->dwfl_module_getsym_info(module, i, &elf_symbol, &start, &section, nullptr, nullptr);
+        if (name != nullptr && indexed(elf_symbol, section)) table.push_back(index_entry(elf_symbol, start, i, name));
+      }
     }
     // One symbol per address, libdwfl's choice among aliases: a sized one, then the strongest
     // binding, then a plain name before a versioned one (free, not cfree@GLIBC_2.2.5), then the
@@ -491,7 +544,8 @@ class backtrace_symbolizer {
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
   std::unordered_map<Dwfl_Module*, std::vector<std::pair<Dwarf_Die*, Dwarf_Addr>>> units_without_ranges_;
-  std::unordered_map<Dwfl_Module*, module_symbols> symbols_;
+  std::unordered_map<Dwfl_Module*, std::optional<std::vector<indexed_symbol>>> symbols_;  // built on first use
+  symbol_table_reads table_reads_;
 #endif
   source_lines lines_;
   std::uintptr_t module_without_lines_;
