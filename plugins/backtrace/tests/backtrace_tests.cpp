@@ -41,6 +41,24 @@ int record_line = 0;
 }
 }  // namespace chain
 
+namespace inlined {
+std::uintptr_t returned_to = 0;
+int call_line = 0;
+
+[[gnu::noinline]] void note_return_address() {
+  returned_to = reinterpret_cast<std::uintptr_t>(__builtin_return_address(0));
+  asm volatile("" ::: "memory");
+}
+[[gnu::always_inline]] inline void inner() {
+  note_return_address();  // the return address lies in inner's code, inlined into outer
+  asm volatile("" ::: "memory");
+}
+[[gnu::noinline]] void outer() {
+  call_line = __LINE__; inner();  // clang-format off: the call site must share the line
+  asm volatile("" ::: "memory");
+}
+}  // namespace inlined
+
 namespace deep {
 [[gnu::noinline]] kairos::backtrace<16> recurse(int depth) {
   if (depth == 0) return kairos::backtrace<16>::record();
@@ -95,6 +113,18 @@ TEST_CASE("file:line comes from DWARF where the code was built with -g") {
   CHECK(ends_with(top.file, "backtrace_tests.cpp"));
   CHECK(top.line == chain::record_line);
   CHECK(ends_with(top.module, "kairos_backtrace_tests"));
+}
+
+TEST_CASE("inlined code is named by its function and the line of the outermost inlined call") {
+  // The line table says inner's line; the symbol says outer: file:line is outer's own line, the
+  // call site, so a report never pairs a function with another function's line.
+  inlined::outer();
+  kairos::backtrace_symbolizer symbolizer;
+  const auto& symbol = symbolizer.resolve(inlined::returned_to - 1);
+  INFO(symbol.function << " at " << symbol.file << ":" << symbol.line);
+  CHECK(symbol.function == "inlined::outer()");
+  CHECK(ends_with(symbol.file, "backtrace_tests.cpp"));
+  CHECK(symbol.line == inlined::call_line);
 }
 
 TEST_CASE("source_lines: own keeps the program's file:line and reads no separate debug file, off reads none") {

@@ -45,6 +45,7 @@ struct libdw_functions {
   decltype(&::dwarf_siblingof) dwarf_siblingof;
   decltype(&::dwarf_tag) dwarf_tag;
   decltype(&::dwarf_haspc) dwarf_haspc;
+  decltype(&::dwarf_ranges) dwarf_ranges;
   decltype(&::dwfl_module_nextcu) dwfl_module_nextcu;
   decltype(&::dwarf_getsrc_die) dwarf_getsrc_die;
   decltype(&::dwarf_lineno) dwarf_lineno;
@@ -100,6 +101,7 @@ struct private_libdw {
     find(f.dwarf_siblingof, "dwarf_siblingof");
     find(f.dwarf_tag, "dwarf_tag");
     find(f.dwarf_haspc, "dwarf_haspc");
+    find(f.dwarf_ranges, "dwarf_ranges");
     find(f.dwfl_module_nextcu, "dwfl_module_nextcu");
     find(f.dwarf_getsrc_die, "dwarf_getsrc_die");
     find(f.dwarf_lineno, "dwarf_lineno");
@@ -133,7 +135,7 @@ inline const libdw_functions* libdw() {
       &::dwfl_module_addrinfo, &::dwfl_module_getsymtab, &::dwfl_module_getsym_info, &::dwfl_module_info,
       &::dwfl_module_getsrc, &::dwfl_lineinfo, &::dwfl_module_addrdie,
       &::dwarf_attr, &::dwarf_formudata, &::dwarf_getsrcfiles, &::dwarf_filesrc, &::dwarf_child,
-      &::dwarf_siblingof, &::dwarf_tag, &::dwarf_haspc, &::dwfl_module_nextcu, &::dwarf_getsrc_die,
+      &::dwarf_siblingof, &::dwarf_tag, &::dwarf_haspc, &::dwarf_ranges, &::dwfl_module_nextcu, &::dwarf_getsrc_die,
       &::dwarf_lineno, &::dwarf_linesrc, &::elf_nextscn, &::elf_getscn, &::elf_getdata,
       &::gelf_getshdr, &::gelf_getsym};
   return &linked;

@@ -304,8 +304,11 @@ class backtrace_symbolizer {
     Dwarf_Addr bias = 0;
     Dwarf_Die* unit = unit_of(module, address, bias);
     if (unit == nullptr) return;
+    Dwarf_Die function;
     Dwarf_Die outermost_inlined;
-    if (!find_outermost_inlined(unit, address - bias, false, outermost_inlined)) return;
+    if (!function_holding(unit, address - bias, function) ||
+        !find_outermost_inlined(&function, address - bias, outermost_inlined))
+      return;
     Dwarf_Attribute attribute;
     Dwarf_Word call_file = 0;
     Dwarf_Word call_line = 0;
@@ -320,25 +323,61 @@ class backtrace_symbolizer {
       }
     }
   }
-  // Walks the physical DIE tree (dwarf_getscopes follows abstract origins instead): the function
-  // containing `pc`, then the first inlined call inside it that contains `pc`.
-  bool find_outermost_inlined(Dwarf_Die* parent, Dwarf_Addr pc, bool inside_function, Dwarf_Die& found) {
+
+  // A unit's functions by address: the physical DIE tree (dwarf_getscopes follows abstract origins
+  // instead), its subprograms at the top and in namespaces (class bodies are skipped: GCC puts
+  // member definitions outside them), each range of each. Listed once a unit: the walk over every
+  // DIE at the unit's top for each address was most of a lookup's time in template-heavy C++.
+  struct function_range {
+    Dwarf_Addr low = 0, high = 0;
+    std::size_t order = 0;  // in the DIE tree: the first one holding an address wins, as before
+    Dwarf_Die die{};
+  };
+  void collect_functions(Dwarf_Die* parent, std::vector<function_range>& functions) {
+    Dwarf_Die child;
+    if (dw_->dwarf_child(parent, &child) != 0) return;
+    do {
+      const int tag = dw_->dwarf_tag(&child);
+      if (tag == DW_TAG_namespace) {
+        collect_functions(&child, functions);
+      } else if (tag == DW_TAG_subprogram) {
+        Dwarf_Addr base = 0, low = 0, high = 0;
+        const std::size_t order = functions.size();
+        for (std::ptrdiff_t offset = 0; (offset = dw_->dwarf_ranges(&child, offset, &base, &low, &high)) > 0;)
+          functions.push_back({low, high, order, child});
+      }
+    } while (dw_->dwarf_siblingof(&child, &child) == 0);
+  }
+  bool function_holding(Dwarf_Die* unit, Dwarf_Addr pc, Dwarf_Die& found) {
+    auto [entry, fresh] = unit_functions_.try_emplace(unit->addr);
+    auto& functions = entry->second;
+    if (fresh) {
+      collect_functions(unit, functions);
+      std::sort(functions.begin(), functions.end(),
+                [](const function_range& a, const function_range& b) { return a.low < b.low; });
+    }
+    const auto after = std::upper_bound(functions.begin(), functions.end(), pc,
+                                        [](Dwarf_Addr a, const function_range& f) { return a < f.low; });
+    const function_range* holding = nullptr;
+    // Ranges do not overlap but in odd DWARF: the few before are checked, the first in the tree kept.
+    for (auto it = after; it != functions.begin() && after - it < 8;) {
+      --it;
+      if (pc < it->high && (holding == nullptr || it->order < holding->order)) holding = &*it;
+    }
+    if (holding != nullptr) found = holding->die;
+    return holding != nullptr;
+  }
+  // Inside a function: the first inlined call that contains `pc`, through lexical blocks.
+  bool find_outermost_inlined(Dwarf_Die* parent, Dwarf_Addr pc, Dwarf_Die& found) {
     Dwarf_Die child;
     if (dw_->dwarf_child(parent, &child) != 0) return false;
     do {
       switch (dw_->dwarf_tag(&child)) {
-        case DW_TAG_namespace:  // class bodies are skipped: GCC puts member definitions outside them
-          if (!inside_function && find_outermost_inlined(&child, pc, false, found)) return true;
-          break;
-        case DW_TAG_subprogram:
-          if (!inside_function && dw_->dwarf_haspc(&child, pc) == 1) return find_outermost_inlined(&child, pc, true, found);
-          break;
         case DW_TAG_lexical_block:
-          if (inside_function && dw_->dwarf_haspc(&child, pc) == 1 && find_outermost_inlined(&child, pc, true, found))
-            return true;
+          if (dw_->dwarf_haspc(&child, pc) == 1 && find_outermost_inlined(&child, pc, found)) return true;
           break;
         case DW_TAG_inlined_subroutine:
-          if (inside_function && dw_->dwarf_haspc(&child, pc) == 1) {
+          if (dw_->dwarf_haspc(&child, pc) == 1) {
             found = child;
             return true;
           }
@@ -470,6 +509,7 @@ class backtrace_symbolizer {
     table.resize(kept);
     return table;
   }
+
   // The symbol whose extent holds `address`; else the nearest unsized one before it; else none.
   static const indexed_symbol* symbol_containing(const std::vector<indexed_symbol>& table,
                                                  std::uintptr_t address) {
@@ -491,6 +531,7 @@ class backtrace_symbolizer {
     if (dwfl_ == nullptr) return;
     // A module dropped by the new report may leave its address (and its Dwfl_Module*) to another.
     units_without_ranges_.clear();
+    unit_functions_.clear();
     symbols_.clear();
     dw_->dwfl_report_begin(dwfl_);
     std::string maps = loaded_object_mappings();
@@ -544,6 +585,7 @@ class backtrace_symbolizer {
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
   std::unordered_map<Dwfl_Module*, std::vector<std::pair<Dwarf_Die*, Dwarf_Addr>>> units_without_ranges_;
+  std::unordered_map<const void*, std::vector<function_range>> unit_functions_;  // by the unit DIE's address
   std::unordered_map<Dwfl_Module*, std::optional<std::vector<indexed_symbol>>> symbols_;  // built on first use
   symbol_table_reads table_reads_;
 #endif
