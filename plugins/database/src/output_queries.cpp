@@ -1,6 +1,9 @@
 // The queries several outputs share (output_helpers.hpp).
 #include <algorithm>
+#include <charconv>
 #include <map>
+#include <set>
+#include <stdexcept>
 #include <tuple>
 
 #include "output_helpers.hpp"
@@ -110,16 +113,90 @@ nlohmann::json gpu_json(connection& profile, const window_range& range) {
   return gpu;
 }
 
+namespace {
+
+// A block's rows as the writer and kairos-merge store them: [[start - base, end - base, name,
+// depth, window, clipped, frame], ...], integers, trailing zeros left out. Calls `row` with the
+// seven fields of each; false where the text is not that.
+template <class Row>
+bool decode_block(std::string_view text, Row&& row) {
+  std::size_t at = 0;
+  auto skip_spaces = [&] {
+    while (at < text.size() && (text[at] == ' ' || text[at] == '\n' || text[at] == '\t' || text[at] == '\r')) ++at;
+  };
+  auto take = [&](char wanted) {
+    skip_spaces();
+    if (at >= text.size() || text[at] != wanted) return false;
+    ++at;
+    return true;
+  };
+  if (!take('[')) return false;
+  if (take(']')) return true;
+  do {
+    if (!take('[')) return false;
+    std::int64_t fields[7] = {};
+    std::size_t count = 0;
+    do {
+      skip_spaces();
+      if (count == 7) return false;
+      const auto [end, error] = std::from_chars(text.data() + at, text.data() + text.size(), fields[count]);
+      if (error != std::errc{}) return false;
+      at = static_cast<std::size_t>(end - text.data());
+      ++count;
+    } while (take(','));
+    if (!take(']') || count < 3) return false;
+    row(fields);
+  } while (take(','));
+  return take(']');
+}
+
+}  // namespace
+
+region_records read_regions(connection& profile, const window_range& windows) {
+  region_records found;
+  std::set<std::int64_t> threads;
+  auto known_threads = profile.prepare("SELECT id FROM thread");
+  while (known_threads.step()) threads.insert(known_threads.integer(0));
+  std::set<std::int64_t> name_ids;
+  auto blocks = profile.prepare("SELECT id, thread, base_ns, rows FROM region_block");
+  while (blocks.step()) {
+    const auto thread = blocks.integer(1);
+    if (!threads.contains(thread)) continue;
+    const auto base_ns = blocks.integer(2);
+    const bool whole = decode_block(blocks.text(3), [&](const std::int64_t* field) {
+      if (!windows.all && (field[4] < windows.first || field[4] > windows.last)) return;
+      found.rows.push_back({thread, base_ns + field[0], base_ns + field[1], field[3], field[5], field[2]});
+      name_ids.insert(field[2]);
+    });
+    if (!whole)
+      throw std::runtime_error{fmt::format("region_block {} does not hold rows as kairos writes them "
+                                           "([[start, end, name, depth, window, clipped, frame], ...])",
+                                           blocks.integer(0))};
+  }
+  auto name = profile.prepare("SELECT value FROM string WHERE id = ?");
+  for (const auto id : name_ids) {
+    name.reset();
+    name.bind(1, id);
+    if (name.step()) found.names.emplace(id, std::string{name.text(0)});
+  }
+  // A name missing from the string table: the view's JOIN leaves the row out.
+  if (found.names.size() < name_ids.size())
+    std::erase_if(found.rows, [&](const region_record& row) { return !found.names.contains(row.name); });
+  return found;
+}
+
 region_node region_call_graph(connection& profile, const window_range& windows,
                               const std::function<void(const region_visit&)>& visit) {
   region_node root;
-  auto regions = profile.prepare("SELECT thread, depth, start_ns, end_ns, name FROM regions WHERE 1" +
-                                 in_windows(windows, "window") + " ORDER BY thread, start_ns, depth");
+  auto regions = read_regions(profile, windows);
+  std::sort(regions.rows.begin(), regions.rows.end(), [](const region_record& a, const region_record& b) {
+    return std::tie(a.thread, a.start_ns, a.depth) < std::tie(b.thread, b.start_ns, b.depth);
+  });
   std::int64_t current_thread = -1;
   std::vector<region_node*> open;  // open[d]: the node of the open region at depth d
-  while (regions.step()) {
-    const region_visit region{regions.integer(0), static_cast<std::size_t>(std::max<std::int64_t>(0, regions.integer(1))),
-                              regions.integer(2), regions.integer(3), regions.text(4)};
+  for (const auto& row : regions.rows) {
+    const region_visit region{row.thread, static_cast<std::size_t>(std::max<std::int64_t>(0, row.depth)),
+                              row.start_ns, row.end_ns, regions.name_of(row)};
     if (region.thread != current_thread) {
       current_thread = region.thread;
       open.clear();

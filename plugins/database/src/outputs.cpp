@@ -586,16 +586,22 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
                        window.samples);
   }
   write_gpu_tracks(profile, out, range, origin_ns, first_pid, separator);
-  auto regions = profile.prepare(
-      "SELECT regions.name, threads.pid, threads.tid, regions.start_ns, regions.duration_ns, regions.clipped "
-      "FROM regions JOIN threads ON threads.id = regions.thread WHERE 1" + in_windows(range, "regions.window") +
-      " ORDER BY regions.start_ns");
-  while (regions.step()) {
+  auto regions = read_regions(profile, range);
+  std::stable_sort(regions.rows.begin(), regions.rows.end(),  // ties keep the blocks' order
+                   [](const region_record& a, const region_record& b) { return a.start_ns < b.start_ns; });
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> pid_tid;  // thread.id -> (pid, tid)
+  auto owners = profile.prepare("SELECT id, pid, tid FROM threads");
+  while (owners.step()) pid_tid.emplace(owners.integer(0), std::pair{owners.integer(1), owners.integer(2)});
+  std::map<std::int64_t, std::string> quoted;  // each name escaped once
+  for (const auto& [id, name] : regions.names) quoted.emplace(id, json_string(name));
+  for (const auto& region : regions.rows) {
+    const auto owner = pid_tid.find(region.thread);
+    if (owner == pid_tid.end()) continue;  // as the view's JOIN with threads
     separator();
     out << fmt::format(R"({{"ph":"X","cat":"region","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f})",
-                       json_string(regions.text(0)), regions.integer(1), regions.integer(2),
-                       (regions.integer(3) - origin_ns) * 1e-3, regions.integer(4) * 1e-3);
-    if (regions.integer(5) != 0) out << fmt::format(R"(,"args":{{"clipped":{}}})", regions.integer(5));
+                       quoted.at(region.name), owner->second.first, owner->second.second,
+                       (region.start_ns - origin_ns) * 1e-3, (region.end_ns - region.start_ns) * 1e-3);
+    if (region.clipped != 0) out << fmt::format(R"(,"args":{{"clipped":{}}})", region.clipped);
     out << '}';
   }
   // MPI calls as slices on the calling thread's track, with what they moved and with whom.
