@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <span>
 
 namespace kairos::runtime {
 namespace {
@@ -46,13 +47,24 @@ struct registry_slot {
 // Per sampled thread a perf event and two /proc files; besides, SQLite's three files and libdw's
 // one or two a module.
 std::array<registry_slot, 1024> registry;
+// Slots past this were never claimed: scans stop there (a dozen slots in a one-thread run), so the
+// program's close() of a high number costs a few comparisons, not a walk over 40 KB.
+std::atomic<std::size_t> slots_used{0};
+
+std::span<registry_slot> used_slots() noexcept {
+  return {registry.data(), std::min(slots_used.load(std::memory_order_acquire), registry.size())};
+}
 
 bool claim_slot(const owned_descriptor& descriptor) noexcept {
-  for (auto& slot : registry) {
+  for (std::size_t i = 0; i < registry.size(); ++i) {
+    auto& slot = registry[i];
     int expected = registry_slot::free_slot;
     if (!slot.state.compare_exchange_strong(expected, registry_slot::filling, std::memory_order_acquire))
       continue;
     slot.descriptor = descriptor;
+    for (auto used = slots_used.load(std::memory_order_relaxed);
+         used < i + 1 && !slots_used.compare_exchange_weak(used, i + 1, std::memory_order_release);) {
+    }
     slot.state.store(registry_slot::held, std::memory_order_release);
     return true;
   }
@@ -67,7 +79,7 @@ void free_slot(registry_slot& slot) noexcept {
 // A descriptor past the registry's size is simply not kept through close_range.
 void register_descriptor(const owned_descriptor& descriptor) noexcept {
   if (claim_slot(descriptor)) return;
-  for (auto& slot : registry)
+  for (auto& slot : used_slots())
     if (slot.state.load(std::memory_order_acquire) == registry_slot::held && !slot.descriptor.still_ours())
       free_slot(slot);
   claim_slot(descriptor);
@@ -75,7 +87,7 @@ void register_descriptor(const owned_descriptor& descriptor) noexcept {
 
 registry_slot* registered(int fd) noexcept {
   if (fd < 0) return nullptr;
-  for (auto& slot : registry)
+  for (auto& slot : used_slots())
     if (slot.state.load(std::memory_order_acquire) == registry_slot::held && slot.descriptor.get() == fd)
       return &slot;
   return nullptr;
@@ -145,7 +157,7 @@ int close_range_keeping_ours(unsigned first, unsigned last, int flags,
   if (flags & CLOSE_RANGE_CLOEXEC) return close_range(first, last, flags);
   std::array<unsigned, registry.size()> kept;
   std::size_t count = 0;
-  for (auto& slot : registry) {
+  for (auto& slot : used_slots()) {
     if (slot.state.load(std::memory_order_acquire) != registry_slot::held) continue;
     const auto fd = static_cast<unsigned>(slot.descriptor.get());
     if (fd >= first && fd <= last && slot.descriptor.still_ours()) kept[count++] = fd;
