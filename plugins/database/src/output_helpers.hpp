@@ -137,9 +137,9 @@ struct region_visit {
   std::string_view name;
 };
 
-// The rows of the `regions` view in the windows (a name in the string table, a thread in the
-// `thread` table), decoded from region_block's JSON by kairos: through the view SQLite parses a
-// row's JSON once a field: 5-10 µs a region for the text and trace outputs together, under 1 here.
+// The rows of the `regions` view in the windows (those whose name is in the string table),
+// decoded from region_block's JSON by kairos: through the view SQLite parses a row's JSON once a
+// field, 5-10 µs a region for the text and trace outputs together; under 1 here.
 struct region_record {
   std::int64_t thread, start_ns, end_ns, depth, clipped;
   std::int64_t name;  // string.id, a key of `names`

@@ -154,14 +154,10 @@ bool decode_block(std::string_view text, Row&& row) {
 
 region_records read_regions(connection& profile, const window_range& windows) {
   region_records found;
-  std::set<std::int64_t> threads;
-  auto known_threads = profile.prepare("SELECT id FROM thread");
-  while (known_threads.step()) threads.insert(known_threads.integer(0));
   std::set<std::int64_t> name_ids;
   auto blocks = profile.prepare("SELECT id, thread, base_ns, rows FROM region_block");
   while (blocks.step()) {
     const auto thread = blocks.integer(1);
-    if (!threads.contains(thread)) continue;
     const auto base_ns = blocks.integer(2);
     const bool whole = decode_block(blocks.text(3), [&](const std::int64_t* field) {
       if (!windows.all && (field[4] < windows.first || field[4] > windows.last)) return;
