@@ -3,7 +3,6 @@
 #include <charconv>
 #include <map>
 #include <set>
-#include <stdexcept>
 #include <tuple>
 
 #include "output_helpers.hpp"
@@ -165,7 +164,7 @@ region_records read_regions(connection& profile, const window_range& windows) {
       name_ids.insert(field[2]);
     });
     if (!whole)
-      throw std::runtime_error{fmt::format("region_block {} does not hold rows as kairos writes them "
+      throw database_error{fmt::format("region_block {} does not hold rows as kairos writes them "
                                            "([[start, end, name, depth, window, clipped, frame], ...])",
                                            blocks.integer(0))};
   }

@@ -90,7 +90,6 @@ database::frame_info symbolize(std::uint64_t address) {
 int open_above_floor(const char* path, int flags, mode_t mode) {
   return move_above_floor(::open(path, flags | O_CLOEXEC, mode));
 }
-int close_if_still_ours(int fd) { return close_moved(fd); }
 
 std::string host_name() {
   char name[256] = {};
@@ -140,7 +139,7 @@ bool create_if_needed() {
   auto failure = capture_problem(fmt::format("cannot write the profile database {}", file().path), [] {
     if (auto* vfs = sqlite3_vfs_find(nullptr); vfs && vfs->xSetSystemCall) {
       vfs->xSetSystemCall(vfs, "open", reinterpret_cast<sqlite3_syscall_ptr>(&open_above_floor));
-      vfs->xSetSystemCall(vfs, "close", reinterpret_cast<sqlite3_syscall_ptr>(&close_if_still_ours));
+      vfs->xSetSystemCall(vfs, "close", reinterpret_cast<sqlite3_syscall_ptr>(&close_moved));
     }
     // The output path's directories are created (docs/settings.md says so).
     const auto directory = std::filesystem::path{file().path}.parent_path();

@@ -50,7 +50,8 @@ class owned_descriptor {
 bool kept_by_kairos(int fd) noexcept;
 
 // close_range(first, last, flags) through `close_range`, except for the descriptors kairos holds
-// (still naming the file kairos opened): the range is closed around them. Returns what `close_range` returned (its first failure).
+// (still naming the file kairos opened): the range is closed around them. Returns what
+// `close_range` returned (its first failure).
 int close_range_keeping_ours(unsigned first, unsigned last, int flags,
                              int (*close_range)(unsigned, unsigned, int)) noexcept;
 
