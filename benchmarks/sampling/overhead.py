@@ -5,10 +5,11 @@ The CPU-bound program cpu_bound_workload (75/25 between two functions in every t
 threads and with 3 threads on 2 cores (kairos's own threads then compete for a core), each for a
 short run (≈0.6 s, where kairos's fixed cost shows) and a long one (≈2.5 s), under each
 configuration in CONFIGURATIONS: bare; kairos-run at default settings (the 0.5 s start-up delay
-included), with its default outputs, with no delay at 300 Hz and 1 kHz, and with no sampler; the
-floor (an empty handler on the same perf task-clock signal) at 300 Hz and 1 kHz; perf record -g
-and gperftools at 300 Hz. kairos writes only its database (--formats db) except in the
-default-outputs configuration. Configurations are interleaved round by round: each round runs every
+included), the same without a symbol cache, with its default outputs, with no delay at 300 Hz
+and 1 kHz, and with no sampler; the floor (an empty handler on the same perf task-clock signal) at
+300 Hz and 1 kHz; perf record -g and gperftools at 300 Hz. kairos writes only its database
+(--formats db) except in the default-outputs configuration. Its runs share a symbol cache that one
+1 kHz run of each program fills before the rounds, as a user's earlier runs of the program would. Configurations are interleaved round by round: each round runs every
 configuration once on every program, their order rotated by one each round, so machine drift
 touches them alike. A run is timed from spawn to wait4, whose rusage gives the user and system
 CPU of the whole process tree (kairos's own threads and perf included).
@@ -59,10 +60,16 @@ class Configuration:
     delay_s: float = 0.0  # sampling starts this long after the program
 
 
-KAIROS = "{kairos_run} -o {run}/kairos-%pid%"
+# Every kairos configuration but one shares a symbol cache that warm-up runs filled (the state of a
+# user's second run onwards); "symbol cache off" shows a run without one.
+KAIROS_WITHOUT_CACHE = "{kairos_run} -o {run}/kairos-%pid%"
+KAIROS = KAIROS_WITHOUT_CACHE + " -s KAIROS_SYMBOL_CACHE={symbol_cache}"
 CONFIGURATIONS = [
     Configuration("bare"),
     Configuration("kairos default settings", KAIROS + " --formats db --", hz=300,
+                  samples_from="kairos", delay_s=KAIROS_DEFAULT_DELAY_S),
+    Configuration("kairos default, symbol cache off",
+                  KAIROS_WITHOUT_CACHE + " --formats db -s KAIROS_SYMBOL_CACHE=off --", hz=300,
                   samples_from="kairos", delay_s=KAIROS_DEFAULT_DELAY_S),
     # -v: its "own time" line says where kairos's part of the run went (print_costs shows it).
     Configuration("kairos default, outputs db,text,trace", KAIROS + " -v --", hz=300,
@@ -87,7 +94,7 @@ CONFIGURATIONS = [
         "CPUPROFILE": "{run}/cpu.prof", "CPUPROFILE_FREQUENCY": "300",
         "LD_PRELOAD": "{profiler_library}"}, hz=300, samples_from="pprof"),
 ]
-BARE, KAIROS_DEFAULT, KAIROS_OUTPUTS, KAIROS_300, KAIROS_1000, KAIROS_NO_SAMPLER, FLOOR_300, \
+BARE, KAIROS_DEFAULT, KAIROS_NO_CACHE, KAIROS_OUTPUTS, KAIROS_300, KAIROS_1000, KAIROS_NO_SAMPLER, FLOOR_300, \
     FLOOR_1000, PERF_300, GPERFTOOLS_300 = (c.name for c in CONFIGURATIONS)
 
 
@@ -141,7 +148,7 @@ class Bench:
             fail("gperftools or perf is missing: run "
                  "scripts/install-deps.sh benchmarks/sampling/debian-packages.txt")
         self.words = {"kairos_run": str(build / "plugins/runtime/kairos-run"), "perf": perf,
-                      "profiler_library": str(libraries[0])}
+                      "profiler_library": str(libraries[0]), "symbol_cache": str(work / "symbol-cache")}
         # A KAIROS_* variable, a preload or a profile request from the caller's shell would skew
         # every configuration: each run starts without them.
         self.environment = {k: v for k, v in os.environ.items()
@@ -311,7 +318,7 @@ def print_costs(runs, programs):
     print("kairos's fixed cost: short runs, over bare")
     for p in shorts:
         print(f"  {p}")
-        for c in (KAIROS_NO_SAMPLER, KAIROS_DEFAULT):
+        for c in (KAIROS_NO_SAMPLER, KAIROS_DEFAULT, KAIROS_NO_CACHE):
             figure(f"{c}: wall", per_round(runs, p, c, BARE, wall_over_ms), 1, " ms", "<= 10 ms",
                    lambda v: v <= 10)
             figure(f"{c}: CPU", per_round(runs, p, c, BARE, cpu_over_ms), 1, " ms")
@@ -403,6 +410,9 @@ def main():
     runs = {(p.name, c.name): [] for p in programs for c in CONFIGURATIONS}
     with tempfile.TemporaryDirectory() as work:
         bench = Bench(build, Path(work))
+        warm_up = next(c for c in CONFIGURATIONS if c.name == KAIROS_1000)
+        for program in programs:  # fills the symbol cache, as a user's earlier runs would
+            bench.run(warm_up, program)
         for round_index in range(arguments.rounds):
             shift = round_index % len(CONFIGURATIONS)
             for program in programs:

@@ -158,6 +158,80 @@ def test_unwind_tables_walk_most_samples(directory):
     check(int(recorded) == by_tables, f"metadata says {recorded}, the line {by_tables}")
 
 
+def symbol_cache_line(err):
+    match = re.search(r"\[kairos\] symbols: (\d+) address(?:es)?, (\d+) from the symbol cache(?: in (\S+)| \(off\))"
+                      r"(?:; (.*))?$", err, re.MULTILINE)
+    check(match, f"the symbols line is said at KAIROS_VERBOSE=1: {err!r}")
+    return int(match.group(1)), int(match.group(2)), match.group(3), match.group(4)
+
+
+def frames_by_place(db):
+    return {(module, offset): (function, file, line) for module, offset, function, file, line in db.execute(
+        """SELECT module.value, frame.offset, function.value, file.value, frame.line FROM frame
+           JOIN string AS module ON module.id = frame.module
+           JOIN string AS function ON function.id = frame.function
+           LEFT JOIN string AS file ON file.id = frame.file""")}
+
+
+def test_symbol_cache_answers_the_next_run_as_the_symbolizer_did(directory):
+    # A second run of the same program finds most of its addresses in the symbol cache, and every
+    # frame the two runs share reads the same: function, file and line.
+    cache = os.path.join(directory, "cache")
+    runs = []
+    for stem in ("first", "second"):
+        out, err, status = kairos(["split", "0.4"], directory, ["--freq", "500"], KAIROS_VERBOSE=1,
+                                  KAIROS_SYMBOL_CACHE=cache, KAIROS_OUTPUT_PATH=stem,
+                                  KAIROS_OUTPUT_FORMATS="db")
+        check(status == 0, err)
+        addresses, from_cache, place, problem = symbol_cache_line(err)
+        check(place == cache and problem is None, f"the cache named, no problem: {err!r}")
+        db = sqlite3.connect(os.path.join(directory, stem + ".db"))
+        runs.append((addresses, from_cache, frames_by_place(db)))
+    (first_addresses, first_cached, first), (second_addresses, second_cached, second) = runs
+    check(first_cached == 0 and first_addresses > 5, f"a fresh cache answers nothing: {runs[0][:2]}")
+    check(second_cached >= second_addresses // 2, f"the second run: {second_cached} of {second_addresses} cached")
+    shared = set(first) & set(second)
+    check(len(shared) >= 5, f"frames in both runs: {len(shared)}")
+    for place in shared:
+        check(first[place] == second[place], f"{place}: {first[place]} then {second[place]}")
+    named = [frame for frame in second.values() if "compute_three_quarters" in frame[0]]
+    check(named and all(file and file.endswith("sampled_program.cpp") and line > 0 for _, file, line in named),
+          f"the program's frames keep their file:line: {named}")
+
+
+def test_symbol_cache_place_off_and_unwritable(directory):
+    # The default place is under $HOME/.cache; off keeps none; a directory the user named that
+    # cannot be written is said once, and the program's output and status stay its own.
+    home = os.path.join(directory, "home")
+    os.mkdir(home)
+    settings = {"HOME": home, "XDG_CACHE_HOME": "", "KAIROS_VERBOSE": 1, "KAIROS_OUTPUT_FORMATS": "db"}
+    bare = run_process([PROGRAM, "split", "0.2"], TIMEOUT, cwd=directory, env=environment())
+    out, err, status = kairos(["split", "0.2"], directory, KAIROS_OUTPUT_PATH="default", **settings)
+    check(status == 0, err)
+    default_place = os.path.join(home, ".cache", "kairos", "symbols")
+    check(symbol_cache_line(err)[2] == default_place, f"the default place: {err!r}")
+    check(os.listdir(default_place), f"files in {default_place}")
+    out, err, status = kairos(["split", "0.2"], directory, KAIROS_OUTPUT_PATH="off", KAIROS_SYMBOL_CACHE="off",
+                              **{**settings, "HOME": os.path.join(directory, "other-home")})
+    check(status == 0, err)
+    check(symbol_cache_line(err)[1:3] == (0, None), f"off: {err!r}")
+    check(not os.path.exists(os.path.join(directory, "other-home")), "off writes nothing")
+    unwritable = "/proc/kairos-symbol-cache"
+    out, err, status = kairos(["split", "0.2"], directory, KAIROS_OUTPUT_PATH="named", KAIROS_SYMBOL_CACHE=unwritable,
+                              **settings)
+    check(status == bare.returncode == 0, f"{status} {err}")
+    check(re.sub(r"\d+", "N", out) == re.sub(r"\d+", "N", bare.stdout.decode()), f"{out!r}")
+    said = [line for line in err.splitlines() if line.startswith("[kairos] the symbol cache was not updated")]
+    check(len(said) == 1 and unwritable in said[0] and "KAIROS_SYMBOL_CACHE" in said[0], f"said once: {err!r}")
+    check(os.path.exists(os.path.join(directory, "named.db")), "the profile is written all the same")
+    out, err, status = kairos(["split", "0.2"], directory, KAIROS_OUTPUT_PATH="unnamed",
+                              **{**settings, "HOME": "/proc/kairos-home"})
+    check(status == 0, err)
+    check(not any(line.startswith("[kairos] the symbol cache was not updated") for line in err.splitlines()),
+          f"a default place that cannot be written is not said: {err!r}")
+    check("the symbol cache was not updated" in symbol_cache_line(err)[3], f"but the verbose line says it: {err!r}")
+
+
 def test_threads_and_call_chain(directory):
     out, err, status = kairos(["split", "0.8"], directory, ["--freq", "500"])
     check(status == 0, err)

@@ -118,6 +118,12 @@ constexpr std::array definitions{
                        "debug files under /usr/lib/debug, such as Debian's -dbgsym packages: about "
                        "100 ms each to decompress at the end of the run), off (functions only)",
                        "own,all,off"},
+    setting_definition{"symbol_cache", "KAIROS_SYMBOL_CACHE", path, "", "output",
+                       "directory where symbolized addresses are kept from one run to the next, by each "
+                       "module's build id, so a run whose addresses were seen before does not read "
+                       "symbol or line tables again; empty: $XDG_CACHE_HOME/kairos/symbols, else "
+                       "~/.cache/kairos/symbols; off: no cache",
+                       {}, 0, 0, true},
     // regions
     setting_definition{"components", "KAIROS_COMPONENTS", list, "wall_clock", "regions",
                        "what each user-API region measures, by component name", component_names},
@@ -260,7 +266,7 @@ constexpr std::array definitions{
 constexpr bool rows_match_names() {
   constexpr std::string_view names[] = {
       "enabled", "verbose", "config_file", "follow_children", "output_path", "output_formats",
-      "flush_interval", "source_lines", "components", "instrument", "instrument_include",
+      "flush_interval", "source_lines", "symbol_cache", "components", "instrument", "instrument_include",
       "instrument_exclude", "instrument_file_include", "instrument_file_exclude", "instrument_system",
       "instrument_min_duration", "sampling_freq", "sampling_delay", "sampling_duration",
       "sampling_cputime", "sampling_cputime_source", "sampling_cputime_freq",

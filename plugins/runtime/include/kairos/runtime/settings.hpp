@@ -42,7 +42,7 @@ struct setting_definition {
 // by these names, so a misspelt setting is a compile error.
 enum class setting : std::size_t {
   enabled, verbose, config_file, follow_children,
-  output_path, output_formats, flush_interval, source_lines,
+  output_path, output_formats, flush_interval, source_lines, symbol_cache,
   components,
   instrument, instrument_include, instrument_exclude, instrument_file_include, instrument_file_exclude,
   instrument_system, instrument_min_duration,

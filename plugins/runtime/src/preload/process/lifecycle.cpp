@@ -294,6 +294,10 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   auto database_path = finish_profile_database(end_reason);
   close_profile_database();
   cost.reset();
+  if (const auto symbols = symbol_cache_used(); !snapshot && verbosity() > 0 && symbols.addresses > 0)
+    report(fmt::format("symbols: {} address{}, {} from the symbol cache{}{}", symbols.addresses,
+                       symbols.addresses == 1 ? "" : "es", symbols.from_cache, symbols.directory.empty() ? " (off)" : " in " + symbols.directory,
+                       symbols.problem.empty() ? "" : "; " + symbols.problem));
   const auto counts = database_counts_written();
   const auto regions = regions_recorded() + function_calls_recorded();
   const auto gpu_work = counts.gpu_kernels + counts.gpu_copies;
@@ -492,6 +496,13 @@ metadata_list run_metadata() {
 }
 
 // The time windows the settings ask for (both were checked when loaded).
+symbol_cache_choice symbol_cache_place(const settings& values) {
+  const auto& named = values.text(setting::symbol_cache);
+  if (named == "off") return {};
+  if (named.empty()) return {symbol_cache::default_directory(), false};
+  return {std::filesystem::path{named}, true};
+}
+
 window_plan planned_windows(const settings& values) {
   auto periods = parse_periods(values.text(setting::trace_periods));
   std::vector<fixed_window> fixed;
@@ -595,7 +606,8 @@ void initialize() {
     const auto& lines = globals->values.text(setting::source_lines);
     configure_profile_database(&database_path_of_this_process, run_metadata(),
                                static_cast<std::int64_t>(globals->values.number(setting::flush_interval) * 1e9),
-                               lines == "all" ? source_lines::all : lines == "off" ? source_lines::off : source_lines::own);
+                               lines == "all" ? source_lines::all : lines == "off" ? source_lines::off : source_lines::own,
+                               symbol_cache_place(globals->values));
     if (globals->launch.in_launch())
       set_database_launch(globals->launch.rank, globals->launch.size, environment_value("KAIROS_LAUNCH_ID"));
   }

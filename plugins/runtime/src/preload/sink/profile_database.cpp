@@ -31,7 +31,9 @@ struct database_file {
   bool creation_failed = false;
   std::string path;
   std::unique_ptr<database::profile_writer> writer;
-  std::unique_ptr<backtrace_symbolizer> symbols;  // created on first use, on a writer thread
+  std::unique_ptr<backtrace_symbolizer> symbols;  // created on the first address the cache lacks
+  std::unique_ptr<symbol_cache> known_symbols;    // created on first use
+  symbol_cache_use symbol_use;
   std::int64_t process_row = -1;
   std::int64_t last_commit_ns = 0;
   std::unordered_map<const thread_record*, std::int64_t> thread_rows;
@@ -49,6 +51,7 @@ struct database_state {
   metadata_list metadata;
   std::int64_t flush_interval_ns = 1'000'000'000;
   source_lines lines = source_lines::own;
+  symbol_cache_choice symbol_cache_place;
   // When kairos started in this process (a fork child: the fork), not when the file was created:
   // the process row's start, from which the outputs' timelines count.
   std::int64_t process_start_ns = 0;
@@ -65,15 +68,35 @@ database_file& file() {
   return *state->file;
 }
 
-database::frame_info symbolize(std::uint64_t address) {
-  own_cost_timer cost{own_cost::symbols};
+std::string_view lines_variant(source_lines lines) {
+  return lines == source_lines::all ? "all" : lines == source_lines::off ? "off" : "own";
+}
+
+// An address the cache answers costs no symbolizer: a run whose addresses were all seen before
+// never loads libdw.
+backtrace_symbol symbol_of(std::uintptr_t address) {
+  auto& known = file().known_symbols;
+  if (!known)
+    known = std::make_unique<symbol_cache>(state->symbol_cache_place.directory, std::string{lines_variant(state->lines)});
+  ++file().symbol_use.addresses;
+  if (auto cached = known->find(address)) {
+    ++file().symbol_use.from_cache;
+    return std::move(*cached);
+  }
   // libdw keeps the ELF and debug files it reads open: above kairos's floor, like every
   // descriptor kairos keeps, they never sit on a number the program uses.
   // kairos's own frames (the thread-start trampoline under every thread) get names, not lines.
   if (!file().symbols)
     file().symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor, state->lines,
-                                                            reinterpret_cast<const void*>(&symbolize));
-  const auto& symbol = file().symbols->resolve(static_cast<std::uintptr_t>(address));
+                                                            reinterpret_cast<const void*>(&symbol_of));
+  const auto& symbol = file().symbols->resolve(address);
+  known->remember(symbol);
+  return symbol;
+}
+
+database::frame_info symbolize(std::uint64_t address) {
+  own_cost_timer cost{own_cost::symbols};
+  const auto symbol = symbol_of(static_cast<std::uintptr_t>(address));
   database::frame_info frame;
   frame.address = address;
   frame.module = symbol.module == "[unknown]" ? std::string{} : symbol.module;
@@ -207,16 +230,32 @@ void insert(Insert&& work) {
   if (auto failure = capture_problem("writing the profile database failed", work)) record_failure(std::move(failure));
 }
 
+// What this run symbolized, for the next run. A failure only costs the next run the work again:
+// said when the user named the directory, else only counted.
+void save_symbol_cache() {
+  own_cost_timer cost{own_cost::symbols};
+  auto& known = file().known_symbols;
+  if (!known) return;
+  file().symbol_use.directory = known->directory().string();
+  auto failure = known->save();
+  if (failure.empty()) return;
+  file().symbol_use.problem = "the symbol cache was not updated: " + failure;
+  if (state->symbol_cache_place.named_by_user)
+    report(problem{file().symbol_use.problem + " (KAIROS_SYMBOL_CACHE names the directory; off: no cache)"});
+}
+
 }  // namespace
 
 void configure_profile_database(path_resolver path_of_this_process, metadata_list metadata,
-                                std::int64_t flush_interval_ns, source_lines lines) {
+                                std::int64_t flush_interval_ns, source_lines lines,
+                                symbol_cache_choice symbol_cache_place) {
   if (!state) state = new database_state;
   std::lock_guard lock{state->mutex};
   state->resolve_path = path_of_this_process;
   state->metadata = std::move(metadata);
   state->flush_interval_ns = flush_interval_ns;
   state->lines = lines;
+  state->symbol_cache_place = std::move(symbol_cache_place);
   state->process_start_ns = steady_now_ns();
 }
 
@@ -416,6 +455,7 @@ std::string finish_profile_database(std::string_view end_reason) {
     database::create_deferred_indexes(file().writer->database());
   });
   commit_now();
+  save_symbol_cache();
   return file().path;
 }
 
@@ -431,6 +471,12 @@ void close_profile_database() {
   file().thread_rows.clear();
   file().last_thread_row = {nullptr, -1};
   file().gpu_device_rows.clear();
+}
+
+symbol_cache_use symbol_cache_used() {
+  if (!state || !state->file) return {};
+  std::lock_guard lock{state->mutex};
+  return file().symbol_use;
 }
 
 database_counts database_counts_written() {

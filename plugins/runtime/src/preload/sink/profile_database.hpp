@@ -7,6 +7,7 @@
 // One profile_writer behind one mutex: writers symbolize and insert in turn (SQLite has one
 // writer per database anyway). A failed insert is counted, never thrown at the producer.
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <kairos/plugins/backtrace/symbol_cache.hpp>
 #include <kairos/plugins/backtrace/symbolizer.hpp>
 #include <kairos/plugins/database/writer.hpp>
 
@@ -35,11 +37,24 @@ struct database_counts {
 
 using metadata_list = std::vector<std::pair<std::string, std::string>>;
 
+// Where symbolized addresses are kept from one run to the next (backtrace/symbol_cache.hpp):
+// an empty directory keeps none. A failure to write there is said only if the user named it.
+struct symbol_cache_choice {
+  std::filesystem::path directory;
+  bool named_by_user = false;
+};
+// How the run's addresses were symbolized: how many the cache answered, and what failed.
+struct symbol_cache_use {
+  std::uint64_t addresses = 0, from_cache = 0;
+  std::string directory, problem;
+};
+
 // What the database says about the run, and where it goes: `path_of_this_process` gives the
 // file's path when the first row arrives (in a fork child, the child's). Nothing is created yet.
 using path_resolver = std::string (*)();
 void configure_profile_database(path_resolver path_of_this_process, metadata_list metadata,
-                                std::int64_t flush_interval_ns, source_lines lines);
+                                std::int64_t flush_interval_ns, source_lines lines,
+                                symbol_cache_choice symbol_cache_place);
 void add_database_metadata(std::string key, std::string value);
 // Who the process is in an MPI launch, for its process row (rank and size none outside a launch).
 void set_database_launch(std::optional<std::int64_t> rank, std::optional<std::int64_t> size,
@@ -122,6 +137,7 @@ class database_batch {
 std::string finish_profile_database(std::string_view end_reason);
 void close_profile_database();
 database_counts database_counts_written();
+symbol_cache_use symbol_cache_used();
 // The first failure (creating the file, an insert), if any; later ones are only counted.
 problem database_problem();
 

@@ -37,6 +37,7 @@ struct libdw_functions {
   decltype(&::dwfl_module_getsrc) dwfl_module_getsrc;
   decltype(&::dwfl_lineinfo) dwfl_lineinfo;
   decltype(&::dwfl_module_addrdie) dwfl_module_addrdie;
+  decltype(&::dwfl_module_getdwarf) dwfl_module_getdwarf;
   decltype(&::dwarf_attr) dwarf_attr;
   decltype(&::dwarf_formudata) dwarf_formudata;
   decltype(&::dwarf_getsrcfiles) dwarf_getsrcfiles;
@@ -93,6 +94,7 @@ struct private_libdw {
     find(f.dwfl_module_getsrc, "dwfl_module_getsrc");
     find(f.dwfl_lineinfo, "dwfl_lineinfo");
     find(f.dwfl_module_addrdie, "dwfl_module_addrdie");
+    find(f.dwfl_module_getdwarf, "dwfl_module_getdwarf");
     find(f.dwarf_attr, "dwarf_attr");
     find(f.dwarf_formudata, "dwarf_formudata");
     find(f.dwarf_getsrcfiles, "dwarf_getsrcfiles");
@@ -134,7 +136,7 @@ inline const libdw_functions* libdw() {
       &::dwfl_report_begin, &::dwfl_linux_proc_maps_report, &::dwfl_report_end, &::dwfl_addrmodule,
       &::dwfl_module_addrinfo, &::dwfl_module_getsymtab, &::dwfl_module_getsym_info, &::dwfl_module_info,
       &::dwfl_module_getsrc, &::dwfl_lineinfo, &::dwfl_module_addrdie,
-      &::dwarf_attr, &::dwarf_formudata, &::dwarf_getsrcfiles, &::dwarf_filesrc, &::dwarf_child,
+      &::dwfl_module_getdwarf, &::dwarf_attr, &::dwarf_formudata, &::dwarf_getsrcfiles, &::dwarf_filesrc, &::dwarf_child,
       &::dwarf_siblingof, &::dwarf_tag, &::dwarf_haspc, &::dwarf_ranges, &::dwfl_module_nextcu, &::dwarf_getsrc_die,
       &::dwarf_lineno, &::dwarf_linesrc, &::elf_nextscn, &::elf_getscn, &::elf_getdata,
       &::gelf_getshdr, &::gelf_getsym};

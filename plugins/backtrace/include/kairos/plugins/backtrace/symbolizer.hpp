@@ -55,6 +55,10 @@ struct backtrace_symbol {
   std::uintptr_t module_offset = 0;  // ELF virtual address inside `module` (absolute if unknown)
   std::string function;              // demangled; empty if no symbol covers the address
   std::uintptr_t function_offset = 0;
+  // Bytes from the function's start over which every address gets this same answer (this name,
+  // no file:line): set where file:line is not looked up in the module and the symbol's size is
+  // known, up to the next symbol; else 0. What lets symbol_cache answer addresses never seen.
+  std::uintptr_t function_extent = 0;
   std::string file;                  // empty without debug info
   int line = 0;
 
@@ -169,6 +173,13 @@ class backtrace_symbolizer {
     cache_.clear();
   }
 
+  // How a module is named when the loader gives it no name: the program's own file.
+  static std::string main_program_path() {
+    std::error_code error;
+    auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+    return error ? std::string{"[main program]"} : path.string();
+  }
+
   static std::string demangle(const char* name) {
     if (name == nullptr) return {};
     int status = 0;
@@ -220,6 +231,9 @@ class backtrace_symbolizer {
             line_without_address_ranges(module, address, symbol);
           }
           if (inlined_call_sites) use_call_site_of_inlined_code(module, address, symbol);
+          // Each address has its own file:line, unless the module has no DWARF to give any.
+          Dwarf_Addr bias = 0;
+          if (symbol.has_source() || dw_->dwfl_module_getdwarf(module, &bias) != nullptr) symbol.function_extent = 0;
         }
       }
     }
@@ -238,12 +252,6 @@ class backtrace_symbolizer {
     return debug_file == nullptr;
   }
 #endif
-
-  static std::string main_program_path() {
-    std::error_code error;
-    auto path = std::filesystem::read_symlink("/proc/self/exe", error);
-    return error ? std::string{"[main program]"} : path.string();
-  }
 
 #if KAIROS_BACKTRACE_HAVE_LIBDW
   static int (*&kept_descriptor_policy())(int) {
@@ -400,6 +408,13 @@ class backtrace_symbolizer {
     if (const auto* found = symbol_containing(*index, address)) {
       symbol.function = demangle(found->name);
       symbol.function_offset = address - found->start;
+      // Up to the symbol's end or the next symbol's start, whichever comes first: over that
+      // span symbol_containing finds this one. Not for an enclosing symbol found past the
+      // nearest one's end (the span would not hold the address).
+      const auto* next = found + 1;
+      const auto to_next = next != index->data() + index->size() ? next->start - found->start : found->size;
+      const auto extent = std::min<std::uintptr_t>(found->size, to_next);
+      if (symbol.function_offset < extent) symbol.function_extent = extent;
     }
   }
 

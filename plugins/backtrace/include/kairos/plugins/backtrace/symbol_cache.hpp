@@ -1,0 +1,440 @@
+#pragma once
+// kairos::symbol_cache: backtrace_symbolizer's answers kept on disk from one run to the next, one
+// file per module, so that a run whose addresses were all seen before never loads libdw (1-1.4 ms
+// into its own namespace) nor reads a symbol table (libc's: 1.4 ms) or a line table. perf keeps
+// its build-id cache for the same reason.
+//
+// Key: the module's GNU build id, read from its note in memory, and the symbolizer's variant (its
+// source_lines choice). A file also records the module file's and its separate debug file's size
+// and modification time (/usr/lib/debug/.build-id/xx/yyyy.debug, where the symbolizer finds
+// it): `strip` keeps the build id of what it strips, and a -dbgsym package installed since gives
+// names and lines the file lacks; either makes the file stale, and it is rewritten. A module with
+// no build id is never cached. Module paths are not stored: the same build may load from anywhere.
+//
+// A file is text: a header line, one line per address (module offset, function offset, function
+// extent, line, function, file; tab-separated, hexadecimal offsets), and an "end <count>" line.
+// An answer with an extent (a function named, no file:line looked up) also answers every other
+// address of that span: after one sample in a library function, the next ones there are known. A file that does
+// not read back whole is ignored. Writers write a temporary file and rename it over the old one,
+// so processes sharing a directory (MPI ranks) never see half a file; the last rename wins.
+// Not thread-safe: one owner (the profile database's writer) calls it under its own lock.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <kairos/plugins/backtrace/symbolizer.hpp>
+
+namespace kairos {
+
+class symbol_cache {
+ public:
+  // Bumped whenever the symbolizer's answers for the same module change: older files are stale.
+  static constexpr int format_version = 1;
+  // Files kept in the directory; beyond this the least recently written go (each is a few KiB).
+  static constexpr std::size_t max_files = 2000;
+  // Addresses kept per module file; beyond this a file keeps the newest run's only.
+  static constexpr std::size_t max_addresses_per_module = 100'000;
+
+  // `directory`: where the files are ("": no cache, every find misses). `variant`: names what
+  // else decides the symbolizer's answers (its source_lines choice), e.g. "own".
+  symbol_cache(std::filesystem::path directory, std::string variant)
+      : directory_{std::move(directory)}, variant_{std::move(variant)} {}
+
+  bool enabled() const { return !directory_.empty(); }
+  const std::filesystem::path& directory() const { return directory_; }
+
+  // The stored answer for `address`, as the symbolizer gave it then; nullopt when the address's
+  // module has no build id or no answer for it is stored.
+  std::optional<backtrace_symbol> find(std::uintptr_t address) {
+    if (!enabled()) return std::nullopt;
+    module_entry* module = module_of(address);
+    if (module == nullptr) {
+      ++misses_;
+      return std::nullopt;
+    }
+    const auto offset = address - module->bias;
+    load(*module);
+    backtrace_symbol symbol;
+    symbol.address = address;
+    symbol.module = module->path;
+    symbol.module_offset = offset;
+    if (const auto found = module->answers.find(offset); found != module->answers.end()) {
+      symbol.function = found->second.function;
+      symbol.function_offset = found->second.function_offset;
+      symbol.function_extent = found->second.function_extent;
+      symbol.file = found->second.file;
+      symbol.line = found->second.line;
+    } else if (const auto* holding = function_holding(*module, offset)) {
+      symbol.function = holding->function;
+      symbol.function_offset = offset - holding->start;
+      symbol.function_extent = holding->end - holding->start;
+    } else {
+      ++misses_;
+      return std::nullopt;
+    }
+    ++hits_;
+    return symbol;
+  }
+
+  // Keeps the symbolizer's answer for a later save(). Answers it cannot key (no module, no build
+  // id, text with a tab or a newline) are not kept.
+  void remember(const backtrace_symbol& symbol) {
+    if (!enabled()) return;
+    module_entry* module = module_of(symbol.address);
+    if (module == nullptr || symbol.module_offset != symbol.address - module->bias) return;
+    if (!storable(symbol.function) || !storable(symbol.file)) return;
+    load(*module);
+    auto [entry, added] = module->answers.try_emplace(
+        symbol.module_offset,
+        answer{symbol.function, symbol.function_offset, symbol.function_extent, symbol.file, symbol.line});
+    if (added) {
+      add_function(*module, symbol.module_offset, entry->second);
+      module->changed = true;
+      module->added.push_back(symbol.module_offset);
+    }
+  }
+
+  // Writes every module file that gained answers. "" when done, else what failed (the cache
+  // is then only incomplete: nothing else depends on it).
+  std::string save() {
+    if (!enabled()) return {};
+    std::string failure;
+    bool created = false;
+    for (auto& [start, module] : modules_) {
+      if (!module.changed) continue;
+      std::error_code error;
+      std::filesystem::create_directories(directory_, error);
+      if (const auto problem = write(module, created); !problem.empty() && failure.empty()) failure = problem;
+      module.changed = false;
+      module.added.clear();
+    }
+    if (created) prune();
+    return failure;
+  }
+
+  std::size_t hits() const { return hits_; }
+  std::size_t misses() const { return misses_; }
+
+  // Where a run keeps its cache by default: $XDG_CACHE_HOME/kairos/symbols, else
+  // ~/.cache/kairos/symbols; "" when neither is an absolute path.
+  static std::filesystem::path default_directory() {
+    if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache != nullptr && cache[0] == '/')
+      return std::filesystem::path{cache} / "kairos" / "symbols";
+    if (const char* home = std::getenv("HOME"); home != nullptr && home[0] == '/')
+      return std::filesystem::path{home} / ".cache" / "kairos" / "symbols";
+    return {};
+  }
+
+ private:
+  struct answer {
+    std::string function;
+    std::uintptr_t function_offset = 0, function_extent = 0;
+    std::string file;
+    int line = 0;
+  };
+  // A span of module offsets over which the symbolizer gives one answer: a function's name, no
+  // file:line (backtrace_symbol::function_extent).
+  struct function_span {
+    std::uintptr_t start = 0, end = 0;
+    std::string function;
+  };
+  struct module_entry {
+    std::uintptr_t start = 0, end = 0;  // its loaded segments' span, in the process
+    std::uintptr_t bias = 0;            // load bias: address - bias is the module offset
+    std::string path;                   // as the symbolizer names it
+    std::string build_id;               // hexadecimal
+    bool loaded = false, changed = false;
+    std::string stamp;                  // the header line this module's file must carry
+    std::unordered_map<std::uintptr_t, answer> answers;
+    std::map<std::uintptr_t, function_span> functions;  // by start; from answers with an extent
+    std::vector<std::uintptr_t> added;  // this run's, in order
+  };
+
+  static void add_function(module_entry& module, std::uintptr_t offset, const answer& stored) {
+    if (stored.function_extent == 0 || stored.function_offset > offset) return;
+    const auto start = offset - stored.function_offset;
+    module.functions.try_emplace(start, function_span{start, start + stored.function_extent, stored.function});
+  }
+  static const function_span* function_holding(const module_entry& module, std::uintptr_t offset) {
+    auto after = module.functions.upper_bound(offset);
+    if (after == module.functions.begin()) return nullptr;
+    const auto& span = std::prev(after)->second;
+    return offset < span.end ? &span : nullptr;
+  }
+
+  static bool storable(std::string_view text) { return text.find_first_of("\t\n") == std::string_view::npos; }
+
+  // The module holding `address`, with a build id; the table is read again when the loader's
+  // list changed since (dlopen, dlclose).
+  module_entry* module_of(std::uintptr_t address) {
+    refresh_if_changed();
+    auto after = modules_.upper_bound(address);
+    if (after == modules_.begin()) return nullptr;
+    auto& module = std::prev(after)->second;
+    return address < module.end && !module.build_id.empty() ? &module : nullptr;
+  }
+
+  void refresh_if_changed() {
+    struct counters {
+      unsigned long long adds = 0, subs = 0;
+    } now;
+    dl_iterate_phdr(
+        [](dl_phdr_info* object, std::size_t size, void* argument) -> int {
+          auto& found = *static_cast<counters*>(argument);
+          if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof object->dlpi_subs) {
+            found.adds = object->dlpi_adds;
+            found.subs = object->dlpi_subs;
+          }
+          return 1;  // the counters are the loader's, the same in every entry
+        },
+        &now);
+    if (listed_ && now.adds == loader_adds_ && now.subs == loader_subs_) return;
+    listed_ = true;
+    loader_adds_ = now.adds;
+    loader_subs_ = now.subs;
+    std::map<std::uintptr_t, module_entry> listed;
+    dl_iterate_phdr(
+        [](dl_phdr_info* object, std::size_t, void* argument) -> int {
+          module_entry module;
+          module.bias = object->dlpi_addr;
+          module.start = UINTPTR_MAX;
+          for (int i = 0; i < object->dlpi_phnum; ++i) {
+            const auto& segment = object->dlpi_phdr[i];
+            if (segment.p_type != PT_LOAD) continue;
+            module.start = std::min<std::uintptr_t>(module.start, object->dlpi_addr + segment.p_vaddr);
+            module.end = std::max<std::uintptr_t>(module.end, object->dlpi_addr + segment.p_vaddr + segment.p_memsz);
+          }
+          if (module.start >= module.end) return 0;
+          module.build_id = build_id_of(*object);
+          module.path = object->dlpi_name != nullptr && object->dlpi_name[0] != '\0' ? std::string{object->dlpi_name}
+                                                                                     : backtrace_symbolizer::main_program_path();
+          static_cast<std::map<std::uintptr_t, module_entry>*>(argument)->emplace(module.start, std::move(module));
+          return 0;
+        },
+        &listed);
+    // What was already read or learnt stays with a module that is still loaded where it was.
+    for (auto& [start, module] : listed) {
+      const auto kept = modules_.find(start);
+      if (kept != modules_.end() && kept->second.build_id == module.build_id && kept->second.end == module.end)
+        module = std::move(kept->second);
+    }
+    // A module gone keeps what it learnt only if it is saved now.
+    for (auto& [start, module] : modules_)
+      if (module.changed && !listed.contains(start)) {
+        bool created = false;
+        write(module, created);
+      }
+    modules_ = std::move(listed);
+  }
+
+  // The GNU build id from the module's PT_NOTE segments, as loaded: "" when it has none.
+  static std::string build_id_of(const dl_phdr_info& object) {
+    for (int i = 0; i < object.dlpi_phnum; ++i) {
+      const auto& segment = object.dlpi_phdr[i];
+      if (segment.p_type != PT_NOTE || !inside_loaded_segment(object, segment)) continue;
+      const std::size_t align = segment.p_align == 8 ? 8 : 4;
+      const auto* at = reinterpret_cast<const unsigned char*>(object.dlpi_addr + segment.p_vaddr);
+      const auto* end = at + segment.p_memsz;
+      auto padded = [align](std::size_t size) { return (size + align - 1) & ~(align - 1); };
+      while (static_cast<std::size_t>(end - at) >= sizeof(ElfW(Nhdr))) {
+        ElfW(Nhdr) note;
+        std::memcpy(&note, at, sizeof note);
+        const auto* name = at + sizeof note;
+        const auto* description = name + padded(note.n_namesz);
+        if (description > end || static_cast<std::size_t>(end - description) < note.n_descsz) break;
+        if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0 &&
+            note.n_descsz > 0) {
+          static constexpr char digits[] = "0123456789abcdef";
+          std::string hex;
+          for (std::size_t j = 0; j < note.n_descsz; ++j) {
+            hex += digits[description[j] >> 4];
+            hex += digits[description[j] & 15];
+          }
+          return hex;
+        }
+        at = description + padded(note.n_descsz);
+      }
+    }
+    return {};
+  }
+  static bool inside_loaded_segment(const dl_phdr_info& object, const ElfW(Phdr) & note) {
+    for (int i = 0; i < object.dlpi_phnum; ++i) {
+      const auto& segment = object.dlpi_phdr[i];
+      if (segment.p_type == PT_LOAD && note.p_vaddr >= segment.p_vaddr &&
+          note.p_vaddr + note.p_memsz <= segment.p_vaddr + segment.p_filesz)
+        return true;
+    }
+    return false;
+  }
+
+  static std::string file_stamp(const std::string& path) {
+    struct stat status {};
+    if (path.empty() || path[0] != '/' || stat(path.c_str(), &status) != 0) return "- -";
+    return std::to_string(status.st_size) + " " +
+           std::to_string(static_cast<long long>(status.st_mtim.tv_sec) * 1'000'000'000 + status.st_mtim.tv_nsec);
+  }
+  std::string stamp_of(const module_entry& module) const {
+    const auto debug_file = "/usr/lib/debug/.build-id/" + module.build_id.substr(0, 2) + "/" +
+                            module.build_id.substr(2) + ".debug";
+    return "kairos symbol cache " + std::to_string(format_version) + " " + variant_ + " " +
+           file_stamp(module.path) + " " + file_stamp(debug_file);
+  }
+  std::filesystem::path file_of(const module_entry& module) const {
+    return directory_ / (module.build_id + "-" + variant_);
+  }
+
+  // The module's file, if it reads back whole and its stamp is the module's now.
+  void load(module_entry& module) {
+    if (module.loaded) return;
+    module.loaded = true;
+    module.stamp = stamp_of(module);
+    std::string text;
+    if (!read_file(file_of(module), text)) return;
+    std::unordered_map<std::uintptr_t, answer> answers;
+    if (!parse(text, module.stamp, answers)) return;
+    module.answers = std::move(answers);
+    for (const auto& [offset, stored] : module.answers) add_function(module, offset, stored);
+  }
+
+  static bool read_file(const std::filesystem::path& path, std::string& text) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat status {};
+    bool whole = fstat(fd, &status) == 0 && status.st_size > 0 && status.st_size < (64 << 20);
+    if (whole) {
+      text.resize(static_cast<std::size_t>(status.st_size));
+      std::size_t done = 0;
+      while (done < text.size()) {
+        const auto got = ::read(fd, text.data() + done, text.size() - done);
+        if (got <= 0) break;
+        done += static_cast<std::size_t>(got);
+      }
+      whole = done == text.size();
+    }
+    ::close(fd);
+    return whole;
+  }
+
+  template <class Number>
+  static bool number(std::string_view text, Number& value, int base) {
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+    return error == std::errc{} && end == text.data() + text.size();
+  }
+
+  static bool parse(std::string_view text, std::string_view stamp, std::unordered_map<std::uintptr_t, answer>& answers) {
+    auto next_line = [&text](std::string_view& line) {
+      const auto newline = text.find('\n');
+      if (newline == std::string_view::npos) return false;
+      line = text.substr(0, newline);
+      text.remove_prefix(newline + 1);
+      return true;
+    };
+    std::string_view line;
+    if (!next_line(line) || line != stamp) return false;
+    while (next_line(line)) {
+      if (line.starts_with("end ")) {
+        std::size_t count = 0;
+        return number(line.substr(4), count, 10) && count == answers.size() && text.empty();
+      }
+      std::string_view fields[6];
+      for (auto& field : fields) {
+        const auto tab = line.find('\t');
+        field = line.substr(0, tab);
+        line = tab == std::string_view::npos ? std::string_view{} : line.substr(tab + 1);
+      }
+      std::uintptr_t offset = 0;
+      answer stored;
+      if (!number(fields[0], offset, 16) || !number(fields[1], stored.function_offset, 16) ||
+          !number(fields[2], stored.function_extent, 16) || !number(fields[3], stored.line, 10))
+        return false;
+      stored.function = fields[4];
+      stored.file = fields[5];
+      answers.emplace(offset, std::move(stored));
+    }
+    return false;  // no end line: a file cut short
+  }
+
+  std::string write(const module_entry& module, bool& created) {
+    // Full: the oldest answers give way to this run's.
+    const bool full = module.answers.size() > max_addresses_per_module;
+    std::string text = module.stamp + "\n";
+    std::size_t count = 0;
+    auto append_number = [&text](auto value, int base) {
+      char digits[24];
+      text.append(digits, std::to_chars(digits, digits + sizeof digits, value, base).ptr);
+      text += '\t';
+    };
+    auto append = [&](std::uintptr_t offset, const answer& stored) {
+      append_number(offset, 16);
+      append_number(stored.function_offset, 16);
+      append_number(stored.function_extent, 16);
+      append_number(stored.line, 10);
+      text += stored.function;
+      text += '\t';
+      text += stored.file;
+      text += '\n';
+      ++count;
+    };
+    if (full) {
+      for (const auto offset : module.added) append(offset, module.answers.at(offset));
+    } else {
+      for (const auto& [offset, stored] : module.answers) append(offset, stored);
+    }
+    text += "end " + std::to_string(count) + "\n";
+    const auto path = file_of(module);
+    created = created || access(path.c_str(), F_OK) != 0;
+    const auto temporary = path.string() + "." + std::to_string(getpid()) + ".tmp";
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return "cannot write " + temporary + ": " + std::strerror(errno);
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const auto wrote = ::write(fd, text.data() + done, text.size() - done);
+      if (wrote <= 0) break;
+      done += static_cast<std::size_t>(wrote);
+    }
+    const int write_error = done == text.size() ? 0 : errno != 0 ? errno : EIO;
+    ::close(fd);
+    if (write_error != 0 || ::rename(temporary.c_str(), path.c_str()) != 0) {
+      const int error = write_error != 0 ? write_error : errno;
+      ::unlink(temporary.c_str());
+      return "cannot write " + path.string() + ": " + std::strerror(error);
+    }
+    return {};
+  }
+
+  // The least recently written files go once there are more than max_files.
+  void prune() const {
+    std::error_code error;
+    std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> files;
+    for (const auto& entry : std::filesystem::directory_iterator{directory_, error})
+      if (entry.is_regular_file(error)) files.emplace_back(entry.last_write_time(error), entry.path());
+    if (files.size() <= max_files) return;
+    std::sort(files.begin(), files.end());
+    for (std::size_t i = 0; i + max_files * 9 / 10 < files.size(); ++i) std::filesystem::remove(files[i].second, error);
+  }
+
+  std::filesystem::path directory_;
+  std::string variant_;
+  std::map<std::uintptr_t, module_entry> modules_;  // by start address
+  bool listed_ = false;
+  unsigned long long loader_adds_ = 0, loader_subs_ = 0;
+  std::size_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace kairos

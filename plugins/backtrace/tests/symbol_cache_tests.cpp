@@ -1,0 +1,205 @@
+// kairos::symbol_cache: what a later run reads back is what the symbolizer answered, for exactly the
+// addresses it may answer, and a file that no longer matches its module is not used.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <kairos/plugins/backtrace.hpp>
+#include <kairos/plugins/backtrace/symbol_cache.hpp>
+#include <kairos/plugins/backtrace/symbolizer.hpp>
+
+namespace {
+
+[[gnu::noinline]] kairos::backtrace<16> three_frames_down() {
+  auto stack = kairos::backtrace<16>::record();
+  asm volatile("" ::: "memory");
+  return stack;
+}
+
+// A fresh directory per test, removed after it.
+struct scratch_directory {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("kairos-symbol-cache-" + std::to_string(getpid()) + "-" + std::to_string(next()));
+  ~scratch_directory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  static int next() {
+    static int count = 0;
+    return ++count;
+  }
+  std::vector<std::filesystem::path> files() const {
+    std::vector<std::filesystem::path> found;
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::directory_iterator{path, ignored}) found.push_back(entry.path());
+    return found;
+  }
+};
+
+std::uintptr_t libc_address(const char* function, std::uintptr_t offset) {
+  return reinterpret_cast<std::uintptr_t>(dlsym(RTLD_DEFAULT, function)) + offset;
+}
+
+void check_same(const kairos::backtrace_symbol& cached, const kairos::backtrace_symbol& resolved) {
+  CHECK(cached.address == resolved.address);
+  CHECK(cached.module == resolved.module);
+  CHECK(cached.module_offset == resolved.module_offset);
+  CHECK(cached.function == resolved.function);
+  CHECK(cached.function_offset == resolved.function_offset);
+  CHECK(cached.file == resolved.file);
+  CHECK(cached.line == resolved.line);
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in{path};
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("a later cache answers every address it kept exactly as the symbolizer did") {
+  scratch_directory directory;
+  void* module = dlopen(KAIROS_TEST_MODULE, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(module != nullptr);
+  auto hidden_address = reinterpret_cast<std::uintptr_t (*)()>(dlsym(module, "kairos_test_module_hidden_address"));
+  REQUIRE((hidden_address != nullptr));
+  const auto stack = three_frames_down();
+  std::vector<std::uintptr_t> addresses{hidden_address(), libc_address("getpid", 1), libc_address("qsort_r", 7)};
+  for (std::size_t i = 0; i < stack.size(); ++i) addresses.push_back(stack.lookup_address(i));
+
+  kairos::backtrace_symbolizer symbolizer{nullptr, kairos::source_lines::own};
+  std::vector<kairos::backtrace_symbol> resolved;
+  {
+    kairos::symbol_cache first_run{directory.path, "own"};
+    for (const auto address : addresses) {
+      CHECK_FALSE(first_run.find(address).has_value());
+      resolved.push_back(symbolizer.resolve(address));
+      first_run.remember(resolved.back());
+    }
+    CHECK(first_run.save().empty());
+  }
+  CHECK(resolved[0].has_source());  // the test module carries its DWARF: lines are kept too
+  CHECK(directory.files().size() >= 3);  // this program, the test module, libc at least
+
+  kairos::symbol_cache second_run{directory.path, "own"};
+  for (const auto& expected : resolved) {
+    const auto cached = second_run.find(expected.address);
+    REQUIRE(cached.has_value());
+    check_same(*cached, expected);
+  }
+  CHECK(second_run.hits() == resolved.size());
+  CHECK(second_run.misses() == 0);
+  dlclose(module);
+}
+
+TEST_CASE("one address of a function without file:line answers every address of its extent") {
+  // Every byte of two libc functions, from one kept answer each: each one the cache answers is the
+  // symbolizer's answer, and the cache answers the whole extent the symbolizer gave.
+  scratch_directory directory;
+  for (const auto lines : {kairos::source_lines::off, kairos::source_lines::own}) {
+    kairos::backtrace_symbolizer symbolizer{nullptr, lines};
+    const std::string variant = lines == kairos::source_lines::off ? "off" : "own";
+    std::vector<std::uintptr_t> starts{libc_address("qsort_r", 0), libc_address("getaddrinfo", 0)};
+    {
+      kairos::symbol_cache first_run{directory.path, variant};
+      for (const auto start : starts) first_run.remember(symbolizer.resolve(start + 3));
+      CHECK(first_run.save().empty());
+    }
+    kairos::symbol_cache second_run{directory.path, variant};
+    for (const auto start : starts) {
+      const auto extent = symbolizer.resolve(start + 3).function_extent;
+      if (symbolizer.resolve(start + 3).has_source()) {
+        CHECK(extent == 0);  // libc with its own DWARF here: every address needs its own line
+        continue;
+      }
+      REQUIRE(extent > 100);
+      std::uintptr_t answered = 0;
+      for (std::uintptr_t address = start; address < start + extent + 16; ++address) {
+        const auto cached = second_run.find(address);
+        if (!cached) continue;
+        ++answered;
+        const auto expected = symbolizer.resolve_uncached(address);
+        CHECK(cached->function == expected.function);
+        CHECK(cached->function_offset == expected.function_offset);
+        CHECK(cached->file.empty());
+      }
+      CHECK(answered == extent);
+    }
+  }
+}
+
+TEST_CASE("a cache file cut short, or of another variant, is not used, and the next save writes it whole") {
+  scratch_directory directory;
+  const auto address = libc_address("getpid", 1);
+  kairos::backtrace_symbolizer symbolizer{nullptr, kairos::source_lines::own};
+  {
+    kairos::symbol_cache first_run{directory.path, "own"};
+    first_run.remember(symbolizer.resolve(address));
+    REQUIRE(first_run.save().empty());
+  }
+  REQUIRE(directory.files().size() == 1);
+  const auto file = directory.files().front();
+  const auto whole = read_text(file);
+  CHECK(whole.find("\nend 1\n") != std::string::npos);
+
+  CHECK_FALSE(kairos::symbol_cache{directory.path, "all"}.find(address).has_value());  // another variant
+
+  std::ofstream{file, std::ios::trunc} << whole.substr(0, whole.find("end 1"));  // cut before its end line
+  kairos::symbol_cache after_cut{directory.path, "own"};
+  CHECK_FALSE(after_cut.find(address).has_value());
+  after_cut.remember(symbolizer.resolve(address));
+  CHECK(after_cut.save().empty());
+  CHECK(read_text(file) == whole);
+
+  std::ofstream{file, std::ios::trunc} << "kairos symbol cache 1 own 1 1 - -\n" << whole.substr(whole.find('\n') + 1);
+  CHECK_FALSE(kairos::symbol_cache{directory.path, "own"}.find(address).has_value());  // another module file
+}
+
+TEST_CASE("a module without a build id is never cached") {
+  scratch_directory directory;
+  void* module = dlopen(KAIROS_TEST_MODULE_WITHOUT_BUILD_ID, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(module != nullptr);
+  auto hidden_address = reinterpret_cast<std::uintptr_t (*)()>(dlsym(module, "kairos_test_module_hidden_address"));
+  REQUIRE((hidden_address != nullptr));
+  kairos::backtrace_symbolizer symbolizer;
+  const auto& symbol = symbolizer.resolve(hidden_address());
+  CHECK(symbol.function == "(anonymous namespace)::hidden_work(int)");
+  kairos::symbol_cache cache{directory.path, "own"};
+  cache.remember(symbol);
+  CHECK(cache.save().empty());
+  CHECK(directory.files().empty());
+  CHECK_FALSE(cache.find(hidden_address()).has_value());
+  dlclose(module);
+}
+
+TEST_CASE("without a directory the cache answers nothing and writes nothing") {
+  kairos::backtrace_symbolizer symbolizer;
+  const auto address = libc_address("getpid", 1);
+  kairos::symbol_cache cache{{}, "own"};
+  CHECK_FALSE(cache.enabled());
+  cache.remember(symbolizer.resolve(address));
+  CHECK_FALSE(cache.find(address).has_value());
+  CHECK(cache.save().empty());
+}
+
+TEST_CASE("a directory that cannot be written is said by save, and the answers stay usable in the run") {
+  const std::filesystem::path unwritable{"/proc/kairos-symbol-cache-test"};
+  kairos::backtrace_symbolizer symbolizer;
+  const auto address = libc_address("getpid", 1);
+  kairos::symbol_cache cache{unwritable, "own"};
+  cache.remember(symbolizer.resolve(address));
+  const auto failure = cache.save();
+  CHECK(failure.find(unwritable.string()) != std::string::npos);
+  CHECK(cache.find(address).has_value());
+}
