@@ -29,22 +29,76 @@ void rank(std::vector<function_row>& rows, std::size_t limit) {
   if (rows.size() > limit) rows.resize(limit);
 }
 
+// What the top_functions_by_thread view computes, summed over windows: self weight to a stack's
+// leaf function, total weight once to each distinct function on it. In C++ over one grouped pass on
+// the samples and the stack trie: through the view it took 2.5 ms for a 0.6 s run's hundred
+// samples (its prepare, its materialized CTEs and temporary b-trees), most of the text report's
+// time. Held in memory: the trie (24 bytes a node) and a sum per function and thread.
 function_weights weigh_functions(connection& profile, std::size_t limit, const window_range& windows) {
-  function_weights weights;
-  std::map<std::string, function_row> overall;
-  auto query = profile.prepare("SELECT thread, name, SUM(self), SUM(total) FROM top_functions_by_thread "
-                               "WHERE 1" + in_windows(windows, "window") + " GROUP BY thread, name");
-  while (query.step()) {
-    function_row row{std::string{query.text(1)}, query.integer(2), query.integer(3)};
-    auto& sum = overall.try_emplace(row.name, function_row{row.name, 0, 0}).first->second;
-    sum.self_ns += row.self_ns;
-    sum.total_ns += row.total_ns;
-    weights.by_thread[query.integer(0)].push_back(std::move(row));
+  struct node {
+    std::int64_t id, parent, function;
+  };
+  std::vector<node> trie;  // by id: stack ids come in rowid order, dense in practice
+  auto nodes = profile.prepare(
+      "SELECT stack.id, COALESCE(stack.parent, 0), frame.function FROM stack JOIN frame ON frame.id = stack.frame "
+      "ORDER BY stack.id");
+  while (nodes.step()) trie.push_back({nodes.integer(0), nodes.integer(1), nodes.integer(2)});
+  auto find = [&trie](std::int64_t id) -> const node* {
+    if (!trie.empty() && id >= trie.front().id && id - trie.front().id < static_cast<std::int64_t>(trie.size()) &&
+        trie[id - trie.front().id].id == id)
+      return &trie[id - trie.front().id];
+    const auto at = std::lower_bound(trie.begin(), trie.end(), id, [](const node& n, std::int64_t v) { return n.id < v; });
+    return at != trie.end() && at->id == id ? &*at : nullptr;
+  };
+  struct sums {
+    std::int64_t self = 0, total = 0;
+  };
+  std::map<std::int64_t, std::map<std::int64_t, sums>> by_thread;  // thread -> function id -> sums
+  std::vector<std::int64_t> on_stack;
+  auto weights = profile.prepare("SELECT thread, stack, SUM(weight_ns) FROM sample WHERE stack IS NOT NULL" +
+                                 in_windows(windows, "window") + " GROUP BY thread, stack");
+  while (weights.step()) {
+    const auto* leaf = find(weights.integer(1));
+    if (leaf == nullptr) continue;  // as the view's joins: a stack row the trie lacks weighs nothing
+    auto& functions = by_thread[weights.integer(0)];
+    const auto weight = weights.integer(2);
+    functions[leaf->function].self += weight;
+    on_stack.clear();
+    for (const node* at = leaf; at != nullptr; at = at->parent != 0 ? find(at->parent) : nullptr)
+      if (std::find(on_stack.begin(), on_stack.end(), at->function) == on_stack.end()) on_stack.push_back(at->function);
+    for (const auto function : on_stack) functions[function].total += weight;
   }
-  for (auto& [name, row] : overall) weights.overall.push_back(std::move(row));
-  rank(weights.overall, limit);
-  for (auto& [thread, rows] : weights.by_thread) rank(rows, limit);
-  return weights;
+  std::map<std::int64_t, std::string> names;
+  auto name_of = profile.prepare("SELECT value FROM string WHERE id = ?");
+  auto name = [&](std::int64_t id) -> const std::string& {
+    auto [entry, fresh] = names.try_emplace(id);
+    if (fresh) {
+      name_of.reset();
+      name_of.bind(1, id);
+      if (name_of.step()) entry->second = name_of.text(0);
+    }
+    return entry->second;
+  };
+  function_weights result;
+  std::map<std::string, function_row> overall;  // by name, as the view's rows are grouped
+  for (const auto& [thread, functions] : by_thread) {
+    std::map<std::string, function_row> rows;
+    for (const auto& [function, sum] : functions) {
+      const auto& function_name = name(function);
+      auto& row = rows.try_emplace(function_name, function_row{function_name, 0, 0}).first->second;
+      row.self_ns += sum.self;
+      row.total_ns += sum.total;
+      auto& whole = overall.try_emplace(function_name, function_row{function_name, 0, 0}).first->second;
+      whole.self_ns += sum.self;
+      whole.total_ns += sum.total;
+    }
+    auto& ranked = result.by_thread[thread];
+    for (auto& [row_name, row] : rows) ranked.push_back(std::move(row));
+    rank(ranked, limit);
+  }
+  for (auto& [row_name, row] : overall) result.overall.push_back(std::move(row));
+  rank(result.overall, limit);
+  return result;
 }
 
 double percent(std::int64_t part, std::int64_t whole) {

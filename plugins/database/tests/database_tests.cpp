@@ -453,3 +453,57 @@ TEST_CASE("a causal experiment is stored with its progress points, a latency poi
   CHECK(latency.integer(3) == 3);
   CHECK(count(profile, "SELECT SUM(count) FROM causal_sample WHERE scope = 'line'") == 305);
 }
+
+TEST_CASE("the outputs' function weights are the top_functions_by_thread view's, windows and recursion included") {
+  // The text report, the summary and the HTML page weigh functions in C++; users query the view.
+  // A profile of deep, recursive and shared stacks over three threads and three windows.
+  const auto path = fresh_path("weights");
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({7, 1, std::nullopt, "host", "app", 0});
+    std::vector<std::int64_t> threads;
+    for (int i = 0; i < 3; ++i) threads.push_back(writer.add_thread(process, {i, i, 100 + i, "", 0}));
+    std::uint64_t state = 12345;
+    auto next = [&state](std::uint64_t bound) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return (state >> 33) % bound;
+    };
+    for (int i = 0; i < 3000; ++i) {
+      std::vector<std::uint64_t> stack;  // leaf first, main at the root
+      const auto depth = 1 + next(12);
+      for (std::uint64_t d = 0; d < depth; ++d) stack.push_back(0x100 * (1 + next(4)));
+      stack.push_back(0x100);
+      writer.add_sample(threads[next(3)], i * 1'000, static_cast<std::int64_t>(1 + next(1000)), writer.add_stack(stack),
+                        static_cast<std::int32_t>(next(3)));
+    }
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  using weights = std::map<std::pair<std::int64_t, std::string>, std::pair<std::int64_t, std::int64_t>>;
+  auto rows_of = [](const nlohmann::json& functions, std::int64_t key, weights& into) {
+    for (const auto& row : functions)
+      into[{key, row["name"].get<std::string>()}] = {row["self_ns"].get<std::int64_t>(), row["total_ns"].get<std::int64_t>()};
+  };
+  db::text_options in_two_windows;
+  in_two_windows.windows = db::window_range::only(1, 2);
+  for (const auto& [options, filter] : {std::pair{db::text_options{}, std::string{}},
+                                         std::pair{in_two_windows, std::string{" WHERE window BETWEEN 1 AND 2"}}}) {
+    weights expected;  // key -1: all threads; else the thread's sequent id
+    auto overall = profile.prepare("SELECT name, SUM(self), SUM(total) FROM top_functions_by_thread" + filter +
+                                   " GROUP BY name");
+    while (overall.step()) expected[{-1, std::string{overall.text(0)}}] = {overall.integer(1), overall.integer(2)};
+    auto by_thread = profile.prepare(
+        "SELECT thread.sequent_id, weights.name, SUM(weights.self), SUM(weights.total) FROM top_functions_by_thread AS weights "
+        "JOIN thread ON thread.id = weights.thread" + filter + " GROUP BY thread.sequent_id, weights.name");
+    while (by_thread.step())
+      expected[{by_thread.integer(0), std::string{by_thread.text(1)}}] = {by_thread.integer(2), by_thread.integer(3)};
+    std::ostringstream out;
+    db::write_summary_json(profile, out, options);
+    const auto summary = nlohmann::json::parse(out.str());
+    weights found;
+    rows_of(summary["top_functions"], -1, found);
+    for (const auto& thread : summary["threads"]) rows_of(thread["top_functions"], thread["sequent_id"].get<std::int64_t>(), found);
+    CHECK(expected.size() == 16);  // four functions, overall and on each of three threads
+    CHECK(found == expected);
+  }
+}
