@@ -117,7 +117,7 @@ def test_cpu_split_timer_fallback(directory):
 
 def test_own_costs_at_verbose(directory):
     # KAIROS_VERBOSE=1 says what kairos's own parts cost (wall/CPU ms), so a user can see where a
-    # run's fixed cost went; benchmarks/sampling/fixed_cost.py takes its medians from this line.
+    # run's fixed cost went; benchmarks/sampling/overhead.py and fixed_cost.py take their medians from this line.
     out, err, status = kairos(["split", "0.3"], directory, ["--freq", "500"], KAIROS_VERBOSE=1)
     check(status == 0, err)
     lines = [line for line in err.splitlines() if line.startswith("[kairos] own time, wall/CPU: ")]
