@@ -103,40 +103,71 @@ TEST_CASE("a later cache answers every address it kept exactly as the symbolizer
   dlclose(module);
 }
 
-TEST_CASE("one address of a function without file:line answers every address of its extent") {
-  // Every byte of two libc functions, from one kept answer each: each one the cache answers is the
-  // symbolizer's answer, and the cache answers the whole extent the symbolizer gave.
+namespace {
+// Every byte of the span the symbolizer gave `sample`'s answer, and 16 on each side, through a
+// cache that kept only that one answer: each address it answers is answered as the symbolizer
+// answers it, and it answers exactly the span. Returns the span's length.
+std::uintptr_t check_span(kairos::backtrace_symbolizer& symbolizer, const std::filesystem::path& directory,
+                          const std::string& variant, std::uintptr_t sample) {
+  const auto kept = symbolizer.resolve(sample);
+  {
+    kairos::symbol_cache first_run{directory, variant};
+    first_run.remember(kept);
+    CHECK(first_run.save().empty());
+  }
+  if (!kept.has_same_answer_span()) return 0;
+  CHECK(kept.same_answer_begin <= sample);
+  CHECK(sample < kept.same_answer_end);
+  kairos::symbol_cache second_run{directory, variant};
+  std::uintptr_t answered = 0;
+  for (auto address = kept.same_answer_begin - 16; address < kept.same_answer_end + 16; ++address) {
+    const auto cached = second_run.find(address);
+    if (!cached) continue;
+    ++answered;
+    const auto expected = symbolizer.resolve_uncached(address);
+    CHECK(cached->module == expected.module);
+    CHECK(cached->module_offset == expected.module_offset);
+    CHECK(cached->function == expected.function);
+    CHECK(cached->function_offset == expected.function_offset);
+    CHECK(cached->file.empty());
+    CHECK(expected.file.empty());
+  }
+  const auto length = kept.same_answer_end - kept.same_answer_begin;
+  CHECK(answered == length);
+  return length;
+}
+}  // namespace
+
+TEST_CASE("one address of a function without file:line answers every address of its span") {
+  // Two libc functions, by their names from the symbol table, under each source_lines choice.
   scratch_directory directory;
   for (const auto lines : {kairos::source_lines::off, kairos::source_lines::own}) {
     kairos::backtrace_symbolizer symbolizer{nullptr, lines};
     const std::string variant = lines == kairos::source_lines::off ? "off" : "own";
-    std::vector<std::uintptr_t> starts{libc_address("qsort_r", 0), libc_address("getaddrinfo", 0)};
-    {
-      kairos::symbol_cache first_run{directory.path, variant};
-      for (const auto start : starts) first_run.remember(symbolizer.resolve(start + 3));
-      CHECK(first_run.save().empty());
-    }
-    kairos::symbol_cache second_run{directory.path, variant};
-    for (const auto start : starts) {
-      const auto extent = symbolizer.resolve(start + 3).function_extent;
-      if (symbolizer.resolve(start + 3).has_source()) {
-        CHECK(extent == 0);  // libc with its own DWARF here: every address needs its own line
+    for (const char* function : {"qsort_r", "getaddrinfo"}) {
+      const auto sample = libc_address(function, 3);
+      if (symbolizer.resolve(sample).has_source()) {  // libc with its own DWARF: a line each
+        CHECK_FALSE(symbolizer.resolve(sample).has_same_answer_span());
         continue;
       }
-      REQUIRE(extent > 100);
-      std::uintptr_t answered = 0;
-      for (std::uintptr_t address = start; address < start + extent + 16; ++address) {
-        const auto cached = second_run.find(address);
-        if (!cached) continue;
-        ++answered;
-        const auto expected = symbolizer.resolve_uncached(address);
-        CHECK(cached->function == expected.function);
-        CHECK(cached->function_offset == expected.function_offset);
-        CHECK(cached->file.empty());
-      }
-      CHECK(answered == extent);
+      CHECK(check_span(symbolizer, directory.path, variant, sample) > 100);
     }
   }
+}
+
+TEST_CASE("one unnamed address of a stripped module answers the gap between its symbols") {
+  // The stripped test module keeps only its exported symbols: the code between them has no name.
+  scratch_directory directory;
+  void* module = dlopen(KAIROS_TEST_MODULE_STRIPPED, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(module != nullptr);
+  auto hidden_address = reinterpret_cast<std::uintptr_t (*)()>(dlsym(module, "kairos_test_module_hidden_address"));
+  REQUIRE((hidden_address != nullptr));
+  kairos::backtrace_symbolizer symbolizer;
+  const auto& unnamed = symbolizer.resolve(hidden_address());
+  REQUIRE(unnamed.module == KAIROS_TEST_MODULE_STRIPPED);
+  REQUIRE(unnamed.function.empty());
+  CHECK(check_span(symbolizer, directory.path, "all", hidden_address()) > 4);
+  dlclose(module);
 }
 
 TEST_CASE("a cache file cut short, or of another variant, is not used, and the next save writes it whole") {

@@ -11,10 +11,12 @@
 // names and lines the file lacks; either makes the file stale, and it is rewritten. A module with
 // no build id is never cached. Module paths are not stored: the same build may load from anywhere.
 //
-// A file is text: a header line, one line per address (module offset, function offset, function
-// extent, line, function, file; tab-separated, hexadecimal offsets), and an "end <count>" line.
-// An answer with an extent (a function named, no file:line looked up) also answers every other
-// address of that span: after one sample in a library function, the next ones there are known. A file that does
+// A file is text: a header line, one line per address (module offset, function offset, the span
+// of its answer as begin and end module offsets, line, function, file; tab-separated,
+// hexadecimal offsets), and an "end <count>" line. An answer with a span (where no file:line is
+// looked up: a named function, or a gap no symbol covers) also answers every other address in
+// it: after one sample in a library function, or in a stripped library's unnamed code, the next
+// ones there are known. A file that does
 // not read back whole is ignored. Writers write a temporary file and rename it over the old one,
 // so processes sharing a directory (MPI ranks) never see half a file; the last rename wins.
 // Not thread-safe: one owner (the profile database's writer) calls it under its own lock.
@@ -45,7 +47,7 @@ namespace kairos {
 class symbol_cache {
  public:
   // Bumped whenever the symbolizer's answers for the same module change: older files are stale.
-  static constexpr int format_version = 1;
+  static constexpr int format_version = 2;
   // Files kept in the directory; beyond this the least recently written go (each is a few KiB).
   static constexpr std::size_t max_files = 2000;
   // Addresses kept per module file; beyond this a file keeps the newest run's only.
@@ -77,13 +79,17 @@ class symbol_cache {
     if (const auto found = module->answers.find(offset); found != module->answers.end()) {
       symbol.function = found->second.function;
       symbol.function_offset = found->second.function_offset;
-      symbol.function_extent = found->second.function_extent;
       symbol.file = found->second.file;
       symbol.line = found->second.line;
-    } else if (const auto* holding = function_holding(*module, offset)) {
+      if (found->second.span_begin < found->second.span_end) {
+        symbol.same_answer_begin = found->second.span_begin + module->bias;
+        symbol.same_answer_end = found->second.span_end + module->bias;
+      }
+    } else if (const auto* holding = span_holding(*module, offset)) {
       symbol.function = holding->function;
-      symbol.function_offset = offset - holding->start;
-      symbol.function_extent = holding->end - holding->start;
+      symbol.function_offset = holding->function.empty() ? 0 : offset - holding->begin;
+      symbol.same_answer_begin = holding->begin + module->bias;
+      symbol.same_answer_end = holding->end + module->bias;
     } else {
       ++misses_;
       return std::nullopt;
@@ -100,11 +106,15 @@ class symbol_cache {
     if (module == nullptr || symbol.module_offset != symbol.address - module->bias) return;
     if (!storable(symbol.function) || !storable(symbol.file)) return;
     load(*module);
-    auto [entry, added] = module->answers.try_emplace(
-        symbol.module_offset,
-        answer{symbol.function, symbol.function_offset, symbol.function_extent, symbol.file, symbol.line});
+    answer stored{symbol.function, symbol.function_offset, 0, 0, symbol.file, symbol.line};
+    if (symbol.has_same_answer_span() && symbol.same_answer_begin >= module->bias &&
+        symbol.same_answer_begin <= symbol.address && symbol.address < symbol.same_answer_end) {
+      stored.span_begin = symbol.same_answer_begin - module->bias;
+      stored.span_end = symbol.same_answer_end - module->bias;
+    }
+    auto [entry, added] = module->answers.try_emplace(symbol.module_offset, std::move(stored));
     if (added) {
-      add_function(*module, symbol.module_offset, entry->second);
+      add_span(*module, entry->second);
       module->changed = true;
       module->added.push_back(symbol.module_offset);
     }
@@ -144,14 +154,15 @@ class symbol_cache {
  private:
   struct answer {
     std::string function;
-    std::uintptr_t function_offset = 0, function_extent = 0;
+    std::uintptr_t function_offset = 0;
+    std::uintptr_t span_begin = 0, span_end = 0;  // module offsets; empty: none
     std::string file;
     int line = 0;
   };
-  // A span of module offsets over which the symbolizer gives one answer: a function's name, no
-  // file:line (backtrace_symbol::function_extent).
-  struct function_span {
-    std::uintptr_t start = 0, end = 0;
+  // Module offsets over which the symbolizer gives one answer: a function's name (or none), no
+  // file:line (backtrace_symbol's same-answer span).
+  struct answer_span {
+    std::uintptr_t begin = 0, end = 0;
     std::string function;
   };
   struct module_entry {
@@ -162,18 +173,17 @@ class symbol_cache {
     bool loaded = false, changed = false;
     std::string stamp;                  // the header line this module's file must carry
     std::unordered_map<std::uintptr_t, answer> answers;
-    std::map<std::uintptr_t, function_span> functions;  // by start; from answers with an extent
+    std::map<std::uintptr_t, answer_span> spans;  // by begin; from answers with a span
     std::vector<std::uintptr_t> added;  // this run's, in order
   };
 
-  static void add_function(module_entry& module, std::uintptr_t offset, const answer& stored) {
-    if (stored.function_extent == 0 || stored.function_offset > offset) return;
-    const auto start = offset - stored.function_offset;
-    module.functions.try_emplace(start, function_span{start, start + stored.function_extent, stored.function});
+  static void add_span(module_entry& module, const answer& stored) {
+    if (stored.span_begin < stored.span_end)
+      module.spans.try_emplace(stored.span_begin, answer_span{stored.span_begin, stored.span_end, stored.function});
   }
-  static const function_span* function_holding(const module_entry& module, std::uintptr_t offset) {
-    auto after = module.functions.upper_bound(offset);
-    if (after == module.functions.begin()) return nullptr;
+  static const answer_span* span_holding(const module_entry& module, std::uintptr_t offset) {
+    auto after = module.spans.upper_bound(offset);
+    if (after == module.spans.begin()) return nullptr;
     const auto& span = std::prev(after)->second;
     return offset < span.end ? &span : nullptr;
   }
@@ -309,7 +319,7 @@ class symbol_cache {
     std::unordered_map<std::uintptr_t, answer> answers;
     if (!parse(text, module.stamp, answers)) return;
     module.answers = std::move(answers);
-    for (const auto& [offset, stored] : module.answers) add_function(module, offset, stored);
+    for (const auto& [offset, stored] : module.answers) add_span(module, stored);
   }
 
   static bool read_file(const std::filesystem::path& path, std::string& text) {
@@ -352,7 +362,7 @@ class symbol_cache {
         std::size_t count = 0;
         return number(line.substr(4), count, 10) && count == answers.size() && text.empty();
       }
-      std::string_view fields[6];
+      std::string_view fields[7];
       for (auto& field : fields) {
         const auto tab = line.find('\t');
         field = line.substr(0, tab);
@@ -361,10 +371,12 @@ class symbol_cache {
       std::uintptr_t offset = 0;
       answer stored;
       if (!number(fields[0], offset, 16) || !number(fields[1], stored.function_offset, 16) ||
-          !number(fields[2], stored.function_extent, 16) || !number(fields[3], stored.line, 10))
+          !number(fields[2], stored.span_begin, 16) || !number(fields[3], stored.span_end, 16) ||
+          !number(fields[4], stored.line, 10) || (stored.span_begin < stored.span_end &&
+                                                  (offset < stored.span_begin || offset >= stored.span_end)))
         return false;
-      stored.function = fields[4];
-      stored.file = fields[5];
+      stored.function = fields[5];
+      stored.file = fields[6];
       answers.emplace(offset, std::move(stored));
     }
     return false;  // no end line: a file cut short
@@ -383,7 +395,8 @@ class symbol_cache {
     auto append = [&](std::uintptr_t offset, const answer& stored) {
       append_number(offset, 16);
       append_number(stored.function_offset, 16);
-      append_number(stored.function_extent, 16);
+      append_number(stored.span_begin, 16);
+      append_number(stored.span_end, 16);
       append_number(stored.line, 10);
       text += stored.function;
       text += '\t';

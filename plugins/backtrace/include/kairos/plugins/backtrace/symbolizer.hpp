@@ -55,10 +55,13 @@ struct backtrace_symbol {
   std::uintptr_t module_offset = 0;  // ELF virtual address inside `module` (absolute if unknown)
   std::string function;              // demangled; empty if no symbol covers the address
   std::uintptr_t function_offset = 0;
-  // Bytes from the function's start over which every address gets this same answer (this name,
-  // no file:line): set where file:line is not looked up in the module and the symbol's size is
-  // known, up to the next symbol; else 0. What lets symbol_cache answer addresses never seen.
-  std::uintptr_t function_extent = 0;
+  // Where file:line is not looked up in the module (or it has no DWARF): the addresses, in the
+  // process, over which every address gets this same answer but for its own offsets. For a named
+  // address its function's start up to its end or the next symbol, whichever is first; for an
+  // unnamed one the gap between the symbols around it. Empty (begin == end) where unknown. What
+  // lets symbol_cache answer addresses never seen.
+  std::uintptr_t same_answer_begin = 0, same_answer_end = 0;
+  bool has_same_answer_span() const noexcept { return same_answer_begin < same_answer_end; }
   std::string file;                  // empty without debug info
   int line = 0;
 
@@ -233,7 +236,8 @@ class backtrace_symbolizer {
           if (inlined_call_sites) use_call_site_of_inlined_code(module, address, symbol);
           // Each address has its own file:line, unless the module has no DWARF to give any.
           Dwarf_Addr bias = 0;
-          if (symbol.has_source() || dw_->dwfl_module_getdwarf(module, &bias) != nullptr) symbol.function_extent = 0;
+          if (symbol.has_source() || dw_->dwfl_module_getdwarf(module, &bias) != nullptr)
+            symbol.same_answer_begin = symbol.same_answer_end = 0;
         }
       }
     }
@@ -405,16 +409,38 @@ class backtrace_symbolizer {
   void name_function(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
     auto& index = symbols_[module];
     if (!index) index = index_symbols(module);
-    if (const auto* found = symbol_containing(*index, address)) {
+    const auto& table = *index;
+    const auto after = std::upper_bound(table.begin(), table.end(), address,
+                                        [](std::uintptr_t a, const indexed_symbol& s) { return a < s.start; });
+    if (const auto* found = symbol_containing(table, address)) {
       symbol.function = demangle(found->name);
       symbol.function_offset = address - found->start;
       // Up to the symbol's end or the next symbol's start, whichever comes first: over that
       // span symbol_containing finds this one. Not for an enclosing symbol found past the
       // nearest one's end (the span would not hold the address).
       const auto* next = found + 1;
-      const auto to_next = next != index->data() + index->size() ? next->start - found->start : found->size;
+      const auto to_next = next != table.data() + table.size() ? next->start - found->start : found->size;
       const auto extent = std::min<std::uintptr_t>(found->size, to_next);
-      if (symbol.function_offset < extent) symbol.function_extent = extent;
+      if (symbol.function_offset < extent) {
+        symbol.same_answer_begin = found->start;
+        symbol.same_answer_end = found->start + extent;
+      }
+    } else if (symbol.function.empty()) {
+      // No symbol holds it: neither does one hold any address from the end of those
+      // symbol_containing looked at (or the module's start) to the next symbol's start (or the
+      // module's end), for none starts in between.
+      Dwarf_Addr module_start = 0, module_end = 0;
+      dw_->dwfl_module_info(module, nullptr, &module_start, &module_end, nullptr, nullptr, nullptr, nullptr);
+      std::uintptr_t gap_begin = module_start;
+      for (auto it = after; it != table.begin() && after - it < 9;) {
+        --it;
+        gap_begin = std::max<std::uintptr_t>(gap_begin, it->start + it->size);
+      }
+      const std::uintptr_t gap_end = after != table.end() ? after->start : module_end;
+      if (gap_begin <= address && address < gap_end) {
+        symbol.same_answer_begin = gap_begin;
+        symbol.same_answer_end = gap_end;
+      }
     }
   }
 
