@@ -16,9 +16,9 @@
 // hexadecimal offsets), and an "end <count>" line. An answer with a span (where no file:line is
 // looked up: a named function, or a gap no symbol covers) also answers every other address in
 // it: after one sample in a library function, or in a stripped library's unnamed code, the next
-// ones there are known. A file that does
-// not read back whole is ignored. Writers write a temporary file and rename it over the old one,
-// so processes sharing a directory (MPI ranks) never see half a file; the last rename wins.
+// ones there are known. A file that does not read back whole is ignored. Writers write a
+// temporary file and rename it over the old one, so processes sharing a directory (MPI ranks)
+// never see half a file; the last rename wins.
 // Not thread-safe: one owner (the profile database's writer) calls it under its own lock.
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -61,8 +61,8 @@ class symbol_cache {
   bool enabled() const { return !directory_.empty(); }
   const std::filesystem::path& directory() const { return directory_; }
 
-  // The stored answer for `address`, as the symbolizer gave it then; nullopt when the address's
-  // module has no build id or no answer for it is stored.
+  // The stored answer for `address`, as the symbolizer gave it then (its own, or its span's);
+  // nullopt when the address's module has no build id or nothing stored answers it.
   std::optional<backtrace_symbol> find(std::uintptr_t address) {
     if (!enabled()) return std::nullopt;
     module_entry* module = module_of(address);
@@ -166,7 +166,9 @@ class symbol_cache {
     std::string function;
   };
   struct module_entry {
-    std::uintptr_t start = 0, end = 0;  // its loaded segments' span, in the process
+    // Its loaded segments' span, in the process, holes included: dladdr places an address in a
+    // hole inside the object too (the loader maps the span whole).
+    std::uintptr_t start = 0, end = 0;
     std::uintptr_t bias = 0;            // load bias: address - bias is the module offset
     std::string path;                   // as the symbolizer names it
     std::string build_id;               // hexadecimal
@@ -227,8 +229,9 @@ class symbol_cache {
           for (int i = 0; i < object->dlpi_phnum; ++i) {
             const auto& segment = object->dlpi_phdr[i];
             if (segment.p_type != PT_LOAD) continue;
-            module.start = std::min<std::uintptr_t>(module.start, object->dlpi_addr + segment.p_vaddr);
-            module.end = std::max<std::uintptr_t>(module.end, object->dlpi_addr + segment.p_vaddr + segment.p_memsz);
+            const std::uintptr_t low = object->dlpi_addr + segment.p_vaddr;
+            module.start = std::min(module.start, low);
+            module.end = std::max<std::uintptr_t>(module.end, low + segment.p_memsz);
           }
           if (module.start >= module.end) return 0;
           module.build_id = build_id_of(*object);
