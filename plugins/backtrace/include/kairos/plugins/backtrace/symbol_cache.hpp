@@ -416,7 +416,8 @@ class symbol_cache {
     const auto path = file_of(module);
     created = created || access(path.c_str(), F_OK) != 0;
     const auto temporary = path.string() + "." + std::to_string(getpid()) + ".tmp";
-    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // The user's own: a file names the functions and source files of the programs they profile.
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return "cannot write " + temporary + ": " + std::strerror(errno);
     std::size_t done = 0;
     while (done < text.size()) {
