@@ -296,7 +296,8 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   cost.reset();
   if (const auto symbols = symbol_cache_used(); !snapshot && verbosity() > 0 && symbols.addresses > 0)
     report(fmt::format("symbols: {} address{}, {} from the symbol cache{}{}", symbols.addresses,
-                       symbols.addresses == 1 ? "" : "es", symbols.from_cache, symbols.directory.empty() ? " (off)" : " in " + symbols.directory,
+                       symbols.addresses == 1 ? "" : "es", symbols.from_cache,
+                       symbols.directory.empty() ? " (off)" : " in " + symbols.directory,
                        symbols.problem.empty() ? "" : "; " + symbols.problem));
   const auto counts = database_counts_written();
   const auto regions = regions_recorded() + function_calls_recorded();
@@ -495,7 +496,7 @@ metadata_list run_metadata() {
   return metadata;
 }
 
-// The time windows the settings ask for (both were checked when loaded).
+// Where symbolized addresses are kept between runs: KAIROS_SYMBOL_CACHE, else the default place.
 symbol_cache_choice symbol_cache_place(const settings& values) {
   const auto& named = values.text(setting::symbol_cache);
   if (named == "off") return {};
@@ -503,6 +504,7 @@ symbol_cache_choice symbol_cache_place(const settings& values) {
   return {std::filesystem::path{named}, true};
 }
 
+// The time windows the settings ask for (both were checked when loaded).
 window_plan planned_windows(const settings& values) {
   auto periods = parse_periods(values.text(setting::trace_periods));
   std::vector<fixed_window> fixed;

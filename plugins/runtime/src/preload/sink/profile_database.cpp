@@ -76,8 +76,10 @@ std::string_view lines_variant(source_lines lines) {
 // never loads libdw.
 backtrace_symbol symbol_of(std::uintptr_t address) {
   auto& known = file().known_symbols;
-  if (!known)
+  if (!known) {
     known = std::make_unique<symbol_cache>(state->symbol_cache_place.directory, std::string{lines_variant(state->lines)});
+    file().symbol_use.directory = known->directory().string();
+  }
   ++file().symbol_use.addresses;
   if (auto cached = known->find(address)) {
     ++file().symbol_use.from_cache;
@@ -236,7 +238,6 @@ void save_symbol_cache() {
   own_cost_timer cost{own_cost::symbols};
   auto& known = file().known_symbols;
   if (!known) return;
-  file().symbol_use.directory = known->directory().string();
   auto failure = known->save();
   if (failure.empty()) return;
   file().symbol_use.problem = "the symbol cache was not updated: " + failure;
