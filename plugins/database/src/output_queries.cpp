@@ -29,24 +29,35 @@ void rank(std::vector<function_row>& rows, std::size_t limit) {
   if (rows.size() > limit) rows.resize(limit);
 }
 
+namespace {
+// The string table's values for `ids`; an id the table lacks is left out.
+std::map<std::int64_t, std::string> string_values(connection& profile, const std::set<std::int64_t>& ids) {
+  std::map<std::int64_t, std::string> values;
+  auto value = profile.prepare("SELECT value FROM string WHERE id = ?");
+  for (const auto id : ids) {
+    value.reset();
+    value.bind(1, id);
+    if (value.step()) values.emplace(id, std::string{value.text(0)});
+  }
+  return values;
+}
+}  // namespace
+
 // What the top_functions_by_thread view computes, summed over windows: self weight to a stack's
 // leaf function, total weight once to each distinct function on it. In C++ over one grouped pass on
-// the samples and the stack trie: through the view it took 2.5 ms for a 0.6 s run's hundred
-// samples (its prepare, its materialized CTEs and temporary b-trees), most of the text report's
-// time. Held in memory: the trie (24 bytes a node) and a sum per function and thread.
+// the samples and the stack trie: through the view, the view's prepare and its materialized CTEs
+// and temporary b-trees made a 0.6 s run's text and trace 3.5-6 ms, 2.6-2.9 ms this way. Held
+// in memory: the trie (24 bytes a node) and a sum per function and thread.
 function_weights weigh_functions(connection& profile, std::size_t limit, const window_range& windows) {
   struct node {
     std::int64_t id, parent, function;
   };
-  std::vector<node> trie;  // by id: stack ids come in rowid order, dense in practice
+  std::vector<node> trie;  // sorted by id
   auto nodes = profile.prepare(
       "SELECT stack.id, COALESCE(stack.parent, 0), frame.function FROM stack JOIN frame ON frame.id = stack.frame "
       "ORDER BY stack.id");
   while (nodes.step()) trie.push_back({nodes.integer(0), nodes.integer(1), nodes.integer(2)});
   auto find = [&trie](std::int64_t id) -> const node* {
-    if (!trie.empty() && id >= trie.front().id && id - trie.front().id < static_cast<std::int64_t>(trie.size()) &&
-        trie[id - trie.front().id].id == id)
-      return &trie[id - trie.front().id];
     const auto at = std::lower_bound(trie.begin(), trie.end(), id, [](const node& n, std::int64_t v) { return n.id < v; });
     return at != trie.end() && at->id == id ? &*at : nullptr;
   };
@@ -68,23 +79,18 @@ function_weights weigh_functions(connection& profile, std::size_t limit, const w
       if (std::find(on_stack.begin(), on_stack.end(), at->function) == on_stack.end()) on_stack.push_back(at->function);
     for (const auto function : on_stack) functions[function].total += weight;
   }
-  std::map<std::int64_t, std::string> names;
-  auto name_of = profile.prepare("SELECT value FROM string WHERE id = ?");
-  auto name = [&](std::int64_t id) -> const std::string& {
-    auto [entry, fresh] = names.try_emplace(id);
-    if (fresh) {
-      name_of.reset();
-      name_of.bind(1, id);
-      if (name_of.step()) entry->second = name_of.text(0);
-    }
-    return entry->second;
-  };
+  std::set<std::int64_t> function_ids;
+  for (const auto& [thread, functions] : by_thread)
+    for (const auto& [function, sum] : functions) function_ids.insert(function);
+  const auto names = string_values(profile, function_ids);
   function_weights result;
   std::map<std::string, function_row> overall;  // by name, as the view's rows are grouped
   for (const auto& [thread, functions] : by_thread) {
     std::map<std::string, function_row> rows;
     for (const auto& [function, sum] : functions) {
-      const auto& function_name = name(function);
+      const auto named = names.find(function);
+      if (named == names.end()) continue;  // the view's JOIN with the string table leaves it out
+      const auto& function_name = named->second;
       auto& row = rows.try_emplace(function_name, function_row{function_name, 0, 0}).first->second;
       row.self_ns += sum.self;
       row.total_ns += sum.total;
@@ -222,12 +228,7 @@ region_records read_regions(connection& profile, const window_range& windows) {
                                            "([[start, end, name, depth, window, clipped, frame], ...])",
                                            blocks.integer(0))};
   }
-  auto name = profile.prepare("SELECT value FROM string WHERE id = ?");
-  for (const auto id : name_ids) {
-    name.reset();
-    name.bind(1, id);
-    if (name.step()) found.names.emplace(id, std::string{name.text(0)});
-  }
+  found.names = string_values(profile, name_ids);
   // A name missing from the string table: the view's JOIN leaves the row out.
   if (found.names.size() < name_ids.size())
     std::erase_if(found.rows, [&](const region_record& row) { return !found.names.contains(row.name); });

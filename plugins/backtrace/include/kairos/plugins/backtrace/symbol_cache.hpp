@@ -126,10 +126,14 @@ class symbol_cache {
     if (!enabled()) return {};
     std::string failure;
     bool created = false;
+    bool directory_made = false;
     for (auto& [start, module] : modules_) {
       if (!module.changed) continue;
-      std::error_code error;
-      std::filesystem::create_directories(directory_, error);
+      if (!directory_made) {
+        std::error_code unmade;  // a directory that cannot be made shows in the write's failure
+        std::filesystem::create_directories(directory_, unmade);
+        directory_made = true;
+      }
       if (const auto problem = write(module, created); !problem.empty() && failure.empty()) failure = problem;
       module.changed = false;
       module.added.clear();
