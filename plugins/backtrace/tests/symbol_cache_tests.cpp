@@ -249,3 +249,28 @@ TEST_CASE("a directory that cannot be written is said by save, and the answers s
   CHECK(failure.find(unwritable.string()) != std::string::npos);
   CHECK(cache.find(address).has_value());
 }
+
+TEST_CASE("an answer made without its module's symbol table, or without its debug file, is not kept") {
+  // As in a program that holds every descriptor it may open: libdw cannot open the module's files
+  // and names nothing. The next run, able to read them, would answer better.
+  scratch_directory directory;
+  kairos::backtrace_symbolizer symbolizer{nullptr, kairos::source_lines::own};
+  const auto address = libc_address("qsort_r", 3);
+  const auto read = symbolizer.resolve(address);
+  REQUIRE(read.symbol_table_read);
+  auto without_table = read;
+  without_table.symbol_table_read = false;
+  kairos::symbol_cache cache{directory.path, "own"};
+  cache.remember(without_table);
+  CHECK(cache.save().empty());
+  CHECK(directory.files().empty());
+  if (!read.separate_debug_file_read) return;  // libc has no separate debug file here
+  auto without_debug_file = read;
+  without_debug_file.separate_debug_file_read = false;
+  cache.remember(without_debug_file);
+  CHECK(cache.save().empty());
+  CHECK(directory.files().empty());
+  cache.remember(read);
+  CHECK(cache.save().empty());
+  CHECK(directory.files().size() == 1);
+}

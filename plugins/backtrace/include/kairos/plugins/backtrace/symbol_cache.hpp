@@ -47,7 +47,7 @@ namespace kairos {
 class symbol_cache {
  public:
   // Bumped whenever the symbolizer's answers for the same module change: older files are stale.
-  static constexpr int format_version = 2;
+  static constexpr int format_version = 3;
   // Files kept in the directory; beyond this the least recently written go (each is a few KiB).
   static constexpr std::size_t max_files = 2000;
   // Addresses kept per module file; beyond this a file keeps the newest run's only.
@@ -99,13 +99,16 @@ class symbol_cache {
   }
 
   // Keeps the symbolizer's answer for a later save(). Answers it cannot key (no module, no build
-  // id, text with a tab or a newline) are not kept.
+  // id, text with a tab or a newline) are not kept, nor answers made without the module's symbol
+  // table or without its separate debug file where one exists: the next run, able to read them,
+  // would answer better.
   void remember(const backtrace_symbol& symbol) {
-    if (!enabled()) return;
+    if (!enabled() || !symbol.symbol_table_read) return;
     module_entry* module = module_of(symbol.address);
     if (module == nullptr || symbol.module_offset != symbol.address - module->bias) return;
     if (!storable(symbol.function) || !storable(symbol.file)) return;
     load(*module);
+    if (module->separate_debug_file && !symbol.separate_debug_file_read) return;
     answer stored{symbol.function, symbol.function_offset, 0, 0, symbol.file, symbol.line};
     if (symbol.has_same_answer_span() && symbol.same_answer_begin >= module->bias &&
         symbol.same_answer_begin <= symbol.address && symbol.address < symbol.same_answer_end) {
@@ -178,6 +181,7 @@ class symbol_cache {
     std::string build_id;               // hexadecimal
     bool loaded = false, changed = false;
     std::string stamp;                  // the header line this module's file must carry
+    bool separate_debug_file = false;   // one exists where the symbolizer looks
     std::unordered_map<std::uintptr_t, answer> answers;
     std::map<std::uintptr_t, answer_span> spans;  // by begin; from answers with a span
     std::vector<std::uintptr_t> added;  // this run's, in order
@@ -300,17 +304,19 @@ class symbol_cache {
     return false;
   }
 
+  // "size mtime" of a file, "- -" when there is none.
   static std::string file_stamp(const std::string& path) {
     struct stat status {};
     if (path.empty() || path[0] != '/' || stat(path.c_str(), &status) != 0) return "- -";
     return std::to_string(status.st_size) + " " +
            std::to_string(static_cast<long long>(status.st_mtim.tv_sec) * 1'000'000'000 + status.st_mtim.tv_nsec);
   }
-  std::string stamp_of(const module_entry& module) const {
-    const auto debug_file = "/usr/lib/debug/.build-id/" + module.build_id.substr(0, 2) + "/" +
-                            module.build_id.substr(2) + ".debug";
-    return "kairos symbol cache " + std::to_string(format_version) + " " + variant_ + " " +
-           file_stamp(module.path) + " " + file_stamp(debug_file);
+  void set_stamp(module_entry& module) const {
+    const auto debug_file = file_stamp("/usr/lib/debug/.build-id/" + module.build_id.substr(0, 2) + "/" +
+                                       module.build_id.substr(2) + ".debug");
+    module.separate_debug_file = debug_file != "- -";
+    module.stamp = "kairos symbol cache " + std::to_string(format_version) + " " + variant_ + " " +
+                   file_stamp(module.path) + " " + debug_file;
   }
   std::filesystem::path file_of(const module_entry& module) const {
     return directory_ / (module.build_id + "-" + variant_);
@@ -320,7 +326,7 @@ class symbol_cache {
   void load(module_entry& module) {
     if (module.loaded) return;
     module.loaded = true;
-    module.stamp = stamp_of(module);
+    set_stamp(module);
     std::string text;
     if (!read_file(file_of(module), text)) return;
     std::unordered_map<std::uintptr_t, answer> answers;

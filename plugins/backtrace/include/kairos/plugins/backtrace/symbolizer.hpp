@@ -62,6 +62,11 @@ struct backtrace_symbol {
   // lets symbol_cache answer addresses never seen.
   std::uintptr_t same_answer_begin = 0, same_answer_end = 0;
   bool has_same_answer_span() const noexcept { return same_answer_begin < same_answer_end; }
+  // How the answer was made: libdw read the module's symbol table (false without libdw, for a
+  // module libdw does not know, or when its files could not be opened, as in a program that holds
+  // every descriptor it may), and found a separate debug file for it. symbol_cache keeps only
+  // answers made with the table, and with the debug file where one exists.
+  bool symbol_table_read = false, separate_debug_file_read = false;
   std::string file;                  // empty without debug info
   int line = 0;
 
@@ -223,6 +228,9 @@ class backtrace_symbolizer {
       }
       if (module != nullptr) {
         name_function(module, address, symbol);
+        const char* debug_file = nullptr;
+        dw_->dwfl_module_info(module, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &debug_file);
+        symbol.separate_debug_file_read = debug_file != nullptr;
         if (wants_lines(module)) {
           if (Dwfl_Line* line = dw_->dwfl_module_getsrc(module, address)) {
             int line_number = 0;
@@ -409,7 +417,8 @@ class backtrace_symbolizer {
   void name_function(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
     auto& index = symbols_[module];
     if (!index) index = index_symbols(module);
-    const auto& table = *index;
+    const auto& table = index->table;
+    symbol.symbol_table_read = index->read;
     const auto after = std::upper_bound(table.begin(), table.end(), address,
                                         [](std::uintptr_t a, const indexed_symbol& s) { return a < s.start; });
     if (const auto* found = symbol_containing(table, address)) {
@@ -512,7 +521,11 @@ class backtrace_symbolizer {
     }
     return true;
   }
-  std::vector<indexed_symbol> index_symbols(Dwfl_Module* module) {
+  struct symbol_index {
+    std::vector<indexed_symbol> table;
+    bool read = false;  // the module's table was found and read (else the table is empty)
+  };
+  symbol_index index_symbols(Dwfl_Module* module) {
     std::vector<indexed_symbol> table;
     const int count = dw_->dwfl_module_getsymtab(module);
     table.reserve(count > 0 ? static_cast<std::size_t>(count) : 0);
@@ -551,7 +564,7 @@ class backtrace_symbolizer {
       }
     }
     table.resize(kept);
-    return table;
+    return {std::move(table), count > 0};
   }
 
   // The symbol whose extent holds `address`; else the nearest unsized one before it; else none.
@@ -630,7 +643,7 @@ class backtrace_symbolizer {
   Dwfl* dwfl_ = nullptr;
   std::unordered_map<Dwfl_Module*, std::vector<std::pair<Dwarf_Die*, Dwarf_Addr>>> units_without_ranges_;
   std::unordered_map<const void*, std::vector<function_range>> unit_functions_;  // by the unit DIE's address
-  std::unordered_map<Dwfl_Module*, std::optional<std::vector<indexed_symbol>>> symbols_;  // built on first use
+  std::unordered_map<Dwfl_Module*, std::optional<symbol_index>> symbols_;  // built on first use
   symbol_table_reads table_reads_;
 #endif
   source_lines lines_;
