@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <string_view>
@@ -15,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include <kairos/plugins/database/region_block.hpp>
 #include <kairos/plugins/database/schema.hpp>
 
 namespace kairos::database {
@@ -24,6 +26,7 @@ namespace {
 // (the copy statements' parameter of the table's name): no lookups. The other tables' rows get new
 // ids, appended in the input's order: an id given would cost each row a search for a clash.
 constexpr std::array shifted_tables{"process", "thread", "gpu_device", "causal_experiment"};
+constexpr std::size_t thread_table = 1;
 
 // A process's launch id: its column, else its merged metadata, else its profile's metadata.
 constexpr std::string_view launch_id_sql =
@@ -63,13 +66,6 @@ std::vector<copy_step> copy_steps() {
       {"INSERT INTO main.counter (process, thread, time_ns, name, value, window) "
        "SELECT c.process + :process, c.thread + :thread, c.time_ns, merged_string(c.name), c.value, c.window "
        "FROM input.counter AS c"},
-      // A block's rows keep their times; their names and frames are mapped (schema.cpp: the fields).
-      {"INSERT INTO main.region_block (thread, base_ns, start_ns, end_ns, count, rows) "
-       "SELECT b.thread + :thread, b.base_ns, b.start_ns, b.end_ns, b.count, "
-       "(SELECT json_group_array(json_array(r.value ->> 0, r.value ->> 1, merged_string(r.value ->> 2), "
-       "r.value ->> 3, IFNULL(r.value ->> 4, 0), IFNULL(r.value ->> 5, 0), "
-       "IFNULL(merged_frame(NULLIF(r.value ->> 6, 0)), 0))) FROM json_each(b.rows) AS r) "
-       "FROM input.region_block AS b"},
       {"INSERT INTO main.mpi_call (thread, name, start_ns, end_ns, bytes, peer, window) "
        "SELECT m.thread + :thread, merged_string(m.name), m.start_ns, m.end_ns, m.bytes, m.peer, m.window "
        "FROM input.mpi_call AS m"},
@@ -202,6 +198,53 @@ struct merger::state {
   std::unordered_map<std::string, std::string> identities;
 };
 
+namespace {
+
+// A block's regions keep their times; their names and frames go through the input's maps, which
+// changes their widths: each block is decoded and encoded again (region_block.hpp).
+void copy_region_blocks(connection& database, const id_map& strings, const id_map& frames, const std::string& input,
+                        std::int64_t thread_shift) {
+  auto blocks = database.prepare(
+      "SELECT id, thread, base_ns, count, start_digits, length_digits, name_digits, depth_digits, window_digits, "
+      "clipped_digits, frame_digits, rows FROM input.region_block ORDER BY id");
+  statement insert{database,
+                   "INSERT INTO main.region_block (thread, base_ns, start_ns, end_ns, count, start_digits, "
+                   "length_digits, name_digits, depth_digits, window_digits, clipped_digits, frame_digits, rows) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"};
+  std::vector<region_fields> rows;
+  encoded_region_block encoded;
+  while (blocks.step()) {
+    std::array<int, region_stored_fields> digits{};
+    for (std::size_t i = 0; i < region_stored_fields; ++i)
+      digits[i] = static_cast<int>(std::clamp<std::int64_t>(blocks.integer(static_cast<int>(4 + i)), -1, 21));
+    rows.clear();
+    bool ids_resolve = true;
+    const bool whole = decode_region_block(blocks.integer(2), blocks.integer(3), digits, blocks.text(11),
+                                           [&](region_fields row) {
+      row.name = strings[row.name];
+      const bool has_frame = row.frame != 0;
+      if (has_frame) row.frame = frames[row.frame];
+      ids_resolve = ids_resolve && row.name != 0 && (!has_frame || row.frame != 0);
+      rows.push_back(row);
+    });
+    if (!whole || !ids_resolve)
+      throw database_error(fmt::format("[kairos] '{}' is corrupt: region_block {} {}", input, blocks.integer(0),
+                                       whole ? "names a missing string or frame"
+                                             : "does not hold rows as kairos writes them"));
+    if (rows.empty()) continue;
+    encode_region_block(rows, encoded);
+    insert.bind(1, blocks.integer(1) + thread_shift)
+        .bind(2, encoded.base_ns)
+        .bind(3, encoded.start_ns)
+        .bind(4, encoded.end_ns)
+        .bind(5, encoded.count);
+    for (std::size_t i = 0; i < region_stored_fields; ++i) insert.bind(static_cast<int>(6 + i), std::int64_t{encoded.digits[i]});
+    insert.bind(13, std::string_view{encoded.rows}).run();
+  }
+}
+
+}  // namespace
+
 merger::merger(const std::string& output) : state_{std::make_unique<state>(output)} {}
 
 merger::~merger() = default;
@@ -325,6 +368,7 @@ merged_input merger::add(const std::string& input) {
       copy.run();
       if (step.samples) added.samples += s.database.changes();
     }
+    copy_region_blocks(s.database, s.input_strings, s.input_frames, input, shift[thread_table]);
     copying.commit();
   } catch (const std::exception& error) {
     for (auto it = s.strings.begin(); it != s.strings.end();)

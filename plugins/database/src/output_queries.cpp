@@ -1,9 +1,11 @@
 // The queries several outputs share (output_helpers.hpp).
 #include <algorithm>
-#include <charconv>
+#include <array>
 #include <map>
 #include <set>
 #include <tuple>
+
+#include <kairos/plugins/database/region_block.hpp>
 
 #include "output_helpers.hpp"
 
@@ -172,61 +174,27 @@ nlohmann::json gpu_json(connection& profile, const window_range& range) {
   return gpu;
 }
 
-namespace {
-
-// A block's rows as the writer and kairos-merge store them: [[start - base, end - base, name,
-// depth, window, clipped, frame], ...], integers, trailing zeros left out. Calls `row` with the
-// seven fields of each; false where the text is not that.
-template <class Row>
-bool decode_block(std::string_view text, Row&& row) {
-  std::size_t at = 0;
-  auto skip_spaces = [&] {
-    while (at < text.size() && (text[at] == ' ' || text[at] == '\n' || text[at] == '\t' || text[at] == '\r')) ++at;
-  };
-  auto take = [&](char wanted) {
-    skip_spaces();
-    if (at >= text.size() || text[at] != wanted) return false;
-    ++at;
-    return true;
-  };
-  if (!take('[')) return false;
-  if (take(']')) return true;
-  do {
-    if (!take('[')) return false;
-    std::int64_t fields[7] = {};
-    std::size_t count = 0;
-    do {
-      skip_spaces();
-      if (count == 7) return false;
-      const auto [end, error] = std::from_chars(text.data() + at, text.data() + text.size(), fields[count]);
-      if (error != std::errc{}) return false;
-      at = static_cast<std::size_t>(end - text.data());
-      ++count;
-    } while (take(','));
-    if (!take(']') || count < 3) return false;
-    row(fields);
-  } while (take(','));
-  return take(']');
-}
-
-}  // namespace
-
 region_records read_regions(connection& profile, const window_range& windows) {
   region_records found;
   std::set<std::int64_t> name_ids;
-  auto blocks = profile.prepare("SELECT id, thread, base_ns, rows FROM region_block");
+  auto blocks = profile.prepare(
+      "SELECT id, thread, base_ns, count, start_digits, length_digits, name_digits, depth_digits, window_digits, "
+      "clipped_digits, frame_digits, rows FROM region_block");
   while (blocks.step()) {
     const auto thread = blocks.integer(1);
-    const auto base_ns = blocks.integer(2);
-    const bool whole = decode_block(blocks.text(3), [&](const std::int64_t* field) {
-      if (!windows.all && (field[4] < windows.first || field[4] > windows.last)) return;
-      found.rows.push_back({thread, base_ns + field[0], base_ns + field[1], field[3], field[5], field[2]});
-      name_ids.insert(field[2]);
+    std::array<int, region_stored_fields> digits{};
+    for (std::size_t i = 0; i < region_stored_fields; ++i)
+      digits[i] = static_cast<int>(std::clamp<std::int64_t>(blocks.integer(static_cast<int>(4 + i)), -1, 21));
+    const bool whole = decode_region_block(blocks.integer(2), blocks.integer(3), digits, blocks.text(11),
+                                           [&](const region_fields& row) {
+      if (!windows.all && (row.window < windows.first || row.window > windows.last)) return;
+      found.rows.push_back({thread, row.start_ns, row.end_ns, row.depth, row.clipped, row.name});
+      name_ids.insert(row.name);
     });
     if (!whole)
-      throw database_error{fmt::format("region_block {} does not hold rows as kairos writes them "
-                                           "([[start, end, name, depth, window, clipped, frame], ...])",
-                                           blocks.integer(0))};
+      throw database_error{fmt::format("region_block {} does not hold rows as kairos writes them (count rows "
+                                       "of fixed-width digits, the widths in its *_digits columns)",
+                                       blocks.integer(0))};
   }
   found.names = string_values(profile, name_ids);
   // A name missing from the string table: the view's JOIN leaves the row out.

@@ -50,22 +50,38 @@ CREATE TABLE counter (
   thread INTEGER REFERENCES thread, time_ns INTEGER NOT NULL,
   name INTEGER NOT NULL REFERENCES string, value REAL NOT NULL, window INTEGER NOT NULL DEFAULT 0);
 -- A thread's regions (user-API regions and instrumented calls) come in blocks of up to 4,096, one
--- row of this table each, so that a region costs the profiled program an encoding, not an insert.
--- rows: a JSON array of [start_ns - base_ns, end_ns - base_ns, name, depth, window, clipped, frame],
--- the fields after depth left out when 0 (frame: 0 or missing is NULL). Read them through the
--- view `region` (below), which any SQLite client can query.
+-- row of this table each, so that a region costs the profiled program a few digits, not an insert.
+-- rows: a JSON array of one string a region, each string seven fields of fixed-width decimal
+-- digits (region_block.hpp): start_ns - base_ns, end_ns - start_ns, name, depth, window, clipped,
+-- frame (0: none). A field's width is its *_digits column, the same for every row of the block: a
+-- width of 0 holds 0, a '-' leads a negative value. Read them through the view `region` (below),
+-- which any SQLite client can query.
 CREATE TABLE region_block (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread, base_ns INTEGER NOT NULL,
   start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,  -- the earliest start and latest end within
-  count INTEGER NOT NULL, rows TEXT NOT NULL);
+  count INTEGER NOT NULL,
+  start_digits INTEGER NOT NULL, length_digits INTEGER NOT NULL, name_digits INTEGER NOT NULL,
+  depth_digits INTEGER NOT NULL, window_digits INTEGER NOT NULL, clipped_digits INTEGER NOT NULL,
+  frame_digits INTEGER NOT NULL, rows TEXT NOT NULL);
 -- One row per region. name: a string; clipped: 1 when its start was cut to its window's opening,
 -- 2 its end to its closing; frame: an instrumented function's frame, NULL for a user-API region.
+-- json_each reads a block once; a field is a substr of its row's string read as a number.
 CREATE VIEW region AS
-SELECT b.thread AS thread, r.value ->> 2 AS name, b.base_ns + (r.value ->> 0) AS start_ns,
-       b.base_ns + (r.value ->> 1) AS end_ns, r.value ->> 3 AS depth,
-       IFNULL(r.value ->> 4, 0) AS window, IFNULL(r.value ->> 5, 0) AS clipped,
-       NULLIF(r.value ->> 6, 0) AS frame
-FROM region_block AS b, json_each(b.rows) AS r;
+SELECT thread, name, start_ns, start_ns + length AS end_ns, depth, window, clipped, NULLIF(frame, 0) AS frame
+FROM (
+  SELECT b.thread AS thread,
+         b.base_ns + CAST(substr(r.value, 1, b.start_digits) AS INTEGER) AS start_ns,
+         CAST(substr(r.value, 1 + b.start_digits, b.length_digits) AS INTEGER) AS length,
+         CAST(substr(r.value, 1 + b.start_digits + b.length_digits, b.name_digits) AS INTEGER) AS name,
+         CAST(substr(r.value, 1 + b.start_digits + b.length_digits + b.name_digits, b.depth_digits) AS INTEGER)
+           AS depth,
+         CAST(substr(r.value, 1 + b.start_digits + b.length_digits + b.name_digits + b.depth_digits,
+                     b.window_digits) AS INTEGER) AS window,
+         CAST(substr(r.value, 1 + b.start_digits + b.length_digits + b.name_digits + b.depth_digits
+                     + b.window_digits, b.clipped_digits) AS INTEGER) AS clipped,
+         CAST(substr(r.value, 1 + b.start_digits + b.length_digits + b.name_digits + b.depth_digits
+                     + b.window_digits + b.clipped_digits, b.frame_digits) AS INTEGER) AS frame
+  FROM region_block AS b, json_each(b.rows) AS r);
 -- Time windows (docs/windows.md): amounts in the clock's units (ns, or instructions) counted from
 -- the process's start; actual_* and *_ns are NULL for a window that never opened.
 CREATE TABLE window (

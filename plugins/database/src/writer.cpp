@@ -1,6 +1,5 @@
 #include <kairos/plugins/database/writer.hpp>
 
-#include <charconv>
 
 #include <fmt/format.h>
 
@@ -31,8 +30,9 @@ struct profile_writer::statements {
         counter{database,
                 "INSERT INTO counter (thread, time_ns, name, value, window) VALUES (?, ?, ?, ?, ?)"},
         region_block{database,
-                     "INSERT INTO region_block (thread, base_ns, start_ns, end_ns, count, rows) "
-                     "VALUES (?, ?, ?, ?, ?, ?)"},
+                     "INSERT INTO region_block (thread, base_ns, start_ns, end_ns, count, start_digits, "
+                     "length_digits, name_digits, depth_digits, window_digits, clipped_digits, frame_digits, "
+                     "rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
         window{database,
                "INSERT OR REPLACE INTO window (ordinal, spec, clock, planned_start, planned_end, "
                "actual_start, actual_end, start_ns, end_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"},
@@ -277,69 +277,65 @@ void profile_writer::add_counter(std::int64_t thread, std::int64_t time_ns, std:
 void profile_writer::add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
                                 std::int64_t end_ns, std::int64_t depth, std::int64_t window,
                                 std::int64_t clipped) {
-  // Regions come in runs of one name: a compare instead of a hash.
-  if (name != last_region_name_) {
-    last_region_name_id_ = intern(name);
-    last_region_name_.assign(name);
-  }
-  append_region(thread, last_region_name_id_, start_ns, end_ns, depth, window, clipped, 0);
+  const region_input region{name, 0, start_ns, end_ns, static_cast<std::int32_t>(depth),
+                            static_cast<std::int32_t>(window), static_cast<std::int32_t>(clipped)};
+  add_regions(thread, {&region, 1});
 }
 
 void profile_writer::add_function_region(std::int64_t thread, std::uint64_t function_address,
                                          std::int64_t start_ns, std::int64_t end_ns, std::int64_t depth,
                                          std::int64_t window, std::int64_t clipped) {
-  const auto entry = frame_entry_for(function_address);
-  append_region(thread, entry.function, start_ns, end_ns, depth, window, clipped, entry.frame);
+  const region_input region{{}, function_address, start_ns, end_ns, static_cast<std::int32_t>(depth),
+                            static_cast<std::int32_t>(window), static_cast<std::int32_t>(clipped)};
+  add_regions(thread, {&region, 1});
 }
 
-// A row is [start - base, end - base, name, depth, window, clipped, frame]; trailing zeros are left
-// out (the view reads a missing field as 0, a missing frame as NULL).
-void profile_writer::append_region(std::int64_t thread, std::int64_t name, std::int64_t start_ns,
-                                   std::int64_t end_ns, std::int64_t depth, std::int64_t window,
-                                   std::int64_t clipped, std::int64_t frame) {
-  // A thread's rows come in runs: its block is looked up once a run.
-  if (last_block_ == nullptr || last_block_thread_ != thread) {
-    last_block_ = &region_blocks_[thread];  // nodes never move
-    last_block_thread_ = thread;
+void profile_writer::add_regions(std::int64_t thread, std::span<const region_input> regions) {
+  auto& block = region_blocks_[thread];  // nodes never move
+  // Regions come in runs of one name or one function: a compare instead of a hash. A name seen at
+  // the same address with the same size is the same name within one call (the caller's memory
+  // cannot change under it), so most rows skip even the compare.
+  std::string_view last_given;
+  std::uint64_t last_function = 0;
+  frame_entry last_entry{};
+  for (const auto& region : regions) {
+    region_fields row{region.start_ns, region.end_ns, 0, region.depth, region.window, region.clipped, 0};
+    if (region.function_address != 0) {
+      if (region.function_address != last_function) {
+        last_entry = frame_entry_for(region.function_address);
+        last_function = region.function_address;
+      }
+      row.name = last_entry.function;
+      row.frame = last_entry.frame;
+    } else {
+      if (region.name.data() != last_given.data() || region.name.size() != last_given.size()) {
+        if (region.name != last_region_name_) {
+          last_region_name_id_ = intern(region.name);
+          last_region_name_.assign(region.name);
+        }
+        last_given = region.name;
+      }
+      row.name = last_region_name_id_;
+    }
+    block.push_back(row);
+    if (std::ssize(block) == region_block_rows) write_region_block(thread, block);
   }
-  auto& block = *last_block_;
-  if (block.count == 0) {
-    block.base_ns = block.start_ns = start_ns;
-    block.end_ns = end_ns;
-    block.rows = "[";
-  } else {
-    block.start_ns = std::min(block.start_ns, start_ns);
-    block.end_ns = std::max(block.end_ns, end_ns);
-  }
-  const std::int64_t fields[]{start_ns - block.base_ns, end_ns - block.base_ns, name, depth, window, clipped, frame};
-  std::size_t kept = std::size(fields);
-  while (kept > 4 && fields[kept - 1] == 0) --kept;
-  char row[7 * 21 + 8];  // seven numbers of up to 20 characters, their commas and brackets
-  char* end = row;
-  if (block.count > 0) *end++ = ',';
-  *end++ = '[';
-  for (std::size_t i = 0; i < kept; ++i) {
-    if (i > 0) *end++ = ',';
-    end = std::to_chars(end, row + sizeof row, fields[i]).ptr;
-  }
-  *end++ = ']';
-  block.rows.append(row, end);
-  if (++block.count == region_block_rows) write_region_block(thread, block);
 }
 
-void profile_writer::write_region_block(std::int64_t thread, region_block& block) {
-  if (block.count == 0) return;
-  block.rows += ']';
+void profile_writer::write_region_block(std::int64_t thread, std::vector<region_fields>& block) {
+  if (block.empty()) return;
+  encode_region_block(block, encoded_block_);
+  block.clear();  // keeps its capacity for the thread's next block
   ensure_transaction();
-  statements_->region_block.bind(1, thread)
-      .bind(2, block.base_ns)
-      .bind(3, block.start_ns)
-      .bind(4, block.end_ns)
-      .bind(5, block.count)
-      .bind(6, std::string_view{block.rows})
-      .run();
-  block.count = 0;
-  block.rows.clear();  // keeps its capacity for the thread's next block
+  auto& insert = statements_->region_block;
+  insert.bind(1, thread)
+      .bind(2, encoded_block_.base_ns)
+      .bind(3, encoded_block_.start_ns)
+      .bind(4, encoded_block_.end_ns)
+      .bind(5, encoded_block_.count);
+  for (std::size_t i = 0; i < region_stored_fields; ++i)
+    insert.bind(static_cast<int>(6 + i), std::int64_t{encoded_block_.digits[i]});
+  insert.bind(13, std::string_view{encoded_block_.rows}).run();
 }
 
 void profile_writer::write_region_blocks() {

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -225,6 +227,112 @@ TEST_CASE("the HTML report holds the summary, the tables, the flame graph and th
   CHECK(page.find("src=") == std::string::npos);
   CHECK(page.find("id=\"windows\"") == std::string::npos);  // no windows, no section
   CHECK(page.find("id=\"gpu\"") == std::string::npos);
+}
+
+TEST_CASE("a block of regions decodes to what was encoded, in C++ and through the view, whatever the values") {
+  // Dense short regions (a few digits a field), a field all zeros (no places), negative and extreme
+  // values (a sign, 19 digits), a region ending before it starts: each field's width is its own.
+  constexpr auto most = std::numeric_limits<std::int64_t>::max();
+  constexpr auto least = std::numeric_limits<std::int64_t>::min();
+  const std::vector<std::vector<db::region_fields>> blocks{
+      {{1'000, 1'010, 1, 0, 0, 0, 0}, {1'020, 1'025, 1, 1, 0, 0, 0}, {999, 1'030, 2, 0, 0, 0, 0}},
+      {{5, 5, 7, 0, 0, 0, 0}},
+      {{-50, -10, 3, -2, -1, 3, 12'345}, {0, -20, 1'234'567, 99, 4, 0, 0}},
+      {{0, most, most, least, least + 1, 9, most}, {most, most, 1, 0, 0, 0, 1}},
+  };
+  const auto path = fresh_path("region_codec");
+  {
+    auto database = db::create_profile(path);
+    auto insert = database.prepare(
+        "INSERT INTO region_block (thread, base_ns, start_ns, end_ns, count, start_digits, length_digits, "
+        "name_digits, depth_digits, window_digits, clipped_digits, frame_digits, rows) "
+        "VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    db::encoded_region_block encoded;
+    for (const auto& rows : blocks) {
+      db::encode_region_block(rows, encoded);
+      CHECK(encoded.count == std::ssize(rows));
+      std::vector<db::region_fields> decoded;
+      CHECK(db::decode_region_block(encoded.base_ns, encoded.count, encoded.digits, encoded.rows,
+                                    [&](const db::region_fields& row) { decoded.push_back(row); }));
+      REQUIRE(decoded.size() == rows.size());
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        CHECK(decoded[i].start_ns == rows[i].start_ns);
+        CHECK(decoded[i].end_ns == rows[i].end_ns);
+        CHECK(decoded[i].name == rows[i].name);
+        CHECK(decoded[i].depth == rows[i].depth);
+        CHECK(decoded[i].window == rows[i].window);
+        CHECK(decoded[i].clipped == rows[i].clipped);
+        CHECK(decoded[i].frame == rows[i].frame);
+      }
+      insert.bind(1, encoded.base_ns).bind(2, encoded.start_ns).bind(3, encoded.end_ns).bind(4, encoded.count);
+      for (std::size_t i = 0; i < db::region_stored_fields; ++i)
+        insert.bind(static_cast<int>(5 + i), std::int64_t{encoded.digits[i]});
+      insert.bind(12, std::string_view{encoded.rows}).run();
+    }
+    db::encode_region_block(blocks[0], encoded);
+    CHECK(encoded.digits == std::array<int, 7>{2, 2, 1, 1, 0, 0, 0});  // 31 at most: 2 places; lengths 10|5|31
+    CHECK(encoded.rows == R"(["011010","210511","003120"])");
+    db::encode_region_block(blocks[2], encoded);
+    CHECK(encoded.rows.find('-') != std::string::npos);
+  }
+  // The view, as any SQLite client reads it.
+  auto database = db::open_profile(path);
+  auto viewed = database.prepare("SELECT start_ns, end_ns, name, depth, window, clipped, IFNULL(frame, 0) FROM region");
+  std::vector<db::region_fields> small;
+  while (viewed.step())
+    small.push_back({viewed.integer(0), viewed.integer(1), viewed.integer(2), viewed.integer(3), viewed.integer(4),
+                     viewed.integer(5), viewed.integer(6)});
+  REQUIRE(small.size() == 8);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(small[i].start_ns == blocks[0][i].start_ns);
+    CHECK(small[i].end_ns == blocks[0][i].end_ns);
+    CHECK(small[i].name == blocks[0][i].name);
+    CHECK(small[i].depth == blocks[0][i].depth);
+  }
+  CHECK(small[3].start_ns == 5);
+  CHECK(small[4].start_ns == -50);
+  CHECK(small[4].end_ns == -10);
+  CHECK(small[4].depth == -2);
+  CHECK(small[4].window == -1);
+  CHECK(small[4].clipped == 3);
+  CHECK(small[4].frame == 12'345);
+  CHECK(small[5].end_ns == -20);
+  CHECK(small[5].name == 1'234'567);
+  CHECK(small[5].frame == 0);
+  for (std::size_t i = 0; i < 2; ++i) {  // the extreme block
+    const auto& row = small[6 + i];
+    const auto& written = blocks[3][i];
+    CHECK(row.start_ns == written.start_ns);
+    CHECK(row.end_ns == written.end_ns);
+    CHECK(row.name == written.name);
+    CHECK(row.depth == written.depth);
+    CHECK(row.window == written.window);
+    CHECK(row.frame == written.frame);
+  }
+}
+
+TEST_CASE("a block of regions not as kairos writes it is refused, not misread") {
+  db::encoded_region_block encoded;
+  const std::vector<db::region_fields> rows{{100, 150, 3, 1, 0, 0, 0}, {120, 130, 3, 2, 0, 0, 0}};
+  db::encode_region_block(rows, encoded);
+  const auto decodes = [&](std::int64_t count, std::array<int, 7> digits, const std::string& text) {
+    return db::decode_region_block(0, count, digits, text, [](const db::region_fields&) {});
+  };
+  CHECK(decodes(encoded.count, encoded.digits, encoded.rows));
+  CHECK_FALSE(decodes(encoded.count + 1, encoded.digits, encoded.rows));  // a row too many
+  CHECK_FALSE(decodes(0, encoded.digits, "[]"));                            // blocks are never empty
+  auto wider = encoded.digits;
+  wider[3] += 1;
+  CHECK_FALSE(decodes(encoded.count, wider, encoded.rows));  // the widths do not add up to the rows
+  CHECK_FALSE(decodes(1, {21, 0, 0, 0, 0, 0, 0}, "[\"" + std::string(21, '1') + "\"]"));
+  CHECK_FALSE(decodes(2, {20, 0, 0, 0, 0, 0, 0},
+                      "[\"" + std::string(20, '9') + "\",\"" + std::string(20, '9') + "\"]"));  // 20 digits, no sign
+  for (const std::size_t at : {std::size_t{0}, std::size_t{1}, std::size_t{3}, encoded.rows.size() / 2 + 1,
+                               encoded.rows.size() - 1}) {
+    auto broken = encoded.rows;
+    broken[at] = broken[at] == 'x' ? 'y' : 'x';
+    CHECK_FALSE(decodes(encoded.count, encoded.digits, broken));
+  }
 }
 
 TEST_CASE("the outputs read regions from their blocks as the regions view does") {

@@ -5,6 +5,7 @@
 #include <kairos/plugins/database/commands.hpp>
 #include <kairos/plugins/database/merge.hpp>
 #include <kairos/plugins/database/outputs.hpp>
+#include <kairos/plugins/database/region_block.hpp>
 #include <kairos/plugins/database/schema.hpp>
 #include <kairos/plugins/database/sqlite.hpp>
 #include <kairos/plugins/database/writer.hpp>

@@ -28,9 +28,11 @@ struct delivery_state {
   std::unordered_map<pid_t, thread_record*> program_threads;  // by tid: who asked for GPU work
   gpu::activity_batch gpu_activity;  // kept across flushes: the collector reuses its storage
   mpi_call_batch mpi_calls;          // likewise
+  std::vector<database::profile_writer::region_input> drained_regions;  // reused by each flush
   bool forget_parent = false;  // set in a fork child; done by the child's first flush
 };
-delivery_state* state = new delivery_state;  // never destroyed: used until the process ends
+delivery_state* state = new delivery_state;
+constexpr std::size_t drained_per_call = 4096;  // never destroyed: used until the process ends
 
 sample_clock clock_of(sample_source source) {
   return source == sample_source::cpu_time ? sample_clock::cpu_time : sample_clock::real_time;
@@ -175,22 +177,24 @@ void flush_to_database(bool force) {
     state->program_threads[thread.tid] = &thread;
   });
   database_batch rows;
-  for_each_region_log([&](thread_record& thread, region_log& log) {
-    log.drain([&](const region_row& region) {
-      rows.add_region(thread, *region.name, region.start_ns, region.end_ns, region.depth, region.window,
-                      region.clipped);
+  // A thread's log goes to the sink a few thousand rows a call, not one: one lookup of the thread's
+  // row, one guard against failure.
+  const auto add_log = [&](thread_record& thread, region_log& log) {
+    auto& drained = state->drained_regions;
+    drained.clear();
+    log.drain([&](const region_row& row) {
+      drained.push_back({row.function == 0 ? std::string_view{*row.name} : std::string_view{}, row.function,
+                         row.start_ns, row.end_ns, row.depth, row.window, row.clipped});
+      if (drained.size() == drained_per_call) {
+        rows.add_regions(thread, drained);
+        drained.clear();
+      }
     });
-  });
+    rows.add_regions(thread, drained);
+  };
+  for_each_region_log(add_log);
   process_function_events(false);
-  for_each_function_log([&](thread_record& thread, region_log& log) {
-    log.drain([&](const region_row& call) {
-      if (call.function == 0)
-        rows.add_region(thread, *call.name, call.start_ns, call.end_ns, call.depth, call.window, call.clipped);
-      else
-        rows.add_function_region(thread, call.function, call.start_ns, call.end_ns, call.depth, call.window,
-                                 call.clipped);
-    });
-  });
+  for_each_function_log(add_log);
   for (const auto& window : take_window_changes()) rows.add_window(database_row(window));
   take_gpu_activity(state->gpu_activity);
   add_gpu_rows(rows, state->gpu_activity);

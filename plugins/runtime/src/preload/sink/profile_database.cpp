@@ -312,24 +312,12 @@ void database_batch::add_counter(thread_record& thread, std::int64_t time_ns,
   insert([&] { file().writer->add_counter(thread_row(thread), time_ns, name, value, window); });
 }
 
-void database_batch::add_region(thread_record& thread, std::string_view name,
-                                std::int64_t start_ns, std::int64_t end_ns, std::int32_t depth,
-                                std::int32_t window, std::int32_t clipped) {
-  if (!writable()) return;
+void database_batch::add_regions(thread_record& thread,
+                                 std::span<const database::profile_writer::region_input> regions) {
+  if (regions.empty() || !writable()) return;
   insert([&] {
-    file().writer->add_region(thread_row(thread), name, start_ns, end_ns, depth, window, clipped);
-    ++file().pending.regions;
-  });
-}
-
-void database_batch::add_function_region(thread_record& thread, std::uint64_t function_address,
-                                         std::int64_t start_ns, std::int64_t end_ns, std::int32_t depth,
-                                         std::int32_t window, std::int32_t clipped) {
-  if (!writable()) return;
-  insert([&] {
-    file().writer->add_function_region(thread_row(thread), function_address, start_ns, end_ns, depth, window,
-                                       clipped);
-    ++file().pending.regions;
+    file().writer->add_regions(thread_row(thread), regions);
+    file().pending.regions += regions.size();
   });
 }
 

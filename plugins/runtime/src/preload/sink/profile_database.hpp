@@ -94,11 +94,9 @@ class database_batch {
                   std::int32_t window);
   void add_counter(thread_record& thread, std::int64_t time_ns, std::string_view name,
                    double value, std::int32_t window);
-  void add_region(thread_record& thread, std::string_view name, std::int64_t start_ns,
-                  std::int64_t end_ns, std::int32_t depth, std::int32_t window, std::int32_t clipped);
-  // An instrumented function's call, named by symbolizing `function_address`.
-  void add_function_region(thread_record& thread, std::uint64_t function_address, std::int64_t start_ns,
-                           std::int64_t end_ns, std::int32_t depth, std::int32_t window, std::int32_t clipped);
+  // A thread's regions at once (a drained log): user-API regions by name, instrumented functions'
+  // calls by address (symbolized like a sampled frame).
+  void add_regions(thread_record& thread, std::span<const database::profile_writer::region_input> regions);
   // A window as planned, opened or closed (written again as it changes). Windows alone do not
   // create the file: they wait for the first row that does.
   void add_window(const database_window& window);

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <kairos/plugins/database/region_block.hpp>
 #include <kairos/plugins/database/schema.hpp>
 #include <kairos/plugins/database/sqlite.hpp>
 
@@ -134,9 +135,8 @@ class profile_writer {
                    std::int64_t window = 0);
   // `clipped`: 1 when the start was cut to the window's opening, 2 the end to its closing.
   // Regions are kept per thread and written in blocks of up to region_block_rows (the table
-  // region_block, read through the view `region`; docs/database.md): a row costs an encoding, not
-  // an insert. commit() writes the blocks begun.
-  static constexpr std::int64_t region_block_rows = 4096;
+  // region_block, read through the view `region`; region_block.hpp, docs/database.md): a row costs
+  // a few digits, not an insert. commit() writes the blocks begun.
   void add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
                   std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0,
                   std::int64_t clipped = 0);
@@ -145,6 +145,15 @@ class profile_writer {
   void add_function_region(std::int64_t thread, std::uint64_t function_address, std::int64_t start_ns,
                            std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0,
                            std::int64_t clipped = 0);
+  // A thread's regions at once, as add_region (a name) or add_function_region (an address, not 0)
+  // would add each: a drained log costs one call, not one a row.
+  struct region_input {
+    std::string_view name;
+    std::uint64_t function_address = 0;
+    std::int64_t start_ns = 0, end_ns = 0;
+    std::int32_t depth = 0, window = 0, clipped = 0;
+  };
+  void add_regions(std::int64_t thread, std::span<const region_input> regions);
   // Written when a window opens and again when it closes: the last version stays.
   void add_window(const window_info& window);
   // Each window's samples and regions, counted from the rows (once, at the end).
@@ -184,14 +193,8 @@ class profile_writer {
   void ensure_transaction();
   std::int64_t frame_for(std::uint64_t address);
   frame_entry frame_entry_for(std::uint64_t address);
-  void append_region(std::int64_t thread, std::int64_t name, std::int64_t start_ns, std::int64_t end_ns,
-                     std::int64_t depth, std::int64_t window, std::int64_t clipped, std::int64_t frame);
-  // A thread's regions not yet written: their JSON rows, times from base_ns.
-  struct region_block {
-    std::int64_t base_ns = 0, start_ns = 0, end_ns = 0, count = 0;
-    std::string rows;
-  };
-  void write_region_block(std::int64_t thread, region_block& block);
+  // A thread's regions not yet written.
+  void write_region_block(std::int64_t thread, std::vector<region_fields>& block);
   void write_region_blocks();
 
   connection database_;
@@ -207,9 +210,8 @@ class profile_writer {
   };
   std::unordered_map<std::string, std::int64_t, string_hash, std::equal_to<>> strings_;
   std::unordered_map<std::uint64_t, frame_entry> frames_;  // by address
-  std::unordered_map<std::int64_t, region_block> region_blocks_;  // by thread
-  region_block* last_block_ = nullptr;
-  std::int64_t last_block_thread_ = 0;
+  std::unordered_map<std::int64_t, std::vector<region_fields>> region_blocks_;  // by thread
+  encoded_region_block encoded_block_;  // reused: its string keeps its capacity
   std::string last_region_name_;
   std::int64_t last_region_name_id_ = 0;
   struct edge_hash {

@@ -1,0 +1,140 @@
+#include <kairos/plugins/database/region_block.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace kairos::database {
+namespace {
+
+constexpr char digit_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+int digit_count(std::uint64_t magnitude) {
+  int count = 0;
+  for (; magnitude != 0; magnitude /= 10) ++count;
+  return count;
+}
+
+std::uint64_t magnitude_of(std::int64_t value) {
+  return value < 0 ? 0 - static_cast<std::uint64_t>(value) : static_cast<std::uint64_t>(value);
+}
+
+// `value` in exactly `width` places ending at `end`, zeros in front, '-' in the first place of a
+// negative value. Four digits a step from the right, each step's two pairs independent of each
+// other: a 7-digit value is two dependent divisions, not seven.
+void put(char* end, std::int64_t value, int width) {
+  std::uint64_t magnitude = magnitude_of(value);
+  if (value < 0) {
+    *(end - width) = '-';
+    --width;
+  }
+  for (; width >= 4; width -= 4) {
+    const auto rest = magnitude / 10000;
+    const auto four = static_cast<std::uint32_t>(magnitude - rest * 10000);
+    end -= 4;
+    std::memcpy(end, digit_pairs + 2 * (four / 100), 2);
+    std::memcpy(end + 2, digit_pairs + 2 * (four % 100), 2);
+    magnitude = rest;
+  }
+  const auto last = static_cast<std::uint32_t>(magnitude);  // under 1,000 now
+  if (width >= 2) {
+    end -= 2;
+    std::memcpy(end, digit_pairs + 2 * (last % 100), 2);
+    if (width == 3) *--end = static_cast<char>('0' + last / 100);
+  } else if (width == 1) {
+    *--end = static_cast<char>('0' + last);
+  }
+}
+
+}  // namespace
+
+void encode_region_block(std::span<const region_fields> rows, encoded_region_block& out) {
+  out.count = static_cast<std::int64_t>(rows.size());
+  out.rows.clear();
+  if (rows.empty()) {
+    out.digits = {};
+    return;
+  }
+  // One pass for the block's span and each field's width. The widths come from the OR of a
+  // field's values, which has as many digits as their largest or one more (a loop of ORs, where
+  // maxima and minima cost this loop twice as much); a field with a negative value (its OR's sign
+  // bit set, never in what kairos writes) is measured exactly, in a pass of its own.
+  std::int64_t start_ns = rows.front().start_ns, last_start_ns = start_ns, end_ns = rows.front().end_ns;
+  std::uint64_t lengths = 0, names = 0, depths = 0, windows = 0, clipped = 0, frames = 0;
+  for (const auto& row : rows) {
+    start_ns = std::min(start_ns, row.start_ns);
+    last_start_ns = std::max(last_start_ns, row.start_ns);
+    end_ns = std::max(end_ns, row.end_ns);
+    lengths |= static_cast<std::uint64_t>(row.end_ns) - static_cast<std::uint64_t>(row.start_ns);
+    names |= static_cast<std::uint64_t>(row.name);
+    depths |= static_cast<std::uint64_t>(row.depth);
+    windows |= static_cast<std::uint64_t>(row.window);
+    clipped |= static_cast<std::uint64_t>(row.clipped);
+    frames |= static_cast<std::uint64_t>(row.frame);
+  }
+  out.base_ns = out.start_ns = start_ns;
+  out.end_ns = end_ns;
+  const auto stored = [&](const region_fields& row) {
+    return std::array<std::int64_t, region_stored_fields>{
+        static_cast<std::int64_t>(static_cast<std::uint64_t>(row.start_ns) - static_cast<std::uint64_t>(out.base_ns)),
+        static_cast<std::int64_t>(static_cast<std::uint64_t>(row.end_ns) - static_cast<std::uint64_t>(row.start_ns)),
+        row.name, row.depth, row.window, row.clipped, row.frame};
+  };
+  const std::uint64_t spans[region_stored_fields]{
+      static_cast<std::uint64_t>(last_start_ns) - static_cast<std::uint64_t>(start_ns), lengths, names, depths,
+      windows, clipped, frames};
+  std::size_t stride = 0;
+  for (std::size_t i = 0; i < region_stored_fields; ++i) {
+    if (static_cast<std::int64_t>(spans[i]) >= 0) {
+      out.digits[i] = digit_count(spans[i]);
+    } else {
+      std::int64_t largest = 0, smallest = 0;
+      for (const auto& row : rows) {
+        largest = std::max(largest, stored(row)[i]);
+        smallest = std::min(smallest, stored(row)[i]);
+      }
+      out.digits[i] = std::max(digit_count(static_cast<std::uint64_t>(largest)),
+                               smallest < 0 ? digit_count(magnitude_of(smallest)) + 1 : 0);
+    }
+    stride += static_cast<std::size_t>(out.digits[i]);
+  }
+
+  // The fields that take places (most blocks have no window, clipped nor frame).
+  struct placed_field {
+    std::size_t field;
+    int width;
+  };
+  std::array<placed_field, region_stored_fields> placed{};
+  std::size_t placed_count = 0;
+  for (std::size_t i = 0; i < region_stored_fields; ++i)
+    if (out.digits[i] > 0) placed[placed_count++] = {i, out.digits[i]};
+  out.rows.resize((stride + 3) * rows.size() + 1);
+  char* at = out.rows.data();
+  *at++ = '[';
+  for (const auto& row : rows) {
+    const auto fields = stored(row);
+    *at++ = '"';
+    for (std::size_t i = 0; i < placed_count; ++i) {
+      at += placed[i].width;
+      put(at, fields[placed[i].field], placed[i].width);
+    }
+    *at++ = '"';
+    *at++ = ',';
+  }
+  at[-1] = ']';
+}
+
+bool region_block_layout_fits(std::int64_t count, const std::array<int, region_stored_fields>& digits,
+                              std::size_t bytes) {
+  if (count < 0 || count > region_block_rows) return false;
+  std::size_t stride = 0;
+  for (const auto width : digits) {
+    if (width < 0 || width > 20) return false;
+    stride += static_cast<std::size_t>(width);
+  }
+  return count > 0 && (stride + 3) * static_cast<std::size_t>(count) + 1 == bytes;
+}
+
+}  // namespace kairos::database
