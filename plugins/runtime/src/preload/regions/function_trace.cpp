@@ -87,6 +87,7 @@ struct traced_thread {
   std::vector<open_call> stack;
   std::int32_t included_depth = 0;
   std::atomic<std::uint64_t> events{0};  // processed so far; written by the batch holder only
+  std::atomic<std::uint64_t> rows_made{0};  // likewise (a locked add a row cost 5 ns more)
   std::unordered_map<std::uintptr_t, bool> decided;  // this thread's copy of the verdicts
   std::uintptr_t last_decided = 0;
   bool last_verdict = false;
@@ -140,7 +141,6 @@ std::uintptr_t address_of(std::uintptr_t function) {
   return xray.load(std::memory_order_acquire)->function_address(static_cast<std::int32_t>(function & ~xray_tag));
 }
 std::atomic<bool> forget_parent{false};
-std::atomic<std::uint64_t> recorded{0};
 [[gnu::tls_model("initial-exec")]] thread_local traced_thread* this_thread_trace = nullptr;
 
 // Functions found excluded, by address, so that their later calls cost a load and a compare: a
@@ -224,15 +224,18 @@ bool append_row(traced_thread& trace, const open_call& call, std::int64_t start_
   const auto depth = trace.included_depth;
   const std::string* name = is_region(call.function) ? region_name(call.function) : nullptr;
   const auto function = name != nullptr ? 0 : address_of(call.function);
+  const auto count_row = [&] {
+    trace.rows_made.store(trace.rows_made.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  };
   if (!windows_govern()) {
-    recorded.fetch_add(1, std::memory_order_relaxed);
+    count_row();
     trace.rows.append({name, start_ns, end_ns, depth, 0, clipped, function});
     return true;
   }
   // Under time windows, a row per window the call overlapped, cut to it; none outside them.
   bool any = false;
   for_each_window_between(start_ns, end_ns, [&](const window_span& window) {
-    recorded.fetch_add(1, std::memory_order_relaxed);
+    count_row();
     any = true;
     const std::int32_t cut = clipped | (window.open_ns > start_ns ? 1 : 0) | (window.close_ns < end_ns ? 2 : 0);
     trace.rows.append({name, std::max(start_ns, window.open_ns), std::min(end_ns, window.close_ns), depth,
@@ -528,12 +531,20 @@ void process_function_events(bool closing) {
   }
 }
 
+namespace {
+std::uint64_t rows_made() {
+  std::uint64_t count = 0;
+  for (const auto* trace : traced_threads()) count += trace->rows_made.load(std::memory_order_relaxed);
+  return count;
+}
+}  // namespace
+
 std::uint64_t function_calls_recorded() {
-  return recorded.load(std::memory_order_relaxed) - function_rows_dropped();
+  return rows_made() - function_rows_dropped();
 }
 
 bool traced_anything() {
-  if (recorded.load(std::memory_order_relaxed) > 0) return true;
+  if (rows_made() > 0) return true;
   for (const auto* trace : traced_threads())
     if (trace->head.load(std::memory_order_acquire) != trace->tail.load(std::memory_order_acquire)) return true;
   return false;
@@ -563,7 +574,6 @@ void function_trace_off_in_child() noexcept {
 }
 
 void function_trace_forget_after_fork_in_child() noexcept {
-  recorded.store(0);
   accepting.store(false);  // until the child's first traced call has forgotten the parent
   // Only stores here (no memory is freed in a fork handler): the parent's events are skipped, its
   // open calls forgotten, and a batch another thread of the parent was running is over.
@@ -572,6 +582,7 @@ void function_trace_forget_after_fork_in_child() noexcept {
     trace.stack.clear();
     trace.included_depth = 0;
     trace.events.store(0);
+    trace.rows_made.store(0);
     trace.processing.store(false);
   }
   forget_parent.store(true);
