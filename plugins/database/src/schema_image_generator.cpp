@@ -18,6 +18,10 @@ int main(int argc, char** argv) {
   std::remove(scratch.c_str());
   try {
     kairos::database::connection database{scratch, kairos::database::connection::mode::create};
+    // 8 KiB pages: SQLite writes, reads back and checkpoints its WAL a page a system call, and with
+    // 4 KiB pages those calls were an eighth of a recorded region's cost (2M regions: 143 -> 120 ns
+    // of CPU a region; 16 KiB pages measured the same as 8, with an empty profile twice as large).
+    database.execute("PRAGMA page_size = 8192");
     kairos::database::create_schema(database);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s\n", error.what());
