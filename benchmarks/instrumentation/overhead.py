@@ -11,8 +11,8 @@ for gprof. Configurations, interleaved round by round (their order rotated each 
   kairos             under kairos-run at default settings but no sampler: every call recorded,
                      a row for each call of 1 us or more
   user API, no kairos / user API, kairos
-                     kairos_push_region + kairos_pop_region, a sixteenth as many as fib's calls,
-                     without kairos (over plain) and under kairos-run (over without): a row each
+                     kairos_push_region + kairos_pop_region, as many as fib's calls, without
+                     kairos (over plain) and under kairos-run (over without): a row each
   gprof              the -pg build (mcount on every call, its histogram, gmon.out at exit)
   clock pairs        steady_clock::now() pairs, as many as fib makes calls: the baseline
 With clang++ (and its XRay runtime), also, against clang's plain build (-fno-optimize-sibling-calls):
@@ -104,10 +104,11 @@ def main():
             "kairos, filtered": lambda n: [kairos_run, *out("filtered"), "-s", "KAIROS_INSTRUMENT_EXCLUDE=^fib", "--",
                                            paths["instrumented"], str(n), "1"],
             "kairos": lambda n: [kairos_run, *out("default"), "--", paths["instrumented"], str(n), "1"],
-            # As many regions as fib makes calls (a row each, so fewer: every 16th call's count).
-            "user API, no kairos": lambda n: [paths["instrumented"], "--regions", str(calls[n] // 16)],
+            # As many regions as fib makes calls, a row each (a sixteenth as many while a row cost
+            # over a microsecond: too few regions to weigh one to a nanosecond).
+            "user API, no kairos": lambda n: [paths["instrumented"], "--regions", str(calls[n])],
             "user API, kairos": lambda n: [kairos_run, *out("regions"), "--", paths["instrumented"], "--regions",
-                                           str(calls[n] // 16)],
+                                           str(calls[n])],
             "gprof": lambda n: [paths["gprof"], str(n), "1"],
             "clock pairs": lambda n: [paths["plain"], "--clock-pairs", str(calls[n])],
         }
@@ -135,15 +136,13 @@ def main():
     small, large = sizes
     extra_calls = calls[large] - calls[small]
     # Per round: the CPU a configuration's extra calls cost, over the plain build's for the same calls.
-    # XRay's builds are clang's: their baseline is clang's plain build. Regions: a sixteenth of the
-    # calls, over the user API without kairos (two calls of functions that return at once).
+    # XRay's builds are clang's: their baseline is clang's plain build. Regions under kairos: over
+    # the user API without kairos (two calls of functions that return at once).
     def per_call(name):
         base = "clang plain" if name.startswith("xray") else "plain"
-        count = extra_calls
-        if name.startswith("user API"):
-            base = "plain" if name == "user API, no kairos" else "user API, no kairos"
-            count = calls[large] // 16 - calls[small] // 16
-        return [((big - little) - (plain_big - plain_little)) / count * 1e9
+        if name == "user API, kairos":
+            base = "user API, no kairos"
+        return [((big - little) - (plain_big - plain_little)) / extra_calls * 1e9
                 for (_, big), (_, little), (_, plain_big), (_, plain_little)
                 in zip(results[(name, large)], results[(name, small)], results[(base, large)], results[(base, small)])]
     pair_ns = per_call("clock pairs")

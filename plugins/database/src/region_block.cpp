@@ -57,17 +57,20 @@ void encode_region_block(std::span<const region_fields> rows, encoded_region_blo
     out.digits = {};
     return;
   }
-  // One pass for the block's span and each field's width. The widths come from the OR of a
-  // field's values, which has as many digits as their largest or one more (a loop of ORs, where
-  // maxima and minima cost this loop twice as much); a field with a negative value (its OR's sign
-  // bit set, never in what kairos writes) is measured exactly, in a pass of its own.
+  // One pass for the block's span and each field's width. Starts and lengths, the widest fields,
+  // take their largest value's digits; the others the digits of the OR of their values, as many
+  // or one more (a loop of ORs, where maxima and minima cost this loop twice as much). A field
+  // with a negative value (the sign bit set, never in what kairos writes) is measured exactly, in
+  // a pass of its own.
   std::int64_t start_ns = rows.front().start_ns, last_start_ns = start_ns, end_ns = rows.front().end_ns;
-  std::uint64_t lengths = 0, names = 0, depths = 0, windows = 0, clipped = 0, frames = 0;
+  std::uint64_t lengths = 0, longest = 0, names = 0, depths = 0, windows = 0, clipped = 0, frames = 0;
   for (const auto& row : rows) {
     start_ns = std::min(start_ns, row.start_ns);
     last_start_ns = std::max(last_start_ns, row.start_ns);
     end_ns = std::max(end_ns, row.end_ns);
-    lengths |= static_cast<std::uint64_t>(row.end_ns) - static_cast<std::uint64_t>(row.start_ns);
+    const auto length = static_cast<std::uint64_t>(row.end_ns) - static_cast<std::uint64_t>(row.start_ns);
+    lengths |= length;
+    longest = std::max(longest, length);
     names |= static_cast<std::uint64_t>(row.name);
     depths |= static_cast<std::uint64_t>(row.depth);
     windows |= static_cast<std::uint64_t>(row.window);
@@ -83,8 +86,8 @@ void encode_region_block(std::span<const region_fields> rows, encoded_region_blo
         row.name, row.depth, row.window, row.clipped, row.frame};
   };
   const std::uint64_t spans[region_stored_fields]{
-      static_cast<std::uint64_t>(last_start_ns) - static_cast<std::uint64_t>(start_ns), lengths, names, depths,
-      windows, clipped, frames};
+      static_cast<std::uint64_t>(last_start_ns) - static_cast<std::uint64_t>(start_ns),
+      static_cast<std::int64_t>(lengths) < 0 ? lengths : longest, names, depths, windows, clipped, frames};
   std::size_t stride = 0;
   for (std::size_t i = 0; i < region_stored_fields; ++i) {
     if (static_cast<std::int64_t>(spans[i]) >= 0) {

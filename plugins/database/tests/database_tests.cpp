@@ -270,7 +270,7 @@ TEST_CASE("a block of regions decodes to what was encoded, in C++ and through th
       insert.bind(12, std::string_view{encoded.rows}).run();
     }
     db::encode_region_block(blocks[0], encoded);
-    CHECK(encoded.digits == std::array<int, 7>{2, 2, 1, 1, 0, 0, 0});  // 31 at most: 2 places; lengths 10|5|31
+    CHECK(encoded.digits == std::array<int, 7>{2, 2, 1, 1, 0, 0, 0});  // starts 1, 21, 0 and lengths 10, 5, 31: two places each
     CHECK(encoded.rows == R"(["011010","210511","003120"])");
     db::encode_region_block(blocks[2], encoded);
     CHECK(encoded.rows.find('-') != std::string::npos);
