@@ -28,7 +28,7 @@ double seconds_since(clock_type::time_point begin) {
 int main(int argc, char** argv) {
   const long samples = argc > 1 ? std::atol(argv[1]) : 1'000'000;
   const auto path = (std::filesystem::temp_directory_path() / "kairos_bench_database.db").string();
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
 
   // 1,000 distinct stacks, 8 to 24 frames deep, over 400 functions: a realistic mid-size program.
   std::mt19937_64 random{42};
@@ -87,5 +87,5 @@ int main(int argc, char** argv) {
     write(profile, sink);
     fmt::print("output {}: {:.2f} s, {:.1f} KB\n", name, seconds_since(output_begin), counted.bytes / 1e3);
   }
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
 }

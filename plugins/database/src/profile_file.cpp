@@ -25,6 +25,9 @@ connection create_profile(const std::string& path) {
                            "' already exists; kairos never appends to or overwrites a profile");
     throw database_error("[kairos] cannot create the database '" + path + "': " + std::strerror(errno));
   }
+  // A journal beside a file that did not exist belongs to no database (one deleted without it):
+  // left there, SQLite would roll it back into the new file.
+  ::unlink((path + "-journal").c_str());
   std::size_t written = 0;
   while (written < schema_image_size) {
     const auto count = ::write(fd, schema_image + written, schema_image_size - written);
@@ -43,7 +46,26 @@ connection create_profile(const std::string& path) {
   return database;
 }
 
+// A writer killed during a commit leaves its journal hot; a read-only connection cannot roll it
+// back and would read nothing. One read-write open does (SQLite rolls back on the first read), as
+// any SQLite client's would. A journal left between commits (PERSIST zeroes its header) or none:
+// nothing to do.
+void roll_back_a_killed_commit(const std::string& path) {
+  std::error_code unknown;
+  const auto journal = path + "-journal";
+  if (std::filesystem::file_size(journal, unknown) == 0 || unknown) return;
+  try {
+    connection database{path, connection::mode::read_write};
+    database.execute("SELECT count(*) FROM sqlite_master");
+  } catch (const database_error& error) {
+    throw database_error("[kairos] '" + path + "' was left in the middle of a commit, and its journal '" + journal +
+                         "' cannot be rolled back here (" + error.what() +
+                         "); open it once where it can be written, with kairos or any SQLite client");
+  }
+}
+
 connection open_profile(const std::string& path) {
+  roll_back_a_killed_commit(path);
   connection database{path, connection::mode::read_only};
   // The outputs' queries build temporary tables (materialized views, automatic indexes, sorts).
   // In temporary files each costs file creation and writes: the function table of a small

@@ -5,9 +5,9 @@
 namespace kairos::database {
 
 connection::connection(const std::string& path, mode open_mode) : path_{path} {
-  const int flags = open_mode == mode::read_only
-                        ? SQLITE_OPEN_READONLY
-                        : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  const int flags = open_mode == mode::read_only    ? SQLITE_OPEN_READONLY
+                    : open_mode == mode::read_write ? SQLITE_OPEN_READWRITE
+                                                    : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
   if (sqlite3_open_v2(path.c_str(), &handle_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     const std::string message = handle_ != nullptr ? sqlite3_errmsg(handle_) : "out of memory";
     sqlite3_close(handle_);

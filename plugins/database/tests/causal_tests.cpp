@@ -24,7 +24,7 @@ namespace {
 std::string fresh_path(const std::string& name) {
   const auto path = std::filesystem::current_path() / "causal_tests" / (name + ".db");
   std::filesystem::create_directories(path.parent_path());
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path.string() + suffix);
   return path.string();
 }
 

@@ -39,7 +39,7 @@ db::frame_info fake_symbols(std::uint64_t address) {
 
 std::string fresh_path(const std::string& name) {
   const auto path = std::filesystem::current_path() / (name + ".db");
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path.string() + suffix);
   return path.string();
 }
 
@@ -94,7 +94,7 @@ TEST_CASE("a new profile holds exactly the schema's tables and views, set for wr
   CHECK(objects(profile) == expected);
   auto journal = profile.prepare("PRAGMA journal_mode");
   REQUIRE(journal.step());
-  CHECK(journal.text(0) == "wal");
+  CHECK(journal.text(0) == "persist");
   auto version = profile.prepare("SELECT value FROM metadata WHERE key = 'schema_version'");
   REQUIRE(version.step());
   CHECK(version.text(0) == std::to_string(db::schema_version));
@@ -452,11 +452,28 @@ TEST_CASE("a killed writer leaves a valid database with everything up to the las
   int status = 0;
   ::waitpid(child, &status, 0);
   REQUIRE(WIFSIGNALED(status));
+  // Killed in the middle of a transaction: its journal is hot, and the read-only reader still sees
+  // the last commit (open_profile rolls the journal back first).
+  REQUIRE(std::filesystem::file_size(path + "-journal") > 0);
+  const auto stray = fresh_path("killed_journal_elsewhere");
+  std::filesystem::copy_file(path + "-journal", stray + "-journal");
   auto profile = db::open_profile(path);
   CHECK(count(profile, "SELECT COUNT(*) FROM sample") == 500);
   auto integrity = profile.prepare("PRAGMA integrity_check");
   REQUIRE(integrity.step());
   CHECK(integrity.text(0) == "ok");
+  // A journal whose database is gone is not rolled back into a new profile of that name.
+  {
+    db::profile_writer writer{stray, fake_symbols};
+    writer.add_process({2, 0, std::nullopt, "h", "c", 0});
+    writer.commit();
+  }
+  auto fresh = db::open_profile(stray);
+  CHECK(count(fresh, "SELECT COUNT(*) FROM sample") == 0);
+  CHECK(count(fresh, "SELECT COUNT(*) FROM process") == 1);
+  auto fresh_integrity = fresh.prepare("PRAGMA integrity_check");
+  REQUIRE(fresh_integrity.step());
+  CHECK(fresh_integrity.text(0) == "ok");
 }
 
 TEST_CASE("bad paths and foreign files are refused by name") {

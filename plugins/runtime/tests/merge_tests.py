@@ -126,21 +126,27 @@ def test_merged_databases_merge_again(directory):
     check(status == 1 and "already merged" in err, f"a process in a merged input and again alone: {err!r}")
 
 
-def test_input_with_its_write_ahead_log_left_behind_is_read_whole(directory):
+def test_input_left_in_the_middle_of_a_commit_is_read_to_its_last_commit(directory):
     inputs = generate(os.path.join(directory, "in"), 2)
-    # What a killed program leaves: rows committed to the -wal file, never folded into the database.
+    # What a program killed during a commit leaves: pages of the unfinished transaction written
+    # into the file (a one-page cache spills them), the originals in a hot journal beside it.
     script = ("import os, sqlite3, sys\n"
               "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-              "db.execute('PRAGMA wal_autocheckpoint = 0')\n"
-              "db.execute('INSERT INTO sample (thread, time_ns, weight_ns, stack) "
-              "SELECT thread, time_ns, weight_ns, stack FROM sample LIMIT 50')\n"
+              "db.execute('PRAGMA cache_size = 1')\n"
+              "db.execute('BEGIN')\n"
+              "for _ in range(6):  # 200 rows doubled six times\n"
+              "    db.execute('INSERT INTO sample (thread, time_ns, weight_ns, stack) "
+              "SELECT thread, time_ns, weight_ns, stack FROM sample')\n"
               "os._exit(0)\n")
     result = run_process([sys.executable, "-c", script, inputs[0]], TIMEOUT)
-    check(result.returncode == 0 and os.path.exists(inputs[0] + "-wal"), f"a -wal file is left: {result.stderr!r}")
+    journal = inputs[0] + "-journal"
+    check(result.returncode == 0 and os.path.exists(journal) and os.path.getsize(journal) > 0,
+          f"a hot journal is left: {result.stderr!r}")
     out = os.path.join(directory, "all.db")
     status, err = merge("-o", out, *inputs)
     check(status == 0, f"status {status}, {err!r}")
-    check(scalar(out, "SELECT COUNT(*) FROM sample") == 2 * 200 + 50, "the rows in the -wal file are merged")
+    check(scalar(out, "SELECT COUNT(*) FROM sample") == 2 * 200, "the committed rows are merged, the rest rolled back")
+    check(scalar(inputs[0], "PRAGMA integrity_check") == "ok", "the input is whole again")
 
 
 def test_kairos_report_reads_a_merged_database(directory):

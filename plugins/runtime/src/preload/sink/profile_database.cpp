@@ -452,7 +452,7 @@ void close_profile_database() {
   if (!state || !state->file) return;
   std::lock_guard lock{state->mutex};
   if (!file().writer) return;
-  // One self-contained file: readers opened afterwards leave no -wal/-shm beside it.
+  // One self-contained file: the journal kept between commits (PERSIST) is deleted.
   insert([] { file().writer->database().execute("PRAGMA journal_mode = DELETE"); });
   if (auto failure = capture_problem("closing the profile database failed", [] { file().writer.reset(); }))
     record_failure(std::move(failure));

@@ -20,7 +20,7 @@ class statement;
 
 class connection {
  public:
-  enum class mode { read_only, create };
+  enum class mode { read_only, read_write, create };
   connection(const std::string& path, mode open_mode);
   connection(connection&& other) noexcept;
   connection& operator=(connection&&) = delete;
