@@ -299,14 +299,14 @@ void profile_writer::add_regions(std::int64_t thread, std::span<const region_inp
   std::uint64_t last_function = 0;
   frame_entry last_entry{};
   for (const auto& region : regions) {
-    region_fields row{region.start_ns, region.end_ns, 0, region.depth, region.window, region.clipped, 0};
+    std::int64_t name = 0, frame = 0;
     if (region.function_address != 0) {
       if (region.function_address != last_function) {
         last_entry = frame_entry_for(region.function_address);
         last_function = region.function_address;
       }
-      row.name = last_entry.function;
-      row.frame = last_entry.frame;
+      name = last_entry.function;
+      frame = last_entry.frame;
     } else {
       if (region.name.data() != last_given.data() || region.name.size() != last_given.size()) {
         if (region.name != last_region_name_) {
@@ -315,9 +315,18 @@ void profile_writer::add_regions(std::int64_t thread, std::span<const region_inp
         }
         last_given = region.name;
       }
-      row.name = last_region_name_id_;
+      name = last_region_name_id_;
     }
-    block.push_back(row);
+    // Written in place, field by field (a row built first and copied was read back through a
+    // store-forwarding stall).
+    auto& row = block.emplace_back();
+    row.start_ns = region.start_ns;
+    row.end_ns = region.end_ns;
+    row.name = name;
+    row.depth = region.depth;
+    row.window = region.window;
+    row.clipped = region.clipped;
+    row.frame = frame;
     if (std::ssize(block) == region_block_rows) write_region_block(thread, block);
   }
 }

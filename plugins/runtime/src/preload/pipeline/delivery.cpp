@@ -183,8 +183,16 @@ void flush_to_database(bool force) {
     auto& drained = state->drained_regions;
     drained.clear();
     log.drain([&](const region_row& row) {
-      drained.push_back({row.function == 0 ? std::string_view{*row.name} : std::string_view{}, row.function,
-                         row.start_ns, row.end_ns, row.depth, row.window, row.clipped});
+      // Field by field: a whole region_input built first went through the stack in pieces and was
+      // read back in other pieces (a store-forwarding stall, 40% of this loop).
+      auto& input = drained.emplace_back();
+      input.name = row.function == 0 ? std::string_view{*row.name} : std::string_view{};
+      input.function_address = row.function;
+      input.start_ns = row.start_ns;
+      input.end_ns = row.end_ns;
+      input.depth = row.depth;
+      input.window = row.window;
+      input.clipped = row.clipped;
       if (drained.size() == drained_per_call) {
         rows.add_regions(thread, drained);
         drained.clear();

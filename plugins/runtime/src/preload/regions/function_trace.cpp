@@ -241,7 +241,15 @@ bool append_row(traced_thread& trace, std::uintptr_t what, std::int64_t start_ns
   };
   if (!windows_govern()) {
     count_row();
-    trace.rows.append({name, start_ns, end_ns, depth, 0, clipped, function});
+    trace.rows.append_with([&](region_row& row) {
+      row.name = name;
+      row.start_ns = start_ns;
+      row.end_ns = end_ns;
+      row.depth = depth;
+      row.window = 0;
+      row.clipped = clipped;
+      row.function = function;
+    });
     return true;
   }
   // Under time windows, a row per window the call overlapped, cut to it; none outside them.

@@ -34,28 +34,20 @@ class region_log {
   region_log& operator=(const region_log&) = delete;
   ~region_log() { free_all(); }
 
-  // The owning thread only.
+  // The owning thread only. `fill(region_row&)` writes the row in its slot: a row built first and
+  // copied in was read back through a store-forwarding stall (its fields stored in pieces).
+  template <class Fill>
+  void append_with(Fill&& fill) noexcept {
+    auto* slot = next_slot();
+    if (slot == nullptr) return;
+    fill(*slot);
+    tail_->committed.store(tail_->committed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
   void append(const region_row& row) noexcept {
-    auto count = tail_->committed.load(std::memory_order_relaxed);
-    if (count == chunk_rows) {
-      chunk* fresh = nullptr;
-      if (chunks_.load(std::memory_order_acquire) < max_chunks_) {
-        fresh = spare_.exchange(nullptr, std::memory_order_acquire);
-        if (fresh == nullptr) fresh = new (std::nothrow) chunk;
-      }
-      if (fresh == nullptr) {
-        dropped_.fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
-      chunks_.fetch_add(1, std::memory_order_relaxed);
-      tail_->next.store(fresh, std::memory_order_release);
-      tail_ = fresh;
-      count = 0;
-    }
-    tail_->rows[count] = row;
-    tail_->committed.store(count + 1, std::memory_order_release);
+    append_with([&](region_row& slot) { slot = row; });
   }
 
+  // The consumer only: every row committed so far, oldest first; frees the chunks it finishes.
   // The consumer only: every row committed so far, oldest first; frees the chunks it finishes.
   template <class Consume>
   void drain(Consume&& consume) {
@@ -91,6 +83,28 @@ class region_log {
     std::atomic<chunk*> next{nullptr};
     region_row rows[chunk_rows];
   };
+
+  // The owning thread's: where its next row goes (a new chunk when the last is full), or null when
+  // the bound is reached (the row is dropped and counted).
+  region_row* next_slot() noexcept {
+    auto count = tail_->committed.load(std::memory_order_relaxed);
+    if (count == chunk_rows) {
+      chunk* fresh = nullptr;
+      if (chunks_.load(std::memory_order_acquire) < max_chunks_) {
+        fresh = spare_.exchange(nullptr, std::memory_order_acquire);
+        if (fresh == nullptr) fresh = new (std::nothrow) chunk;
+      }
+      if (fresh == nullptr) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        return nullptr;
+      }
+      chunks_.fetch_add(1, std::memory_order_relaxed);
+      tail_->next.store(fresh, std::memory_order_release);
+      tail_ = fresh;
+      count = 0;
+    }
+    return &tail_->rows[count];
+  }
 
   // The consumer's: a read chunk becomes the spare, or is freed when there is one already.
   void recycle(chunk* read) {
