@@ -162,7 +162,7 @@ bool wants_format(std::string_view format) {
 
 void remove_database_files(const std::string& path) {
   std::error_code error;
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, error);
+  for (const char* suffix : {"", "-journal"}) std::filesystem::remove(path + suffix, error);
 }
 
 std::size_t program_threads() {

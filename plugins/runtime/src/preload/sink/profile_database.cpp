@@ -197,7 +197,7 @@ bool create_if_needed() {
     // What the failed creation left (the exclusively created file is kairos's): no half file.
     std::error_code ignored;
     if (!existed_before)
-      for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      for (const char* suffix : {"", "-journal"})
         std::filesystem::remove(file().path + suffix, ignored);
     file().first_problem = problem{failure.text() + "; set KAIROS_OUTPUT_PATH (kairos-run -o) to a "
                                    "writable location; the program is unaffected"};
