@@ -254,16 +254,7 @@ TEST_CASE("a block of regions decodes to what was encoded, in C++ and through th
       std::vector<db::region_fields> decoded;
       CHECK(db::decode_region_block(encoded.base_ns, encoded.count, encoded.digits, encoded.rows,
                                     [&](const db::region_fields& row) { decoded.push_back(row); }));
-      REQUIRE(decoded.size() == rows.size());
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        CHECK(decoded[i].start_ns == rows[i].start_ns);
-        CHECK(decoded[i].end_ns == rows[i].end_ns);
-        CHECK(decoded[i].name == rows[i].name);
-        CHECK(decoded[i].depth == rows[i].depth);
-        CHECK(decoded[i].window == rows[i].window);
-        CHECK(decoded[i].clipped == rows[i].clipped);
-        CHECK(decoded[i].frame == rows[i].frame);
-      }
+      CHECK(decoded == rows);
       insert.bind(1, encoded.base_ns).bind(2, encoded.start_ns).bind(3, encoded.end_ns).bind(4, encoded.count);
       for (std::size_t i = 0; i < db::region_stored_fields; ++i)
         insert.bind(static_cast<int>(5 + i), std::int64_t{encoded.digits[i]});
@@ -283,32 +274,11 @@ TEST_CASE("a block of regions decodes to what was encoded, in C++ and through th
     small.push_back({viewed.integer(0), viewed.integer(1), viewed.integer(2), viewed.integer(3), viewed.integer(4),
                      viewed.integer(5), viewed.integer(6)});
   REQUIRE(small.size() == 8);
-  for (std::size_t i = 0; i < 3; ++i) {
-    CHECK(small[i].start_ns == blocks[0][i].start_ns);
-    CHECK(small[i].end_ns == blocks[0][i].end_ns);
-    CHECK(small[i].name == blocks[0][i].name);
-    CHECK(small[i].depth == blocks[0][i].depth);
-  }
-  CHECK(small[3].start_ns == 5);
-  CHECK(small[4].start_ns == -50);
-  CHECK(small[4].end_ns == -10);
-  CHECK(small[4].depth == -2);
-  CHECK(small[4].window == -1);
-  CHECK(small[4].clipped == 3);
-  CHECK(small[4].frame == 12'345);
-  CHECK(small[5].end_ns == -20);
-  CHECK(small[5].name == 1'234'567);
-  CHECK(small[5].frame == 0);
-  for (std::size_t i = 0; i < 2; ++i) {  // the extreme block
-    const auto& row = small[6 + i];
-    const auto& written = blocks[3][i];
-    CHECK(row.start_ns == written.start_ns);
-    CHECK(row.end_ns == written.end_ns);
-    CHECK(row.name == written.name);
-    CHECK(row.depth == written.depth);
-    CHECK(row.window == written.window);
-    CHECK(row.frame == written.frame);
-  }
+  std::size_t at = 0;
+  for (const auto& rows : blocks)
+    for (const auto& row : rows) CHECK_MESSAGE(small.at(at++) == row, "region " << at - 1);
+  CHECK(small[6] == blocks[3][0]);  // the extreme block
+  CHECK(small[7] == blocks[3][1]);
 }
 
 TEST_CASE("random blocks of regions decode to what was encoded") {
@@ -341,18 +311,10 @@ TEST_CASE("random blocks of regions decode to what was encoded") {
       row.frame = value(signs);
     }
     db::encode_region_block(rows, encoded);
-    std::size_t at = 0;
-    bool same = true;
-    const bool whole = db::decode_region_block(encoded.base_ns, encoded.count, encoded.digits, encoded.rows,
-                                               [&](const db::region_fields& row) {
-      const auto& written = rows.at(at++);
-      same = same && row.start_ns == written.start_ns && row.end_ns == written.end_ns && row.name == written.name &&
-             row.depth == written.depth && row.window == written.window && row.clipped == written.clipped &&
-             row.frame == written.frame;
-    });
-    CHECK(whole);
-    CHECK(at == rows.size());
-    CHECK_MESSAGE(same, "block " << block);
+    std::vector<db::region_fields> decoded;
+    CHECK(db::decode_region_block(encoded.base_ns, encoded.count, encoded.digits, encoded.rows,
+                                  [&](const db::region_fields& row) { decoded.push_back(row); }));
+    CHECK_MESSAGE(decoded == rows, "block " << block);
   }
 }
 

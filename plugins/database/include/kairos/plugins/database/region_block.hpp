@@ -19,6 +19,7 @@ inline constexpr std::int64_t region_block_rows = 4096;
 // One region; `frame` 0 for a user-API region.
 struct region_fields {
   std::int64_t start_ns = 0, end_ns = 0, name = 0, depth = 0, window = 0, clipped = 0, frame = 0;
+  friend bool operator==(const region_fields&, const region_fields&) = default;
 };
 
 // The fields as stored, in this order: start_ns - base_ns, end_ns - start_ns, name, depth, window,
