@@ -204,23 +204,15 @@ namespace {
 // changes their widths: each block is decoded and encoded again (region_block.hpp).
 void copy_region_blocks(connection& database, const id_map& strings, const id_map& frames, const std::string& input,
                         std::int64_t thread_shift) {
-  auto blocks = database.prepare(
-      "SELECT id, thread, base_ns, count, start_digits, length_digits, name_digits, depth_digits, window_digits, "
-      "clipped_digits, frame_digits, rows FROM input.region_block ORDER BY id");
-  statement insert{database,
-                   "INSERT INTO main.region_block (thread, base_ns, start_ns, end_ns, count, start_digits, "
-                   "length_digits, name_digits, depth_digits, window_digits, clipped_digits, frame_digits, rows) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"};
+  auto blocks = database.prepare("SELECT " + std::string{region_block_columns} + " FROM input.region_block ORDER BY id");
+  statement insert{database, region_block_insert_sql("main.region_block")};
   std::vector<region_fields> rows;
   encoded_region_block encoded;
   while (blocks.step()) {
-    std::array<int, region_stored_fields> digits{};
-    for (std::size_t i = 0; i < region_stored_fields; ++i)
-      digits[i] = static_cast<int>(std::clamp<std::int64_t>(blocks.integer(static_cast<int>(4 + i)), -1, 21));
+    const auto block = stored_block(blocks);
     rows.clear();
     bool ids_resolve = true;
-    const bool whole = decode_region_block(blocks.integer(2), blocks.integer(3), digits, blocks.text(11),
-                                           [&](region_fields row) {
+    const bool whole = block.decode([&](region_fields row) {
       row.name = strings[row.name];
       const bool has_frame = row.frame != 0;
       if (has_frame) row.frame = frames[row.frame];
@@ -228,18 +220,12 @@ void copy_region_blocks(connection& database, const id_map& strings, const id_ma
       rows.push_back(row);
     });
     if (!whole || !ids_resolve)
-      throw database_error(fmt::format("[kairos] '{}' is corrupt: region_block {} {}", input, blocks.integer(0),
+      throw database_error(fmt::format("[kairos] '{}' is corrupt: region_block {} {}", input, block.id,
                                        whole ? "names a missing string or frame"
                                              : "does not hold rows as kairos writes them"));
     if (rows.empty()) continue;
     encode_region_block(rows, encoded);
-    insert.bind(1, blocks.integer(1) + thread_shift)
-        .bind(2, encoded.base_ns)
-        .bind(3, encoded.start_ns)
-        .bind(4, encoded.end_ns)
-        .bind(5, encoded.count);
-    for (std::size_t i = 0; i < region_stored_fields; ++i) insert.bind(static_cast<int>(6 + i), std::int64_t{encoded.digits[i]});
-    insert.bind(13, std::string_view{encoded.rows}).run();
+    insert_region_block(insert, block.thread + thread_shift, encoded);
   }
 }
 

@@ -177,24 +177,18 @@ nlohmann::json gpu_json(connection& profile, const window_range& range) {
 region_records read_regions(connection& profile, const window_range& windows) {
   region_records found;
   std::set<std::int64_t> name_ids;
-  auto blocks = profile.prepare(
-      "SELECT id, thread, base_ns, count, start_digits, length_digits, name_digits, depth_digits, window_digits, "
-      "clipped_digits, frame_digits, rows FROM region_block");
+  auto blocks = profile.prepare("SELECT " + std::string{region_block_columns} + " FROM region_block");
   while (blocks.step()) {
-    const auto thread = blocks.integer(1);
-    std::array<int, region_stored_fields> digits{};
-    for (std::size_t i = 0; i < region_stored_fields; ++i)
-      digits[i] = static_cast<int>(std::clamp<std::int64_t>(blocks.integer(static_cast<int>(4 + i)), -1, 21));
-    const bool whole = decode_region_block(blocks.integer(2), blocks.integer(3), digits, blocks.text(11),
-                                           [&](const region_fields& row) {
+    const auto block = stored_block(blocks);
+    const bool whole = block.decode([&](const region_fields& row) {
       if (!windows.all && (row.window < windows.first || row.window > windows.last)) return;
-      found.rows.push_back({thread, row.start_ns, row.end_ns, row.depth, row.clipped, row.name});
+      found.rows.push_back({block.thread, row.start_ns, row.end_ns, row.depth, row.clipped, row.name});
       name_ids.insert(row.name);
     });
     if (!whole)
-      throw database_error{fmt::format("region_block {} does not hold rows as kairos writes them (count rows "
-                                       "of fixed-width digits, the widths in its *_digits columns)",
-                                       blocks.integer(0))};
+      throw database_error{fmt::format("region_block {} does not hold rows as kairos writes them (a JSON array "
+                                       "of count strings of fixed-width digits, the widths in its *_digits columns)",
+                                       block.id)};
   }
   found.names = string_values(profile, name_ids);
   // A name missing from the string table: the view's JOIN leaves the row out.

@@ -129,6 +129,26 @@ void encode_region_block(std::span<const region_fields> rows, encoded_region_blo
   at[-1] = ']';
 }
 
+stored_region_block stored_block(const statement& query) {
+  stored_region_block block{query.integer(0), query.integer(1), query.integer(2), query.integer(3), {}, query.text(11)};
+  // A width outside 0..20 fails the layout check; clamped, it cannot overflow an int.
+  for (std::size_t i = 0; i < region_stored_fields; ++i)
+    block.digits[i] = static_cast<int>(std::clamp<std::int64_t>(query.integer(static_cast<int>(4 + i)), -1, 21));
+  return block;
+}
+
+std::string region_block_insert_sql(std::string_view table) {
+  return "INSERT INTO " + std::string{table} +
+         " (thread, base_ns, start_ns, end_ns, count, start_digits, length_digits, name_digits, depth_digits, "
+         "window_digits, clipped_digits, frame_digits, rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+}
+
+void insert_region_block(statement& insert, std::int64_t thread, const encoded_region_block& block) {
+  insert.bind(1, thread).bind(2, block.base_ns).bind(3, block.start_ns).bind(4, block.end_ns).bind(5, block.count);
+  for (std::size_t i = 0; i < region_stored_fields; ++i) insert.bind(static_cast<int>(6 + i), std::int64_t{block.digits[i]});
+  insert.bind(13, std::string_view{block.rows}).run();
+}
+
 bool region_block_layout_fits(std::int64_t count, const std::array<int, region_stored_fields>& digits,
                               std::size_t bytes) {
   if (count < 0 || count > region_block_rows) return false;

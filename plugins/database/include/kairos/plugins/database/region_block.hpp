@@ -11,6 +11,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include <kairos/plugins/database/sqlite.hpp>
 
 namespace kairos::database {
 
@@ -79,5 +82,27 @@ bool decode_region_block(std::int64_t base_ns, std::int64_t count,
   }
   return true;
 }
+
+// A block as a reader selects it: `SELECT <region_block_columns> FROM region_block`, then
+// stored_block(query) for each row (its `rows` views the query's current row).
+inline constexpr std::string_view region_block_columns =
+    "id, thread, base_ns, count, start_digits, length_digits, name_digits, depth_digits, window_digits, "
+    "clipped_digits, frame_digits, rows";
+struct stored_region_block {
+  std::int64_t id = 0, thread = 0, base_ns = 0, count = 0;
+  std::array<int, region_stored_fields> digits{};
+  std::string_view rows;
+
+  template <class Visit>
+  bool decode(Visit&& visit) const {
+    return decode_region_block(base_ns, count, digits, rows, std::forward<Visit>(visit));
+  }
+};
+stored_region_block stored_block(const statement& query);
+
+// The INSERT of an encoded block into `table` (region_block, or main.region_block beside an
+// attached input), and its run.
+std::string region_block_insert_sql(std::string_view table);
+void insert_region_block(statement& insert, std::int64_t thread, const encoded_region_block& block);
 
 }  // namespace kairos::database
