@@ -316,9 +316,10 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   const auto samples = scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"));
   const auto weight_ns =
       scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE 1" + in_windows(range, "window"));
-  // The blocks know their rows' count; only a window filter needs the rows decoded.
+  // The blocks know their rows' count; only a window filter needs the rows decoded (here, not
+  // through the view).
   const auto region_count = range.all ? scalar(profile, "SELECT COALESCE(SUM(count), 0) FROM region_block")
-                                      : scalar(profile, "SELECT COUNT(*) FROM region WHERE 1" + in_windows(range, "window"));
+                                      : static_cast<std::int64_t>(output_helpers::read_regions(profile, range).rows.size());
   const auto threads = sampled_threads(profile, range);
   const auto windows = windows_in(profile, range);
 

@@ -28,9 +28,6 @@ struct region_fields {
 // The fields as stored, in this order: start_ns - base_ns, end_ns - start_ns, name, depth, window,
 // clipped, frame. Their widths are the block's columns start_digits ... frame_digits.
 inline constexpr std::size_t region_stored_fields = 7;
-inline constexpr std::array<std::string_view, region_stored_fields> region_digit_columns{
-    "start_digits", "length_digits", "name_digits", "depth_digits", "window_digits", "clipped_digits",
-    "frame_digits"};
 
 struct encoded_region_block {
   std::int64_t base_ns = 0;             // the earliest start: every stored start counts from it
@@ -43,11 +40,13 @@ struct encoded_region_block {
 // `rows`: 1 to region_block_rows regions. `out`'s string keeps its capacity between blocks.
 void encode_region_block(std::span<const region_fields> rows, encoded_region_block& out);
 
+// Whether `count` rows of these widths take exactly `bytes` (and count and widths are in range).
+bool region_block_layout_fits(std::int64_t count, const std::array<int, region_stored_fields>& digits,
+                              std::size_t bytes);
+
 // Calls visit(const region_fields&) for each row. False when the block is not as
 // encode_region_block writes it (a wrong length, a width over 20, a character out of place); the
 // rows before the fault have been visited.
-bool region_block_layout_fits(std::int64_t count, const std::array<int, region_stored_fields>& digits,
-                              std::size_t bytes);
 template <class Visit>
 bool decode_region_block(std::int64_t base_ns, std::int64_t count,
                          const std::array<int, region_stored_fields>& digits, std::string_view rows,
