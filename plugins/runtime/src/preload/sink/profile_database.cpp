@@ -170,6 +170,11 @@ bool create_if_needed() {
     const auto directory = std::filesystem::path{file().path}.parent_path();
     if (!directory.empty()) std::filesystem::create_directories(directory);
     file().writer = std::make_unique<database::profile_writer>(file().path, &symbolize);
+    // The file's lock is kairos's until the finish: with a rollback journal, a reader inside the
+    // file while the program runs (a report, a browser left open) would hold off every commit, and
+    // a commit kept waiting fails with its rows. Readers wait for the program's end instead (5 s,
+    // then "database is locked"). Also one lock a commit fewer.
+    file().writer->database().execute("PRAGMA main.locking_mode = EXCLUSIVE");
     database::process_info process;
     process.pid = getpid();
     process.ppid = getppid();
@@ -452,8 +457,12 @@ void close_profile_database() {
   if (!state || !state->file) return;
   std::lock_guard lock{state->mutex};
   if (!file().writer) return;
-  // One self-contained file: the journal kept between commits (PERSIST) is deleted.
-  insert([] { file().writer->database().execute("PRAGMA journal_mode = DELETE"); });
+  // One self-contained file: the journal kept between commits (PERSIST) is deleted; the file's
+  // lock is let go (at the read that follows), for the outputs and every other reader.
+  insert([] {
+    auto& database = file().writer->database();
+    database.execute("PRAGMA main.locking_mode = NORMAL; PRAGMA journal_mode = DELETE; SELECT count(*) FROM sqlite_master");
+  });
   if (auto failure = capture_problem("closing the profile database failed", [] { file().writer.reset(); }))
     record_failure(std::move(failure));
   file().writer.reset();
