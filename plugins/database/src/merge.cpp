@@ -223,7 +223,6 @@ void copy_region_blocks(connection& database, const id_map& strings, const id_ma
       throw database_error(fmt::format("[kairos] '{}' is corrupt: region_block {} {}", input, block.id,
                                        whole ? "names a missing string or frame"
                                              : "does not hold rows as kairos writes them"));
-    if (rows.empty()) continue;
     encode_region_block(rows, encoded);
     insert_region_block(insert, block.thread + thread_shift, encoded);
   }

@@ -1,9 +1,11 @@
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <kairos/plugins/database/schema.hpp>
@@ -46,18 +48,32 @@ connection create_profile(const std::string& path) {
   return database;
 }
 
-// A writer killed during a commit leaves its journal hot; a read-only connection cannot roll it
-// back and would read nothing. One read-write open does (SQLite rolls back on the first read), as
-// any SQLite client's would. A journal left between commits (PERSIST zeroes its header) or none:
-// nothing to do.
+// A profile's program holds its lock until it ends (the runtime's writer, docs/database.md): a
+// reader is told so, not that the file is no profile.
+database_error locked(const std::string& path) {
+  return database_error("[kairos] '" + path + "' is locked by the program writing it: a profile can be read once " +
+                        "its program has ended");
+}
+
+// A writer killed during a commit leaves its journal hot (its header whole); a read-only connection
+// cannot roll it back and would read nothing. One read-write open does (SQLite rolls back on the
+// first read), as any SQLite client's would. A journal left between commits (PERSIST zeroes its
+// header) or none: nothing to do.
 void roll_back_a_killed_commit(const std::string& path) {
-  std::error_code unknown;
+  constexpr unsigned char journal_magic[8] = {0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7};
   const auto journal = path + "-journal";
-  if (std::filesystem::file_size(journal, unknown) == 0 || unknown) return;
+  const int fd = ::open(journal.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  unsigned char header[sizeof journal_magic] = {};
+  const auto read = ::pread(fd, header, sizeof header, 0);
+  ::close(fd);
+  if (read != static_cast<ssize_t>(sizeof header) || std::memcmp(header, journal_magic, sizeof header) != 0) return;
+  std::optional<connection> database;
   try {
-    connection database{path, connection::mode::read_write};
-    database.execute("SELECT count(*) FROM sqlite_master");
+    database.emplace(path, connection::mode::read_write);
+    database->execute("SELECT count(*) FROM sqlite_master");
   } catch (const database_error& error) {
+    if (database && sqlite3_errcode(database->handle()) == SQLITE_BUSY) throw locked(path);
     throw database_error("[kairos] '" + path + "' was left in the middle of a commit, and its journal '" + journal +
                          "' cannot be rolled back here (" + error.what() +
                          "); open it once where it can be written, with kairos or any SQLite client");
@@ -85,6 +101,7 @@ connection open_profile(const std::string& path) {
     auto version = database.prepare("SELECT value FROM metadata WHERE key = 'schema_version'");
     if (version.step()) found = std::string{version.text(0)};
   } catch (const database_error&) {
+    if (sqlite3_errcode(database.handle()) == SQLITE_BUSY) throw locked(path);
     throw database_error("[kairos] '" + path + "' is not a kairos profile database");
   }
   if (found != std::to_string(schema_version))

@@ -77,11 +77,11 @@ void encode_region_block(std::span<const region_fields> rows, encoded_region_blo
     clipped |= static_cast<std::uint64_t>(row.clipped);
     frames |= static_cast<std::uint64_t>(row.frame);
   }
-  out.base_ns = out.start_ns = start_ns;
+  out.start_ns = start_ns;
   out.end_ns = end_ns;
   const auto stored = [&](const region_fields& row) {
     return std::array<std::int64_t, region_stored_fields>{
-        static_cast<std::int64_t>(static_cast<std::uint64_t>(row.start_ns) - static_cast<std::uint64_t>(out.base_ns)),
+        static_cast<std::int64_t>(static_cast<std::uint64_t>(row.start_ns) - static_cast<std::uint64_t>(out.start_ns)),
         static_cast<std::int64_t>(static_cast<std::uint64_t>(row.end_ns) - static_cast<std::uint64_t>(row.start_ns)),
         row.name, row.depth, row.window, row.clipped, row.frame};
   };
@@ -139,14 +139,14 @@ stored_region_block stored_block(const statement& query) {
 
 std::string region_block_insert_sql(std::string_view table) {
   return "INSERT INTO " + std::string{table} +
-         " (thread, base_ns, start_ns, end_ns, count, start_digits, length_digits, name_digits, depth_digits, "
-         "window_digits, clipped_digits, frame_digits, rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+         " (thread, start_ns, end_ns, count, start_digits, length_digits, name_digits, depth_digits, "
+         "window_digits, clipped_digits, frame_digits, rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 }
 
 void insert_region_block(statement& insert, std::int64_t thread, const encoded_region_block& block) {
-  insert.bind(1, thread).bind(2, block.base_ns).bind(3, block.start_ns).bind(4, block.end_ns).bind(5, block.count);
-  for (std::size_t i = 0; i < region_stored_fields; ++i) insert.bind(static_cast<int>(6 + i), std::int64_t{block.digits[i]});
-  insert.bind(13, std::string_view{block.rows}).run();
+  insert.bind(1, thread).bind(2, block.start_ns).bind(3, block.end_ns).bind(4, block.count);
+  for (std::size_t i = 0; i < region_stored_fields; ++i) insert.bind(static_cast<int>(5 + i), std::int64_t{block.digits[i]});
+  insert.bind(12, std::string_view{block.rows}).run();
 }
 
 bool region_block_layout_fits(std::int64_t count, const std::array<int, region_stored_fields>& digits,

@@ -52,12 +52,12 @@ CREATE TABLE counter (
 -- A thread's regions (user-API regions and instrumented calls) come in blocks of up to 4,096, one
 -- row of this table each, so that a region costs the profiled program a few digits, not an insert.
 -- rows: a JSON array of one string a region, each string seven fields of fixed-width decimal
--- digits (region_block.hpp): start_ns - base_ns, end_ns - start_ns, name, depth, window, clipped,
--- frame (0: none). A field's width is its *_digits column, the same for every row of the block: a
+-- digits (region_block.hpp): the start less the block's start_ns, end_ns - start_ns, name, depth,
+-- window, clipped, frame (0: none). A field's width is its *_digits column, the same for every row of the block: a
 -- width of 0 holds 0, a '-' leads a negative value. Read them through the view `region` (below),
 -- which any SQLite client can query.
 CREATE TABLE region_block (
-  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread, base_ns INTEGER NOT NULL,
+  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
   start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,  -- the earliest start and latest end within
   count INTEGER NOT NULL,
   start_digits INTEGER NOT NULL, length_digits INTEGER NOT NULL, name_digits INTEGER NOT NULL,
@@ -70,7 +70,7 @@ CREATE VIEW region AS
 SELECT thread, name, start_ns, start_ns + length AS end_ns, depth, window, clipped, NULLIF(frame, 0) AS frame
 FROM (
   SELECT b.thread AS thread,
-         b.base_ns + CAST(substr(r.value, 1, b.start_digits) AS INTEGER) AS start_ns,
+         b.start_ns + CAST(substr(r.value, 1, b.start_digits) AS INTEGER) AS start_ns,
          CAST(substr(r.value, 1 + b.start_digits, b.length_digits) AS INTEGER) AS length,
          CAST(substr(r.value, 1 + b.start_digits + b.length_digits, b.name_digits) AS INTEGER) AS name,
          CAST(substr(r.value, 1 + b.start_digits + b.length_digits + b.name_digits, b.depth_digits) AS INTEGER)

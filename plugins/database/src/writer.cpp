@@ -1,6 +1,5 @@
 #include <kairos/plugins/database/writer.hpp>
 
-
 #include <map>
 
 #include <fmt/format.h>
@@ -293,8 +292,9 @@ void profile_writer::add_regions(std::int64_t thread, std::span<const region_inp
   auto& block = region_blocks_[thread];  // nodes never move
   // Regions come in runs of one name or one function: a compare instead of a hash. A name seen at
   // the same address with the same size is the same name within one call (the caller's memory
-  // cannot change under it), so most rows skip even the compare.
+  // cannot change under it).
   std::string_view last_given;
+  std::int64_t last_name = 0;
   std::uint64_t last_function = 0;
   frame_entry last_entry{};
   for (const auto& region : regions) {
@@ -308,13 +308,10 @@ void profile_writer::add_regions(std::int64_t thread, std::span<const region_inp
       frame = last_entry.frame;
     } else {
       if (region.name.data() != last_given.data() || region.name.size() != last_given.size()) {
-        if (region.name != last_region_name_) {
-          last_region_name_id_ = intern(region.name);
-          last_region_name_.assign(region.name);
-        }
+        last_name = intern(region.name);
         last_given = region.name;
       }
-      name = last_region_name_id_;
+      name = last_name;
     }
     // Written in place, field by field (a row built first and copied was read back through a
     // store-forwarding stall).

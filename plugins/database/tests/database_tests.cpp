@@ -243,22 +243,16 @@ TEST_CASE("a block of regions decodes to what was encoded, in C++ and through th
   const auto path = fresh_path("region_codec");
   {
     auto database = db::create_profile(path);
-    auto insert = database.prepare(
-        "INSERT INTO region_block (thread, base_ns, start_ns, end_ns, count, start_digits, length_digits, "
-        "name_digits, depth_digits, window_digits, clipped_digits, frame_digits, rows) "
-        "VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    auto insert = database.prepare(db::region_block_insert_sql("region_block"));
     db::encoded_region_block encoded;
     for (const auto& rows : blocks) {
       db::encode_region_block(rows, encoded);
       CHECK(encoded.count == std::ssize(rows));
       std::vector<db::region_fields> decoded;
-      CHECK(db::decode_region_block(encoded.base_ns, encoded.count, encoded.digits, encoded.rows,
+      CHECK(db::decode_region_block(encoded.start_ns, encoded.count, encoded.digits, encoded.rows,
                                     [&](const db::region_fields& row) { decoded.push_back(row); }));
       CHECK(decoded == rows);
-      insert.bind(1, encoded.base_ns).bind(2, encoded.start_ns).bind(3, encoded.end_ns).bind(4, encoded.count);
-      for (std::size_t i = 0; i < db::region_stored_fields; ++i)
-        insert.bind(static_cast<int>(5 + i), std::int64_t{encoded.digits[i]});
-      insert.bind(12, std::string_view{encoded.rows}).run();
+      db::insert_region_block(insert, 1, encoded);
     }
     db::encode_region_block(blocks[0], encoded);
     CHECK(encoded.digits == std::array<int, 7>{2, 2, 1, 1, 0, 0, 0});  // starts 1, 21, 0 and lengths 10, 5, 31: two places each
@@ -312,7 +306,7 @@ TEST_CASE("random blocks of regions decode to what was encoded") {
     }
     db::encode_region_block(rows, encoded);
     std::vector<db::region_fields> decoded;
-    CHECK(db::decode_region_block(encoded.base_ns, encoded.count, encoded.digits, encoded.rows,
+    CHECK(db::decode_region_block(encoded.start_ns, encoded.count, encoded.digits, encoded.rows,
                                   [&](const db::region_fields& row) { decoded.push_back(row); }));
     CHECK_MESSAGE(decoded == rows, "block " << block);
   }
@@ -481,6 +475,20 @@ TEST_CASE("a killed writer leaves a valid database with everything up to the las
   auto fresh_integrity = fresh.prepare("PRAGMA integrity_check");
   REQUIRE(fresh_integrity.step());
   CHECK(fresh_integrity.text(0) == "ok");
+}
+
+TEST_CASE("a profile its program still writes is named as locked, not as foreign") {
+  // The runtime's writer holds the lock until its program ends (locking_mode EXCLUSIVE); a reader
+  // waits SQLite's 5 s, then is told why.
+  const auto path = fresh_path("locked");
+  db::profile_writer writer{path, fake_symbols};
+  writer.database().execute("PRAGMA main.locking_mode = EXCLUSIVE");
+  const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+  const auto thread = writer.add_thread(process, {0, 0, 1, "", 0});
+  const std::uint64_t stack[] = {0x100};
+  writer.add_sample(thread, 1, 1, writer.add_stack(stack));
+  writer.commit();
+  CHECK_THROWS_WITH(db::open_profile(path), doctest::Contains("is locked by the program writing it"));
 }
 
 TEST_CASE("bad paths and foreign files are refused by name") {

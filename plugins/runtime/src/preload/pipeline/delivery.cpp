@@ -31,8 +31,8 @@ struct delivery_state {
   std::vector<database::profile_writer::region_input> drained_regions;  // reused by each flush
   bool forget_parent = false;  // set in a fork child; done by the child's first flush
 };
-delivery_state* state = new delivery_state;
-constexpr std::size_t drained_per_call = 4096;  // never destroyed: used until the process ends
+delivery_state* state = new delivery_state;  // never destroyed: used until the process ends
+constexpr std::size_t drained_per_call = 4096;  // regions a call to the sink
 
 sample_clock clock_of(sample_source source) {
   return source == sample_source::cpu_time ? sample_clock::cpu_time : sample_clock::real_time;

@@ -236,30 +236,29 @@ bool append_row(traced_thread& trace, std::uintptr_t what, std::int64_t start_ns
   const auto depth = trace.included_depth;
   const std::string* name = is_region(what) ? region_name(what) : nullptr;
   const auto function = name != nullptr ? 0 : address_of(what);
-  const auto count_row = [&] {
+  // Each row counted and written in its slot field by field (region_log::append_with says why).
+  const auto add = [&](std::int64_t from_ns, std::int64_t to_ns, std::int32_t window, std::int32_t cut) {
     trace.rows_made.store(trace.rows_made.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  };
-  if (!windows_govern()) {
-    count_row();
     trace.rows.append_with([&](region_row& row) {
       row.name = name;
-      row.start_ns = start_ns;
-      row.end_ns = end_ns;
+      row.start_ns = from_ns;
+      row.end_ns = to_ns;
       row.depth = depth;
-      row.window = 0;
-      row.clipped = clipped;
+      row.window = window;
+      row.clipped = cut;
       row.function = function;
     });
+  };
+  if (!windows_govern()) {
+    add(start_ns, end_ns, 0, clipped);
     return true;
   }
   // Under time windows, a row per window the call overlapped, cut to it; none outside them.
   bool any = false;
   for_each_window_between(start_ns, end_ns, [&](const window_span& window) {
-    count_row();
     any = true;
-    const std::int32_t cut = clipped | (window.open_ns > start_ns ? 1 : 0) | (window.close_ns < end_ns ? 2 : 0);
-    trace.rows.append({name, std::max(start_ns, window.open_ns), std::min(end_ns, window.close_ns), depth,
-                       window.ordinal, cut, function});
+    add(std::max(start_ns, window.open_ns), std::min(end_ns, window.close_ns), window.ordinal,
+        clipped | (window.open_ns > start_ns ? 1 : 0) | (window.close_ns < end_ns ? 2 : 0));
   });
   return any;
 }

@@ -25,13 +25,12 @@ struct region_fields {
   friend bool operator==(const region_fields&, const region_fields&) = default;
 };
 
-// The fields as stored, in this order: start_ns - base_ns, end_ns - start_ns, name, depth, window,
-// clipped, frame. Their widths are the block's columns start_digits ... frame_digits.
+// The fields as stored, in this order: the start less the block's start_ns, end_ns - start_ns,
+// name, depth, window, clipped, frame. Their widths are the block's columns start_digits ... frame_digits.
 inline constexpr std::size_t region_stored_fields = 7;
 
 struct encoded_region_block {
-  std::int64_t base_ns = 0;             // the earliest start: every stored start counts from it
-  std::int64_t start_ns = 0, end_ns = 0;  // the earliest start and the latest end
+  std::int64_t start_ns = 0, end_ns = 0;  // the earliest start (every stored start counts from it), the latest end
   std::int64_t count = 0;
   std::array<int, region_stored_fields> digits{};
   std::string rows;  // the JSON array
@@ -48,7 +47,7 @@ bool region_block_layout_fits(std::int64_t count, const std::array<int, region_s
 // encode_region_block writes it (a wrong length, a width over 20, a character out of place); the
 // rows before the fault have been visited.
 template <class Visit>
-bool decode_region_block(std::int64_t base_ns, std::int64_t count,
+bool decode_region_block(std::int64_t block_start_ns, std::int64_t count,
                          const std::array<int, region_stored_fields>& digits, std::string_view rows,
                          Visit&& visit) {
   if (!region_block_layout_fits(count, digits, rows.size()) || rows.front() != '[' || rows.back() != ']')
@@ -73,7 +72,7 @@ bool decode_region_block(std::int64_t base_ns, std::int64_t count,
     }
     if (*at++ != '"' || *at++ != (row + 1 < count ? ',' : ']')) return false;
     // Unsigned sums: a corrupt value wraps instead of overflowing.
-    const auto start_ns = static_cast<std::uint64_t>(base_ns) + field[0];
+    const auto start_ns = static_cast<std::uint64_t>(block_start_ns) + field[0];
     visit(region_fields{static_cast<std::int64_t>(start_ns), static_cast<std::int64_t>(start_ns + field[1]),
                         static_cast<std::int64_t>(field[2]), static_cast<std::int64_t>(field[3]),
                         static_cast<std::int64_t>(field[4]), static_cast<std::int64_t>(field[5]),
@@ -85,16 +84,16 @@ bool decode_region_block(std::int64_t base_ns, std::int64_t count,
 // A block as a reader selects it: `SELECT <region_block_columns> FROM region_block`, then
 // stored_block(query) for each row (its `rows` views the query's current row).
 inline constexpr std::string_view region_block_columns =
-    "id, thread, base_ns, count, start_digits, length_digits, name_digits, depth_digits, window_digits, "
+    "id, thread, start_ns, count, start_digits, length_digits, name_digits, depth_digits, window_digits, "
     "clipped_digits, frame_digits, rows";
 struct stored_region_block {
-  std::int64_t id = 0, thread = 0, base_ns = 0, count = 0;
+  std::int64_t id = 0, thread = 0, start_ns = 0, count = 0;
   std::array<int, region_stored_fields> digits{};
   std::string_view rows;
 
   template <class Visit>
   bool decode(Visit&& visit) const {
-    return decode_region_block(base_ns, count, digits, rows, std::forward<Visit>(visit));
+    return decode_region_block(start_ns, count, digits, rows, std::forward<Visit>(visit));
   }
 };
 stored_region_block stored_block(const statement& query);

@@ -212,8 +212,6 @@ class profile_writer {
   std::unordered_map<std::uint64_t, frame_entry> frames_;  // by address
   std::unordered_map<std::int64_t, std::vector<region_fields>> region_blocks_;  // by thread
   encoded_region_block encoded_block_;  // reused: its string keeps its capacity
-  std::string last_region_name_;
-  std::int64_t last_region_name_id_ = 0;
   struct edge_hash {
     std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& edge) const noexcept {
       return std::hash<std::int64_t>{}(edge.first * 0x9e3779b97f4a7c15ll ^ edge.second);
