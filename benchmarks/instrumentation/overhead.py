@@ -13,6 +13,8 @@ for gprof. Configurations, interleaved round by round (their order rotated each 
   user API, no kairos / user API, kairos
                      kairos_push_region + kairos_pop_region, as many as fib's calls, without
                      kairos (over plain) and under kairos-run (over without): a row each
+  user API, outputs  the same with kairos-run's default outputs (db,text,trace), which read every
+                     region back at the end
   gprof              the -pg build (mcount on every call, its histogram, gmon.out at exit)
   clock pairs        steady_clock::now() pairs, as many as fib makes calls: the baseline
 With clang++ (and its XRay runtime), also, against clang's plain build (-fno-optimize-sibling-calls):
@@ -86,7 +88,7 @@ def run(command, env, cwd):
 def remove_profiles(work):
     """The profiles a run left (21 rounds of them came to nearly 2 GB of temporary files)."""
     for name in os.listdir(work):
-        if name.startswith(("filtered-", "default-", "regions-", "xoff-", "xray-")):
+        if name.startswith(("filtered-", "default-", "regions-", "outputs-", "xoff-", "xray-")):
             os.remove(os.path.join(work, name))
 
 
@@ -116,6 +118,10 @@ def main():
             "user API, no kairos": lambda n: [paths["instrumented"], "--regions", str(calls[n])],
             "user API, kairos": lambda n: [kairos_run, *out("regions"), "--", paths["instrumented"], "--regions",
                                            str(calls[n])],
+            # The same with kairos-run's default outputs (the text's call graph and the trace read
+            # every region back at finalize).
+            "user API, outputs": lambda n: [kairos_run, *out("outputs"), "--formats", "db,text,trace", "--",
+                                            paths["instrumented"], "--regions", str(calls[n])],
             "gprof": lambda n: [paths["gprof"], str(n), "1"],
             "clock pairs": lambda n: [paths["plain"], "--clock-pairs", str(calls[n])],
         }
@@ -148,7 +154,7 @@ def main():
     # the user API without kairos (two calls of functions that return at once).
     def per_call(name):
         base = "clang plain" if name.startswith("xray") else "plain"
-        if name == "user API, kairos":
+        if name in ("user API, kairos", "user API, outputs"):
             base = "user API, no kairos"
         return [((big - little) - (plain_big - plain_little)) / extra_calls * 1e9
                 for (_, big), (_, little), (_, plain_big), (_, plain_little)

@@ -81,12 +81,13 @@ struct time_span {
 void read_regions(connection& profile, const window_range& range, const time_span& span, region_node& root,
                   std::map<std::int64_t, thread_timeline>& timelines) {
   const std::int64_t merge_ns = std::max<std::int64_t>(1, span.span_ns / static_cast<std::int64_t>(timeline_plot_width));
+  // A thread's regions come latest first: a lane's runs grow backwards, and are turned round once read.
   root = region_call_graph(profile, range, [&](const region_visit& region) {
     if (region.depth >= static_cast<std::size_t>(timeline_lanes)) return;
     auto& lane = timelines[region.thread].lanes[region.depth];
-    if (!lane.empty() && region.start_ns <= lane.back().end_ns + merge_ns) {
+    if (!lane.empty() && region.end_ns + merge_ns >= lane.back().start_ns) {
       auto& run = lane.back();
-      run.end_ns = std::max(run.end_ns, region.end_ns);
+      run.start_ns = std::min(run.start_ns, region.start_ns);
       run.busy_ns += region.end_ns - region.start_ns;
       ++run.count;
       if (run.name != region.name) run.mixed = true;
@@ -94,6 +95,8 @@ void read_regions(connection& profile, const window_range& range, const time_spa
       lane.push_back({region.start_ns, region.end_ns, region.end_ns - region.start_ns, 1, std::string{region.name}, false});
     }
   });
+  for (auto& [thread, timeline] : timelines)
+    for (auto& lane : timeline.lanes) std::reverse(lane.begin(), lane.end());
 }
 
 void write_region_rows(std::ostream& out, const region_node& node, int depth, std::int64_t whole_ns,
@@ -318,8 +321,11 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
       scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE 1" + in_windows(range, "window"));
   // The blocks know their rows' count; only a window filter needs the rows decoded (here, not
   // through the view).
-  const auto region_count = range.all ? scalar(profile, "SELECT COALESCE(SUM(count), 0) FROM region_block")
-                                      : static_cast<std::int64_t>(output_helpers::read_regions(profile, range).rows.size());
+  std::int64_t region_count = 0;
+  if (range.all)
+    region_count = scalar(profile, "SELECT COALESCE(SUM(count), 0) FROM region_block");
+  else
+    output_helpers::for_each_region(profile, range, [&](const output_helpers::region_visit&) { ++region_count; });
   const auto threads = sampled_threads(profile, range);
   const auto windows = windows_in(profile, range);
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -174,47 +175,64 @@ nlohmann::json gpu_json(connection& profile, const window_range& range) {
   return gpu;
 }
 
-region_records read_regions(connection& profile, const window_range& windows) {
-  region_records found;
-  std::set<std::int64_t> name_ids;
-  auto blocks = profile.prepare("SELECT " + std::string{region_block_columns} + " FROM region_block");
-  while (blocks.step()) {
-    const auto block = stored_block(blocks);
-    const bool whole = block.decode([&](const region_fields& row) {
-      if (!windows.all && (row.window < windows.first || row.window > windows.last)) return;
-      found.rows.push_back({block.thread, row.start_ns, row.end_ns, row.depth, row.clipped, row.name});
-      name_ids.insert(row.name);
-    });
-    if (!whole)
-      throw database_error{fmt::format("region_block {} does not hold rows as kairos writes them (a JSON array "
-                                       "of count strings of fixed-width digits, the widths in its *_digits columns)",
-                                       block.id)};
+void for_each_region(connection& profile, const window_range& windows,
+                     const std::function<void(const region_visit&)>& visit) {
+  // Each thread's blocks by id (a few bytes a block of 4,096 regions; the rows' text stays on
+  // disk), read back newest first.
+  std::map<std::int64_t, std::vector<std::int64_t>> blocks_of_thread;
+  auto ids = profile.prepare("SELECT thread, id FROM region_block ORDER BY id");
+  while (ids.step()) blocks_of_thread[ids.integer(0)].push_back(ids.integer(1));
+  auto block_query = profile.prepare("SELECT " + std::string{region_block_columns} + " FROM region_block WHERE id = ?");
+  auto name_query = profile.prepare("SELECT value FROM string WHERE id = ?");
+  std::map<std::int64_t, std::optional<std::string>> names;  // string.id -> value (none: not in the table)
+  const auto name_of = [&](std::int64_t id) -> const std::optional<std::string>& {
+    auto [found, added] = names.try_emplace(id);
+    if (added) {
+      name_query.reset();
+      name_query.bind(1, id);
+      if (name_query.step()) found->second = std::string{name_query.text(0)};
+    }
+    return found->second;
+  };
+  std::vector<region_fields> rows;
+  for (const auto& [thread, blocks] : blocks_of_thread) {
+    for (auto id = blocks.rbegin(); id != blocks.rend(); ++id) {
+      block_query.reset();
+      block_query.bind(1, *id);
+      if (!block_query.step()) continue;
+      rows.clear();
+      if (!stored_block(block_query).decode([&](const region_fields& row) { rows.push_back(row); }))
+        throw database_error{fmt::format("region_block {} does not hold rows as kairos writes them (a JSON array "
+                                         "of count strings of fixed-width digits, the widths in its *_digits columns)",
+                                         *id)};
+      std::int64_t last_name = -1;
+      const std::optional<std::string>* name = nullptr;
+      for (auto row = rows.rbegin(); row != rows.rend(); ++row) {
+        if (!windows.all && (row->window < windows.first || row->window > windows.last)) continue;
+        if (row->name != last_name) {
+          name = &name_of(row->name);
+          last_name = row->name;
+        }
+        if (!*name) continue;  // the view's JOIN with the string table leaves it out
+        visit({thread, static_cast<std::size_t>(std::max<std::int64_t>(0, row->depth)), row->start_ns, row->end_ns,
+               row->clipped, **name});
+      }
+    }
   }
-  found.names = string_values(profile, name_ids);
-  // A name missing from the string table: the view's JOIN leaves the row out.
-  if (found.names.size() < name_ids.size())
-    std::erase_if(found.rows, [&](const region_record& row) { return !found.names.contains(row.name); });
-  return found;
 }
 
 region_node region_call_graph(connection& profile, const window_range& windows,
                               const std::function<void(const region_visit&)>& visit) {
   region_node root;
-  auto regions = read_regions(profile, windows);
-  std::sort(regions.rows.begin(), regions.rows.end(), [](const region_record& a, const region_record& b) {
-    return std::tie(a.thread, a.start_ns, a.depth) < std::tie(b.thread, b.start_ns, b.depth);
-  });
   std::int64_t current_thread = -1;
-  std::vector<region_node*> open;  // open[d]: the node of the open region at depth d
-  for (const auto& row : regions.rows) {
-    const region_visit region{row.thread, static_cast<std::size_t>(std::max<std::int64_t>(0, row.depth)),
-                              row.start_ns, row.end_ns, regions.name_of(row)};
+  std::vector<region_node*> open;  // open[d]: the node of the latest region read at depth d
+  for_each_region(profile, windows, [&](const region_visit& region) {
     if (region.thread != current_thread) {
       current_thread = region.thread;
       open.clear();
     }
     // A parent a window clipped away, a filtered function or a lost row left out: the deepest
-    // open region adopts it.
+    // region read before adopts it.
     open.resize(std::min(open.size(), region.depth));
     region_node& parent = open.empty() ? root : *open.back();
     region_node& node = parent.child(region.name);
@@ -222,7 +240,7 @@ region_node region_call_graph(connection& profile, const window_range& windows,
     if (!open.empty()) parent.children_ns += region.end_ns - region.start_ns;
     open.push_back(&node);
     if (visit) visit(region);
-  }
+  });
   return root;
 }
 

@@ -255,10 +255,10 @@ void write_rank_sections(connection& profile, std::ostream& out, const window_ra
   std::map<std::int64_t, std::int64_t> rank_of_thread;
   auto threads = profile.prepare("SELECT id, rank FROM threads WHERE rank IS NOT NULL");
   while (threads.step()) rank_of_thread[threads.integer(0)] = threads.integer(1);
-  const auto spans = output_helpers::read_regions(profile, range);
-  for (const auto& row : spans.rows)
-    if (const auto rank = rank_of_thread.find(row.thread); rank != rank_of_thread.end())
-      regions[spans.name_of(row)][rank->second] += static_cast<double>(row.end_ns - row.start_ns) * 1e-9;
+  output_helpers::for_each_region(profile, range, [&](const output_helpers::region_visit& region) {
+    if (const auto rank = rank_of_thread.find(region.thread); rank != rank_of_thread.end())
+      regions[std::string{region.name}][rank->second] += static_cast<double>(region.end_ns - region.start_ns) * 1e-9;
+  });
   write_spread_table(out, "regions and instrumented functions, wall time", spread_across(regions, ranks, limit));
   // MPI: communication and waiting per rank, against the rank's run.
   auto mpi = profile.prepare(
@@ -348,6 +348,23 @@ void write_mpi_sections(connection& profile, std::ostream& out, const window_ran
                        percent(rows.integer(2), elapsed_ns), rows.integer(1), rows.integer(3) * 1e-6,
                        printable(rows.text(0)));
   out << '\n';
+}
+
+// `ns` in microseconds with three decimals, exactly what "{:.3f}" writes of ns * 1e-3, without
+// formatting a double: the trace's regions are millions of events, and two floats an event were
+// most of the trace's time.
+void append_microseconds(std::string& out, std::int64_t ns) {
+  std::uint64_t magnitude = static_cast<std::uint64_t>(ns);
+  if (ns < 0) {
+    out += '-';
+    magnitude = 0 - magnitude;
+  }
+  const fmt::format_int whole{magnitude / 1000};
+  out.append(whole.data(), whole.size());
+  const auto fraction = static_cast<unsigned>(magnitude % 1000);
+  const char decimals[] = {'.', static_cast<char>('0' + fraction / 100), static_cast<char>('0' + fraction / 10 % 10),
+                           static_cast<char>('0' + fraction % 10)};
+  out.append(decimals, sizeof decimals);
 }
 
 }  // namespace
@@ -591,24 +608,47 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
                        window.samples);
   }
   write_gpu_tracks(profile, out, range, origin_ns, first_pid, separator);
-  auto regions = read_regions(profile, range);
-  std::stable_sort(regions.rows.begin(), regions.rows.end(),  // ties keep the blocks' order
-                   [](const region_record& a, const region_record& b) { return a.start_ns < b.start_ns; });
+  // Regions thread by thread, a parent before what it encloses (trace viewers order slices by
+  // time themselves; a parent first keeps one that starts with its child above it).
   std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> pid_tid;  // thread.id -> (pid, tid)
   auto owners = profile.prepare("SELECT id, pid, tid FROM threads");
   while (owners.step()) pid_tid.emplace(owners.integer(0), std::pair{owners.integer(1), owners.integer(2)});
-  std::map<std::int64_t, std::string> quoted;  // each name escaped once
-  for (const auto& [id, name] : regions.names) quoted.emplace(id, json_string(name));
-  for (const auto& region : regions.rows) {
-    const auto owner = pid_tid.find(region.thread);
-    if (owner == pid_tid.end()) continue;  // as the view's JOIN with threads
+  std::map<std::string, std::string, std::less<>> quoted;  // each name escaped once
+  std::int64_t current_thread = -1;
+  std::string owner;  // the thread's ,"pid":..,"tid":.. (empty: no such thread)
+  std::string event;  // reused
+  std::string_view last_name;
+  const std::string* quoted_name = nullptr;
+  for_each_region(profile, range, [&](const region_visit& region) {
+    if (region.thread != current_thread) {
+      current_thread = region.thread;
+      const auto found = pid_tid.find(region.thread);
+      owner = found == pid_tid.end() ? std::string{}
+                                     : fmt::format(R"(,"pid":{},"tid":{})", found->second.first, found->second.second);
+    }
+    if (owner.empty()) return;  // as the view's JOIN with threads
+    if (region.name.data() != last_name.data()) {  // names come in runs, each from one stable string
+      auto found = quoted.find(region.name);
+      if (found == quoted.end()) found = quoted.emplace(std::string{region.name}, json_string(region.name)).first;
+      quoted_name = &found->second;
+      last_name = region.name;
+    }
+    event.assign(R"({"ph":"X","cat":"region","name":)");
+    event += *quoted_name;
+    event += owner;
+    event += R"(,"ts":)";
+    append_microseconds(event, region.start_ns - origin_ns);
+    event += R"(,"dur":)";
+    append_microseconds(event, region.end_ns - region.start_ns);
+    if (region.clipped != 0) {
+      event += R"(,"args":{"clipped":)";
+      event += fmt::format_int{region.clipped}.c_str();
+      event += '}';
+    }
+    event += '}';
     separator();
-    out << fmt::format(R"({{"ph":"X","cat":"region","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f})",
-                       quoted.at(region.name), owner->second.first, owner->second.second,
-                       (region.start_ns - origin_ns) * 1e-3, (region.end_ns - region.start_ns) * 1e-3);
-    if (region.clipped != 0) out << fmt::format(R"(,"args":{{"clipped":{}}})", region.clipped);
-    out << '}';
-  }
+    out << event;
+  });
   // MPI calls as slices on the calling thread's track, with what they moved and with whom.
   auto mpi_calls = profile.prepare(
       "SELECT mpi_calls.name, threads.pid, threads.tid, mpi_calls.start_ns, mpi_calls.duration_ns, mpi_calls.bytes, "

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -374,14 +376,16 @@ TEST_CASE("the outputs read regions from their blocks as the regions view does")
     std::ostringstream out;
     db::write_trace(profile, out, range);
     std::vector<region> traced;
-    double last_ts = -1;
-    bool ordered = true;
+    double last_main_ts = std::numeric_limits<double>::infinity();
+    bool latest_first = true;
     const auto trace = nlohmann::json::parse(out.str());
     for (const auto& event : trace["traceEvents"]) {
       if (event.value("cat", "") != "region") continue;
       const auto ts = event["ts"].get<double>();
-      ordered = ordered && ts >= last_ts;
-      last_ts = ts;
+      if (event["tid"].get<std::int64_t>() == 4242) {
+        latest_first = latest_first && ts < last_main_ts;
+        last_main_ts = ts;
+      }
       traced.emplace_back(event["name"].get<std::string>(), event["tid"].get<std::int64_t>(), std::llround(ts * 1e3),
                           std::llround(event["dur"].get<double>() * 1e3),
                           event.contains("args") ? event["args"].value("clipped", 0) : 0);
@@ -398,8 +402,90 @@ TEST_CASE("the outputs read regions from their blocks as the regions view does")
                                         << std::get<2>(viewed[i]) << " " << std::get<3>(viewed[i]));
         break;
       }
-    CHECK(ordered);  // by start
+    // A thread's regions stream out in the reverse of the order they were written (the main
+    // thread's in the order they ended, none nesting: latest first).
+    CHECK(latest_first);
   }
+}
+
+TEST_CASE("the text report's call graph nests each thread's regions as they ended, across blocks") {
+  // Two threads walk a random tree of regions three names wide and four deep; each region's row is
+  // written when it ends, as kairos writes them, several blocks a thread. The report's call graph
+  // (read one block at a time, latest region first) must give every path its exact count and time.
+  const auto path = fresh_path("region_call_graph");
+  struct expected_node {
+    std::int64_t count = 0, total_ns = 0;
+    std::set<std::int64_t> threads;
+  };
+  std::map<std::string, expected_node> expected;  // by path, "a/b/c"
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({4242, 1, std::nullopt, "host", "app", 1'000'000'000});
+    std::mt19937 random{17};
+    for (std::int64_t tid : {4242, 4243}) {
+      const auto thread = writer.add_thread(process, {tid - 4242, tid - 4242, tid, "t", 0});
+      struct open_region {
+        std::string name;
+        std::int64_t start_ns;
+      };
+      std::vector<open_region> stack;
+      std::int64_t now = 1'000'000'000;
+      for (int step = 0; step < 30'000 || !stack.empty(); ++step) {
+        now += 1'000 + static_cast<std::int64_t>(random() % 1'000);
+        const bool push = step < 30'000 && stack.size() < 4 && (stack.empty() || random() % 2 == 0);
+        if (push) {
+          stack.push_back({std::string(1, static_cast<char>('a' + random() % 3)), now});
+          continue;
+        }
+        std::string joined;
+        for (const auto& region : stack) joined += (joined.empty() ? "" : "/") + region.name;
+        auto& node = expected[joined];
+        ++node.count;
+        node.total_ns += now - stack.back().start_ns;
+        node.threads.insert(tid);
+        writer.add_region(thread, stack.back().name, stack.back().start_ns, now,
+                          static_cast<std::int64_t>(stack.size()) - 1, 0);
+        stack.pop_back();
+      }
+    }
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  REQUIRE(count(profile, "SELECT COUNT(*) FROM region_block") >= 6);
+  std::ostringstream out;
+  db::write_text(profile, out);
+  std::istringstream text{out.str()};
+  std::string line;
+  while (std::getline(text, line) && line.find("call graph of regions") == std::string::npos) {
+  }
+  REQUIRE(std::getline(text, line));  // the header
+  std::vector<std::string> open;
+  std::size_t rows = 0;
+  while (std::getline(text, line) && !line.empty() && !line.starts_with("...")) {
+    std::istringstream fields{line};
+    std::int64_t count = 0, threads = 0;
+    double total_ms = 0, mean_us = 0, self_percent = 0;
+    fields >> count >> total_ms >> mean_us >> self_percent >> threads;
+    // Five right-aligned columns (10, 12, 12, 7, 7 wide, a space apart) and two spaces, then two
+    // spaces of indent a depth and the name.
+    constexpr std::size_t names_at = 54;
+    REQUIRE(line.size() > names_at);
+    const auto name_at = line.find_first_not_of(' ', names_at);
+    const auto depth = (name_at - names_at) / 2;
+    REQUIRE(depth <= open.size());
+    open.resize(depth);
+    open.push_back(line.substr(name_at));
+    std::string joined;
+    for (const auto& name : open) joined += (joined.empty() ? "" : "/") + name;
+    INFO("path " << joined);
+    const auto found = expected.find(joined);
+    REQUIRE(found != expected.end());
+    CHECK(count == found->second.count);
+    CHECK(std::abs(total_ms - static_cast<double>(found->second.total_ns) * 1e-6) <= 0.0005001);  // 3 decimals
+    CHECK(threads == static_cast<std::int64_t>(found->second.threads.size()));
+    ++rows;
+  }
+  CHECK(rows == expected.size());
 }
 
 TEST_CASE("the HTML report stays bounded however many regions there are") {
