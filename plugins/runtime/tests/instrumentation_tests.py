@@ -156,6 +156,44 @@ def test_deep_recursion_and_exceptions_keep_the_stack(directory):
     check(thrower == (catcher + 1, catcher + 4), f"thrower's 4 calls nest under catcher: {thrower}, {catcher}")
 
 
+def call_graph_paths(text):
+    """The text report's call graph of regions: {"main/outer/fib(int)": count}."""
+    lines = text.split("call graph of regions and instrumented functions, all threads\n", 1)[1].splitlines()[1:]
+    paths, open_names = {}, []
+    for line in lines:
+        if not line.strip() or line.startswith("..."):
+            break
+        count, names = int(line.split()[0]), line[54:]  # five columns, 54 characters, then the indent
+        depth = (len(names) - len(names.lstrip(" "))) // 2
+        del open_names[depth:]
+        open_names.append(names.strip())
+        paths["/".join(open_names)] = paths.get("/".join(open_names), 0) + count
+    return paths
+
+
+def test_functions_nest_under_regions_with_components(directory):
+    """With KAIROS_COMPONENTS beyond wall_clock, user-API regions keep their bundles, and their rows
+    come from the traced calls' batches with the functions': the functions a region encloses nest
+    under it, however the rows were flushed (every 20 ms here)."""
+    regions = 20000
+    result, err, db = profiled(directory, ["5", "0", "0", str(regions)], KAIROS_INSTRUMENT_MIN_DURATION=0,
+                               KAIROS_COMPONENTS="wall_clock,cpu_clock", KAIROS_FLUSH_INTERVAL="0.02")
+    check(result.returncode == 0 and db is not None, f"status {result.returncode}: {err}")
+    outer = db.execute("SELECT COUNT(*), MIN(depth), MAX(depth) FROM regions WHERE name = 'outer'").fetchone()
+    depth_of_main = db.execute("SELECT depth FROM regions WHERE name = 'main'").fetchone()[0]
+    check(outer == (regions, depth_of_main + 1, depth_of_main + 1), f"{regions} rows of outer under main: {outer}")
+    with open(os.path.join(directory, "out.txt"), encoding="utf-8", errors="replace") as file:
+        text = file.read()
+    paths = call_graph_paths(text)
+    check(paths.get("main/outer") == regions, f"outer under main, {regions} times: {paths}")
+    check(paths.get("main/outer/fib(int)") == regions, f"fib's first calls under outer: {paths}")
+    check(paths.get("main/fib(int)") == 1, f"main's own fib call beside outer: {paths}")
+    check(sum(count for path, count in paths.items() if path.startswith("main/outer/")) == regions * fib_calls(5),
+          f"every fib call inside a region under it: {paths}")
+    check("user-API regions, by component" in text and "cpu_clock" in text, "the bundles' report is there too")
+    check(result.stdout == plain(["5", "0", "0", str(regions)]).stdout, "output unchanged")
+
+
 def test_a_burst_past_the_row_bound_loses_nothing(directory):
     """fib(27): 635,621 calls in a fraction of a second, all rows, more than a thread's row log holds
     (262,144) before the service thread's next tick: the thread asks for a drain and waits."""
@@ -169,14 +207,16 @@ def test_a_burst_past_the_row_bound_loses_nothing(directory):
 
 
 def build_with_clang(directory, name, flags):
-    """instrumented_program.cpp built by clang++ with `flags` (sources or libraries among them);
-    skips where clang++ or XRay's runtime is missing."""
+    """instrumented_program.cpp built by clang++ with `flags` (sources among them) and linked to
+    libkairos-user.so (its user-API regions); skips where clang++ or XRay's runtime is missing."""
     clang = shutil.which("clang++")
     if clang is None:
         skip("clang++ is not installed")
     program = os.path.join(directory, name)
+    user_api = [f"-I{os.path.join(SOURCE_DIR, 'plugins/runtime/include')}", f"-L{USER_LIBRARY_DIR}",
+                f"-Wl,-rpath,{USER_LIBRARY_DIR}", "-lkairos-user"]
     build = subprocess.run([clang, "-O2", "-g", os.path.join(SOURCE_DIR, "plugins/runtime/tests/instrumented_program.cpp"),
-                            *flags, "-o", program], capture_output=True, timeout=TIMEOUT)
+                            *flags, *user_api, "-o", program], capture_output=True, timeout=TIMEOUT)
     if build.returncode != 0 and b"xray" in build.stderr.lower() and b"cannot find" in build.stderr:
         skip(f"clang's XRay runtime is missing (libclang-rt-14-dev): {build.stderr.decode()}")
     check(build.returncode == 0, f"clang++ builds {name}: {build.stderr.decode()}")
@@ -198,8 +238,7 @@ def test_clang_build_and_exceptions(directory):
     """clang emits exits only at returns: calls an exception left are closed by their caller's exit."""
     # Instrumented before optimizing, as g++ does: clang's after-inlining mode would time the calls
     # left after its optimizations, which turn deep() and half of fib()'s calls into loops.
-    program = build_with_clang(directory, "clang_program", ["-finstrument-functions", f"-L{USER_LIBRARY_DIR}",
-                                                            f"-Wl,-rpath,{USER_LIBRARY_DIR}", "-lkairos-user"])
+    program = build_with_clang(directory, "clang_program", ["-finstrument-functions"])
     db = profiled_with_exact_counts(directory, program)
     catcher = db.execute("SELECT depth, end_ns FROM regions WHERE name = 'catcher()'").fetchone()
     throwers = db.execute("SELECT MIN(depth), MAX(end_ns) FROM regions WHERE name = 'thrower(int)'").fetchone()

@@ -2,16 +2,19 @@
 // with and without kairos: a recursion with known call counts, an exception thrown through
 // instrumented frames, a recursion as deep as asked, and a few standard-library calls that the
 // default filters leave out.
-// Usage: kairos_instrumented_program [fib_n (15)] [deep_depth (0)] [loop_seconds (0)]
+// Usage: kairos_instrumented_program [fib_n (15)] [deep_depth (0)] [loop_seconds (0)] [regions (0)]
 // With loop_seconds, it then calls fib(fib_n) again and again for that long, printing each call's
 // CLOCK_MONOTONIC start and end in ns ("loop START END"): the time-window tests compare them with
-// what was recorded.
+// what was recorded. With regions, it last calls fib(fib_n) that many times more, each call inside
+// a user-API region "outer".
 #include <time.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <vector>
+
+#include <kairos/user.h>
 
 __attribute__((noinline)) long fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
 
@@ -52,6 +55,12 @@ int main(int argc, char** argv) {
     const auto start = monotonic_ns();
     result = fib(argument);
     std::printf("loop %lld %lld\n", start, monotonic_ns());
+  }
+  const long regions = argc > 4 ? std::atol(argv[4]) : 0;
+  for (long i = 0; i < regions; ++i) {
+    kairos_push_region("outer");
+    result = fib(argument);
+    kairos_pop_region("outer");
   }
   return 0;
 }

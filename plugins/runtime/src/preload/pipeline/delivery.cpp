@@ -200,7 +200,6 @@ void flush_to_database(bool force) {
     });
     rows.add_regions(thread, drained);
   };
-  for_each_region_log(add_log);
   process_function_events(false);
   for_each_function_log(add_log);
   for (const auto& window : take_window_changes()) rows.add_window(database_row(window));

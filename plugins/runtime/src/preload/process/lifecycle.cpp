@@ -174,8 +174,7 @@ std::size_t program_threads() {
 // What was lost, for the summary line and the database's metadata.
 struct losses {
   std::uint64_t samples = 0;      // sample buffers full
-  std::uint64_t region_rows = 0;  // region logs full
-  std::uint64_t function_rows = 0;  // instrumented calls' logs full
+  std::uint64_t region_rows = 0;  // the logs of regions and instrumented calls full
   std::uint64_t rows = 0;         // database inserts that failed
   std::int64_t unsampled_cpu_ns = 0;
   std::uint64_t threads_blocking = 0;
@@ -208,10 +207,8 @@ std::string describe(const losses& lost, int signal_number) {
   }
   if (lost.samples) text += fmt::format("; {} lost (the writers fell behind)", plural(lost.samples, "sample"));
   if (lost.region_rows)
-    text += fmt::format("; {} not in the database (still in the region report)", plural(lost.region_rows, "region row"));
-  if (lost.function_rows)
-    text += fmt::format("; {} of instrumented calls lost (the database fell behind)",
-                        plural(lost.function_rows, "row"));
+    text += fmt::format("; {} of regions and instrumented calls lost (the database fell behind)",
+                        plural(lost.region_rows, "row"));
   if (lost.rows) text += fmt::format("; {} could not be written", plural(lost.rows, "database row"));
   if (lost.gpu_records)
     text += fmt::format("; {} dropped by the GPU runtime", plural(lost.gpu_records, "GPU activity record"));
@@ -255,7 +252,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   stop_gpu(gpu_drain_timeout_ns);
   const auto sampling = sampling_totals();
   process_function_events(true);
-  const losses lost{sampling.dropped, region_rows_dropped(), function_rows_dropped(), 0, sampling.unsampled_cpu_ns,
+  const losses lost{sampling.dropped, function_rows_dropped(), 0, sampling.unsampled_cpu_ns,
                     sampling.threads_blocking, gpu_records_dropped(), mpi_calls_dropped()};
   // Known only now: the CPU-time source turns from perf to the timer if the kernel refuses perf.
   add_database_metadata("sampling_cpu_source", sampling.cpu_source);
@@ -270,7 +267,6 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   }
   add_database_metadata("dropped.samples", std::to_string(lost.samples));
   add_database_metadata("dropped.region_rows", std::to_string(lost.region_rows));
-  add_database_metadata("dropped.function_rows", std::to_string(lost.function_rows));
   add_database_metadata("traced_events", std::to_string(traced_events()));
   add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
   if (gpu_observed()) add_database_metadata("dropped.gpu_records", std::to_string(lost.gpu_records));
@@ -335,7 +331,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   // One line per launch, not one per rank: rank 0 names where every rank writes and how to merge;
   // the other ranks speak only when they lost data.
   const auto rank = mpi_rank_and_size();
-  const bool lost_data = with_rows.rows || with_rows.samples || with_rows.region_rows || with_rows.function_rows ||
+  const bool lost_data = with_rows.rows || with_rows.samples || with_rows.region_rows ||
                          with_rows.gpu_records || with_rows.mpi_calls;
   if (rank && rank->size > 1 && rank->rank != 0 && !lost_data && verbosity() == 0) return;
   std::string files;

@@ -42,13 +42,16 @@ struct function_event {
 constexpr std::uint64_t exit_bit = 1ull << 63;
 // An XRay function id in place of an address (user-space addresses never reach bit 63), and a
 // user-API region's interned name (bit 62), with bit 0 set when it was pushed while collection was
-// stopped (names are std::strings: 8-byte aligned).
+// stopped and bit 1 for a stored region's row (regions.cpp keeps its statistics: no call-graph
+// node here, and its pops were checked there) (names are std::strings: 8-byte aligned).
 constexpr std::uintptr_t xray_tag = 1ull << 63;
 constexpr std::uintptr_t region_tag = 1ull << 62;
 constexpr std::uintptr_t not_collected_bit = 1;
+constexpr std::uintptr_t row_only_bit = 2;
 bool is_region(std::uintptr_t what) noexcept { return (what & region_tag) != 0 && (what & xray_tag) == 0; }
+bool row_only(std::uintptr_t what) noexcept { return (what & row_only_bit) != 0; }
 const std::string* region_name(std::uintptr_t what) noexcept {
-  return reinterpret_cast<const std::string*>(what & ~(region_tag | not_collected_bit));
+  return reinterpret_cast<const std::string*>(what & ~(region_tag | not_collected_bit | row_only_bit));
 }
 
 // 8,192 events (128 KiB) a thread: a full ring is processed by its own thread, so the size only
@@ -237,8 +240,9 @@ bool append_row(traced_thread& trace, std::uintptr_t what, std::int64_t start_ns
   const std::string* name = is_region(what) ? region_name(what) : nullptr;
   const auto function = name != nullptr ? 0 : address_of(what);
   // Each row counted and written in its slot field by field (region_log::append_with says why).
+  const bool counted = !row_only(what);  // a stored region is counted by regions.cpp
   const auto add = [&](std::int64_t from_ns, std::int64_t to_ns, std::int32_t window, std::int32_t cut) {
-    trace.rows_made.store(trace.rows_made.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (counted) trace.rows_made.store(trace.rows_made.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     trace.rows.append_with([&](region_row& row) {
       row.name = name;
       row.start_ns = from_ns;
@@ -277,8 +281,9 @@ void close_innermost(traced_thread& trace, const tick_converter& ticks, std::uin
   --trace.included_depth;
   if (is_region(what)) {
     const auto start_ns = ticks.to_ns(enter_ticks), end_ns = ticks.to_ns(end_ticks);
-    if (append_row(trace, what, start_ns, end_ns, clipped))
-      trace.graph->record(node, wall_clock_id, 0, static_cast<double>(end_ns - start_ns) * 1e-6);
+    const bool any_row = append_row(trace, what, start_ns, end_ns, clipped);
+    if (row_only(what)) return;
+    if (any_row) trace.graph->record(node, wall_clock_id, 0, static_cast<double>(end_ns - start_ns) * 1e-6);
     trace.graph->pop(node);
     return;
   }
@@ -295,7 +300,7 @@ void process_region_event(traced_thread& trace, const tick_converter& ticks, con
     const bool collected = (event.function & not_collected_bit) == 0;
     std::uint32_t node = 0;
     if (collected) {
-      node = trace.graph->push(*name, default_storage_mode());
+      if (!row_only(event.function)) node = trace.graph->push(*name, default_storage_mode());
       ++trace.included_depth;
     }
     enter(trace.stack, event.function, event.ticks, collected, node);
@@ -304,7 +309,10 @@ void process_region_event(traced_thread& trace, const tick_converter& ticks, con
   const auto innermost = std::find_if(trace.stack.rbegin(), trace.stack.rend(),
                                       [](const open_call& call) { return is_region(call.function); });
   if (innermost == trace.stack.rend() || region_name(innermost->function) != name) {
-    report_mismatched_pop(*trace.thread, *name, innermost == trace.stack.rend() ? nullptr : region_name(innermost->function));
+    // A stored region's pop was checked and reported by regions.cpp: one missed here (its push
+    // came while the trace did not record) is no second mistake of the program's.
+    if (!row_only(event.function))
+      report_mismatched_pop(*trace.thread, *name, innermost == trace.stack.rend() ? nullptr : region_name(innermost->function));
     return;
   }
   const auto keep = trace.stack.size() - static_cast<std::size_t>(innermost - trace.stack.rbegin()) - 1;
@@ -443,12 +451,12 @@ void forget_parent_now() {
   return intern_new(trace, name, recent);
 }
 
-void traced_region_event(const char* name, std::uint64_t exit) {
+void traced_region_event(const char* name, std::uint64_t exit, std::uintptr_t kind = 0) {
   auto* trace = tracing_thread();
   if (trace == nullptr || trace->disabled.load(std::memory_order_relaxed)) return;
   const auto* interned = intern(*trace, name != nullptr ? name : "(null)");
   const auto collected = exit != 0 || regions_collecting() ? 0 : not_collected_bit;
-  append_event(trace, region_tag | reinterpret_cast<std::uintptr_t>(interned) | collected, exit);
+  append_event(trace, region_tag | reinterpret_cast<std::uintptr_t>(interned) | collected | kind, exit);
 }
 
 // XRay's sleds: patched while kairos records (and, under time windows, while a window is open),
@@ -507,6 +515,8 @@ problem configure_function_trace(const function_trace_options& options) {
 bool traced_regions_available() noexcept { return configured; }
 void push_traced_region(const char* name) { traced_region_event(name, 0); }
 void pop_traced_region(const char* name) { traced_region_event(name, exit_bit); }
+void push_region_row(const char* name) { traced_region_event(name, 0, row_only_bit); }
+void pop_region_row(const char* name) { traced_region_event(name, exit_bit, row_only_bit); }
 
 namespace {
 void set_traced_thread_disabled(bool disabled) {

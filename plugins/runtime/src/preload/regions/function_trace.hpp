@@ -1,6 +1,7 @@
 #pragma once
-// Traced calls (a producer): instrumented functions and, with KAIROS_COMPONENTS=wall_clock (the
-// default), user-API regions. Functions come through the -finstrument-functions hooks,
+// Traced calls (a producer): instrumented functions and user-API regions; with
+// KAIROS_COMPONENTS=wall_clock (the default) the regions whole, else their rows only (see
+// push_region_row). Functions come through the -finstrument-functions hooks,
 // __cyg_profile_func_enter and _exit, exported by libkairos.so, or XRay's handler for a program
 // built with XRay (its sleds patched at run time, see kairos_xray_attach); regions through
 // push_traced_region and pop_traced_region. The hot path writes a (ticks, what) event into the
@@ -10,8 +11,8 @@
 // batch matches enters with exits on a shadow stack, applies the filters (decided once per
 // function) and the minimum duration, and appends each call that passes to the thread's
 // region_log as a row that names the function by address (the sink symbolizes it) or the region by
-// name. A user-API region also goes into the thread's core call graph (the region report), with
-// its wall time, and is never left out for being short.
+// name. A traced user-API region also goes into the thread's core call graph (the region report),
+// with its wall time; no region is left out for being short.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -48,6 +49,11 @@ void push_traced_region(const char* name);
 void pop_traced_region(const char* name);
 void disable_traced_thread();
 void enable_traced_thread();
+// The row of a stored region (regions.cpp, KAIROS_COMPONENTS beyond wall_clock): made here, in the
+// thread's order with its instrumented functions, with no call-graph node (the bundle has the
+// region's statistics). Called only for pushes and pops regions.cpp accepted.
+void push_region_row(const char* name);
+void pop_region_row(const char* name);
 // Whether the hooks record (lifecycle: on once init is done, off when finalize starts). A program
 // built with XRay has its sleds patched while on, unpatched (nops) while off.
 void set_function_trace_accepting(bool accepting) noexcept;

@@ -1,11 +1,10 @@
 #pragma once
-// One thread's finished user-API regions (or instrumented calls) on their way to the profile
-// database. The thread appends without a lock; the database sync drains. A chunk the consumer has
-// read goes back to the thread as its next one (a fresh allocation page-faulted on every 48 KiB
-// of rows: 2.4% of a region's cost). One producer, one consumer. Memory is bounded: past
-// max_chunks unread chunks (64 by default, 2.5 MiB a thread) rows are dropped and counted;
-// finalize says how many. A producer that can wait (function_trace.cpp) asks for a drain before
-// that, by unread_chunks().
+// One thread's finished user-API regions and instrumented calls on their way to the profile
+// database. The batch holder appends without a lock; the database sync drains. A chunk the
+// consumer has read goes back to the producer as its next one (a fresh allocation page-faulted on
+// every 48 KiB of rows: 2.4% of a region's cost). One producer, one consumer. Memory is bounded:
+// past max_chunks unread chunks rows are dropped and counted; finalize says how many. The
+// producer (function_trace.cpp) asks for a drain before that, by unread_chunks(), and waits.
 #include <atomic>
 #include <cstdint>
 #include <new>
@@ -48,8 +47,7 @@ class region_log {
     append_with([&](region_row& slot) { slot = row; });
   }
 
-  // The consumer only: every row committed so far, oldest first; frees the chunks it finishes.
-  // The consumer only: every row committed so far, oldest first; frees the chunks it finishes.
+  // The consumer only: every row committed so far, oldest first; recycles the chunks it finishes.
   template <class Consume>
   void drain(Consume&& consume) {
     for (;;) {

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <deque>
@@ -23,7 +22,6 @@
 #include "preload/causal/progress_points.hpp"
 #include "preload/regions/function_trace.hpp"
 #include "preload/support/bounded_wait.hpp"
-#include "preload/support/clock.hpp"
 #include "preload/support/reentry_guard.hpp"
 #include "preload/threads/thread_registry.hpp"
 #include "preload/windows/window_state.hpp"
@@ -44,11 +42,6 @@ using region_bundle = stored<region_components>;
 
 struct open_region {
   const std::string* name = nullptr;  // interned; the bundle's label views it
-  std::int64_t start_ns = 0;          // steady clock, for the region's row in the database
-  // Under time windows: the edges seen at the push (a different count at the pop means the
-  // region crossed one), and whether a window was open then.
-  std::uint64_t window_edges = 0;
-  bool pushed_inside = true;
   // Empty: pushed while collection was off, or outside every window.
   std::optional<region_bundle> bundle;
 };
@@ -71,7 +64,6 @@ struct thread_regions {
   // Region names, copied once per distinct name; a push after that allocates nothing. Nodes of an
   // unordered_set never move, so region rows and bundle labels may point at them.
   std::unordered_set<std::string, name_hash, std::equal_to<>> names;
-  region_log finished;
 
   const std::string* intern(std::string_view name) {
     if (auto found = names.find(name); found != names.end()) return &*found;
@@ -122,84 +114,55 @@ thread_regions& this_thread() {
 // busy (finalize waits for it) and the re-entry guard set.
 void forget_parent_regions_now() {
   std::lock_guard lock{all().mutex};
-  for (auto& regions : all().list) {
-    regions.stack.clear();
-    regions.finished.clear();
-  }
+  for (auto& regions : all().list) regions.stack.clear();
   thread_graphs::instance().clear();
 }
 
+// Returns whether `work` ran.
 template <class Work>
-void on_this_thread(Work&& work) {
-  if (inside_kairos || !accepting.load(std::memory_order_acquire)) return;
+bool on_this_thread(Work&& work) {
+  if (inside_kairos || !accepting.load(std::memory_order_acquire)) return false;
   reentry_guard guard;
   if (forget_parent_regions.exchange(false)) forget_parent_regions_now();
   auto& regions = this_thread();
   regions.busy.store(true, std::memory_order_seq_cst);
-  if (accepting.load(std::memory_order_seq_cst) && !regions.disabled.load(std::memory_order_relaxed))
-    work(regions);
+  const bool run = accepting.load(std::memory_order_seq_cst) && !regions.disabled.load(std::memory_order_relaxed);
+  if (run) work(regions);
   regions.busy.store(false, std::memory_order_release);
+  return run;
 }
 
-// A region under time windows: one row in its window, or, when it crossed edges, one row per
-// window it overlapped, cut to the window.
-void append_window_rows(region_log& log, const open_region& region, std::int64_t end_ns, std::int32_t depth) {
-  if (window_edges() == region.window_edges) {
-    if (region.pushed_inside) log.append({region.name, region.start_ns, end_ns, depth, current_window(), 0});
-    return;
-  }
-  if (!region.pushed_inside) pushes.fetch_add(1, std::memory_order_relaxed);  // a row comes after all
-  for_each_window_between(region.start_ns, end_ns, [&](const window_span& window) {
-    const std::int32_t clipped = (window.open_ns > region.start_ns ? 1 : 0) | (window.close_ns < end_ns ? 2 : 0);
-    log.append({region.name, std::max(region.start_ns, window.open_ns), std::min(end_ns, window.close_ns), depth,
-                window.ordinal, clipped});
-  });
-}
-
-
+// A region's row is made by the traced calls (function_trace.hpp), as an instrumented function's
+// is: both then nest on one depth and reach the database in the order they ended, and the rows
+// follow time windows one way. Called once the bundle is started or stopped, outside the re-entry
+// guard (the trace records nothing inside kairos).
 void push_region(const char* name) {
-  on_this_thread([name](thread_regions& regions) {
+  const bool pushed = on_this_thread([name](thread_regions& regions) {
     auto& region = regions.stack.emplace_back();
     region.name = regions.intern(name ? name : "(null)");
-    if (!collecting.load(std::memory_order_relaxed)) return;
-    if (windows_govern()) {
-      region.window_edges = window_edges();
-      region.pushed_inside = inside_window();
-      if (!region.pushed_inside) {  // its row may still come, clipped, if a window opens before the pop
-        region.start_ns = steady_now_ns();
-        return;
-      }
-    }
+    if (!collecting.load(std::memory_order_relaxed) || (windows_govern() && !inside_window())) return;
     pushes.fetch_add(1, std::memory_order_relaxed);
-    region.start_ns = steady_now_ns();
     region.bundle.emplace(std::string_view{*region.name});
     apply_switches(*region.bundle, std::make_index_sequence<component_count>{});
     region.bundle->start();
   });
+  if (pushed && keep_region_rows) push_region_row(name);
 }
 
 void pop_region(const char* name) {
-  on_this_thread([name](thread_regions& regions) {
+  bool popped = false;
+  on_this_thread([name, &popped](thread_regions& regions) {
     auto& stack = regions.stack;
     const std::string_view given = name ? name : "(null)";
     if (stack.empty() || *stack.back().name != given) {
       report_mismatched_pop(*regions.thread, given, stack.empty() ? nullptr : stack.back().name);
       return;
     }
-    auto& region = stack.back();
-    std::int64_t end_ns = 0;
-    if (region.bundle) {
-      region.bundle->stop();
-      end_ns = steady_now_ns();
-    }
-    const auto depth = static_cast<std::int32_t>(stack.size()) - 1;
-    if (!windows_govern()) {
-      if (end_ns != 0 && keep_region_rows) regions.finished.append({region.name, region.start_ns, end_ns, depth, 0, 0});
-    } else if (keep_region_rows && region.start_ns != 0) {
-      append_window_rows(regions.finished, region, end_ns != 0 ? end_ns : steady_now_ns(), depth);
-    }
+    if (stack.back().bundle) stack.back().bundle->stop();
     stack.pop_back();
+    popped = true;
   });
+  if (popped && keep_region_rows) pop_region_row(name);
 }
 
 void start_collection() { collecting.store(true, std::memory_order_relaxed); }
@@ -265,19 +228,6 @@ void wait_for_user_api_calls(std::chrono::milliseconds limit) noexcept {
 
 std::uint64_t regions_recorded() noexcept { return pushes.load(std::memory_order_relaxed); }
 std::uint64_t mismatched_pops() noexcept { return mismatches.load(std::memory_order_relaxed); }
-
-std::uint64_t region_rows_dropped() noexcept {
-  std::uint64_t dropped = 0;
-  std::lock_guard lock{all().mutex};
-  for (const auto& regions : all().list) dropped += regions.finished.dropped();
-  return dropped;
-}
-
-void for_each_region_log(const std::function<void(thread_record&, region_log&)>& visit) {
-  std::lock_guard lock{all().mutex};
-  for (auto& regions : all().list)
-    if (regions.thread->pid == getpid()) visit(*regions.thread, regions.finished);
-}
 
 void regions_forget_after_fork_in_child() noexcept {
   pushes.store(0);

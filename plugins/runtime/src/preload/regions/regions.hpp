@@ -1,18 +1,16 @@
 #pragma once
 // The user API's backend (a producer): a per-thread stack of open regions, each a stored bundle
 // of the components KAIROS_COMPONENTS names, recorded into the thread's call graph (the core's
-// storage, for the region report) and, as a row per region, into the thread's region_log (its
-// batch type), which pipeline/delivery.cpp drains into the database. It knows no other stage;
+// storage, for the region report); each region's row is made by the traced calls
+// (function_trace.hpp), beside the thread's instrumented functions. It knows no other stage;
 // lifecycle switches it on and off.
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "preload/regions/entry_points_access.hpp"
-#include "preload/regions/region_log.hpp"
 #include "preload/support/problems.hpp"
 
 namespace kairos::runtime {
@@ -26,15 +24,9 @@ void set_regions_accepting(bool accepting) noexcept;
 // Finalize: waits (bounded) until no thread is inside a user-API call.
 void wait_for_user_api_calls(std::chrono::milliseconds limit) noexcept;
 
-// Regions pushed by this process image (0: nothing to report before an exec).
+// Regions pushed by this process image with their bundles (0: nothing to report before an exec).
 std::uint64_t regions_recorded() noexcept;
-// Regions whose rows were dropped because the database fell behind (they are still in the
-// call-graph report).
-std::uint64_t region_rows_dropped() noexcept;
 std::uint64_t mismatched_pops() noexcept;
-
-// Every thread that pushed a region, with its log of finished regions (for the consumer).
-void for_each_region_log(const std::function<void(thread_record&, region_log&)>& visit);
 
 // In a followed fork child (async-signal-safe): what the parent collected is forgotten, at the
 // child's first user-API call (freeing memory is not for a fork handler).
