@@ -252,7 +252,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   stop_gpu(gpu_drain_timeout_ns);
   const auto sampling = sampling_totals();
   process_function_events(true);
-  const losses lost{sampling.dropped, function_rows_dropped(), 0, sampling.unsampled_cpu_ns,
+  const losses lost{sampling.dropped, traced_rows_dropped(), 0, sampling.unsampled_cpu_ns,
                     sampling.threads_blocking, gpu_records_dropped(), mpi_calls_dropped()};
   // Known only now: the CPU-time source turns from perf to the timer if the kernel refuses perf.
   add_database_metadata("sampling_cpu_source", sampling.cpu_source);

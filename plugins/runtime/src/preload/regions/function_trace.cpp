@@ -102,7 +102,10 @@ struct traced_thread {
   std::vector<open_call> stack;
   std::int32_t included_depth = 0;
   std::atomic<std::uint64_t> events{0};  // processed so far; written by the batch holder only
-  std::atomic<std::uint64_t> rows_made{0};  // likewise (a global counter cost a locked add a row)
+  // Likewise (a global counter cost a locked add a row): rows of instrumented calls and traced
+  // regions, and how many of those the log dropped (a stored region's row is regions.cpp's to count).
+  std::atomic<std::uint64_t> rows_made{0};
+  std::atomic<std::uint64_t> rows_made_dropped{0};
   std::unordered_map<std::uintptr_t, bool> decided;  // this thread's copy of the verdicts
   std::uintptr_t last_decided = 0;
   bool last_verdict = false;
@@ -242,8 +245,7 @@ bool append_row(traced_thread& trace, std::uintptr_t what, std::int64_t start_ns
   // Each row counted and written in its slot field by field (region_log::append_with says why).
   const bool counted = !row_only(what);  // a stored region is counted by regions.cpp
   const auto add = [&](std::int64_t from_ns, std::int64_t to_ns, std::int32_t window, std::int32_t cut) {
-    if (counted) trace.rows_made.store(trace.rows_made.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    trace.rows.append_with([&](region_row& row) {
+    const bool kept = trace.rows.append_with([&](region_row& row) {
       row.name = name;
       row.start_ns = from_ns;
       row.end_ns = to_ns;
@@ -252,6 +254,9 @@ bool append_row(traced_thread& trace, std::uintptr_t what, std::int64_t start_ns
       row.clipped = cut;
       row.function = function;
     });
+    if (!counted) return;
+    trace.rows_made.store(trace.rows_made.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (!kept) trace.rows_made_dropped.store(trace.rows_made_dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   };
   if (!windows_govern()) {
     add(start_ns, end_ns, 0, clipped);
@@ -574,7 +579,10 @@ std::uint64_t rows_made() {
 }  // namespace
 
 std::uint64_t function_calls_recorded() {
-  return rows_made() - function_rows_dropped();
+  std::uint64_t count = 0;
+  for (const auto* trace : traced_threads())
+    count += trace->rows_made.load(std::memory_order_relaxed) - trace->rows_made_dropped.load(std::memory_order_relaxed);
+  return count;
 }
 
 bool traced_anything() {
@@ -590,7 +598,7 @@ std::uint64_t traced_events() {
   return count;
 }
 
-std::uint64_t function_rows_dropped() {
+std::uint64_t traced_rows_dropped() {
   std::uint64_t dropped = 0;
   for (const auto* trace : traced_threads()) dropped += trace->rows.dropped();
   return dropped;
@@ -617,6 +625,7 @@ void function_trace_forget_after_fork_in_child() noexcept {
     trace.included_depth = 0;
     trace.events.store(0);
     trace.rows_made.store(0);
+    trace.rows_made_dropped.store(0);
     trace.processing.store(false);
   }
   forget_parent.store(true);

@@ -70,8 +70,9 @@ std::uint64_t function_calls_recorded();
 std::uint64_t traced_events();
 // Whether this process image traced anything: rows made, or events waiting for their batch.
 bool traced_anything();
-// Rows dropped because the database fell behind (region_log's bound).
-std::uint64_t function_rows_dropped();
+// Rows of regions and instrumented calls dropped because the database fell behind (region_log's
+// bound).
+std::uint64_t traced_rows_dropped();
 
 // Every thread with instrumented calls, with its log of rows (for the consumer).
 void for_each_function_log(const std::function<void(thread_record&, region_log&)>& visit);

@@ -36,12 +36,14 @@ class region_log {
 
   // The owning thread only. `fill(region_row&)` writes the row in its slot: a row built first and
   // copied in was read back through a store-forwarding stall (its fields stored in pieces).
+  // Returns false when the row was dropped (the bound reached).
   template <class Fill>
-  void append_with(Fill&& fill) noexcept {
+  bool append_with(Fill&& fill) noexcept {
     auto* slot = next_slot();
-    if (slot == nullptr) return;
+    if (slot == nullptr) return false;
     fill(*slot);
     tail_->committed.store(tail_->committed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    return true;
   }
   void append(const region_row& row) noexcept {
     append_with([&](region_row& slot) { slot = row; });
