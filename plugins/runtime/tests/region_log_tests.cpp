@@ -41,8 +41,11 @@ TEST_CASE("rows come out in order, across chunk boundaries, each once") {
 TEST_CASE("an undrained log stops growing at its bound and counts what it drops") {
   region_log log;
   const auto bound = static_cast<std::int64_t>(region_log::chunk_rows) * region_log::default_max_chunks;
-  for (std::int64_t i = 0; i < bound + 500; ++i) log.append(row(i));
+  std::int64_t refused = 0;  // append_with says which rows it dropped
+  for (std::int64_t i = 0; i < bound + 500; ++i)
+    if (!log.append_with([&](kairos::runtime::region_row& slot) { slot = row(i); })) ++refused;
   CHECK(log.dropped() == 500);
+  CHECK(refused == 500);
   const auto kept = drain_starts(log);
   CHECK(kept.size() == static_cast<std::size_t>(bound));
   CHECK(kept.back() == bound - 1);  // the oldest rows are kept, the newest dropped
