@@ -62,7 +62,7 @@ struct thread_regions {
   std::atomic<bool> disabled{false};  // kairos_disable_thread()
   std::deque<open_region> stack;
   // Region names, copied once per distinct name; a push after that allocates nothing. Nodes of an
-  // unordered_set never move, so region rows and bundle labels may point at them.
+  // unordered_set never move, so bundle labels may point at them.
   std::unordered_set<std::string, name_hash, std::equal_to<>> names;
 
   const std::string* intern(std::string_view name) {
@@ -110,15 +110,14 @@ thread_regions& this_thread() {
   return *this_thread_regions;
 }
 
-// Runs `work` on the calling thread's regions while the user API records, with the thread marked
-// busy (finalize waits for it) and the re-entry guard set.
 void forget_parent_regions_now() {
   std::lock_guard lock{all().mutex};
   for (auto& regions : all().list) regions.stack.clear();
   thread_graphs::instance().clear();
 }
 
-// Returns whether `work` ran.
+// Runs `work` on the calling thread's regions while the user API records, with the thread marked
+// busy (finalize waits for it) and the re-entry guard set; returns whether it ran.
 template <class Work>
 bool on_this_thread(Work&& work) {
   if (inside_kairos || !accepting.load(std::memory_order_acquire)) return false;
