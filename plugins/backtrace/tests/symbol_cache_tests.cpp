@@ -171,6 +171,37 @@ TEST_CASE("one address of a function without file:line answers every address of 
   }
 }
 
+TEST_CASE("a span learnt this run answers its other addresses, counted apart from an earlier run's") {
+  // The verbose line's "from the symbol cache" counts what earlier runs saved: a fresh cache says
+  // none, even where this run's own spans spared the symbolizer.
+  // The stripped test module's unnamed code always has a span: the gap between its symbols.
+  scratch_directory directory;
+  const loaded_test_module module{KAIROS_TEST_MODULE_STRIPPED};
+  kairos::backtrace_symbolizer symbolizer;
+  const auto sample = module.hidden_address();
+  const auto kept = symbolizer.resolve(sample);
+  REQUIRE(kept.has_same_answer_span());
+  const auto other = sample == kept.same_answer_begin ? sample + 1 : kept.same_answer_begin;
+  REQUIRE(other < kept.same_answer_end);
+  {
+    kairos::symbol_cache first_run{directory.path, "all"};
+    CHECK_FALSE(first_run.find(sample).has_value());
+    first_run.remember(kept);
+    const auto answered = first_run.find(other);
+    REQUIRE(answered.has_value());
+    CHECK(answered->function == kept.function);
+    CHECK(first_run.hits() == 0);
+    CHECK(first_run.hits_learnt_this_run() == 1);
+    CHECK(first_run.misses() == 1);
+    CHECK(first_run.save().empty());
+  }
+  kairos::symbol_cache second_run{directory.path, "all"};
+  CHECK(second_run.find(other).has_value());
+  CHECK(second_run.find(sample).has_value());
+  CHECK(second_run.hits() == 2);
+  CHECK(second_run.hits_learnt_this_run() == 0);
+}
+
 TEST_CASE("one unnamed address of a stripped module answers the gap between its symbols") {
   // The stripped test module keeps only its exported symbols: the code between them has no name.
   scratch_directory directory;

@@ -81,10 +81,7 @@ backtrace_symbol symbol_of(std::uintptr_t address) {
     file().symbol_use.directory = known->directory().string();
   }
   ++file().symbol_use.addresses;
-  if (auto cached = known->find(address)) {
-    ++file().symbol_use.from_cache;
-    return std::move(*cached);
-  }
+  if (auto cached = known->find(address)) return std::move(*cached);
   // libdw keeps the ELF and debug files it reads open: above kairos's floor, like every
   // descriptor kairos keeps, they never sit on a number the program uses.
   // kairos's own frames (the thread-start trampoline under every thread) get names, not lines.
@@ -474,7 +471,9 @@ void close_profile_database() {
 symbol_cache_use symbol_cache_used() {
   if (!state || !state->file) return {};
   std::lock_guard lock{state->mutex};
-  return file().symbol_use;
+  auto use = file().symbol_use;
+  if (const auto& known = file().known_symbols) use.from_cache = known->hits();
+  return use;
 }
 
 database_counts database_counts_written() {

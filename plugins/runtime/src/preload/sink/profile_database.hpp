@@ -43,7 +43,8 @@ struct symbol_cache_choice {
   std::filesystem::path directory;
   bool named_by_user = false;
 };
-// How the run's addresses were symbolized: how many the cache answered, and what failed.
+// How the run's addresses were symbolized: how many the cache answered from what earlier runs
+// saved (not from what this run learnt), and what failed.
 struct symbol_cache_use {
   std::uint64_t addresses = 0, from_cache = 0;
   std::string directory, problem;

@@ -62,7 +62,8 @@ class symbol_cache {
   const std::filesystem::path& directory() const { return directory_; }
 
   // The stored answer for `address`, as the symbolizer gave it then (its own, or its span's);
-  // nullopt when the address's module has no build id or nothing stored answers it.
+  // nullopt when the address's module has no build id or nothing stored answers it. What this run
+  // remembered answers too: a second address in a span learnt this run costs no symbolizer.
   std::optional<backtrace_symbol> find(std::uintptr_t address) {
     if (!enabled()) return std::nullopt;
     module_entry* module = module_of(address);
@@ -76,7 +77,9 @@ class symbol_cache {
     symbol.address = address;
     symbol.module = module->path;
     symbol.module_offset = offset;
+    bool saved_by_earlier_run = false;
     if (const auto found = module->answers.find(offset); found != module->answers.end()) {
+      saved_by_earlier_run = found->second.saved_by_earlier_run;
       symbol.function = found->second.function;
       symbol.function_offset = found->second.function_offset;
       symbol.file = found->second.file;
@@ -86,6 +89,7 @@ class symbol_cache {
         symbol.same_answer_end = found->second.span_end + module->bias;
       }
     } else if (const auto* holding = span_holding(*module, offset)) {
+      saved_by_earlier_run = holding->saved_by_earlier_run;
       symbol.function = holding->function;
       symbol.function_offset = holding->function.empty() ? 0 : offset - holding->begin;
       symbol.same_answer_begin = holding->begin + module->bias;
@@ -94,7 +98,7 @@ class symbol_cache {
       ++misses_;
       return std::nullopt;
     }
-    ++hits_;
+    ++(saved_by_earlier_run ? hits_ : hits_learnt_this_run_);
     return symbol;
   }
 
@@ -109,7 +113,7 @@ class symbol_cache {
     if (!storable(symbol.function) || !storable(symbol.file)) return;
     load(*module);
     if (module->separate_debug_file && !symbol.separate_debug_file_read) return;
-    answer stored{symbol.function, symbol.function_offset, 0, 0, symbol.file, symbol.line};
+    answer stored{symbol.function, symbol.function_offset, 0, 0, symbol.file, symbol.line, false};
     if (symbol.has_same_answer_span() && symbol.same_answer_begin >= module->bias &&
         symbol.same_answer_begin <= symbol.address && symbol.address < symbol.same_answer_end) {
       stored.span_begin = symbol.same_answer_begin - module->bias;
@@ -145,7 +149,9 @@ class symbol_cache {
     return failure;
   }
 
+  // Addresses answered by what an earlier run saved; by what this run remembered; by neither.
   std::size_t hits() const { return hits_; }
+  std::size_t hits_learnt_this_run() const { return hits_learnt_this_run_; }
   std::size_t misses() const { return misses_; }
 
   // Where a run keeps its cache by default: $XDG_CACHE_HOME/kairos/symbols, else
@@ -165,12 +171,14 @@ class symbol_cache {
     std::uintptr_t span_begin = 0, span_end = 0;  // module offsets; empty: none
     std::string file;
     int line = 0;
+    bool saved_by_earlier_run = false;  // read from the module's file, not remembered this run
   };
   // Module offsets over which the symbolizer gives one answer: a function's name (or none), no
   // file:line (backtrace_symbol's same-answer span).
   struct answer_span {
     std::uintptr_t begin = 0, end = 0;
     std::string function;
+    bool saved_by_earlier_run = false;
   };
   struct module_entry {
     // Its loaded segments' span, in the process, holes included: dladdr places an address in a
@@ -189,7 +197,8 @@ class symbol_cache {
 
   static void add_span(module_entry& module, const answer& stored) {
     if (stored.span_begin < stored.span_end)
-      module.spans.try_emplace(stored.span_begin, answer_span{stored.span_begin, stored.span_end, stored.function});
+      module.spans.try_emplace(stored.span_begin, answer_span{stored.span_begin, stored.span_end, stored.function,
+                                                              stored.saved_by_earlier_run});
   }
   static const answer_span* span_holding(const module_entry& module, std::uintptr_t offset) {
     auto after = module.spans.upper_bound(offset);
@@ -383,6 +392,7 @@ class symbol_cache {
       }
       std::uintptr_t offset = 0;
       answer stored;
+      stored.saved_by_earlier_run = true;
       if (!number(fields[0], offset, 16) || !number(fields[1], stored.function_offset, 16) ||
           !number(fields[2], stored.span_begin, 16) || !number(fields[3], stored.span_end, 16) ||
           !number(fields[4], stored.line, 10) || (stored.span_begin < stored.span_end &&
@@ -461,7 +471,7 @@ class symbol_cache {
   std::map<std::uintptr_t, module_entry> modules_;  // by start address
   bool listed_ = false;
   unsigned long long loader_adds_ = 0, loader_subs_ = 0;
-  std::size_t hits_ = 0, misses_ = 0;
+  std::size_t hits_ = 0, hits_learnt_this_run_ = 0, misses_ = 0;
 };
 
 }  // namespace kairos
