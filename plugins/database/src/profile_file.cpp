@@ -48,11 +48,28 @@ connection create_profile(const std::string& path) {
   return database;
 }
 
+namespace {
+
 // A profile's program holds its lock until it ends (the runtime's writer, docs/database.md): a
 // reader is told so, not that the file is no profile.
 database_error locked(const std::string& path) {
   return database_error("[kairos] '" + path + "' is locked by the program writing it: a profile can be read once " +
                         "its program has ended");
+}
+
+// Throws naming the file when it is no kairos profile, or one of another schema version.
+void check_schema_version(connection& database, const std::string& path) {
+  std::string found;
+  try {
+    auto version = database.prepare("SELECT value FROM metadata WHERE key = 'schema_version'");
+    if (version.step()) found = std::string{version.text(0)};
+  } catch (const database_error&) {
+    if (sqlite3_errcode(database.handle()) == SQLITE_BUSY) throw locked(path);
+    throw database_error("[kairos] '" + path + "' is not a kairos profile database");
+  }
+  if (found != std::to_string(schema_version))
+    throw database_error("[kairos] '" + path + "' has schema version '" + found +
+                         "'; this kairos reads version " + std::to_string(schema_version));
 }
 
 // A writer killed during a commit leaves its journal hot (its header whole); a read-only connection
@@ -80,6 +97,8 @@ void roll_back_a_killed_commit(const std::string& path) {
   }
 }
 
+}  // namespace
+
 connection open_profile(const std::string& path) {
   roll_back_a_killed_commit(path);
   connection database{path, connection::mode::read_only};
@@ -96,17 +115,14 @@ connection open_profile(const std::string& path) {
   // file's lock, journal and change counter are checked once, not around each of the fifty
   // queries a text report and a trace make (four system calls each).
   database.execute("BEGIN");
-  std::string found;
-  try {
-    auto version = database.prepare("SELECT value FROM metadata WHERE key = 'schema_version'");
-    if (version.step()) found = std::string{version.text(0)};
-  } catch (const database_error&) {
-    if (sqlite3_errcode(database.handle()) == SQLITE_BUSY) throw locked(path);
-    throw database_error("[kairos] '" + path + "' is not a kairos profile database");
-  }
-  if (found != std::to_string(schema_version))
-    throw database_error("[kairos] '" + path + "' has schema version '" + found +
-                         "'; this kairos reads version " + std::to_string(schema_version));
+  check_schema_version(database, path);
+  return database;
+}
+
+connection reopen_profile(const std::string& path) {
+  connection database{path, connection::mode::read_write};
+  use_write_settings(database);
+  check_schema_version(database, path);
   return database;
 }
 

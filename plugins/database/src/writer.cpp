@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include <sqlite3.h>
+
 #include <fmt/format.h>
 
 namespace kairos::database {
@@ -70,6 +72,30 @@ profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
       symbolize_{std::move(symbolize)},
       statements_{std::make_unique<statements>(database_)} {}
 
+namespace {
+std::int64_t newest_row(connection& database, std::string_view table) {
+  auto newest = database.prepare(fmt::format("SELECT COALESCE(MAX(id), 0) FROM {}", table));
+  newest.step();
+  return newest.integer(0);
+}
+}  // namespace
+
+profile_writer::profile_writer(const std::string& path, symbolizer symbolize, reopen_t)
+    : database_{reopen_profile(path)},
+      symbolize_{std::move(symbolize)},
+      statements_{std::make_unique<statements>(database_)} {
+  auto strings = database_.prepare("SELECT id, value FROM string");
+  while (strings.step()) strings_.emplace(std::string{strings.text(1)}, strings.integer(0));
+  auto frames = database_.prepare("SELECT id, address, function FROM frame");
+  while (frames.step())
+    frames_.emplace(static_cast<std::uint64_t>(frames.integer(1)), frame_entry{frames.integer(0), frames.integer(2)});
+  auto stacks = database_.prepare("SELECT id, COALESCE(parent, -1), frame FROM stack");
+  while (stacks.step()) stacks_.emplace(std::pair{stacks.integer(1), stacks.integer(2)}, stacks.integer(0));
+  committed_ = {newest_row(database_, "string"), newest_row(database_, "frame"), newest_row(database_, "stack"),
+                newest_row(database_, "thread"), newest_row(database_, "gpu_device")};
+  newest_ = committed_;
+}
+
 profile_writer::~profile_writer() {
   try {
     commit();
@@ -85,10 +111,35 @@ void profile_writer::ensure_transaction() {
 }
 
 void profile_writer::commit() {
-  write_region_blocks();
-  if (!in_transaction_) return;
-  database_.execute("COMMIT");
+  try {
+    write_region_blocks();
+    if (!in_transaction_) return;
+    database_.execute("COMMIT");
+  } catch (...) {
+    roll_back();
+    throw;
+  }
   in_transaction_ = false;
+  committed_ = newest_;
+}
+
+bool profile_writer::roll_back_if_ended() {
+  if (!in_transaction_ || sqlite3_get_autocommit(database_.handle()) == 0) return false;
+  roll_back();
+  return true;
+}
+
+void profile_writer::roll_back() noexcept {
+  if (sqlite3_get_autocommit(database_.handle()) == 0)
+    sqlite3_exec(database_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);  // a failure leaves it to SQLite
+  in_transaction_ = false;
+  // Rows are never deleted, so ids grow: those above the committed ones were rolled back.
+  std::erase_if(strings_, [this](const auto& entry) { return entry.second > committed_.string; });
+  std::erase_if(frames_, [this](const auto& entry) { return entry.second.frame > committed_.frame; });
+  std::erase_if(stacks_, [this](const auto& entry) { return entry.second > committed_.stack; });
+  std::erase_if(whole_stacks_, [this](const auto& entry) { return entry.second > committed_.stack; });
+  region_blocks_.clear();
+  newest_ = committed_;
 }
 
 std::int64_t profile_writer::intern(std::string_view text) {
@@ -96,7 +147,7 @@ std::int64_t profile_writer::intern(std::string_view text) {
     return found->second;
   ensure_transaction();
   statements_->string.bind(1, text).run();
-  const auto id = database_.last_insert_id();
+  const auto id = newest_.string = database_.last_insert_id();
   strings_.emplace(std::string{text}, id);
   return id;
 }
@@ -189,7 +240,7 @@ std::int64_t profile_writer::add_thread(std::int64_t process, const thread_info&
       .bind(5, name)
       .bind(6, thread.start_ns)
       .run();
-  return database_.last_insert_id();
+  return newest_.thread = database_.last_insert_id();
 }
 
 void profile_writer::end_thread(std::int64_t thread, std::int64_t end_ns) {
@@ -218,7 +269,7 @@ profile_writer::frame_entry profile_writer::frame_entry_for(std::uint64_t addres
   file < 0 ? insert.bind_null(5) : insert.bind(5, file);
   info.line == 0 ? insert.bind_null(6) : insert.bind(6, std::int64_t{info.line});
   insert.run();
-  const frame_entry entry{database_.last_insert_id(), function};
+  const frame_entry entry{newest_.frame = database_.last_insert_id(), function};
   frames_.emplace(address, entry);
   return entry;
 }
@@ -239,7 +290,7 @@ std::int64_t profile_writer::add_stack(std::span<const std::uint64_t> addresses_
     auto& insert = statements_->stack;
     parent < 0 ? insert.bind_null(1) : insert.bind(1, parent);
     insert.bind(2, frame).bind(3, depth).run();
-    parent = database_.last_insert_id();
+    parent = newest_.stack = database_.last_insert_id();
     stacks_.emplace(edge, parent);
   }
   whole_stacks_.emplace(std::vector<std::uint64_t>(addresses_leaf_first.begin(), addresses_leaf_first.end()), parent);
@@ -350,7 +401,7 @@ std::int64_t profile_writer::add_gpu_device(const gpu_device_info& device) {
       .bind(7, device.clock_khz)
       .bind(8, device.memory_clock_khz)
       .run();
-  return database_.last_insert_id();
+  return newest_.gpu_device = database_.last_insert_id();
 }
 
 void profile_writer::add_gpu_kernel(std::optional<std::int64_t> device, const gpu_kernel_info& kernel,

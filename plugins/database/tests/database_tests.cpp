@@ -563,6 +563,128 @@ TEST_CASE("a killed writer leaves a valid database with everything up to the las
   CHECK(fresh_integrity.text(0) == "ok");
 }
 
+namespace {
+// This process's descriptors of `path` and its journal.
+std::vector<int> descriptors_of(const std::string& path) {
+  std::vector<int> found;
+  for (const auto& entry : std::filesystem::directory_iterator{"/proc/self/fd"}) {
+    std::error_code unreadable;
+    const auto target = std::filesystem::read_symlink(entry.path(), unreadable).string();
+    if (!unreadable && (target == path || target == path + "-journal"))
+      found.push_back(std::stoi(entry.path().filename().string()));
+  }
+  REQUIRE(!found.empty());
+  return found;
+}
+// Closes them behind SQLite's back, as a program's raw close_range system call does.
+void close_descriptors_of(const std::string& path) {
+  for (const int fd : descriptors_of(path)) ::close(fd);
+}
+}  // namespace
+
+TEST_CASE("a failed commit forgets what it held, and a writer opened again goes on from the last commit") {
+  const auto path = fresh_path("reopened");
+  const std::uint64_t committed_stack[] = {0x200, 0x100};
+  const std::uint64_t lost_stack[] = {0x300, 0x200, 0x100};
+  std::int64_t process = 0, thread = 0;
+  db::profile_writer::row_ids committed;
+  {
+    db::profile_writer writer{path, fake_symbols};
+    writer.database().execute("PRAGMA main.locking_mode = EXCLUSIVE");  // as the runtime's
+    process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    thread = writer.add_thread(process, {0, 0, 1, "main", 0});
+    writer.add_sample(thread, 1, 1, writer.add_stack(committed_stack));
+    writer.commit();
+    committed = writer.committed_rows();
+    CHECK(committed.thread == thread);
+    CHECK(committed.stack == 2);
+    CHECK(committed.frame == 2);
+    const auto lost_thread = writer.add_thread(process, {1, 1, 2, "lost", 0});
+    writer.add_sample(lost_thread, 2, 1, writer.add_stack(lost_stack));
+    writer.add_region(thread, "lost region", 1, 2, 0);
+    close_descriptors_of(path);
+    CHECK_THROWS(writer.commit());
+    const auto after = writer.committed_rows();
+    CHECK(std::tie(after.string, after.frame, after.stack, after.thread) ==
+          std::tie(committed.string, committed.frame, committed.stack, committed.thread));
+    CHECK_FALSE(writer.roll_back_if_ended());  // the commit rolled it back already
+  }
+  {
+    db::profile_writer writer{path, fake_symbols, db::profile_writer::reopen};
+    const auto reopened = writer.committed_rows();
+    CHECK(std::tie(reopened.string, reopened.frame, reopened.stack, reopened.thread) ==
+          std::tie(committed.string, committed.frame, committed.stack, committed.thread));
+    const auto next_thread = writer.add_thread(process, {1, 1, 2, "after", 0});
+    CHECK(next_thread == thread + 1);  // the rolled-back row's id, now this one's
+    writer.add_sample(next_thread, 3, 1, writer.add_stack(lost_stack));
+    writer.add_sample(thread, 4, 1, writer.add_stack(committed_stack));
+    writer.add_region(thread, "kept region", 3, 4, 0);
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  CHECK(count(profile, "SELECT COUNT(*) FROM sample") == 3);
+  // What was committed is found again, not written twice: main;solve once, step under it.
+  CHECK(count(profile, "SELECT COUNT(*) FROM frame") == 3);
+  CHECK(count(profile, "SELECT COUNT(*) FROM stack") == 3);
+  CHECK(count(profile, "SELECT COUNT(*) FROM string WHERE value = 'main'") == 1);
+  CHECK(count(profile, "SELECT COUNT(*) FROM sample WHERE stack NOT IN (SELECT id FROM stack) "
+                       "OR thread NOT IN (SELECT id FROM thread)") == 0);
+  CHECK(count(profile, "SELECT COUNT(*) FROM samples WHERE leaf = 'step'") == 1);
+  CHECK(count(profile, "SELECT COUNT(*) FROM samples WHERE leaf = 'solve'") == 2);
+  CHECK(count(profile, "SELECT COUNT(*) FROM thread WHERE name = (SELECT id FROM string WHERE value = 'lost')") == 0);
+  CHECK(count(profile, "SELECT COUNT(*) FROM regions WHERE name = 'kept region'") == 1);
+  CHECK(count(profile, "SELECT COUNT(*) FROM region") == 1);
+  auto integrity = profile.prepare("PRAGMA integrity_check");
+  REQUIRE(integrity.step());
+  CHECK(integrity.text(0) == "ok");
+}
+
+TEST_CASE("after a failed commit the same writer goes on, and no row refers to one rolled back") {
+  // A commit fails (its descriptors are gone for the moment, as a write error or a full disk
+  // would make it fail), then the writer goes on: the ids it kept of the rolled-back rows (a
+  // thread, strings, frames, stacks) would name rows that the next inserts number again.
+  const auto path = fresh_path("rolled_back");
+  const std::uint64_t committed_stack[] = {0x200, 0x100};
+  const std::uint64_t lost_stack[] = {0x300, 0x200, 0x100};
+  const std::uint64_t later_stack[] = {0x400, 0x100};
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    const auto thread = writer.add_thread(process, {0, 0, 1, "main", 0});
+    writer.add_sample(thread, 1, 1, writer.add_stack(committed_stack));
+    writer.commit();
+    const auto lost_thread = writer.add_thread(process, {1, 1, 2, "lost", 0});
+    writer.add_sample(lost_thread, 2, 1, writer.add_stack(lost_stack));
+    const auto held = descriptors_of(path);
+    std::vector<int> spares;
+    for (const int fd : held) spares.push_back(::dup(fd));
+    for (const int fd : held) ::close(fd);
+    CHECK_THROWS(writer.commit());
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      REQUIRE(::dup2(spares[i], held[i]) == held[i]);
+      ::close(spares[i]);
+    }
+    // The same stacks and names again, and a new one: each row written anew, none reused.
+    const auto later_thread = writer.add_thread(process, {2, 2, 3, "later", 0});
+    writer.add_sample(later_thread, 3, 1, writer.add_stack(later_stack));
+    writer.add_sample(later_thread, 4, 1, writer.add_stack(lost_stack));
+    writer.add_sample(thread, 5, 1, writer.add_stack(committed_stack));
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  CHECK(count(profile, "SELECT COUNT(*) FROM sample") == 4);
+  CHECK(count(profile, "SELECT COUNT(*) FROM sample WHERE stack NOT IN (SELECT id FROM stack) "
+                       "OR thread NOT IN (SELECT id FROM thread)") == 0);
+  CHECK(count(profile, "SELECT COUNT(*) FROM stack WHERE frame NOT IN (SELECT id FROM frame) "
+                       "OR (parent IS NOT NULL AND parent NOT IN (SELECT id FROM stack))") == 0);
+  CHECK(count(profile, "SELECT COUNT(*) FROM frame WHERE function NOT IN (SELECT id FROM string)") == 0);
+  CHECK(count(profile, "SELECT COUNT(*) FROM stack") == 4);  // main, main;solve, main;solve;step, main;write
+  CHECK(count(profile, "SELECT COUNT(*) FROM samples WHERE leaf = 'step'") == 1);
+  CHECK(count(profile, "SELECT COUNT(*) FROM samples WHERE leaf = 'write'") == 1);
+  CHECK(count(profile, "SELECT COUNT(*) FROM samples JOIN thread ON thread.id = samples.thread "
+                       "JOIN string ON string.id = thread.name WHERE string.value = 'later'") == 2);
+}
+
 TEST_CASE("a profile its program still writes is named as locked, not as foreign") {
   // The runtime's writer holds the lock until its program ends (locking_mode EXCLUSIVE); a reader
   // waits SQLite's 5 s, then is told why.

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <memory>
 #include <map>
@@ -119,35 +120,77 @@ std::string host_name() {
   return name;
 }
 
-// A failed commit loses the transaction's rows: they are counted as lost, not as written.
-void commit_now() {
-  auto& rows = file();
-  const auto failure = capture_problem("writing the profile database failed", [] { file().writer->commit(); });
-  const auto pending = rows.pending.samples + rows.pending.realtime_samples + rows.pending.regions +
-                       rows.pending.gpu_kernels + rows.pending.gpu_copies + rows.pending.mpi_calls;
-  if (failure) {
-    rows.counts.rows_lost += pending;
-    if (!rows.first_problem) {
-      rows.first_problem = failure;
-      report(rows.first_problem);
-    }
-  } else {
-    rows.counts.samples += rows.pending.samples;
-    rows.counts.realtime_samples += rows.pending.realtime_samples;
-    rows.counts.regions += rows.pending.regions;
-    rows.counts.gpu_kernels += rows.pending.gpu_kernels;
-    rows.counts.gpu_copies += rows.pending.gpu_copies;
-    rows.counts.mpi_calls += rows.pending.mpi_calls;
-  }
-  rows.pending = {};
+std::uint64_t pending_rows() {
+  const auto& pending = file().pending;
+  return pending.samples + pending.realtime_samples + pending.regions + pending.gpu_kernels + pending.gpu_copies +
+         pending.mpi_calls;
 }
 
-void record_failure(problem failure) {
-  ++file().counts.rows_lost;
-  if (!file().first_problem) {
-    file().first_problem = std::move(failure);
-    report(file().first_problem);  // said when it happens, not only at exit
+// The first failure is said when it happens, not only at exit; later ones are counted.
+void report_first(problem failure) {
+  if (file().first_problem) return;
+  file().first_problem = std::move(failure);
+  report(file().first_problem);
+}
+
+// A program that closes every descriptor with a raw close_range system call (libc's is wrapped)
+// closes SQLite's too, and every later write fails with EBADF. The file holds what was committed:
+// it is opened again and the rows go on. Without this the rest of the run was lost.
+void reopen_after_descriptors_closed(std::uint64_t rows_lost) {
+  const auto& path = file().path;
+  auto failure = capture_problem(fmt::format("the profile database {} could not be opened again", path), [&] {
+    file().writer.reset();  // SQLite's close of numbers no longer its own is skipped (close_moved)
+    file().writer = std::make_unique<database::profile_writer>(path, &symbolize, database::profile_writer::reopen);
+    file().writer->database().execute("PRAGMA main.locking_mode = EXCLUSIVE");
+  });
+  if (failure) {
+    file().writer.reset();
+    file().creation_failed = true;  // nothing more is written; what was committed stays readable
+    report_first(problem{failure.text() + " after the program closed its descriptors"});
+    return;
   }
+  report(problem{fmt::format("the program closed the profile database's descriptors behind libc's back (a raw "
+                             "close_range or close system call): {} opened again, {} row{} since its last "
+                             "commit lost",
+                             path, rows_lost, rows_lost == 1 ? "" : "s")});
+}
+
+// After a failed insert (its row lost) or commit. When the transaction ended with it (a commit
+// rolls back what it could not write; SQLite ends one on an I/O error or a full disk), every row
+// since the last commit went too, and the row ids kept here of rows it held are forgotten.
+void recover_from(problem failure, bool in_commit) {
+  auto& rows = file();
+  auto& writer = *rows.writer;
+  const bool ended = in_commit || writer.roll_back_if_ended();
+  const auto lost = (in_commit ? 0 : 1) + (ended ? pending_rows() : 0);
+  rows.counts.rows_lost += lost;
+  if (ended) {
+    rows.pending = {};
+    const auto& committed = writer.committed_rows();
+    std::erase_if(rows.thread_rows, [&](const auto& entry) { return entry.second > committed.thread; });
+    std::erase_if(rows.gpu_device_rows, [&](const auto& entry) { return entry.second > committed.gpu_device; });
+    rows.last_thread_row = {nullptr, -1};
+  }
+  if (sqlite3_system_errno(writer.database().handle()) == EBADF && ended)
+    reopen_after_descriptors_closed(lost);
+  else
+    report_first(std::move(failure));
+}
+
+// A failed commit loses the transaction's rows: they are counted as lost, not as written.
+void commit_now() {
+  if (auto failure = capture_problem("writing the profile database failed", [] { file().writer->commit(); })) {
+    recover_from(std::move(failure), true);
+    return;
+  }
+  auto& rows = file();
+  rows.counts.samples += rows.pending.samples;
+  rows.counts.realtime_samples += rows.pending.realtime_samples;
+  rows.counts.regions += rows.pending.regions;
+  rows.counts.gpu_kernels += rows.pending.gpu_kernels;
+  rows.counts.gpu_copies += rows.pending.gpu_copies;
+  rows.counts.mpi_calls += rows.pending.mpi_calls;
+  rows.pending = {};
 }
 
 // Under the mutex. Creates the file on first use; false when there is none (and will be none).
@@ -231,7 +274,7 @@ std::int64_t thread_row(thread_record& thread) {
 template <class Insert>
 void insert(Insert&& work) {
   if (!create_if_needed()) return;
-  if (auto failure = capture_problem("writing the profile database failed", work)) record_failure(std::move(failure));
+  if (auto failure = capture_problem("writing the profile database failed", work)) recover_from(std::move(failure), false);
 }
 
 // What this run symbolized, for the next run. A failure only costs the next run the work again:
@@ -460,8 +503,10 @@ void close_profile_database() {
     auto& database = file().writer->database();
     database.execute("PRAGMA main.locking_mode = NORMAL; PRAGMA journal_mode = DELETE; SELECT count(*) FROM sqlite_master");
   });
-  if (auto failure = capture_problem("closing the profile database failed", [] { file().writer.reset(); }))
-    record_failure(std::move(failure));
+  if (auto failure = capture_problem("closing the profile database failed", [] { file().writer.reset(); })) {
+    ++file().counts.rows_lost;
+    report_first(std::move(failure));
+  }
   file().writer.reset();
   file().thread_rows.clear();
   file().last_thread_row = {nullptr, -1};

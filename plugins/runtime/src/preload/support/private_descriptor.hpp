@@ -10,8 +10,8 @@
 //     reused the number, kairos neither writes to it nor closes it;
 //   - keeps every descriptor it holds in a registry, so the program's close, close_range and
 //     closefrom (wrapped by the runtime) close everything else and leave those (a raw system
-//     call is not seen: a closed perf event is reopened, but a closed spill file loses
-//     the samples it held, and a closed database file the whole profile).
+//     call is not seen: a closed perf event or database is opened again, but a closed spill
+//     file loses the samples it held, and the database the rows since its last commit).
 // Everything here is async-signal-safe (fcntl, fstat, close), so a fork child may use it.
 #include <sys/types.h>
 

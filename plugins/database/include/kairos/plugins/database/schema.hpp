@@ -18,7 +18,8 @@ inline constexpr int schema_version = 9;
 // at run time: create_profile copies a file image this made at build time.
 void create_schema(connection& database);
 
-// How a writer uses a profile: WAL journal, commits not synced to disk (schema.cpp says why).
+// How a writer uses a profile: a rollback journal kept between commits, commits not synced to
+// disk (schema.cpp says why).
 void use_write_settings(connection& database);
 
 // The indexes readers need, which writers leave out while rows arrive: a writer calls this once,
@@ -30,6 +31,10 @@ void create_deferred_indexes(connection& database);
 // database_error when the path exists
 // (a profile is never appended to or overwritten) or cannot be created.
 connection create_profile(const std::string& path);
+
+// Opens again, for writing, a profile its own writer made (whose connection broke); throws
+// database_error naming the file when it is not a kairos profile of this schema version.
+connection reopen_profile(const std::string& path);
 
 // Opens an existing profile for reading; throws database_error naming the file when it is not a
 // kairos profile or has another schema version.

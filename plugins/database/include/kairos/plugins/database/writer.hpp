@@ -112,6 +112,11 @@ class profile_writer {
 
   // Creates the database (it must not exist yet) and its schema.
   profile_writer(const std::string& path, symbolizer symbolize);
+  // Opens again a profile this process was writing, after its connection broke (the program
+  // closed SQLite's descriptors): what is committed there is read back, so new rows refer to it.
+  struct reopen_t {};
+  static constexpr reopen_t reopen{};
+  profile_writer(const std::string& path, symbolizer symbolize, reopen_t);
   ~profile_writer();  // commits what is pending
   profile_writer(const profile_writer&) = delete;
   profile_writer& operator=(const profile_writer&) = delete;
@@ -182,7 +187,18 @@ class profile_writer {
   std::int64_t intern(std::string_view text);
 
   // Ends the open transaction: everything added so far is durable. The next add opens another.
+  // When it fails, the transaction is rolled back (as after roll_back_if_ended) before it throws.
   void commit();
+  // After an add threw: when SQLite ended the open transaction (it rolls back on an I/O error or a
+  // full disk), forgets what it held (ids of rows it inserted, region blocks not yet written) and
+  // says so: every row added since the last commit is then lost. Else false, nothing changed.
+  bool roll_back_if_ended();
+  // The newest row of each table a caller may keep ids of that the last commit made durable
+  // (ids grow): a kept id above it names a row that was rolled back.
+  struct row_ids {
+    std::int64_t string = 0, frame = 0, stack = 0, thread = 0, gpu_device = 0;
+  };
+  const row_ids& committed_rows() const noexcept { return committed_; }
   connection& database() noexcept { return database_; }
 
  private:
@@ -191,6 +207,7 @@ class profile_writer {
     std::int64_t function;  // the function's name, interned
   };
   void ensure_transaction();
+  void roll_back() noexcept;
   std::int64_t frame_for(std::uint64_t address);
   frame_entry frame_entry_for(std::uint64_t address);
   // A thread's regions not yet written.
@@ -235,7 +252,7 @@ class profile_writer {
     }
   };
   std::unordered_map<std::vector<std::uint64_t>, std::int64_t, addresses_hash, addresses_equal> whole_stacks_;
-  std::unordered_map<std::int64_t, std::int64_t> stack_depths_;
+  row_ids newest_, committed_;  // the newest row inserted; the newest committed
 };
 
 }  // namespace kairos::database
