@@ -509,7 +509,7 @@ void write_gpu_tracks(connection& profile, std::ostream& out, const window_range
     const auto [found, added] =
         tracks.try_emplace({device, stream}, first_gpu_track + static_cast<std::int64_t>(tracks.size()));
     if (added) {
-      separator();
+      out << separator();
       out << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", pid,
                          found->second,
                          json_string(fmt::format("GPU {} stream {}", device_name,
@@ -530,7 +530,7 @@ void write_gpu_tracks(connection& profile, std::ostream& out, const window_range
   while (work.step()) {
     const auto tid = track_of(work.integer(1), work.integer(2), work.text(6));
     const bool kernel = work.text(0) == "kernel";
-    separator();
+    out << separator();
     out << fmt::format(R"({{"ph":"X","cat":"gpu_{}","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
                        work.text(0), json_string(work.text(3)), pid, tid, (work.integer(4) - origin_ns) * 1e-3,
                        (work.integer(5) - work.integer(4)) * 1e-3);
@@ -547,7 +547,7 @@ void write_gpu_tracks(connection& profile, std::ostream& out, const window_range
       "gpu_api_calls.correlation FROM gpu_api_calls JOIN threads ON threads.id = gpu_api_calls.thread WHERE 1" +
       in_windows(range, "gpu_api_calls.window") + " ORDER BY gpu_api_calls.start_ns");
   while (calls.step()) {
-    separator();
+    out << separator();
     out << fmt::format(R"({{"ph":"X","cat":"gpu_api","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},)"
                        R"("args":{{"correlation":{}}}}})",
                        json_string(calls.text(0)), calls.integer(1), calls.integer(2),
@@ -567,16 +567,18 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
                                 "UNION ALL SELECT MIN(start_ns) FROM window)");
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
-  auto separator = [&] {
-    if (!first) out << ",\n";
+  // What goes before the next event (or frame): a comma, except before the first.
+  auto separator = [&first]() -> std::string_view {
+    const std::string_view text = first ? "" : ",\n";
     first = false;
+    return text;
   };
   // A process of an MPI launch is named by its rank first: a merged launch shows a track per rank.
   auto processes = profile.prepare(
       "SELECT process.pid, COALESCE(command.value, ''), process.rank FROM process "
       "LEFT JOIN string AS command ON command.id = process.command");
   while (processes.step()) {
-    separator();
+    out << separator();
     const auto name = processes.is_null(2) ? std::string{processes.text(1)}
                                            : fmt::format("rank {}: {}", processes.integer(2), processes.text(1));
     out << fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})",
@@ -584,7 +586,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
   }
   auto threads = profile.prepare("SELECT pid, tid, COALESCE(name, ''), sequent_id FROM threads");
   while (threads.step()) {
-    separator();
+    out << separator();
     const auto name = threads.text(2).empty() ? fmt::format("thread {}", threads.integer(3))
                                               : std::string{threads.text(2)};
     out << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
@@ -594,13 +596,13 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
   const auto windows = windows_in(profile, range);
   const auto first_pid = scalar(profile, "SELECT MIN(pid) FROM process");
   if (!windows.empty()) {
-    separator();
+    out << separator();
     out << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":0,"args":{{"name":"kairos time windows"}}}})",
                        first_pid);
   }
   for (const auto& window : windows) {
     if (!window.opened) continue;
-    separator();
+    out << separator();
     out << fmt::format(R"({{"ph":"X","cat":"window","name":"window {}","pid":{},"tid":0,"ts":{:.3f},"dur":{:.3f},)"
                        R"("args":{{"spec":{},"clock":"{}","planned_start":{},"planned_end":{},"actual_start":{},)"
                        R"("actual_end":{},"samples":{}}}}})",
@@ -638,8 +640,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
       quoted_name = &found->second;
       last_name = region.name;
     }
-    if (!first) events += ",\n";  // separator()'s, in the buffer
-    first = false;
+    events += separator();
     events += R"({"ph":"X","cat":"region","name":)";
     events += *quoted_name;
     events += owner;
@@ -665,7 +666,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
       "mpi_calls.peer FROM mpi_calls JOIN threads ON threads.id = mpi_calls.thread WHERE 1" +
       in_windows(range, "mpi_calls.window") + " ORDER BY mpi_calls.start_ns");
   while (mpi_calls.step()) {
-    separator();
+    out << separator();
     out << fmt::format(R"({{"ph":"X","cat":"mpi","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
                        json_string(mpi_calls.text(0)), mpi_calls.integer(1), mpi_calls.integer(2),
                        (mpi_calls.integer(3) - origin_ns) * 1e-3, mpi_calls.integer(4) * 1e-3);
@@ -682,7 +683,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
       "FROM samples JOIN threads ON threads.id = samples.thread WHERE 1" + in_windows(range, "samples.window") +
       " ORDER BY samples.time_ns");
   while (samples.step()) {
-    separator();
+    out << separator();
     const auto leaf = samples.is_null(0) ? std::string_view{"<no stack>"} : samples.text(0);
     out << fmt::format(R"({{"ph":"i","s":"t","cat":"sample","name":{},"pid":{},"tid":{},"ts":{:.3f})",
                        json_string(leaf), samples.integer(1), samples.integer(2),
@@ -697,7 +698,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
       "ORDER BY stack.id");
   first = true;
   while (frames.step()) {
-    separator();
+    out << separator();
     out << fmt::format(R"("{}":{{"name":{})", frames.integer(0), json_string(frames.text(2)));
     if (!frames.is_null(1)) out << fmt::format(R"(,"parent":"{}")", frames.integer(1));
     out << '}';
