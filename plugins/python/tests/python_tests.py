@@ -152,6 +152,44 @@ def test_rows_equal_the_views(directory):
             check("is not a view" in str(error) and "top_functions" in str(error), f"{error}")
 
 
+def test_regions_decoded_as_the_view_reads_them(directory):
+    # Profile.regions() decodes the blocks in C++, the view in SQL; they must give the same rows in
+    # the same order. Besides the generated regions, a block written here holds an instrumented
+    # function's region (kind 'function'), and one whose name is no string (the view's JOIN leaves
+    # it out); a block of a thread with no row has no process nor rank (the view's LEFT JOIN).
+    edited = os.path.join(directory, "edited.db")
+    shutil.copy(merged_database(directory), edited)
+
+    def block(thread, start_ns, rows):  # rows: (start - start_ns, length, name, depth, window, clipped, frame)
+        widths = [max(len(str(row[i])) for row in rows) for i in range(7)]
+        text = "[" + ",".join('"' + "".join(str(value).rjust(width, "0") for value, width in zip(row, widths)) + '"'
+                              for row in rows) + "]"
+        end_ns = max(start_ns + row[0] + row[1] for row in rows)
+        return (thread, start_ns, end_ns, len(rows), *widths, text)
+
+    with sqlite3.connect(edited) as connection:
+        name = connection.execute("SELECT id FROM string WHERE value = 'phase_1'").fetchone()[0]
+        no_string = connection.execute("SELECT MAX(id) + 1 FROM string").fetchone()[0]
+        thread = connection.execute("SELECT MIN(id) FROM thread").fetchone()[0]
+        no_thread = connection.execute("SELECT MAX(id) + 1 FROM thread").fetchone()[0]
+        frame = connection.execute("SELECT MIN(id) FROM frame").fetchone()[0]
+        insert = ("INSERT INTO region_block (thread, start_ns, end_ns, count, start_digits, length_digits, name_digits, "
+                  "depth_digits, window_digits, clipped_digits, frame_digits, rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        connection.execute(insert, block(thread, 5_000_000, [(0, 900, name, 1, 0, 0, frame), (7, 12345, no_string, 0, 0, 0, 0),
+                                                              (1000, 10, name, 2, 0, 2, 0)]))
+        connection.execute(insert, block(no_thread, 6_000_000, [(3, 40, name, 0, 0, 1, 0)]))
+    with kairos.open(edited) as profile:
+        rows = [tuple(row) for row in profile.regions()]
+        expected = select_all(edited, "SELECT * FROM regions")
+        check(rows == expected, f"{len(rows)} rows decoded, {len(expected)} through the view; they differ")
+        added = [row for row in profile.regions() if row.start_ns in (5_000_000, 5_000_007, 5_001_000, 6_000_003)]
+        check([(row.start_ns, row.end_ns, row.kind, row.depth, row.clipped, row.process is None) for row in added] ==
+              [(5_000_000, 5_000_900, "function", 1, 0, False), (5_001_000, 5_001_010, "region", 2, 2, False),
+               (6_000_003, 6_000_043, "region", 0, 1, True)], f"the added rows: {added}")
+        dicts = list(profile.rows("regions", dicts=True))
+        check(dicts == [row._asdict() for row in profile.regions()], "the dicts hold the rows")
+
+
 def test_open_refuses_a_bad_path_and_another_schema_version(directory):
     missing = os.path.join(directory, "missing.db")
     for path, expected in ((missing, f"'{missing}' is not a file"), (directory, f"'{directory}' is not a file")):
