@@ -212,17 +212,16 @@ void copy_region_blocks(connection& database, const id_map& strings, const id_ma
     const auto block = stored_block(blocks);
     rows.clear();
     bool ids_resolve = true;
-    const bool whole = block.decode([&](region_fields row) {
+    block.decode([&](region_fields row) {  // a block not as kairos writes it: add() names the input
       row.name = strings[row.name];
       const bool has_frame = row.frame != 0;
       if (has_frame) row.frame = frames[row.frame];
       ids_resolve = ids_resolve && row.name != 0 && (!has_frame || row.frame != 0);
       rows.push_back(row);
     });
-    if (!whole || !ids_resolve)
-      throw database_error(fmt::format("[kairos] '{}' is corrupt: region_block {} {}", input, block.id,
-                                       whole ? "names a missing string or frame"
-                                             : "does not hold rows as kairos writes them"));
+    if (!ids_resolve)
+      throw database_error(
+          fmt::format("[kairos] '{}' is corrupt: region_block {} names a missing string or frame", input, block.id));
     encode_region_block(rows, encoded);
     insert_region_block(insert, block.thread + thread_shift, encoded);
   }

@@ -201,10 +201,7 @@ void for_each_region(connection& profile, const window_range& windows,
       block_query.bind(1, *id);
       if (!block_query.step()) continue;
       rows.clear();
-      if (!stored_block(block_query).decode([&](const region_fields& row) { rows.push_back(row); }))
-        throw database_error{fmt::format("region_block {} does not hold rows as kairos writes them (a JSON array "
-                                         "of count strings of fixed-width digits, the widths in its *_digits columns)",
-                                         *id)};
+      stored_block(block_query).decode([&](const region_fields& row) { rows.push_back(row); });
       std::int64_t last_name = -1;
       const std::optional<std::string>* name = nullptr;
       for (auto row = rows.rbegin(); row != rows.rend(); ++row) {

@@ -137,6 +137,12 @@ stored_region_block stored_block(const statement& query) {
   return block;
 }
 
+database_error stored_region_block::corrupt() const {
+  return database_error{"[kairos] region_block " + std::to_string(id) +
+                        " does not hold rows as kairos writes them (a JSON array of `count` strings of "
+                        "fixed-width digits, the widths in its *_digits columns)"};
+}
+
 std::string region_block_insert_sql(std::string_view table) {
   return "INSERT INTO " + std::string{table} +
          " (thread, start_ns, end_ns, count, start_digits, length_digits, name_digits, depth_digits, "

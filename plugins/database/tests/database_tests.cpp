@@ -336,6 +336,16 @@ TEST_CASE("a block of regions not as kairos writes it is refused, not misread") 
     broken[at] = broken[at] == 'x' ? 'y' : 'x';
     CHECK_FALSE(decodes(encoded.count, encoded.digits, broken));
   }
+  // Stored so, it is named by every reader of blocks (an output here), not misread.
+  const auto path = write_known_profile("corrupt_block");
+  {
+    db::connection editing{path, db::connection::mode::read_write};
+    editing.execute("UPDATE region_block SET rows = replace(rows, '\"', 'x') WHERE id = 1");
+  }
+  auto profile = db::open_profile(path);
+  std::ostringstream out;
+  CHECK_THROWS_WITH(db::write_trace(profile, out),
+                    doctest::Contains("region_block 1 does not hold rows as kairos writes them"));
 }
 
 TEST_CASE("the outputs read regions from their blocks as the regions view does") {

@@ -113,7 +113,7 @@ class symbol_cache {
     if (!storable(symbol.function) || !storable(symbol.file)) return;
     load(*module);
     if (module->separate_debug_file && !symbol.separate_debug_file_read) return;
-    answer stored{symbol.function, symbol.function_offset, 0, 0, symbol.file, symbol.line, false};
+    answer stored{symbol.function, symbol.function_offset, 0, 0, symbol.file, symbol.line};
     if (symbol.has_same_answer_span() && symbol.same_answer_begin >= module->bias &&
         symbol.same_answer_begin <= symbol.address && symbol.address < symbol.same_answer_end) {
       stored.span_begin = symbol.same_answer_begin - module->bias;

@@ -91,10 +91,14 @@ struct stored_region_block {
   std::array<int, region_stored_fields> digits{};
   std::string_view rows;
 
+  // Visits every row; throws database_error naming the block when it is not as kairos writes it.
   template <class Visit>
-  bool decode(Visit&& visit) const {
-    return decode_region_block(start_ns, count, digits, rows, std::forward<Visit>(visit));
+  void decode(Visit&& visit) const {
+    if (!decode_region_block(start_ns, count, digits, rows, std::forward<Visit>(visit))) throw corrupt();
   }
+
+ private:
+  database_error corrupt() const;
 };
 stored_region_block stored_block(const statement& query);
 
