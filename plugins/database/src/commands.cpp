@@ -26,9 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view formats[] = {"text", "trace", "folded", "speedscope", "flamegraph", "html", "json",
-                                        "coz",  "causal-svg"};
-
 // "K" or "K..L" with 1 <= K <= L.
 std::optional<window_range> parse_window_range(const std::string& text) {
   auto number = [](std::string_view digits) -> std::optional<std::int64_t> {
@@ -121,15 +118,18 @@ class progress {
 }  // namespace
 
 int run_report(const report_request& request, std::ostream& standard_out, std::ostream& errors) {
-  const auto& format = request.format;
-  if (std::find(std::begin(formats), std::end(formats), format) == std::end(formats)) {
-    errors << fmt::format("[kairos] --format \"{}\" is not valid: expected one of {}\n", format,
-                          fmt::join(formats, ", "));
+  const auto* format = find_format(request.format);
+  if (format == nullptr || !format->from_database) {
+    errors << fmt::format("[kairos] --format \"{}\" is not valid: expected one of {}\n", request.format,
+                          report_format_names(", "));
     return 2;
   }
-  if (request.databases.size() > 1 && format != "text" && format != "folded") {
-    errors << fmt::format("[kairos] --format {} takes one database at a time ({} given); "
-                          "text and folded take several\n", format, request.databases.size());
+  if (request.databases.size() > 1 && !format->several_databases) {
+    std::vector<std::string_view> several;
+    for (const auto& row : formats)
+      if (row.from_database && row.several_databases) several.push_back(row.name);
+    errors << fmt::format("[kairos] --format {} takes one database at a time ({} given); {} take several\n",
+                          format->name, request.databases.size(), fmt::join(several, " and "));
     return 2;
   }
   for (const auto& path : request.databases) {
@@ -163,7 +163,8 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
     for (const auto& path : request.databases) {
       auto profile = open_profile(path);
       if (request.rank) restrict_to_rank(profile, *request.rank);
-      if (request.databases.size() > 1 && (format == "text" || request.compare_windows)) out << "== " << path << "\n";
+      if (request.databases.size() > 1 && (format->id == format_id::text || request.compare_windows))
+        out << "== " << path << "\n";
       if (!windows.all || request.compare_windows) {
         const auto count = window_count(profile);
         if (count == 0) {
@@ -177,27 +178,10 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
           return 2;
         }
       }
-      if (request.compare_windows) {
+      if (request.compare_windows)
         write_window_comparison(profile, out);
-      } else if (format == "text") {
-        write_text(profile, out, {.windows = windows});
-      } else if (format == "trace") {
-        write_trace(profile, out, windows);
-      } else if (format == "folded") {
-        write_folded(profile, out, windows);
-      } else if (format == "flamegraph") {
-        write_flamegraph(profile, out, windows);
-      } else if (format == "speedscope") {
-        write_speedscope(profile, out, windows, "kairos " KAIROS_VERSION);
-      } else if (format == "html") {
-        write_html(profile, out, windows, "kairos " KAIROS_VERSION);
-      } else if (format == "coz") {
-        write_coz_profile(profile, out, windows);
-      } else if (format == "causal-svg") {
-        write_causal_svg(profile, out, 10, windows);
-      } else {
-        write_summary_json(profile, out, {.windows = windows});
-      }
+      else
+        write_format(format->id, profile, out, windows);
     }
   } catch (const std::exception& error) {
     errors << error.what() << "\n";

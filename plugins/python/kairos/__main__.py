@@ -6,7 +6,9 @@ import sys
 
 from kairos import _native
 
-FORMATS = "text (default), trace, folded, speedscope, flamegraph, html, json, coz, causal-svg"
+# kairos-report's formats, each with what it is: the C++ table (formats.hpp), as the tools read it.
+FORMATS = ", ".join(f"{row['name']} ({row['description']})" for row in _native.formats
+                    if row["from_database"]) + "; text by default"
 
 
 def main(arguments=None):

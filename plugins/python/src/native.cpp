@@ -15,6 +15,7 @@
 #include <pybind11/stl.h>
 
 #include <kairos/plugins/database/commands.hpp>
+#include <kairos/plugins/database/formats.hpp>
 #include <kairos/plugins/database/merge.hpp>
 #include <kairos/plugins/database/region_block.hpp>
 #include <kairos/plugins/database/schema.hpp>
@@ -150,6 +151,20 @@ PYBIND11_MODULE(_native, module) {
 
   module.def("check_profile", [](const std::string& path) { db::open_profile(path); }, py::arg("path"),
              "Raises DatabaseError naming the file when it is not a kairos profile of this schema version.");
+  {
+    py::list formats;  // the one table of output formats (formats.hpp), as the tools read it
+    for (const auto& row : db::formats) {
+      py::dict entry;
+      entry["name"] = std::string{row.name};
+      entry["extension"] = std::string{row.extension};
+      entry["description"] = std::string{row.description};
+      entry["at_exit"] = row.at_exit;
+      entry["from_database"] = row.from_database;
+      entry["several_databases"] = row.several_databases;
+      formats.append(entry);
+    }
+    module.attr("formats") = formats;
+  }
   module.def("run_report", &run_report, py::arg("databases"), py::arg("format"), py::arg("output"),
              py::arg("window"), py::arg("compare_windows"), py::arg("rank"), py::arg("out"), py::arg("errors"),
              "kairos-report's work: the output to `out` (or the file `output`), problems to `errors`; "

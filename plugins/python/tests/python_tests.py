@@ -20,6 +20,9 @@ from harness import Failure, check, run_named_test, run_process, skip
 
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
 KAIROS_MERGE = os.environ.get("KAIROS_MERGE", "")
+KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
+KAIROS_AVAIL = os.environ.get("KAIROS_AVAIL", "")
+SOURCE_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 GENERATOR = os.environ.get("KAIROS_PROFILE_GENERATOR", "")
 BUILD_DIR = os.environ.get("KAIROS_BUILD_DIR", "")
 TIMEOUT = 30
@@ -329,6 +332,62 @@ def test_installed_package_imports(directory):
           f"the installed package: {got.returncode} {got.stderr!r}")
     located = run_process([sys.executable, "-c", "import kairos; print(kairos.__file__)"], TIMEOUT, env=environment)
     check(located.stdout.decode().startswith(prefix), f"imported from {located.stdout!r}, not {prefix}")
+
+
+def test_every_format_of_the_table_everywhere(directory):
+    """formats.hpp's table, read through the package: every format kairos-run writes at exit is
+    accepted by KAIROS_OUTPUT_FORMATS and written to <stem><extension>; every format written from a
+    database is accepted by kairos-report -f and python3 -m kairos report -f, byte for byte alike;
+    each is named in every help text and in docs/outputs.md."""
+    from kairos import _native
+    table = _native.formats
+    names = [row["name"] for row in table]
+    check(len(names) == len(set(names)) and {"db", "text", "json"} <= set(names), f"the table: {names}")
+    if not KAIROS_RUN or not KAIROS_AVAIL:
+        skip("kairos-run or kairos-avail not built (no libkairos.so: libsqlite3.a missing)")
+    at_exit = [row for row in table if row["at_exit"]]
+    stem = os.path.join(directory, "run")
+    busy = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"
+    environment = dict(os.environ, KAIROS_OUTPUT_FORMATS=",".join(row["name"] for row in at_exit),
+                       KAIROS_SAMPLING_FREQ="1000")
+    run = run_process([KAIROS_RUN, "-o", stem, "--", "sh", "-c", busy], TIMEOUT, env=environment)
+    check(run.returncode == 0, f"kairos-run failed: {run.stderr.decode(errors='replace')}")
+    check(b"not valid" not in run.stderr, f"a format refused: {run.stderr.decode(errors='replace')}")
+    for row in at_exit:
+        path = stem + row["extension"]
+        check(os.path.isfile(path) and os.path.getsize(path) > 0, f"{row['name']}: {path} not written")
+    database = stem + ".db"
+    for row in table:
+        if not row["from_database"]:
+            continue
+        expected = tool(KAIROS_REPORT, database, "-f", row["name"])
+        got = python_kairos("report", database, "-f", row["name"])
+        # The causal formats need a kairos-causal run: on this profile both say so alike.
+        accepted = expected.returncode == 0 or b"no causal experiments" in expected.stderr
+        check(accepted and got.returncode == expected.returncode,
+              f"-f {row['name']}: status {expected.returncode} and {got.returncode}: "
+              f"{expected.stderr.decode(errors='replace')}")
+        check(got.stdout == expected.stdout and got.stderr == expected.stderr,
+              f"-f {row['name']}: python3 -m kairos and kairos-report differ")
+    refused = tool(KAIROS_REPORT, database, "-f", "db")
+    check(refused.returncode == 2 and b"expected one of" in refused.stderr,
+          f"-f db is the database itself, refused: {refused.stderr!r}")
+    helps = {
+        "kairos-run --help": (tool(KAIROS_RUN, "--help").stdout.decode(), at_exit),
+        "kairos-avail --settings": (tool(KAIROS_AVAIL, "--settings", "--regex", "output_formats").stdout.decode(),
+                                    at_exit),
+        "kairos-report --help": (tool(KAIROS_REPORT, "--help").stdout.decode(),
+                                 [row for row in table if row["from_database"]]),
+        "python3 -m kairos report --help": (python_kairos("report", "--help").stdout.decode(),
+                                            [row for row in table if row["from_database"]]),
+    }
+    for where, (text, rows) in helps.items():
+        flat = " ".join(text.split())
+        for row in rows:
+            check(f"{row['name']} (" in flat, f"{where} does not name {row['name']}:\n{text}")
+    with open(os.path.join(SOURCE_DIR, "docs", "outputs.md"), encoding="utf-8") as file:
+        documented = {line.split("|")[1].strip().strip("`") for line in file if line.startswith("| `")}
+    check(set(names) <= documented, f"docs/outputs.md's table lacks {sorted(set(names) - documented)}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-// kairos-report DB... [--format text|trace|folded|speedscope|flamegraph|html|json|coz|causal-svg] [--window K|K..L] [--compare-windows]
-// [--rank R] [-o FILE]: the outputs kairos-run writes at exit, produced again (offline, later) from profile
+// kairos-report DB... [--format F] [--window K|K..L] [--compare-windows] [--rank R] [-o FILE]:
+// the outputs kairos-run writes at exit (formats.hpp lists them), produced again (offline, later) from profile
 // databases, by the same streamed writers; restricted to time windows, or comparing them. The work
 // is kairos::database::run_report, which `python3 -m kairos report` runs too.
 #include <iostream>
@@ -8,15 +8,14 @@
 #include <CLI/CLI.hpp>
 
 #include <kairos/plugins/database/commands.hpp>
+#include <kairos/plugins/database/formats.hpp>
 
 int main(int argc, char** argv) {
-  CLI::App app{"kairos-report: text, trace, folded stacks or JSON from kairos profile databases"};
+  CLI::App app{"kairos-report: the reports, traces and pictures of kairos profile databases"};
   kairos::database::report_request request;
   app.add_option("databases", request.databases, "profile databases (<stem>.db) written by kairos-run")->required();
-  app.add_option("-f,--format", request.format, "text (default), trace (Chrome Trace Event JSON), folded "
-                                                "(flamegraph.pl), speedscope (speedscope's own format), flamegraph "
-                                                "(SVG), html (report page), json (summary), coz (a causal profile as coz's profile.coz), "
-                                                "causal-svg (a causal profile's charts, SVG)");
+  app.add_option("-f,--format", request.format,
+                 kairos::database::format_help(false) + "; text by default; docs/outputs.md");
   app.add_option("-o,--output", request.output, "write here instead of stdout");
   app.add_option("-w,--window", request.window, "only time window K, or windows K..L (docs/windows.md)");
   app.add_flag("--compare-windows", request.compare_windows,

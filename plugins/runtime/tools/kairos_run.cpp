@@ -15,6 +15,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <kairos/plugins/database/formats.hpp>
+
 #include <kairos/runtime/launch.hpp>
 #include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
@@ -73,8 +75,9 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", output,
                  "output file stem (KAIROS_OUTPUT_PATH); keys %pid% %ppid% %hostname% %exe% "
                  "%launch_date% %rank% %size% %env{NAME}%");
-  app.add_option("--formats", formats, "outputs to write (KAIROS_OUTPUT_FORMATS): db,text,trace (default), folded, speedscope, "
-                                    "flamegraph, html, json; docs/outputs.md");
+  app.add_option("--formats", formats,
+                 "outputs to write, comma-separated (KAIROS_OUTPUT_FORMATS, default db,text,trace): " +
+                     kairos::database::format_help(true) + "; docs/outputs.md");
   app.add_option("--freq", frequency, "sampling frequency in Hz (KAIROS_SAMPLING_FREQ)");
   app.add_option("--cputime", cputime, "CPU-time sampling on|off (KAIROS_SAMPLING_CPUTIME)")
       ->expected(0, 1);

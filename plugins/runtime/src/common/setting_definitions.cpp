@@ -5,6 +5,7 @@
 #include <string>
 
 #include <kairos/components.hpp>
+#include <kairos/plugins/database/formats.hpp>
 #include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
 #include <kairos/runtime/time_windows.hpp>
@@ -103,11 +104,7 @@ constexpr std::array definitions{
                        "several ranks the default is kairos-output/%exe%-%launch_date%/rank%rank%",
                        {}, 0, 0, false, &check_output_path},
     setting_definition{"output_formats", "KAIROS_OUTPUT_FORMATS", list, "db,text,trace", "output",
-                       "outputs written at exit: db (<stem>.db, the SQLite profile), text (<stem>.txt), "
-                       "trace (<stem>.trace.json, Chrome trace), folded (<stem>.folded), speedscope "
-                       "(<stem>.speedscope.json), flamegraph (<stem>.svg), html (<stem>.html, a report page), "
-                       "json (<stem>.json)",
-                       "db,text,trace,folded,speedscope,flamegraph,html,json"},
+                       database::exit_format_descriptions, database::exit_format_names},
     setting_definition{"flush_interval", "KAIROS_FLUSH_INTERVAL", number, "1", "output",
                        "seconds between commits of the profile database (what a killed program "
                        "leaves is complete up to the last one)",

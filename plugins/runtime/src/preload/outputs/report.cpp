@@ -95,12 +95,8 @@ problem write_output(const std::string& path, Write&& write) {
 }  // namespace
 
 std::string output_file(const std::string& stem, const std::string& format) {
-  if (format == "text") return stem + ".txt";
-  if (format == "trace") return stem + ".trace.json";
-  if (format == "speedscope") return stem + ".speedscope.json";
-  if (format == "flamegraph") return stem + ".svg";
-  if (format == "html") return stem + ".html";
-  return stem + "." + format;
+  const auto* row = database::find_format(format);
+  return stem + (row ? std::string{row->extension} : "." + format);
 }
 
 bool stem_is_free(const std::string& stem, const std::vector<std::string>& formats) {
@@ -138,15 +134,19 @@ written_report write_report(const report_request& request) {
     if (!opened) opened.emplace(database::open_profile(database_path));
     return *opened;
   };
-  for (const auto& format : request.formats) {
-    const auto path = output_file(request.stem, format);
-    if (format == "db") {
+  using database::format_id;
+  for (const auto& name : request.formats) {
+    const auto* format = database::find_format(name);
+    if (format == nullptr || !format->at_exit) continue;  // the setting accepts none such
+    const auto path = output_file(request.stem, name);
+    if (format->id == format_id::db) {
       if (have_database) written.files.push_back(path);
       continue;
     }
-    if (!have_database && format != "text" && format != "json") continue;  // the others derive from it
+    // Only text and json say something without the database: the others derive from it.
+    if (!have_database && format->id != format_id::text && format->id != format_id::json) continue;
     written.failure = write_output(path, [&](std::ostream& file) {
-      if (format == "text") {
+      if (format->id == format_id::text) {
         file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
                             runtime_report_version, printable(request.command_line), getpid(),
                             request.end_reason);
@@ -161,17 +161,9 @@ written_report write_report(const report_request& request) {
         if (request.mismatched_pops > 0)
           file << fmt::format("\nmismatched kairos_pop_region calls ignored: {}\n", request.mismatched_pops);
         file << "\nthreads\n" << threads_text();
-      } else if (format == "trace") {
-        database::write_trace(profile_database(), file);
-      } else if (format == "folded") {
-        database::write_folded(profile_database(), file);
-      } else if (format == "flamegraph") {
-        database::write_flamegraph(profile_database(), file);
-      } else if (format == "speedscope") {
-        database::write_speedscope(profile_database(), file, {}, "kairos " KAIROS_VERSION);
-      } else if (format == "html") {
-        database::write_html(profile_database(), file, {}, "kairos " KAIROS_VERSION);
-      } else if (format == "json") {
+      } else if (format->id == format_id::json) {
+        // The run's report: what only the running process knows, the profile's summary (the
+        // json format of kairos-report) as its 'profile'.
         nlohmann::json document{{"kairos_report_version", runtime_report_version},
                                 {"command", printable(request.command_line)},
                                 {"pid", getpid()},
@@ -184,6 +176,8 @@ written_report write_report(const report_request& request) {
                                 {"profile", have_database ? profile_summary(profile_database())
                                                           : nlohmann::json(nullptr)}};
         file << document.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      } else {
+        database::write_format(format->id, profile_database(), file);
       }
     });
     if (written.failure) break;

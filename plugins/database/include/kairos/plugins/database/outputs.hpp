@@ -6,6 +6,7 @@
 #include <ostream>
 #include <string_view>
 
+#include <kairos/plugins/database/formats.hpp>
 #include <kairos/plugins/database/sqlite.hpp>
 
 namespace kairos::database {
@@ -81,5 +82,10 @@ std::int64_t window_count(connection& profile);
 
 // The text report's content as JSON.
 void write_summary_json(connection& profile, std::ostream& out, const text_options& options = {});
+
+// `format` (a row of formats.hpp written from a database) of `profile`, restricted to `windows`:
+// the one dispatch kairos-report, the Python package and kairos-run's exit share. Throws
+// std::invalid_argument for the db format, which no writer produces.
+void write_format(format_id format, connection& profile, std::ostream& out, const window_range& windows = {});
 
 }  // namespace kairos::database
