@@ -247,10 +247,12 @@ Dwfl* libdwfl_of_this_process() {
 }
 }  // namespace
 
-TEST_CASE("a module's index names every address as libdwfl's own lookup does") {
+// The symbol libdwfl names at an address and the one kairos names are the same one (the same
+// start: aliases) when both are named and the offsets agree; the alias kairos picks among them
+// is symbol_names_tests.cpp's subject.
+TEST_CASE("a module's index finds at every address the symbol libdwfl's own lookup finds") {
   // Thousands of addresses over every module's code (libc's and libstdc++'s symbol tables in their
-  // separate debug files) through kairos's index, read from the ELF data: every name must be
-  // libdwfl's (aliases included: free, not cfree@GLIBC_2.2.5; __libc_malloc where libdwfl says so).
+  // separate debug files) through kairos's index, read from the ELF data.
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges;
   dl_iterate_phdr(&collect_executable_ranges, &ranges);
   REQUIRE(ranges.size() >= 2);
@@ -268,10 +270,10 @@ TEST_CASE("a module's index names every address as libdwfl's own lookup does") {
         if (const char* name = dwfl_module_addrinfo(module, address, &offset, &symbol, nullptr, nullptr, nullptr))
           expected = kairos::backtrace_symbolizer::demangle(name);
       const auto found = symbolizer.resolve_uncached(address);
+      CHECK_MESSAGE(found.has_function() == !expected.empty(), "at ", found.module, "+", found.module_offset);
       if (!expected.empty()) {
         ++named;
-        CHECK_MESSAGE(found.function == expected, "at ", found.module, "+", found.module_offset);
-        CHECK(found.function_offset == offset);
+        CHECK_MESSAGE(found.function_offset == offset, "at ", found.module, "+", found.module_offset);
       }
       ++compared;
     }
@@ -283,7 +285,7 @@ TEST_CASE("a module's index names every address as libdwfl's own lookup does") {
   CHECK(reads.through_libdwfl == 0);
 }
 
-TEST_CASE("every address inside a function is named as libdwfl names it") {
+TEST_CASE("every address inside a function finds the symbol libdwfl finds") {
   // Every byte of two libc functions, to their last: the index's extents end where libdwfl's do.
   Dwfl* reference = libdwfl_of_this_process();
   REQUIRE(reference != nullptr);
@@ -301,7 +303,7 @@ TEST_CASE("every address inside a function is named as libdwfl names it") {
       const char* name = dwfl_module_addrinfo(module, address, &offset, &symbol, nullptr, nullptr, nullptr);
       REQUIRE(name != nullptr);
       const auto found = symbolizer.resolve_uncached(address);
-      CHECK(found.function == kairos::backtrace_symbolizer::demangle(name));
+      CHECK(found.function == function);
       CHECK(found.function_offset == offset);
       ++compared;
     }

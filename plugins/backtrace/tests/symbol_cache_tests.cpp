@@ -247,6 +247,32 @@ TEST_CASE("a cache file cut short, or of another variant, is not used, and the n
   CHECK_FALSE(kairos::symbol_cache{directory.path, "own"}.find(address).has_value());
 }
 
+TEST_CASE("a cache file written before the names users search for were chosen is not used") {
+  // Format 3 named libm's cbrt cbrtf64 (the first alias in the table): its answers are stale.
+  scratch_directory directory;
+  void* libm = dlopen("libm.so.6", RTLD_NOW);
+  REQUIRE(libm != nullptr);
+  const auto address = reinterpret_cast<std::uintptr_t>(dlsym(libm, "cbrt")) + 1;
+  kairos::backtrace_symbolizer symbolizer{nullptr, kairos::source_lines::own};
+  REQUIRE(symbolizer.resolve(address).function == "cbrt");
+  {
+    kairos::symbol_cache first_run{directory.path, "own"};
+    first_run.remember(symbolizer.resolve(address));
+    REQUIRE(first_run.save().empty());
+  }
+  REQUIRE(directory.files().size() == 1);
+  const auto file = directory.files().front();
+  auto text = read_text(file);
+  const auto version = std::string{"kairos symbol cache "} + std::to_string(kairos::symbol_cache::format_version) + " ";
+  REQUIRE(text.starts_with(version));
+  text.replace(0, version.size(), "kairos symbol cache 3 ");
+  text.replace(text.find("\tcbrt\t"), 6, "\tcbrtf64\t");
+  std::ofstream{file, std::ios::trunc} << text;
+  kairos::symbol_cache later{directory.path, "own"};
+  CHECK_FALSE(later.find(address).has_value());
+  dlclose(libm);
+}
+
 TEST_CASE("a module without a build id is never cached") {
   scratch_directory directory;
   const loaded_test_module module{KAIROS_TEST_MODULE_WITHOUT_BUILD_ID};

@@ -254,9 +254,12 @@ profile_writer::frame_entry profile_writer::frame_entry_for(std::uint64_t addres
   if (const auto found = frames_.find(address); found != frames_.end()) return found->second;
   frame_info info = symbolize_ ? symbolize_(address) : frame_info{};
   info.address = address;
+  // An address no symbol names: one name per module, so its samples make one row, not one per
+  // address (a stripped library's thread start routine, a row per return address), and say
+  // what is missing; the frame keeps its module and offset.
   if (info.function.empty())
     info.function = info.module.empty() ? fmt::format("0x{:x}", address)
-                                        : fmt::format("{}+0x{:x}", info.module, info.offset);
+                                        : fmt::format("{} (no symbols)", info.module.substr(info.module.rfind('/') + 1));
   const auto module = info.module.empty() ? -1 : intern(info.module);
   const auto function = intern(info.function);
   const auto file = info.file.empty() ? -1 : intern(info.file);

@@ -135,19 +135,23 @@ TEST_CASE("samples and regions views resolve names") {
   CHECK(count(profile, "SELECT COUNT(*) FROM threads WHERE name = 'writer' AND tid = 4243") == 1);
 }
 
-TEST_CASE("frames without a symbol are named by module and offset") {
+TEST_CASE("frames without a symbol are named once per module, and keep their module and offset") {
   const auto path = fresh_path("unknown");
   {
     db::profile_writer writer{path, fake_symbols};
     const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
     const auto thread = writer.add_thread(process, {0, 0, 1, "", 0});
-    const std::uint64_t stack[] = {0x999};
-    writer.add_sample(thread, 0, 1, writer.add_stack(stack));
+    const std::uint64_t first[] = {0x999}, second[] = {0x9a9};
+    writer.add_sample(thread, 0, 1, writer.add_stack(first));
+    writer.add_sample(thread, 1, 1, writer.add_stack(second));
   }
   auto profile = db::open_profile(path);
-  auto query = profile.prepare("SELECT leaf FROM samples");
-  REQUIRE(query.step());
-  CHECK(query.text(0) == "/usr/bin/app+0x989");
+  auto rows = profile.prepare("SELECT name, self FROM top_functions");
+  REQUIRE(rows.step());
+  CHECK(rows.text(0) == "app (no symbols)");
+  CHECK(rows.integer(1) == 2);
+  CHECK_FALSE(rows.step());
+  CHECK(count(profile, "SELECT COUNT(*) FROM frame WHERE offset IN (0x989, 0x999)") == 2);
 }
 
 TEST_CASE("the text output ranks functions overall and per thread") {

@@ -52,6 +52,7 @@ struct registry {
   std::map<std::string, void*, std::less<>> resolved;  // "name@version" -> address
   std::vector<ElfW(Addr)> excluded_bases;
   std::size_t user_bindings = 0;
+  std::map<const void*, std::string> wrapped_names;  // wrapper -> symbol name; never forgotten
 };
 
 // Never destroyed: wrappers can run during exit, after static destructors.
@@ -285,6 +286,7 @@ wrap_status install(binding& b) {
   }
   ensure_loader_hooks_locked(r);
   chain& c = push_locked(r, b);
+  r.wrapped_names[b.wrapper] = c.name;
   status.installed = true;
   run_pass_locked(r);
   status.defined = c.original != nullptr;
@@ -309,6 +311,14 @@ bool remove(binding& b) {
   release_loader_hooks_locked(r);
   run_pass_locked(r);
   return true;
+}
+
+std::string wrapped_symbol(const void* wrapper) {
+  inside_kairos_scope guard;
+  registry& r = the_registry();
+  std::lock_guard lock{r.mutex};
+  const auto found = r.wrapped_names.find(wrapper);
+  return found != r.wrapped_names.end() ? found->second : std::string{};
 }
 
 void reapply() {

@@ -88,6 +88,18 @@ TEST_CASE("the bundle is labelled with the wrapped function's name") {
   CHECK(labelled_bundle::labels == std::vector<std::string>{"kgt_add"});
 }
 
+TEST_CASE("a wrapper's address names the function it wraps, without its version, after removal too") {
+  using named = kairos::gotcha<2, labelled_bundle, struct named_tag>;
+  REQUIRE(named::wrap<0, int(int, int)>("kgt_add").ok());
+  REQUIRE(named::wrap<1, int(pthread_cond_t*, pthread_mutex_t*)>("pthread_cond_wait@GLIBC_2.3.2").defined);
+  void* add_wrapper = named::wrapper_address<0>();
+  CHECK(kairos::gotcha_patcher::wrapped_symbol(add_wrapper) == "kgt_add");
+  CHECK(kairos::gotcha_patcher::wrapped_symbol(named::wrapper_address<1>()) == "pthread_cond_wait");
+  named::unwrap_all();
+  CHECK(kairos::gotcha_patcher::wrapped_symbol(add_wrapper) == "kgt_add");  // samples taken before
+  CHECK(kairos::gotcha_patcher::wrapped_symbol(reinterpret_cast<void*>(&kgt_add)).empty());
+}
+
 TEST_CASE("a void function is wrapped and gets no return-value audit") {
   unwrap_at_end cleanup;
   call_log::reset();

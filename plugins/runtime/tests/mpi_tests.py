@@ -87,7 +87,7 @@ def test_imbalanced_ranks(directory):
     check("rank 0 of 4" in summary[0] and merge in summary[0], f"rank 0's line names the directory and "
           f"'{merge}': {summary[0]}")
 
-    launch_ids, mpi_seconds = set(), {}
+    launch_ids, mpi_seconds, wrapper_frames = set(), {}, set()
     for rank, path in enumerate(databases):
         with sqlite3.connect(path) as database:
             row = database.execute("SELECT rank, size, launch_id, hostname FROM processes").fetchall()
@@ -102,11 +102,21 @@ def test_imbalanced_ranks(directory):
             allreduce = database.execute("SELECT bytes, peer FROM mpi_calls WHERE name = 'MPI_Allreduce'").fetchone()
             check(allreduce == (8, None), f"{path}: MPI_Allreduce (bytes, peer) {allreduce}")
             mpi_seconds[rank] = database.execute("SELECT SUM(duration_ns) FROM mpi_calls").fetchone()[0] / 1e9
+            # kairos's wrappers' frames carry the wrapped function's name, never their template's.
+            frame_names = [name for (name,) in database.execute(
+                "SELECT DISTINCT string.value FROM frame JOIN string ON string.id = frame.function")]
+            dumps = [name for name in frame_names if name.startswith("kairos::gotcha<")]
+            check(not dumps, f"{path}: wrapper frames named by their template: {dumps[:3]}")
+            wrapper_frames.update(name for name in frame_names if name.endswith(" [kairos wrapper]"))
         with open(path[:-3] + ".txt") as text:
             report = text.read()
         check(f"in MPI of" in report and "waiting" in report and "MPI_Allreduce" in report,
               f"{path[:-3]}.txt has no MPI section:\n{report[:2000]}")
     check(len(launch_ids) == 1, f"one launch id for every rank expected, found {launch_ids}")
+    check(wrapper_frames <= {f"{name} [kairos wrapper]" for name in ("MPI_Init", "MPI_Finalize", "MPI_Isend",
+                                                                    "MPI_Irecv", "MPI_Waitall", "MPI_Allreduce",
+                                                                    "MPI_Barrier")} and wrapper_frames,
+          f"sampled MPI wrappers named after their MPI function expected, found {wrapper_frames}")
     check(max(mpi_seconds, key=mpi_seconds.get) == 0,
           f"rank 0 does the least work, so it waits the most; seconds in MPI by rank: {mpi_seconds}")
     print(f"seconds in MPI by rank: {mpi_seconds}; launch {launch_ids.pop()}")

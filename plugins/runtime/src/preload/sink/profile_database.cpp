@@ -18,6 +18,7 @@
 
 #include <kairos/plugins/backtrace/symbolizer.hpp>
 #include <kairos/plugins/database/writer.hpp>
+#include <kairos/plugins/gotcha/patcher.hpp>
 
 #include "preload/support/clock.hpp"
 #include "preload/support/own_costs.hpp"
@@ -102,6 +103,12 @@ database::frame_info symbolize(std::uint64_t address) {
   frame.module = symbol.module == "[unknown]" ? std::string{} : symbol.module;
   frame.offset = symbol.module_offset;
   frame.function = symbol.function;
+  // kairos's wrappers (MPI, HIP, the causal profiler's blocking calls) are template instances
+  // whose names say nothing to a user: a wrapper's frame is named after what it wraps.
+  if (symbol.has_function())
+    if (auto wrapped = gotcha_patcher::wrapped_symbol(reinterpret_cast<const void*>(symbol.address - symbol.function_offset));
+        !wrapped.empty())
+      frame.function = std::move(wrapped) + " [kairos wrapper]";
   frame.file = symbol.file;
   frame.line = static_cast<std::uint32_t>(symbol.line > 0 ? symbol.line : 0);
   return frame;

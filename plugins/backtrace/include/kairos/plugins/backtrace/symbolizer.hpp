@@ -8,8 +8,9 @@
 //                    the offset is the ELF virtual address (address - load bias), what
 //                    `addr2line -e <module> <offset>` takes. Outside every object: "[unknown]".
 //   function         the module's symbol table as libdwfl reads it (.symtab, also of separate
-//                    debug files), indexed once per module; else dladdr's dynamic symbol;
-//                    demangled with abi::__cxa_demangle.
+//                    debug files, else .dynsym and MiniDebugInfo's .gnu_debugdata), indexed
+//                    once per module; else dladdr's dynamic symbol. Among aliases, the name a
+//                    user searches for (preferred_alias); demangled, never with a version.
 //   file:line        libdw (elfutils) line tables, found through build-id / .gnu_debuglink as
 //                    well (Debian's -dbgsym packages); for inlined code, the call site inside the
 //                    named function. Without libdw at build time: left empty.
@@ -29,6 +30,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -188,14 +190,41 @@ class backtrace_symbolizer {
     return error ? std::string{"[main program]"} : path.string();
   }
 
+  // Demangled, without a symbol version: a separate debug file's .symtab spells versioned
+  // symbols "hypot@@GLIBC_2.35" or "__hypot_finite@GLIBC_2.15", and no one searches for that.
   static std::string demangle(const char* name) {
     if (name == nullptr) return {};
+    std::string plain{name, std::strcspn(name, "@")};
     int status = 0;
-    char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-    if (status != 0 || demangled == nullptr) return name;
+    char* demangled = abi::__cxa_demangle(plain.c_str(), nullptr, nullptr, &status);
+    if (status != 0 || demangled == nullptr) return plain;
     std::string result{demangled};
     std::free(demangled);
     return result;
+  }
+
+  // Among aliases (symbols at one address), whether `a`'s name is the one a user searches for
+  // rather than `b`'s. In order: a name exported from the module (global or weak alike: glibc
+  // makes the documented name weak and its internal one global: write, __write) over a local
+  // one (__cbrt, __wrap_scalbn); a default or unversioned name over a compatibility one, which
+  // no program links anew (hypot@@GLIBC_2.35, not __hypot_finite@GLIBC_2.15); fewer leading
+  // underscores (malloc, not __libc_malloc); the shorter name, without its version (cbrt, not
+  // cbrtf64 or cbrtf32x; ldexp, not scalbn or ldexpf32x); then the first in byte order, so the
+  // choice never depends on the table's order. perf's choice (non-weak first, then global, then
+  // underscores, then the longest name) picks __cbrt, __wrap_scalbn and __libc_pwrite in glibc.
+  static bool preferred_alias(std::string_view a, bool a_exported, std::string_view b, bool b_exported) {
+    if (a_exported != b_exported) return a_exported;
+    auto compatibility_only = [](std::string_view name) {
+      const auto at = name.find('@');
+      return at != std::string_view::npos && name.substr(at, 2) != "@@";
+    };
+    if (compatibility_only(a) != compatibility_only(b)) return !compatibility_only(a);
+    a = a.substr(0, a.find('@'));
+    b = b.substr(0, b.find('@'));
+    const auto a_underscores = a.find_first_not_of('_'), b_underscores = b.find_first_not_of('_');
+    if (a_underscores != b_underscores) return a_underscores < b_underscores;
+    if (a.size() != b.size()) return a.size() < b.size();
+    return a < b;
   }
 
  private:
@@ -457,7 +486,7 @@ class backtrace_symbolizer {
   struct indexed_symbol {
     GElf_Addr start = 0;  // in the process
     GElf_Xword size = 0;  // 0: unknown (extends to the next symbol)
-    int binding_rank = 0;  // global 2, weak 1, local 0
+    bool exported = false;  // global or weak binding, not local
     int index = 0;         // in the table
     const char* name = nullptr;  // in libdw's copy of the string table, valid while the module is
   };
@@ -469,8 +498,7 @@ class backtrace_symbolizer {
            type != STT_FILE && type != STT_TLS;
   }
   static indexed_symbol index_entry(const GElf_Sym& elf_symbol, GElf_Addr start, int index, const char* name) {
-    const int binding = GELF_ST_BIND(elf_symbol.st_info);
-    return {start, elf_symbol.st_size, binding == STB_GLOBAL ? 2 : binding == STB_WEAK ? 1 : 0, index, name};
+    return {start, elf_symbol.st_size, GELF_ST_BIND(elf_symbol.st_info) != STB_LOCAL, index, name};
   }
   // libdwfl's dwfl_module_getsym_info looks up each symbol's section and file: 150-200 ns a
   // symbol, 2 ms for libkairos.so's eleven thousand. Read straight from the ELF data the same
@@ -542,18 +570,14 @@ class backtrace_symbolizer {
         if (name != nullptr && indexed(elf_symbol, section)) table.push_back(index_entry(elf_symbol, start, i, name));
       }
     }
-    // One symbol per address, libdwfl's choice among aliases: a sized one, then the strongest
-    // binding, then a plain name before a versioned one (free, not cfree@GLIBC_2.2.5), then the
-    // first in the table. Sorted by address alone; names are compared only among aliases.
+    // One symbol per address: a sized one, then the name users search for (preferred_alias).
+    // Sorted by address alone; names are compared only among aliases.
     std::sort(table.begin(), table.end(), [](const indexed_symbol& a, const indexed_symbol& b) {
       return a.start != b.start ? a.start < b.start : a.index < b.index;
     });
     auto better = [](const indexed_symbol& a, const indexed_symbol& b) {
       if ((a.size != 0) != (b.size != 0)) return a.size != 0;
-      if (a.binding_rank != b.binding_rank) return a.binding_rank > b.binding_rank;
-      const bool a_versioned = std::strchr(a.name, '@') != nullptr;
-      const bool b_versioned = std::strchr(b.name, '@') != nullptr;
-      return !a_versioned && b_versioned;
+      return preferred_alias(a.name, a.exported, b.name, b.exported);
     };
     std::size_t kept = 0;
     for (std::size_t i = 0; i < table.size(); ++i) {

@@ -27,7 +27,7 @@ struct frame_info {
   std::uint64_t address = 0;
   std::string module;    // path of the object holding the address ("" when unknown)
   std::uint64_t offset = 0;  // address - module load base
-  std::string function;  // demangled name; "" when unknown (then "module+0xoffset" is stored)
+  std::string function;  // demangled name; "" when unknown (then "<module file> (no symbols)" is stored)
   std::string file;      // source file, "" when unknown
   std::uint32_t line = 0;
 };

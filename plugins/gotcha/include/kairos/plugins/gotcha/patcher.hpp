@@ -47,6 +47,12 @@ struct slot_census {
 };
 slot_census count_slots(std::string_view symbol, const void* value);
 
+// The name (without a version) of the function whose wrapper starts at `wrapper`: "MPI_Allreduce"
+// for the wrapper a binding of "MPI_Allreduce" installed. Removed bindings' wrappers stay known:
+// a profile names the frames of samples taken while they were in place later. A profile shows
+// the frame as that name, not as the wrapper's template instance. "" for any other address.
+std::string wrapped_symbol(const void* wrapper);
+
 // Never patch the object containing `address_in_object` (the runtime excludes itself this way;
 // this library is always excluded).
 void exclude_object(const void* address_in_object);

@@ -14,6 +14,7 @@ inline wrap_status install(binding& b) {
 inline bool remove(binding&) { return false; }
 inline void reapply() {}
 inline slot_census count_slots(std::string_view, const void*) { return {}; }
+inline std::string wrapped_symbol(const void*) { return {}; }
 inline void exclude_object(const void*) {}
 inline bool available() noexcept { return false; }
 
