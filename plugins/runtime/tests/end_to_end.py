@@ -429,6 +429,19 @@ def test_output_path_keys(directory):
           "the database follows the same stem")
 
 
+def test_process_is_named_by_its_command(directory):
+    out, err, status = kairos([PROGRAM, "nested"], directory)
+    check(status == 0, f"{err!r}")
+    databases = glob.glob(os.path.join(directory, "kairos-output", "*.db"))
+    check(len(databases) == 1, f"one profile database, found {databases}")
+    with sqlite3.connect(databases[0]) as connection:
+        command = connection.execute("SELECT command FROM processes").fetchone()[0]
+    check(command == f"{PROGRAM} nested", f"the process row's command: {command!r}")
+    with open(databases[0][:-3] + ".trace.json") as file:
+        names = [event["args"]["name"] for event in json.load(file)["traceEvents"] if event["name"] == "process_name"]
+    check(names == [f"{PROGRAM} nested"], f"the trace's process is named by its command: {names}")
+
+
 def test_install_tree_works(directory):
     prefix = os.path.join(directory, "prefix")
     result = run_process(["cmake", "--install", BUILD_DIR, "--component", "runtime",

@@ -602,7 +602,7 @@ void initialize() {
   current_thread();  // the main thread is the program's thread 0
   if (database_wanted) {
     const auto& lines = globals->values.text(setting::source_lines);
-    configure_profile_database(&database_path_of_this_process, run_metadata(),
+    configure_profile_database(&database_path_of_this_process, globals->command_line, run_metadata(),
                                static_cast<std::int64_t>(globals->values.number(setting::flush_interval) * 1e9),
                                lines == "all" ? source_lines::all : lines == "off" ? source_lines::off : source_lines::own,
                                symbol_cache_place(globals->values));
