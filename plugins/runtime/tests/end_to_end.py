@@ -420,12 +420,12 @@ def test_kairos_avail_json(directory):
 
 def test_output_path_keys(directory):
     out, err, status = kairos([PROGRAM, "nested"], directory,
-                              ["-o", "out/%exe%-%env{TEST_TAG}%-r%rank%-%pid%"],
+                              ["-o", "out/%exe%-%env{TEST_TAG}%-r%rank%-%launch_id%-%pid%"],
                               clean_environment(TEST_TAG="tag7"))
     check(status == 0, f"{err!r}")
-    written = glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-*[0-9].json"))
-    check(len(written) == 1, f"{os.listdir(directory)}")
-    check(len(glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-*.db"))) == 1,
+    written = glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-none-*[0-9].json"))
+    check(len(written) == 1, f"{os.listdir(os.path.join(directory, 'out'))}")
+    check(len(glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-none-*.db"))) == 1,
           "the database follows the same stem")
 
 

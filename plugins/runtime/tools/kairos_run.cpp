@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   int verbose = 0;
   app.add_option("-o,--output", output,
                  "output file stem (KAIROS_OUTPUT_PATH); keys %pid% %ppid% %hostname% %exe% "
-                 "%launch_date% %rank% %size% %env{NAME}%");
+                 "%launch_date% %launch_id% %rank% %size% %env{NAME}%");
   app.add_option("--formats", formats, "outputs to write (KAIROS_OUTPUT_FORMATS): db,text,trace (default), folded, speedscope, "
                                     "flamegraph, html, json; docs/outputs.md");
   app.add_option("--freq", frequency, "sampling frequency in Hz (KAIROS_SAMPLING_FREQ)");

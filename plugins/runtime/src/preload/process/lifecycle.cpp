@@ -71,7 +71,7 @@ constexpr int stem_suffixes_tried = 1000;
 // At the end, how long kairos waits for its own events of GPU work still running.
 constexpr std::int64_t gpu_drain_timeout_ns = 2'000'000'000;
 constexpr std::int64_t unsampled_worth_saying_ns = 20'000'000;
-constexpr const char* mpi_default_output_path = "kairos-output/%exe%-%launch_date%/rank%rank%";
+constexpr const char* mpi_default_output_path = "kairos-output/%exe%-%launch_date%-%launch_id%/rank%rank%";
 
 std::atomic<runtime_state> state{runtime_state::loading};
 
