@@ -115,6 +115,32 @@ class progress {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), shown_{};
 };
 
+// The first two launches among the inputs' processes, with an input of each, or "" where they are
+// of one launch (or none). An input that cannot be read is left to the merge, which names it.
+std::string second_launch(const std::vector<std::string>& inputs) {
+  std::string first_id, first_input;
+  for (const auto& input : inputs) {
+    std::vector<std::string> ids;
+    try {
+      ids = launch_ids_of(input);
+    } catch (const std::exception&) {
+      continue;
+    }
+    for (const auto& id : ids) {
+      if (first_input.empty()) {
+        first_id = id;
+        first_input = input;
+      } else if (id != first_id) {
+        return fmt::format("[kairos] the inputs hold two launches: '{}' (in '{}') and '{}' (in '{}'); their times "
+                           "would add up as one run's. Merge each launch on its own, or give --several-launches "
+                           "if they belong together",
+                           first_id, first_input, id, input);
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 int run_report(const report_request& request, std::ostream& standard_out, std::ostream& errors) {
@@ -201,6 +227,12 @@ int run_merge(const merge_request& request, std::ostream& errors, bool terminal)
       return 2;
     }
     inputs.insert(inputs.end(), files.begin(), files.end());
+  }
+  if (!request.several_launches) {
+    if (const auto refusal = second_launch(inputs); !refusal.empty()) {
+      errors << refusal << '\n';
+      return 2;
+    }
   }
 
   std::unique_ptr<merger> merged_into;

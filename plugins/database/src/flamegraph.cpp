@@ -215,7 +215,8 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
   std::map<std::int64_t, std::size_t> graph_of_thread;
   auto weights = profile.prepare(
       "SELECT sample.thread, thread.sequent_id, thread.tid, COALESCE(name.value, ''), sample.stack, "
-      "SUM(sample.weight_ns) FROM sample JOIN thread ON thread.id = sample.thread "
+      "SUM(sample.weight_ns), process.rank FROM sample JOIN thread ON thread.id = sample.thread "
+      "JOIN process ON process.id = thread.process "
       "LEFT JOIN string AS name ON name.id = thread.name WHERE sample.stack IS NOT NULL" +
       in_windows(range, "sample.window") + " GROUP BY sample.thread, sample.stack ORDER BY sample.thread");
   std::vector<const std::string*> path;
@@ -223,7 +224,8 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
     auto [entry, added] = graph_of_thread.try_emplace(weights.integer(0), graphs.size());
     if (added) {
       graphs.emplace_back();
-      graphs.back().name = thread_label(weights.integer(1), weights.integer(2), weights.text(3));
+      graphs.back().name = thread_label(weights.is_null(6) ? std::nullopt : std::optional{weights.integer(6)},
+                                        weights.integer(1), weights.integer(2), weights.text(3));
       graphs.back().root.name = graphs.back().name;
     }
     path.clear();

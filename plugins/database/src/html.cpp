@@ -354,7 +354,7 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   for (const auto& thread : threads) {
     if (thread.sequent_id < kairos_threads_from) ++program_threads;
     if (const auto found = timelines.find(thread.id); found != timelines.end())
-      found->second.label = fmt::format("thread {}", thread.sequent_id),
+      found->second.label = thread_name(thread.rank, thread.sequent_id),
       found->second.detail = fmt::format("tid {}{}{}", thread.tid, thread.name.empty() ? "" : ", ",
                                          printable(thread.name).substr(0, 24));
   }

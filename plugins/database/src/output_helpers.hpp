@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -38,9 +39,15 @@ inline std::string json_string(std::string_view text) {
   return nlohmann::json(printable(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// How every output names a thread: "thread 2 (tid 4243, worker)" (the name as the kernel kept it).
-inline std::string thread_label(std::int64_t sequent_id, std::int64_t tid, std::string_view name) {
-  return fmt::format("thread {} (tid {}{}{})", sequent_id, tid, name.empty() ? "" : ", ", name);
+// How every output names a thread: "thread 2", and in an MPI rank "rank 1, thread 2", so that the
+// threads of a merged launch's ranks are told apart.
+inline std::string thread_name(std::optional<std::int64_t> rank, std::int64_t sequent_id) {
+  return rank ? fmt::format("rank {}, thread {}", *rank, sequent_id) : fmt::format("thread {}", sequent_id);
+}
+// With its tid and the name the kernel kept: "rank 1, thread 2 (tid 4243, worker)".
+inline std::string thread_label(std::optional<std::int64_t> rank, std::int64_t sequent_id, std::int64_t tid,
+                                std::string_view name) {
+  return fmt::format("{} (tid {}{}{})", thread_name(rank, sequent_id), tid, name.empty() ? "" : ", ", name);
 }
 
 // XML (SVG, HTML) text: names as kairos::printable shows them, escaped.
@@ -77,9 +84,12 @@ struct thread_row {
   std::string name;
   std::int64_t samples;
   std::int64_t weight_ns;
+  std::int64_t process;
+  std::optional<std::int64_t> rank;  // its process's MPI rank
 };
 
-// Every thread, in sequent order, with its samples in the windows.
+// Every thread, process by process (by rank in a merged launch), each process's in sequent order,
+// with its samples in the windows.
 std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows);
 
 // --- regions and instrumented functions --------------------------------------------------------

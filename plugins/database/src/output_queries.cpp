@@ -16,12 +16,13 @@ std::vector<thread_row> sampled_threads(connection& profile, const window_range&
   std::vector<thread_row> rows;
   auto query = profile.prepare(
       "SELECT threads.id, threads.sequent_id, threads.tid, threads.pid, COALESCE(threads.name, ''), "
-      "       COUNT(sample.id), COALESCE(SUM(sample.weight_ns), 0) "
+      "       COUNT(sample.id), COALESCE(SUM(sample.weight_ns), 0), threads.process, threads.rank "
       "FROM threads LEFT JOIN sample ON sample.thread = threads.id" + in_windows(windows, "sample.window") +
-      " GROUP BY threads.id ORDER BY threads.sequent_id");
+      " GROUP BY threads.id ORDER BY threads.rank, threads.process, threads.sequent_id");
   while (query.step())
     rows.push_back({query.integer(0), query.integer(1), query.integer(2), query.integer(3),
-                    std::string{query.text(4)}, query.integer(5), query.integer(6)});
+                    std::string{query.text(4)}, query.integer(5), query.integer(6), query.integer(7),
+                    query.is_null(8) ? std::nullopt : std::optional{query.integer(8)}});
   return rows;
 }
 

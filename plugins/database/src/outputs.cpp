@@ -318,36 +318,54 @@ void write_region_section(connection& profile, std::ostream& out, const window_r
   if (rows_cut > 0) out << fmt::format("... {} more rows (all of them in the database's regions view)\n", rows_cut);
 }
 
-// MPI: how much of the rank's time went to communication and to waiting (docs/mpi.md). Waiting is
-// time in MPI_Wait* and MPI_Barrier, where a rank does nothing but wait for the others.
+// MPI: how much of a rank's time went to communication and to waiting (docs/mpi.md), a section a
+// process: a merged launch's rank by rank, each as its own report has it. Waiting is time in
+// MPI_Wait* and MPI_Barrier, where a rank does nothing but wait for the others.
+constexpr std::int64_t mpi_sections_shown = 50;
+
 void write_mpi_sections(connection& profile, std::ostream& out, const window_range& range) {
-  const auto calls = scalar(profile, "SELECT COUNT(*) FROM mpi_call WHERE 1" + in_windows(range, "window"));
-  if (calls == 0) return;
-  constexpr const char* waiting = "name IN ('MPI_Wait', 'MPI_Waitall', 'MPI_Waitany', 'MPI_Waitsome', 'MPI_Barrier')";
-  const auto total_ns = scalar(profile, "SELECT COALESCE(SUM(duration_ns), 0) FROM mpi_calls WHERE 1" +
-                                            in_windows(range, "window"));
-  const auto waiting_ns = scalar(profile, std::string{"SELECT COALESCE(SUM(duration_ns), 0) FROM mpi_calls WHERE "} +
-                                              waiting + in_windows(range, "window"));
-  const auto elapsed_ns = scalar(profile, "SELECT COALESCE(MAX(end_ns - start_ns), 0) FROM process");
-  std::string who;
-  auto process = profile.prepare("SELECT rank, size, launch_id FROM processes LIMIT 1");
-  if (process.step() && !process.is_null(0))
-    who = fmt::format(", rank {} of {}{}", process.integer(0),
-                      process.is_null(1) ? std::string{"?"} : std::to_string(process.integer(1)),
-                      process.is_null(2) ? std::string{} : " (launch " + printable(process.text(2)) + ")");
-  out << fmt::format("\nMPI{}: {} calls, {:.3f} s in MPI of {:.3f} s elapsed ({:.1f}%): communication {:.3f} s "
-                     "({:.1f}%), waiting {:.3f} s ({:.1f}%)\n",
-                     who, calls, total_ns * 1e-9, elapsed_ns * 1e-9, percent(total_ns, elapsed_ns),
-                     (total_ns - waiting_ns) * 1e-9, percent(total_ns - waiting_ns, elapsed_ns), waiting_ns * 1e-9,
-                     percent(waiting_ns, elapsed_ns));
-  out << fmt::format("{:>10} {:>7} {:>9} {:>12}  {}\n", "total ms", "%", "calls", "MB", "call");
-  auto rows = profile.prepare("SELECT name, COUNT(*), SUM(duration_ns), COALESCE(SUM(bytes), 0) FROM mpi_calls WHERE 1" +
-                              in_windows(range, "window") + " GROUP BY name ORDER BY SUM(duration_ns) DESC");
-  while (rows.step())
-    out << fmt::format("{:>10.3f} {:>6.1f}% {:>9} {:>12.3f}  {}\n", rows.integer(2) * 1e-6,
-                       percent(rows.integer(2), elapsed_ns), rows.integer(1), rows.integer(3) * 1e-6,
-                       printable(rows.text(0)));
-  out << '\n';
+  auto processes = profile.prepare(
+      "SELECT p.id, p.pid, p.rank, p.size, p.launch_id, COALESCE(p.end_ns - p.start_ns, 0), COUNT(*) "
+      "FROM process AS p JOIN thread AS t ON t.process = p.id JOIN mpi_call AS m ON m.thread = t.id WHERE 1" +
+      in_windows(range, "m.window") + " GROUP BY p.id ORDER BY p.rank, p.pid, p.id");
+  const bool several_processes = scalar(profile, "SELECT COUNT(*) FROM process") > 1;
+  constexpr const char* waiting = " AND name IN ('MPI_Wait', 'MPI_Waitall', 'MPI_Waitany', 'MPI_Waitsome', 'MPI_Barrier')";
+  std::int64_t shown = 0, left_out = 0;
+  while (processes.step()) {
+    if (++shown > mpi_sections_shown) {
+      ++left_out;
+      continue;
+    }
+    const auto calls = processes.integer(6), elapsed_ns = processes.integer(5);
+    const auto of_process =
+        fmt::format(" AND thread IN (SELECT id FROM thread WHERE process = {}){}", processes.integer(0),
+                    in_windows(range, "window"));
+    const auto total_ns = scalar(profile, "SELECT COALESCE(SUM(duration_ns), 0) FROM mpi_calls WHERE 1" + of_process);
+    const auto waiting_ns =
+        scalar(profile, "SELECT COALESCE(SUM(duration_ns), 0) FROM mpi_calls WHERE 1" + of_process + waiting);
+    std::string who;
+    if (!processes.is_null(2))
+      who = fmt::format(", rank {} of {}{}", processes.integer(2),
+                        processes.is_null(3) ? std::string{"?"} : std::to_string(processes.integer(3)),
+                        processes.is_null(4) ? std::string{} : " (launch " + printable(processes.text(4)) + ")");
+    else if (several_processes)
+      who = fmt::format(", pid {}", processes.integer(1));
+    out << fmt::format("\nMPI{}: {} calls, {:.3f} s in MPI of {:.3f} s elapsed ({:.1f}%): communication {:.3f} s "
+                       "({:.1f}%), waiting {:.3f} s ({:.1f}%)\n",
+                       who, calls, total_ns * 1e-9, elapsed_ns * 1e-9, percent(total_ns, elapsed_ns),
+                       (total_ns - waiting_ns) * 1e-9, percent(total_ns - waiting_ns, elapsed_ns), waiting_ns * 1e-9,
+                       percent(waiting_ns, elapsed_ns));
+    out << fmt::format("{:>10} {:>7} {:>9} {:>12}  {}\n", "total ms", "%", "calls", "MB", "call");
+    auto rows = profile.prepare("SELECT name, COUNT(*), SUM(duration_ns), COALESCE(SUM(bytes), 0) FROM mpi_calls "
+                                "WHERE 1" + of_process + " GROUP BY name ORDER BY SUM(duration_ns) DESC");
+    while (rows.step())
+      out << fmt::format("{:>10.3f} {:>6.1f}% {:>9} {:>12.3f}  {}\n", rows.integer(2) * 1e-6,
+                         percent(rows.integer(2), elapsed_ns), rows.integer(1), rows.integer(3) * 1e-6,
+                         printable(rows.text(0)));
+  }
+  if (left_out > 0)
+    out << fmt::format("\n... {} more processes' MPI sections: kairos-report --rank R shows any rank's\n", left_out);
+  if (shown > 0) out << '\n';
 }
 
 // `ns` in microseconds with three decimals, exactly what "{:.3f}" writes of ns * 1e-3, without
@@ -434,12 +452,20 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   write_gpu_sections(profile, out, range);
   write_window_sections(profile, out, range);
   if (!options.per_thread) return;
+  // A thread's share of its own process's weight: a merged launch's thread sections read as those of
+  // its rank's own report.
+  std::map<std::int64_t, std::int64_t> process_weight_ns;
+  for (const auto& thread : threads) process_weight_ns[thread.process] += thread.weight_ns;
+  const bool several_processes = process_weight_ns.size() > 1;
   for (const auto& thread : threads) {
     if (thread.samples == 0) continue;
+    const auto whole = thread.rank          ? fmt::format("rank {}'s", *thread.rank)
+                       : several_processes ? fmt::format("pid {}'s", thread.pid)
+                                           : std::string{"the"};
     write_table(out,
-                fmt::format("{}: {} samples, {:.1f}% of the weight",
-                            thread_label(thread.sequent_id, thread.tid, printable(thread.name)), thread.samples,
-                            percent(thread.weight_ns, weight_ns)),
+                fmt::format("{}: {} samples, {:.1f}% of {} weight",
+                            thread_label(thread.rank, thread.sequent_id, thread.tid, printable(thread.name)),
+                            thread.samples, percent(thread.weight_ns, process_weight_ns[thread.process]), whole),
                 weights.by_thread[thread.id], thread.weight_ns);
   }
 }
@@ -488,13 +514,17 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
   summary["gpu"] = gpu_json(profile, range);
   auto metadata = profile.prepare("SELECT key, value FROM metadata ORDER BY key");
   while (metadata.step()) summary["metadata"][std::string{metadata.text(0)}] = metadata.text(1);
-  for (const auto& thread : sampled_threads(profile, range))
-    summary["threads"].push_back({{"sequent_id", thread.sequent_id},
-                                  {"tid", thread.tid},
-                                  {"name", printable(thread.name)},
-                                  {"samples", thread.samples},
-                                  {"weight_ns", thread.weight_ns},
-                                  {"top_functions", functions_json(weights.by_thread[thread.id], thread.weight_ns)}});
+  for (const auto& thread : sampled_threads(profile, range)) {
+    nlohmann::json entry{{"sequent_id", thread.sequent_id},
+                         {"tid", thread.tid},
+                         {"pid", thread.pid},
+                         {"name", printable(thread.name)},
+                         {"samples", thread.samples},
+                         {"weight_ns", thread.weight_ns},
+                         {"top_functions", functions_json(weights.by_thread[thread.id], thread.weight_ns)}};
+    if (thread.rank) entry["rank"] = *thread.rank;
+    summary["threads"].push_back(std::move(entry));
+  }
   out << summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
 }
 

@@ -62,13 +62,15 @@ void write_speedscope(connection& profile, std::ostream& out, const window_range
 
   // Threads by weight, heaviest first (speedscope opens the first); each thread's stacks streamed.
   auto threads = profile.prepare(
-      "SELECT sample.thread, thread.sequent_id, thread.tid, COALESCE(name.value, ''), SUM(sample.weight_ns) "
-      "FROM sample JOIN thread ON thread.id = sample.thread LEFT JOIN string AS name ON name.id = thread.name "
+      "SELECT sample.thread, thread.sequent_id, thread.tid, COALESCE(name.value, ''), SUM(sample.weight_ns), "
+      "process.rank FROM sample JOIN thread ON thread.id = sample.thread "
+      "JOIN process ON process.id = thread.process LEFT JOIN string AS name ON name.id = thread.name "
       "WHERE sample.stack IS NOT NULL" + in_windows(range, "sample.window") +
       " GROUP BY sample.thread ORDER BY SUM(sample.weight_ns) DESC");
   bool first_thread = true;
   while (threads.step()) {
-    const auto name = thread_label(threads.integer(1), threads.integer(2), threads.text(3));
+    const auto name = thread_label(threads.is_null(5) ? std::nullopt : std::optional{threads.integer(5)},
+                                   threads.integer(1), threads.integer(2), threads.text(3));
     out << (first_thread ? "" : ",") << R"({"type":"sampled","name":)" << json_string(name)
         << R"(,"unit":"nanoseconds","startValue":0,"endValue":)" << threads.integer(4) << R"(,"samples":[)";
     first_thread = false;

@@ -79,6 +79,62 @@ std::string write_rank(const std::string& name, std::int64_t rank, std::int64_t 
   return path;
 }
 
+// An MPI rank of a two-rank launch: two threads with samples, the main thread's MPI calls (rank r
+// waits r + 1 times as long in MPI_Barrier and sends r + 1 messages).
+std::string write_mpi_rank(const std::string& name, std::int64_t rank, const std::string& launch_id) {
+  const auto path = fresh_path(name);
+  db::profile_writer writer{path, [](std::uint64_t address) {
+                              db::frame_info info;
+                              info.module = "/usr/bin/solver";
+                              info.offset = address;
+                              info.function = fmt::format("function_{:x}", address);
+                              return info;
+                            }};
+  db::process_info info;
+  info.pid = 300 + rank;
+  info.hostname = "node";
+  info.command = "solver --steps 10";
+  info.rank = rank;
+  info.size = 2;
+  info.launch_id = launch_id;
+  const auto process = writer.add_process(info);
+  writer.end_process(process, 2'000'000'000 + rank * 100'000'000);
+  const auto main_thread = writer.add_thread(process, {0, 0, 300 + rank, "solver", 0});
+  const auto worker = writer.add_thread(process, {1, 1, 400 + rank, "", 0});
+  const std::uint64_t compute[] = {0x20, 0x10}, exchange[] = {0x30, 0x10};
+  const auto compute_stack = writer.add_stack(compute), exchange_stack = writer.add_stack(exchange);
+  for (std::int64_t sample = 0; sample < 30 + 10 * rank; ++sample)
+    writer.add_sample(sample % 3 == 0 ? worker : main_thread, sample * 1'000'000, 10'000'000,
+                      sample % 2 == 0 ? compute_stack : exchange_stack);
+  for (std::int64_t message = 0; message <= rank; ++message)
+    writer.add_mpi_call(main_thread, "MPI_Send", 1'000 * message, 1'000 * message + 20'000'000, 800, 1 - rank);
+  writer.add_mpi_call(main_thread, "MPI_Barrier", 500'000'000, 500'000'000 + (rank + 1) * 300'000'000, std::nullopt,
+                      std::nullopt);
+  writer.commit();
+  return path;
+}
+
+// A text report's paragraphs (split at blank lines) that start with `prefix`.
+std::vector<std::string> paragraphs(const std::string& text, std::string_view prefix) {
+  std::vector<std::string> found;
+  for (std::size_t begin = 0; begin < text.size();) {
+    auto end = text.find("\n\n", begin);
+    if (end == std::string::npos) end = text.size();
+    auto paragraph = text.substr(begin, end - begin);
+    paragraph.erase(0, paragraph.find_first_not_of('\n'));
+    if (paragraph.starts_with(prefix)) found.push_back(std::move(paragraph));
+    begin = end + 2;
+  }
+  return found;
+}
+
+std::string text_report(const std::string& path) {
+  auto profile = db::open_profile(path);
+  std::ostringstream text;
+  db::write_text(profile, text);
+  return text.str();
+}
+
 using rows = std::vector<std::vector<std::string>>;
 
 // A query's rows as text, sorted: the order of rows is no part of an answer.
@@ -190,6 +246,29 @@ TEST_CASE("a merged database answers every question as the union of its inputs' 
   CHECK(count(merged, "SELECT COUNT(*) FROM frame JOIN string ON string.id = frame.function "
                       "WHERE string.value = 'shared_1'") == 1);
   CHECK(count(merged, "SELECT COUNT(*) FROM process") == 3);
+}
+
+TEST_CASE("a merged launch's MPI and thread sections are each rank's own, its threads named with their rank") {
+  const std::vector<std::string> ranks{write_mpi_rank("mpi_sections_0", 0, "openmpi-5"),
+                                       write_mpi_rank("mpi_sections_1", 1, "openmpi-5")};
+  const auto merged = text_report(merge("mpi_sections", ranks));
+  const auto merged_mpi = paragraphs(merged, "MPI, ");
+  CHECK(merged_mpi.size() == 2);
+  for (std::int64_t rank = 0; rank < 2; ++rank) {
+    const auto own = text_report(ranks[static_cast<std::size_t>(rank)]);
+    const auto own_mpi = paragraphs(own, "MPI, ");
+    REQUIRE(own_mpi.size() == 1);
+    CHECK(own_mpi[0].starts_with(fmt::format("MPI, rank {} of 2 (launch openmpi-5): {} calls", rank, rank + 2)));
+    CHECK(std::count(merged_mpi.begin(), merged_mpi.end(), own_mpi[0]) == 1);
+    const auto own_threads = paragraphs(own, fmt::format("rank {}, thread ", rank));
+    CHECK(own_threads.size() == 2);
+    for (const auto& thread : own_threads) {
+      INFO(thread);
+      CHECK(merged.find(thread) != std::string::npos);
+    }
+  }
+  CHECK(paragraphs(merged, "rank 1, thread 0 (tid 301, solver): 26 samples, 65.0% of rank 1's weight").size() == 1);
+  CHECK(paragraphs(merged, "thread ").empty());
 }
 
 TEST_CASE("each process keeps its profile's metadata") {

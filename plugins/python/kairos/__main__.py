@@ -21,6 +21,8 @@ def main(arguments=None):
     merge.add_argument("inputs", nargs="+",
                        help="profile databases (.db), directories holding them, or globs ('ranks/*.db')")
     merge.add_argument("--keep-going", action="store_true", help="exit 0 when inputs were skipped")
+    merge.add_argument("--several-launches", action="store_true",
+                       help="merge inputs of different launch ids into one (refused without it)")
 
     def reporting(name, help, format=None):
         command = commands.add_parser(name, help=help)
@@ -42,8 +44,8 @@ def main(arguments=None):
     sys.stdout.flush()
     sys.stderr.flush()
     if options.command == "merge":
-        return _native.run_merge(options.output, options.inputs, options.keep_going, sys.stderr.buffer,
-                                 sys.stderr.isatty())
+        return _native.run_merge(options.output, options.inputs, options.keep_going, options.several_launches,
+                                 sys.stderr.buffer, sys.stderr.isatty())
     return _native.run_report(options.databases, options.format, options.output, options.window,
                               options.compare_windows, options.rank, sys.stdout.buffer, sys.stderr.buffer)
 

@@ -72,11 +72,12 @@ int run_report(std::vector<std::string> databases, std::string format, std::stri
   return status;
 }
 
-int run_merge(std::string output, std::vector<std::string> inputs, bool keep_going, py::object errors,
-              bool terminal) {
+int run_merge(std::string output, std::vector<std::string> inputs, bool keep_going, bool several_launches,
+              py::object errors, bool terminal) {
   python_file_buffer errors_buffer{std::move(errors)};
   std::ostream errors_stream{&errors_buffer};
-  const int status = db::run_merge({std::move(output), std::move(inputs), keep_going}, errors_stream, terminal);
+  const int status =
+      db::run_merge({std::move(output), std::move(inputs), keep_going, several_launches}, errors_stream, terminal);
   errors_stream.flush();
   return status;
 }
@@ -170,7 +171,7 @@ PYBIND11_MODULE(_native, module) {
              "kairos-report's work: the output to `out` (or the file `output`), problems to `errors`; "
              "returns the exit status.");
   module.def("run_merge", &run_merge, py::arg("output"), py::arg("inputs"), py::arg("keep_going"),
-             py::arg("errors"), py::arg("terminal"),
+             py::arg("several_launches"), py::arg("errors"), py::arg("terminal"),
              "kairos-merge's work: progress and problems to `errors`; returns the exit status.");
 
   py::class_<region_rows>(module, "RegionRows", "The regions view's rows, decoded from their blocks in C++.")

@@ -28,9 +28,10 @@ BUILD_DIR = os.environ.get("KAIROS_BUILD_DIR", "")
 TIMEOUT = 30
 
 
-def generate(directory, count, samples=300):
+def generate(directory, count, samples=300, launch_id=""):
     """count rank databases, directory/rank-00000.db ..."""
-    result = run_process([GENERATOR, directory, str(count), str(samples), "2"], TIMEOUT)
+    result = run_process([GENERATOR, directory, str(count), str(samples), "2", *([launch_id] if launch_id else [])],
+                         TIMEOUT)
     check(result.returncode == 0, f"the generator failed: {result.stderr.decode(errors='replace')}")
     return sorted(os.path.join(directory, name) for name in os.listdir(directory) if name.endswith(".db"))
 
@@ -104,6 +105,16 @@ def test_merge_equals_kairos_merge(directory):
         got = python_kairos("merge", "-o", again, bad, os.path.join(inputs, "rank-00000.db"), *keep_going)
         check(got.returncode == status and f"'{bad}' is not a kairos profile database (skipped)" in got.stderr.decode(),
               f"a bad input {keep_going}: status {got.returncode}, {got.stderr!r}")
+    # Two launches: refused as kairos-merge refuses them, merged with --several-launches.
+    launches = generate(os.path.join(directory, "job-1"), 1, launch_id="job-1") + \
+        generate(os.path.join(directory, "job-2"), 1, launch_id="job-2")
+    for several, status in (((), 2), (("--several-launches",), 0)):
+        arguments = (*launches, *several)
+        expected = tool(KAIROS_MERGE, "-o", os.path.join(directory, f"tool-launches{len(several)}.db"), *arguments)
+        got = python_kairos("merge", "-o", os.path.join(directory, f"python-launches{len(several)}.db"), *arguments)
+        check(got.returncode == status and expected.returncode == status and
+              (status == 0 or got.stderr == expected.stderr),
+              f"two launches {several}: status {got.returncode}, {got.stderr!r}")
 
 
 def test_bad_arguments_are_named_as_the_tools_name_them(directory):

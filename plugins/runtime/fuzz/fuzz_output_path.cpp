@@ -19,6 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   values.hostname = "host";
   values.exe = "app";
   values.launch_date = "20261122-101500";
+  values.launch_id = "openmpi-1069744129";
   values.rank = "0";
   values.environment = [](std::string_view name) -> std::optional<std::string> {
     if (name == "HOME") return std::string{"/home/user"};

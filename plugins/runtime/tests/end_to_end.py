@@ -420,13 +420,26 @@ def test_kairos_avail_json(directory):
 
 def test_output_path_keys(directory):
     out, err, status = kairos([PROGRAM, "nested"], directory,
-                              ["-o", "out/%exe%-%env{TEST_TAG}%-r%rank%-%pid%"],
+                              ["-o", "out/%exe%-%env{TEST_TAG}%-r%rank%-%launch_id%-%pid%"],
                               clean_environment(TEST_TAG="tag7"))
     check(status == 0, f"{err!r}")
-    written = glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-*[0-9].json"))
-    check(len(written) == 1, f"{os.listdir(directory)}")
-    check(len(glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-*.db"))) == 1,
+    written = glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-none-*[0-9].json"))
+    check(len(written) == 1, f"{os.listdir(os.path.join(directory, 'out'))}")
+    check(len(glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-none-*.db"))) == 1,
           "the database follows the same stem")
+
+
+def test_process_is_named_by_its_command(directory):
+    out, err, status = kairos([PROGRAM, "nested"], directory)
+    check(status == 0, f"{err!r}")
+    databases = glob.glob(os.path.join(directory, "kairos-output", "*.db"))
+    check(len(databases) == 1, f"one profile database, found {databases}")
+    with sqlite3.connect(databases[0]) as connection:
+        command = connection.execute("SELECT command FROM processes").fetchone()[0]
+    check(command == f"{PROGRAM} nested", f"the process row's command: {command!r}")
+    with open(databases[0][:-3] + ".trace.json") as file:
+        names = [event["args"]["name"] for event in json.load(file)["traceEvents"] if event["name"] == "process_name"]
+    check(names == [f"{PROGRAM} nested"], f"the trace's process is named by its command: {names}")
 
 
 def test_install_tree_works(directory):

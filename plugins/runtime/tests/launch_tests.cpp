@@ -147,6 +147,21 @@ TEST_CASE("the launcher is the nearest ancestor started without the rank variabl
   CHECK(launcher->ticks_after_boot == parent->ticks_after_boot);
 }
 
+TEST_CASE("%launch_id% is the launch's id as one path component, and 'none' outside a launch") {
+  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  setenv("PMIX_NAMESPACE", "prterun-node3/1@1", 1);
+  unsetenv("KAIROS_LAUNCH_ID");
+  CHECK(expand_path("out/%launch_id%/rank%rank%", path_values::of_this_process()).path ==
+        "out/openmpi-prterun-node3_1@1/rank1");
+  setenv("KAIROS_LAUNCH_ID", "openmpi-9", 1);  // what kairos-run exported: the process row's
+  CHECK(expand_path("%launch_id%", path_values::of_this_process()).path == "openmpi-9");
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("PMIX_NAMESPACE");
+  setenv("KAIROS_LAUNCH_ID", "", 1);  // kairos-run outside a launch
+  CHECK(expand_path("%launch_id%", path_values::of_this_process()).path == "none");
+  unsetenv("KAIROS_LAUNCH_ID");
+}
+
 TEST_CASE("%rank%, %size% and %launch_date% of a process under Open MPI's mpirun") {
   setenv("OMPI_COMM_WORLD_RANK", "2", 1);
   setenv("OMPI_COMM_WORLD_SIZE", "4", 1);

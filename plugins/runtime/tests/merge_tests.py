@@ -115,6 +115,25 @@ def test_same_input_twice_is_refused(directory):
     check(scalar(out, "SELECT COUNT(*) FROM process") == 2, "each process once")
 
 
+def test_two_launches_are_refused_unless_several_launches(directory):
+    first = generate(os.path.join(directory, "first"), 2, launch_id="job-1")
+    second = generate(os.path.join(directory, "second"), 2, launch_id="job-2")
+    without_launch = generate(os.path.join(directory, "plain"), 1)
+    out = os.path.join(directory, "all.db")
+    status, err = merge("-o", out, *first, *second)
+    check(status == 2 and f"the inputs hold two launches: 'job-1' (in '{first[0]}') and 'job-2' (in '{second[0]}')"
+          in err and "--several-launches" in err, f"two launches refused, each named with an input: {status}, {err!r}")
+    check(not os.path.exists(out), "nothing is written")
+    status, err = merge("-o", out, *first, *without_launch)
+    check(status == 0, f"a process without a launch id joins one launch: {status}, {err!r}")
+    together = os.path.join(directory, "together.db")
+    status, err = merge("--several-launches", "-o", together, *first, *second)
+    check(status == 0 and scalar(together, "SELECT COUNT(DISTINCT launch_id) FROM process") == 2,
+          f"--several-launches merges both: {status}, {err!r}")
+    status, err = merge("-o", os.path.join(directory, "again.db"), together)
+    check(status == 2 and "two launches" in err, f"a merge of two launches is two launches: {status}, {err!r}")
+
+
 def test_merged_databases_merge_again(directory):
     inputs = generate(os.path.join(directory, "in"), 4)
     first, second, again = (os.path.join(directory, name) for name in ("first.db", "second.db", "again.db"))

@@ -12,9 +12,10 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 
-from harness import check, run_named_test, run_process, skip
+from harness import check, communicate, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
@@ -32,14 +33,18 @@ def environment(**extra):
     return env
 
 
-def mpirun(ranks, command, directory, **extra):
+def launcher(ranks):
     mpirun_path = shutil.which("mpirun")
     if not mpirun_path:
         skip("mpirun not found (install openmpi-bin: scripts/install-deps.sh)")
-    launcher = [mpirun_path, "--oversubscribe", "-np", str(ranks)]
+    command = [mpirun_path, "--oversubscribe", "-np", str(ranks)]
     if os.geteuid() == 0:
-        launcher.append("--allow-run-as-root")
-    return run_process(launcher + command, TIMEOUT, cwd=directory, env=environment(**extra))
+        command.append("--allow-run-as-root")
+    return command
+
+
+def mpirun(ranks, command, directory, **extra):
+    return run_process(launcher(ranks) + command, TIMEOUT, cwd=directory, env=environment(**extra))
 
 
 def require_mpirun(directory):
@@ -58,14 +63,23 @@ def kairos_lines(stderr):
     return [line for line in stderr.decode(errors="replace").splitlines() if line.startswith("[kairos]")]
 
 
+def launch_databases(launch_directory, ranks):
+    """A launch directory's databases, named by rank; the directory's name ends with their launch id."""
+    databases = sorted(glob.glob(os.path.join(launch_directory, "*.db")))
+    expected = [os.path.join(launch_directory, f"rank{rank}.db") for rank in range(ranks)]
+    check(databases == expected, f"databases named by rank expected: {expected}, found {databases}")
+    with sqlite3.connect(databases[0]) as database:
+        launch_id = database.execute("SELECT launch_id FROM process").fetchone()[0]
+    check(launch_id and launch_directory.endswith("-" + launch_id),
+          f"the launch directory {launch_directory} is named by its launch id {launch_id}")
+    return databases
+
+
 def rank_databases(directory):
     """The databases of the one launch under kairos-output/ (the default path under MPI), by rank."""
     launches = glob.glob(os.path.join(directory, "kairos-output", "*"))
     check(len(launches) == 1, f"one launch directory expected under kairos-output, found {launches}")
-    databases = sorted(glob.glob(os.path.join(launches[0], "*.db")))
-    expected = [os.path.join(launches[0], f"rank{rank}.db") for rank in range(RANKS)]
-    check(databases == expected, f"databases named by rank expected: {expected}, found {databases}")
-    return launches[0], databases
+    return launches[0], launch_databases(launches[0], RANKS)
 
 
 def test_imbalanced_ranks(directory):
@@ -90,9 +104,10 @@ def test_imbalanced_ranks(directory):
     launch_ids, mpi_seconds, wrapper_frames = set(), {}, set()
     for rank, path in enumerate(databases):
         with sqlite3.connect(path) as database:
-            row = database.execute("SELECT rank, size, launch_id, hostname FROM processes").fetchall()
+            row = database.execute("SELECT rank, size, launch_id, hostname, command FROM processes").fetchall()
             check(len(row) == 1 and row[0][0] == rank and row[0][1] == RANKS and row[0][2] and row[0][3],
                   f"{path}: process row (rank, size, launch id, host) {row}")
+            check(row[0][4] == f"{PROGRAM} {UNIT_SECONDS}", f"{path}: the process row's command {row[0][4]!r}")
             launch_ids.add(row[0][2])
             calls = dict(database.execute("SELECT name, COUNT(*) FROM mpi_calls GROUP BY name").fetchall())
             for name in ("MPI_Isend", "MPI_Irecv", "MPI_Waitall", "MPI_Allreduce", "MPI_Barrier"):
@@ -161,6 +176,43 @@ def test_bad_kairos_mpi_is_named_once(directory):
           f"one line (rank 0's) naming KAIROS_MPI, the value, what is accepted and what is off expected: {lines}")
 
 
+def paragraphs(text, prefix):
+    """A text report's paragraphs (split at blank lines) that start with `prefix`."""
+    return [part.strip("\n") for part in text.split("\n\n") if part.strip("\n").startswith(prefix)]
+
+
+def test_launches_in_the_same_second_write_apart_and_merge_only_together(directory):
+    """Two launches started at once: each its own directory (their dates may be the same second, their
+    launch ids differ), no file of one beside the other's, and kairos-merge refuses to add them up
+    unless told they belong together."""
+    require_mpirun(directory)
+    launches = [subprocess.Popen(launcher(2) + [KAIROS_RUN, "--", PROGRAM, "0.02"], cwd=directory, env=environment(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    for launch in launches:
+        _, stderr = communicate(launch, TIMEOUT)
+        check(launch.returncode == 0, f"exit status {launch.returncode}: {stderr.decode(errors='replace')}")
+    directories = sorted(glob.glob(os.path.join(directory, "kairos-output", "*")))
+    check(len(directories) == 2, f"a directory per launch expected, found {directories}")
+    databases = [launch_databases(launch_directory, 2) for launch_directory in directories]
+    ids = []
+    for launch_databases_of_one in databases:
+        with sqlite3.connect(launch_databases_of_one[0]) as database:
+            ids.append(database.execute("SELECT launch_id FROM process").fetchone()[0])
+    check(ids[0] != ids[1], f"two launch ids expected: {ids}")
+    everything = databases[0] + databases[1]
+    merged = os.path.join(directory, "merged.db")
+    refused = run_process([KAIROS_MERGE, "-o", merged, *everything], TIMEOUT)
+    stderr = refused.stderr.decode(errors="replace")
+    check(refused.returncode == 2 and f"'{ids[0]}'" in stderr and f"'{ids[1]}'" in stderr and
+          "--several-launches" in stderr and not os.path.exists(merged),
+          f"inputs of two launches refused, naming both and the flag, nothing written: {refused.returncode}, {stderr}")
+    together = run_process([KAIROS_MERGE, "--several-launches", "-o", merged, *everything], TIMEOUT)
+    check(together.returncode == 0, f"--several-launches: {together.stderr.decode(errors='replace')}")
+    with sqlite3.connect(merged) as database:
+        launch_ids = database.execute("SELECT launch_id, COUNT(*) FROM process GROUP BY launch_id").fetchall()
+    check(sorted(launch_ids) == sorted([(ids[0], 2), (ids[1], 2)]), f"both launches' ranks: {launch_ids}")
+
+
 def spread_row(report, section, name):
     """(min, median, mean, max, max/mean, slowest rank) of `name` in a ranks-side-by-side table."""
     lines = report.split(section, 1)[1].split("\n\n", 1)[0].splitlines()
@@ -201,13 +253,24 @@ def test_merged_launch_shows_the_imbalance(directory):
     events = json.loads(trace.stdout)["traceEvents"]
     check(events and {event["pid"] for event in events} == {pid_of_rank_2},
           f"--rank 2's trace holds rank 2's process only: {sorted({event['pid'] for event in events})}")
-    check(any(event.get("name") == "process_name" and event["args"]["name"].startswith("rank 2:")
-              for event in events), "the process track is named by its rank")
+    names = [event["args"]["name"] for event in events if event.get("name") == "process_name"]
+    check(names == [f"rank 2: {PROGRAM} {UNIT_SECONDS}"], f"the process track is named by its rank and command: "
+          f"{names}")
     allreduce = [event for event in events if event.get("cat") == "mpi" and event["name"] == "MPI_Allreduce"]
     check(len(allreduce) == 1 and allreduce[0]["args"] == {"bytes": 8} and allreduce[0]["dur"] > 0,
           f"the trace has rank 2's MPI_Allreduce as a slice: {allreduce}")
     isend = [event for event in events if event.get("cat") == "mpi" and event["name"] == "MPI_Isend"]
     check(len(isend) == 1 and isend[0]["args"] == {"bytes": 4000, "peer": 3}, f"MPI_Isend to rank 3: {isend}")
+    # Each rank's MPI and thread sections in the merged report are those of its own report, the
+    # threads named with their rank.
+    for rank, path in enumerate(databases):
+        with open(path[:-3] + ".txt") as own_file:
+            own = own_file.read()
+        for prefix in ("MPI, ", f"rank {rank}, thread "):
+            sections = paragraphs(own, prefix)
+            check(sections and all(section in paragraphs(text, prefix) for section in sections),
+                  f"rank {rank}'s '{prefix}' sections as in its own report:\n{sections}\nmerged:\n{text}")
+    check(not paragraphs(text, "thread "), f"every thread of the merged launch is named with its rank:\n{text}")
     alone = run_process([KAIROS_REPORT, merged, "--rank", "2"], TIMEOUT).stdout.decode(errors="replace")
     check("MPI ranks side by side" not in alone and "work" in alone, "--rank 2's text is one rank's")
     refused = run_process([KAIROS_REPORT, merged, "--rank", "9"], TIMEOUT)

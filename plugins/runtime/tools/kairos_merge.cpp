@@ -1,7 +1,8 @@
-// kairos-merge -o ALL.db INPUT... [--keep-going]: profile databases of many processes (files,
-// directories holding them, globs) copied into one (docs/merge.md), one input at a time, with a
-// progress bar on a terminal and plain lines otherwise. An input that cannot be merged is named and
-// skipped; the exit status is then 1 unless --keep-going. The work is kairos::database::run_merge,
+// kairos-merge -o ALL.db INPUT... [--keep-going] [--several-launches]: profile databases of many
+// processes (files, directories holding them, globs) copied into one (docs/merge.md), one input at a
+// time, with a progress bar on a terminal and plain lines otherwise. An input that cannot be merged
+// is named and skipped; the exit status is then 1 unless --keep-going. Inputs of two launches are
+// refused unless --several-launches. The work is kairos::database::run_merge,
 // which `python3 -m kairos merge` runs too.
 #include <unistd.h>
 
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
       ->required();
   app.add_flag("--keep-going", request.keep_going, "exit 0 when inputs were skipped (corrupt, another schema "
                                                    "version, merged already): they are still named");
+  app.add_flag("--several-launches", request.several_launches,
+               "merge inputs of different launch ids (separate mpirun or srun runs) into one; without it they "
+               "are refused, as their times would add up");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   int verbose = 0;
   app.add_option("-o,--output", output,
                  "output file stem (KAIROS_OUTPUT_PATH); keys %pid% %ppid% %hostname% %exe% "
-                 "%launch_date% %rank% %size% %env{NAME}%");
+                 "%launch_date% %launch_id% %rank% %size% %env{NAME}%");
   app.add_option("--formats", formats,
                  "outputs to write, comma-separated (KAIROS_OUTPUT_FORMATS, default db,text,trace): " +
                      kairos::database::format_help(true) + "; docs/outputs.md");

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <ctime>
@@ -13,7 +14,7 @@
 namespace kairos::runtime {
 
 std::string_view accepted_path_keys() {
-  return "%pid%, %ppid%, %hostname%, %exe%, %launch_date%, %rank%, %size%, %env{NAME}%";
+  return "%pid%, %ppid%, %hostname%, %exe%, %launch_date%, %launch_id%, %rank%, %size%, %env{NAME}%";
 }
 
 std::string format_launch_date(std::int64_t unix_seconds) {
@@ -40,6 +41,11 @@ path_values path_values::of_this_process() {
   const char* date = std::getenv("KAIROS_LAUNCH_DATE");
   values.launch_date = date && *date ? date : format_launch_date(std::time(nullptr));
   const auto launch = launch_of_this_process();
+  // The id kairos-run exported for the launch (the one in the process row), else this process's.
+  const char* id = std::getenv("KAIROS_LAUNCH_ID");
+  values.launch_id = id && *id ? id : launch.id;
+  if (values.launch_id.empty()) values.launch_id = "none";
+  std::replace(values.launch_id.begin(), values.launch_id.end(), '/', '_');  // one path component
   values.rank = std::to_string(launch.rank.value_or(0));
   values.size = std::to_string(launch.size.value_or(1));
   values.environment = [](std::string_view name) -> std::optional<std::string> {
@@ -58,8 +64,8 @@ constexpr std::size_t shown_key_bytes = 120;  // of a bad key, in the error line
 // malformed or unknown key and returns its description.
 template <class OnText, class OnKey>
 std::string walk(std::string_view pattern, OnText on_text, OnKey on_key) {
-  static constexpr std::array<std::string_view, 7> simple_keys{
-      "pid", "ppid", "hostname", "exe", "launch_date", "rank", "size"};
+  static constexpr std::array<std::string_view, 8> simple_keys{
+      "pid", "ppid", "hostname", "exe", "launch_date", "launch_id", "rank", "size"};
   std::size_t position = 0;
   while (position < pattern.size()) {
     const auto open = pattern.find('%', position);
@@ -101,6 +107,7 @@ expanded_path expand_path(std::string_view pattern, const path_values& values) {
         else if (key == "hostname") result.path += values.hostname;
         else if (key == "exe") result.path += values.exe;
         else if (key == "launch_date") result.path += values.launch_date;
+        else if (key == "launch_id") result.path += values.launch_id;
         else if (key == "rank") result.path += values.rank;
         else if (key == "size") result.path += values.size;
         else if (values.environment)  // env{NAME}: an unset variable expands to nothing

@@ -100,8 +100,9 @@ constexpr std::array definitions{
     setting_definition{"output_path", "KAIROS_OUTPUT_PATH", path, "kairos-output/%exe%-%pid%",
                        "output",
                        "file stem of each process's outputs (extension added per format); keys "
-                       "%pid% %ppid% %hostname% %exe% %launch_date% %rank% %size% %env{NAME}%; under an MPI launch of "
-                       "several ranks the default is kairos-output/%exe%-%launch_date%/rank%rank%",
+                       "%pid% %ppid% %hostname% %exe% %launch_date% %launch_id% %rank% %size% %env{NAME}%; under an "
+                       "MPI launch of several ranks the default is "
+                       "kairos-output/%exe%-%launch_date%-%launch_id%/rank%rank%",
                        {}, 0, 0, false, &check_output_path},
     setting_definition{"output_formats", "KAIROS_OUTPUT_FORMATS", list, "db,text,trace", "output",
                        database::exit_format_descriptions, database::exit_format_names},

@@ -1,5 +1,6 @@
 #pragma once
-// KAIROS_OUTPUT_PATH keys: %pid% %ppid% %hostname% %exe% %launch_date% %rank% %size% %env{NAME}%.
+// KAIROS_OUTPUT_PATH keys: %pid% %ppid% %hostname% %exe% %launch_date% %launch_id% %rank% %size%
+// %env{NAME}%.
 // The path is a file stem: the runtime appends ".txt", ".json", ... per output format.
 #include <cstdint>
 #include <functional>
@@ -16,6 +17,7 @@ struct path_values {
   std::string hostname;
   std::string exe;          // basename of the running executable
   std::string launch_date;  // shared by every process of one launch (every rank of an MPI launch)
+  std::string launch_id;    // the launch's id (launch.hpp), "/" made "_"; "none" outside a launch
   std::string rank;         // MPI rank from the launcher's environment (launch.hpp), else "0"
   std::string size;         // the MPI launch's size, else "1"
   std::function<std::optional<std::string>(std::string_view)> environment;  // %env{NAME}%
@@ -23,7 +25,7 @@ struct path_values {
   static path_values of_this_process();
 };
 
-// "%pid%, %ppid%, %hostname%, %exe%, %launch_date%, %rank%, %size%, %env{NAME}%"
+// "%pid%, %ppid%, %hostname%, %exe%, %launch_date%, %launch_id%, %rank%, %size%, %env{NAME}%"
 std::string_view accepted_path_keys();
 
 // nullopt when every key of `pattern` is known, else the "[kairos]"-ready reason.

@@ -71,7 +71,7 @@ constexpr int stem_suffixes_tried = 1000;
 // At the end, how long kairos waits for its own events of GPU work still running.
 constexpr std::int64_t gpu_drain_timeout_ns = 2'000'000'000;
 constexpr std::int64_t unsampled_worth_saying_ns = 20'000'000;
-constexpr const char* mpi_default_output_path = "kairos-output/%exe%-%launch_date%/rank%rank%";
+constexpr const char* mpi_default_output_path = "kairos-output/%exe%-%launch_date%-%launch_id%/rank%rank%";
 
 std::atomic<runtime_state> state{runtime_state::loading};
 
@@ -602,7 +602,7 @@ void initialize() {
   current_thread();  // the main thread is the program's thread 0
   if (database_wanted) {
     const auto& lines = globals->values.text(setting::source_lines);
-    configure_profile_database(&database_path_of_this_process, run_metadata(),
+    configure_profile_database(&database_path_of_this_process, globals->command_line, run_metadata(),
                                static_cast<std::int64_t>(globals->values.number(setting::flush_interval) * 1e9),
                                lines == "all" ? source_lines::all : lines == "off" ? source_lines::off : source_lines::own,
                                symbol_cache_place(globals->values));

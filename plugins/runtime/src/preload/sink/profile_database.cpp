@@ -50,6 +50,7 @@ struct database_file {
 struct database_state {
   std::mutex mutex;
   path_resolver resolve_path = nullptr;
+  std::string command;
   metadata_list metadata;
   std::int64_t flush_interval_ns = 1'000'000'000;
   source_lines lines = source_lines::own;
@@ -226,6 +227,7 @@ bool create_if_needed() {
     process.pid = getpid();
     process.ppid = getppid();
     process.hostname = host_name();
+    process.command = state->command;
     process.start_ns = state->process_start_ns;
     process.rank = state->rank;
     process.size = state->size;
@@ -299,12 +301,13 @@ void save_symbol_cache() {
 
 }  // namespace
 
-void configure_profile_database(path_resolver path_of_this_process, metadata_list metadata,
+void configure_profile_database(path_resolver path_of_this_process, std::string command, metadata_list metadata,
                                 std::int64_t flush_interval_ns, source_lines lines,
                                 symbol_cache_choice symbol_cache_place) {
   if (!state) state = new database_state;
   std::lock_guard lock{state->mutex};
   state->resolve_path = path_of_this_process;
+  state->command = std::move(command);
   state->metadata = std::move(metadata);
   state->flush_interval_ns = flush_interval_ns;
   state->lines = lines;

@@ -51,9 +51,10 @@ struct symbol_cache_use {
 };
 
 // What the database says about the run, and where it goes: `path_of_this_process` gives the
-// file's path when the first row arrives (in a fork child, the child's). Nothing is created yet.
+// file's path when the first row arrives (in a fork child, the child's); `command`, the process
+// row's command line (what the outputs name the process by). Nothing is created yet.
 using path_resolver = std::string (*)();
-void configure_profile_database(path_resolver path_of_this_process, metadata_list metadata,
+void configure_profile_database(path_resolver path_of_this_process, std::string command, metadata_list metadata,
                                 std::int64_t flush_interval_ns, source_lines lines,
                                 symbol_cache_choice symbol_cache_place);
 void add_database_metadata(std::string key, std::string value);

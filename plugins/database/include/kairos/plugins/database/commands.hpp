@@ -27,11 +27,13 @@ struct merge_request {
   std::string output;                // must not exist
   std::vector<std::string> inputs;   // databases, directories holding them, globs
   bool keep_going = false;           // exit 0 although inputs were skipped
+  bool several_launches = false;     // inputs of different launch ids are merged together
 };
 
 // docs/merge.md: inputs merged one at a time, progress on `errors` (a bar redrawn in place when
 // `terminal`, else a line every 2 s), each skipped input named. Returns the exit status: 0; 1 when
-// an input was skipped (0 with keep_going) or none was merged; 2 for a bad argument or output.
+// an input was skipped (0 with keep_going) or none was merged; 2 for a bad argument or output, or
+// inputs of two launches without several_launches (then nothing is written).
 int run_merge(const merge_request& request, std::ostream& errors, bool terminal);
 
 }  // namespace kairos::database

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <kairos/plugins/database/sqlite.hpp>
 
@@ -26,7 +27,8 @@ class merger {
   merger(const merger&) = delete;
   merger& operator=(const merger&) = delete;
 
-  // Copies one input in one transaction. Throws database_error naming the input when it is not a
+  // Copies one input in one transaction, whatever its launch (kairos-merge first checks that its
+  // inputs are of one launch: launch_ids_of). Throws database_error naming the input when it is not a
   // kairos profile, has another schema version, is corrupt, or holds a process already merged
   // (the same launch id, host and pid; without a launch id, the same host, pid and start time);
   // then nothing of it is kept and the merger takes the next input as if it had not been given.
@@ -46,5 +48,9 @@ class merger {
   std::unique_ptr<state> state_;
   std::int64_t processes_ = 0, samples_ = 0;
 };
+
+// The launch ids of an input's processes (docs/mpi.md), distinct and sorted; a process without
+// one adds none. Throws database_error naming the input when it is not a profile database.
+std::vector<std::string> launch_ids_of(const std::string& input);
 
 }  // namespace kairos::database
