@@ -82,14 +82,15 @@ std::vector<row> setting_rows() {
   std::vector<row> rows;
   for (const auto& value : current.values()) {
     const auto& definition = *value.definition;
-    rows.push_back({std::string{definition.variable}, std::string{definition.category},
+    const auto category = kairos::runtime::definition_of(definition.category).name;
+    rows.push_back({std::string{definition.variable}, std::string{category},
                     nlohmann::json{{"variable", definition.variable},
                                    {"name", definition.name},
                                    {"value", value.text},
                                    {"source", kairos::runtime::source_name(value.source)},
                                    {"type", kairos::runtime::type_name(definition.type)},
                                    {"default", definition.default_value},
-                                   {"category", definition.category},
+                                   {"category", category},
                                    {"choices", definition.choices},
                                    {"description", definition.description}}});
   }
@@ -244,9 +245,13 @@ int main(int argc, char** argv) {
                "perf events and PAPI presets: available here or not, and why");
   app.add_flag("-W,--windows", windows, "time windows: their clocks, available here or not, and examples");
   app.add_option("-r,--regex", name_regex, "only names matching this regular expression");
+  std::string setting_categories;
+  for (const auto& entry : kairos::runtime::setting_categories())
+    setting_categories += fmt::format("{}{}", setting_categories.empty() ? "" : ", ", entry.name);
   app.add_option("-c,--category", category,
-                 "only this category (core, perf, papi, gpu; general, output, regions, sampling, "
-                 "windows, gpu, internal; perf-software, perf-hardware, perf-cache)");
+                 fmt::format("only this category (core, perf, papi, gpu; {}; perf-software, "
+                             "perf-hardware, perf-cache)",
+                             setting_categories));
   app.add_flag("--json", json, "JSON instead of tables");
   CLI11_PARSE(app, argc, argv);
   if (!components && !settings && !counters && !windows) components = settings = counters = windows = true;

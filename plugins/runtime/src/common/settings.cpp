@@ -191,10 +191,8 @@ const settings::value& settings::at(std::string_view variable) const {
 
 void settings::reject(const setting_definition* definition, std::string message) {
   problems_.push_back(std::move(message));
-  const std::string category = definition ? std::string{definition->category} : "general";
-  if (std::find(unusable_categories_.begin(), unusable_categories_.end(), category) ==
-      unusable_categories_.end())
-    unusable_categories_.push_back(category);
+  const auto category = definition ? definition->category : setting_category::general;
+  if (category_usable(category)) unusable_categories_.push_back(category);
 }
 
 bool settings::set(std::string_view variable_or_key, std::string_view text, setting_source source) {
@@ -210,12 +208,7 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
     reject(definition,
            fmt::format("[kairos] {}=\"{}\" (from the {}) is not valid: expected {}; {}",
                        definition->variable, shown(text), source_name(source), *accepted,
-                       definition->category == "sampling" ? "sampling is disabled"
-                       : definition->category == "gpu" ? "GPU work is not observed"
-                       : definition->category == "mpi" ? "MPI calls are not recorded"
-                       : definition->category == "causal" ? "no causal experiments run"
-                       : definition->category == "internal" ? "the value is ignored"
-                                                            : "kairos is disabled for this run"));
+                       definition_of(definition->category).when_rejected));
     return false;
   }
   for (auto& value : values_)
@@ -351,16 +344,15 @@ void settings::apply_environment(const char* const* environment) {
   }
 }
 
-bool settings::category_usable(std::string_view category) const {
-  for (const auto& unusable : unusable_categories_)
-    if (unusable == category) return false;
-  return true;
+bool settings::category_usable(setting_category category) const {
+  return std::find(unusable_categories_.begin(), unusable_categories_.end(), category) ==
+         unusable_categories_.end();
 }
 
 bool settings::usable() const {
-  return category_usable("general") && category_usable("output") && category_usable("regions") &&
-         category_usable("windows") &&
-         boolean(setting::enabled);
+  for (const auto& category : setting_categories())
+    if (category.stops_kairos && !category_usable(category.category)) return false;
+  return boolean(setting::enabled);
 }
 
 const settings::value& settings::at(setting which) const {

@@ -588,7 +588,7 @@ void initialize() {
     // above) and the default user-API regions.
     const auto& values = globals->values;
     function_trace_options options;
-    if (values.category_usable("instrument"))
+    if (values.category_usable(setting_category::instrument))
       options = {values.boolean(setting::instrument), values.text(setting::instrument_include),
                  values.text(setting::instrument_exclude), values.text(setting::instrument_file_include),
                  values.text(setting::instrument_file_exclude), values.boolean(setting::instrument_system),
@@ -621,8 +621,10 @@ void initialize() {
       for (const auto& note : started.notes) report(note);
   }
   // Before the sampler: its first samples already find the experiments' state.
-  globals->causal_wanted = database_wanted && globals->values.category_usable("causal") &&
-                           globals->values.category_usable("sampling") && globals->values.boolean(setting::causal);
+  globals->causal_wanted = database_wanted &&
+                           globals->values.category_usable(setting_category::causal) &&
+                           globals->values.category_usable(setting_category::sampling) &&
+                           globals->values.boolean(setting::causal);
   if (globals->causal_wanted) {
     // Experiments need samples from the start, and finer ones than a profile does (coz's 1 kHz).
     if (globals->values.at(setting::sampling_delay).source == setting_source::default_value)
@@ -631,18 +633,18 @@ void initialize() {
       globals->values.set("KAIROS_SAMPLING_FREQ", "1000", setting_source::default_value);
     start_causal_experiments(speaks_for_launch);
   }
-  if (database_wanted && globals->values.category_usable("sampling")) {
+  if (database_wanted && globals->values.category_usable(setting_category::sampling)) {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (speaks_for_launch) report(sampling.failure);
     if (speaks_for_launch && !sampling.note.empty()) report(sampling.note);
   }
-  if (database_wanted && globals->values.category_usable("gpu")) {
+  if (database_wanted && globals->values.category_usable(setting_category::gpu)) {
     const auto notes = start_gpu(globals->values.text(setting::gpu) == "auto",
                                  globals->values.boolean(setting::gpu_stacks));
     if (speaks_for_launch && verbosity() > 0)
       for (const auto& note : notes) report(note);
   }
-  if (database_wanted && globals->values.category_usable("mpi")) {
+  if (database_wanted && globals->values.category_usable(setting_category::mpi)) {
     const auto note = start_mpi(globals->values.text(setting::mpi) == "auto");
     if (note && speaks_for_launch && verbosity() > 0) report(*note);
   }
