@@ -71,6 +71,17 @@ TEST_CASE("a bad number names the variable, the value and the accepted range") {
   CHECK(loaded.number(setting::sampling_freq) == 300);  // the default stays in force
 }
 
+TEST_CASE("a bad instrumentation filter says it turns off instrumented functions, and only them") {
+  environment_block environment{"KAIROS_INSTRUMENT_INCLUDE=fib("};
+  const auto loaded = settings::load(environment.get());
+  REQUIRE(loaded.problems().size() == 1);
+  const auto& line = loaded.problems()[0];
+  CHECK(line.find("POSIX extended regular expression") != std::string::npos);
+  CHECK(line.ends_with("; instrumented functions are not recorded"));
+  CHECK_FALSE(loaded.category_usable(setting_category::instrument));
+  CHECK(loaded.usable());  // kairos runs on: sampling and the user API's regions are unaffected
+}
+
 TEST_CASE("an unknown component is rejected with the accepted names, and disables kairos") {
   environment_block environment{"KAIROS_COMPONENTS=wall_clock,wal_clock"};
   const auto loaded = settings::load(environment.get());

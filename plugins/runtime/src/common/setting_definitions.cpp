@@ -90,7 +90,7 @@ constexpr setting_category_definition categories[] = {
     {.category = regions, .name = "regions",
      .when_rejected = "kairos is disabled for this run", .stops_kairos = true},
     {.category = instrument, .name = "instrument",
-     .when_rejected = "kairos is disabled for this run", .stops_kairos = false},
+     .when_rejected = "instrumented functions are not recorded", .stops_kairos = false},
     {.category = sampling, .name = "sampling",
      .when_rejected = "sampling is disabled", .stops_kairos = false},
     {.category = windows, .name = "windows",
@@ -111,6 +111,16 @@ constexpr bool categories_in_order() {
   return std::size(categories) == static_cast<std::size_t>(internal) + 1;
 }
 static_assert(categories_in_order(), "enum class setting_category and the categories disagree");
+
+// A rejected value's line says kairos is off exactly when it is (instrument's said so, and
+// kairos ran on).
+constexpr bool lines_tell_the_truth() {
+  for (const auto& category : categories)
+    if ((category.when_rejected == "kairos is disabled for this run") != category.stops_kairos)
+      return false;
+  return true;
+}
+static_assert(lines_tell_the_truth(), "a category's when_rejected disagrees with its stops_kairos");
 
 // One row per setting, every field named; a field left out keeps its default (no choices, no
 // range, not empty, no check beyond the type's).
