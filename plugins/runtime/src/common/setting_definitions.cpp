@@ -2,6 +2,7 @@
 // describes it, the runtime and kairos-run read it.
 #include <charconv>
 #include <string>
+#include <utility>
 
 #include <kairos/components.hpp>
 #include <kairos/runtime/output_path.hpp>
@@ -79,6 +80,35 @@ std::optional<std::string> check_regex(std::string_view text) {
 constexpr double max_frequency_hz = 100'000;
 constexpr double max_seconds = 1e9;
 
+// The spelling of enumerator `value`, from the compiler's name of this function (g++: "... [with
+// auto value = kairos::runtime::setting::sampling_freq; ...]", clang: "... [value =
+// kairos::runtime::setting::sampling_freq]"), or "" when `value` names no enumerator (both print
+// a cast then: "(kairos::runtime::setting)48"). The tables below are checked against the enums'
+// own names, so a name is typed once in the enum and once in its row, never in a third list.
+template <auto value>
+constexpr std::string_view enumerator_name() {
+  const std::string_view signature = __PRETTY_FUNCTION__;
+  const auto start = signature.find("value = ") + 8;
+  auto spelled = signature.substr(start, signature.find_first_of(";]", start) - start);
+  spelled.remove_prefix(spelled.rfind("::") + 2);
+  for (const char c : spelled)
+    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
+      return {};
+  return spelled;
+}
+
+// Row i of `rows` is named as enumerator i of Enum, and Enum has no enumerator past the rows.
+template <class Enum, class Row, std::size_t... index>
+constexpr bool rows_name_enumerators(const Row& rows, std::index_sequence<index...>) {
+  return ((rows[index].name == enumerator_name<static_cast<Enum>(index)>()) && ...) &&
+         enumerator_name<static_cast<Enum>(sizeof...(index))>().empty();
+}
+
+template <class Enum, class Row, std::size_t count>
+constexpr bool rows_name_enumerators(const Row (&rows)[count]) {
+  return rows_name_enumerators<Enum>(rows, std::make_index_sequence<count>{});
+}
+
 using enum setting_category;
 
 // What a rejected value of each category switches off, in setting_category's order.
@@ -108,7 +138,7 @@ constexpr setting_category_definition categories[] = {
 constexpr bool categories_in_order() {
   for (std::size_t i = 0; i < std::size(categories); ++i)
     if (categories[i].category != static_cast<setting_category>(i)) return false;
-  return std::size(categories) == static_cast<std::size_t>(internal) + 1;
+  return rows_name_enumerators<setting_category>(categories);
 }
 static_assert(categories_in_order(), "enum class setting_category and the categories disagree");
 
@@ -365,24 +395,24 @@ constexpr setting_definition definitions[] = {
      .may_be_empty = true},
 };
 
-// The enum names the rows in order; this catches a row added to one and not the other.
+// Row i is enumerator i of enum class setting (settings.hpp), the name code reads it by; and its
+// variable is the name in capitals after "KAIROS_", so a name is never spelt two ways.
+constexpr bool variable_is_named_after(const setting_definition& row) {
+  constexpr std::string_view prefix = "KAIROS_";
+  if (row.variable.size() != prefix.size() + row.name.size() || !row.variable.starts_with(prefix))
+    return false;
+  for (std::size_t i = 0; i < row.name.size(); ++i) {
+    const char c = row.name[i];
+    const char upper = c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
+    if (row.variable[prefix.size() + i] != upper) return false;
+  }
+  return true;
+}
+
 constexpr bool rows_match_names() {
-  constexpr std::string_view names[] = {
-      "enabled", "verbose", "config_file", "follow_children", "output_path", "output_formats",
-      "flush_interval", "source_lines", "symbol_cache", "components", "instrument", "instrument_include",
-      "instrument_exclude", "instrument_file_include", "instrument_file_exclude", "instrument_system",
-      "instrument_min_duration", "sampling_freq", "sampling_delay", "sampling_duration",
-      "sampling_cputime", "sampling_cputime_source", "sampling_cputime_freq",
-      "sampling_cputime_delay", "sampling_cputime_duration", "sampling_realtime",
-      "sampling_realtime_freq", "sampling_realtime_delay", "sampling_realtime_duration",
-      "sampling_allocator_size", "use_temporary_files", "trace_periods", "trace_windows_file",
-      "gpu", "gpu_stacks", "mpi", "causal", "causal_scope", "causal_select", "causal_speedups",
-      "causal_include", "causal_exclude", "causal_binaries", "causal_experiment", "launch_pid", "launch_date", "launch_id",
-      "exec_generation"};
-  if (std::size(names) != std::size(definitions)) return false;
-  for (std::size_t i = 0; i < std::size(definitions); ++i)
-    if (definitions[i].name != names[i]) return false;
-  return static_cast<std::size_t>(setting::exec_generation) + 1 == std::size(definitions);
+  for (const auto& row : definitions)
+    if (!variable_is_named_after(row)) return false;
+  return rows_name_enumerators<setting>(definitions);
 }
 static_assert(rows_match_names(), "enum class setting (settings.hpp) and the table disagree");
 
