@@ -2,6 +2,7 @@
 
 #include <kairos/printable.hpp>
 #include <kairos/runtime/launch.hpp>
+#include <kairos/runtime/settings.hpp>
 
 #include <unistd.h>
 
@@ -37,8 +38,8 @@ path_values path_values::of_this_process() {
     std::string_view full{exe.data(), static_cast<std::size_t>(length)};
     values.exe = std::string{full.substr(full.rfind('/') + 1)};
   }
-  const char* date = std::getenv("KAIROS_LAUNCH_DATE");
-  values.launch_date = date && *date ? date : format_launch_date(std::time(nullptr));
+  const auto date = environment_value(setting::launch_date);
+  values.launch_date = !date.empty() ? date : format_launch_date(std::time(nullptr));
   const auto launch = launch_of_this_process();
   values.rank = std::to_string(launch.rank.value_or(0));
   values.size = std::to_string(launch.size.value_or(1));

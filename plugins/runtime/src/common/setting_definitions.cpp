@@ -420,6 +420,10 @@ static_assert(rows_match_names(), "enum class setting (settings.hpp) and the tab
 
 std::span<const setting_definition> setting_definitions() { return definitions; }
 
+const setting_definition& definition_of(setting which) {
+  return definitions[static_cast<std::size_t>(which)];
+}
+
 std::span<const setting_category_definition> setting_categories() { return categories; }
 
 const setting_category_definition& definition_of(setting_category category) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -117,6 +118,19 @@ std::vector<std::string> split_list(std::string_view text) {
   return items;
 }
 
+std::string environment_value(setting which) {
+  const char* value = std::getenv(std::string{definition_of(which).variable}.c_str());
+  return value ? value : "";
+}
+
+void set_environment_value(setting which, const std::string& text) {
+  setenv(std::string{definition_of(which).variable}.c_str(), text.c_str(), 1);
+}
+
+void unset_environment_value(setting which) {
+  unsetenv(std::string{definition_of(which).variable}.c_str());
+}
+
 namespace {
 
 std::optional<std::string> check_type(const setting_definition& definition, std::string_view text) {
@@ -217,6 +231,10 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
       value.source = source;
     }
   return true;
+}
+
+bool settings::set(setting which, std::string_view text, setting_source source) {
+  return set(definition_of(which).variable, text, source);
 }
 
 namespace {

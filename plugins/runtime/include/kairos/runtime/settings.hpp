@@ -73,6 +73,8 @@ enum class setting : std::size_t {
 
 // The table: every setting kairos knows, in display order.
 std::span<const setting_definition> setting_definitions();
+// One setting's row: definition_of(setting::sampling_freq).variable is "KAIROS_SAMPLING_FREQ".
+const setting_definition& definition_of(setting which);
 // Every category, in setting_category's order.
 std::span<const setting_category_definition> setting_categories();
 const setting_category_definition& definition_of(setting_category category);
@@ -90,6 +92,13 @@ std::optional<std::string> read_bounded_text_file(const std::string& path, std::
                                                   std::string& why_not);
 // "a, b,c" → {"a", "b", "c"}.
 std::vector<std::string> split_list(std::string_view text);
+
+// A setting's variable in this process's environment as it is now ("" when unset), and setting or
+// removing it there for the processes started from here: for the launch variables kairos itself
+// exports while it runs, which settings::load's snapshot does not see.
+std::string environment_value(setting which);
+void set_environment_value(setting which, const std::string& text);
+void unset_environment_value(setting which);
 
 class settings {
  public:
@@ -109,6 +118,7 @@ class settings {
   // Sets one value from a source; a bad value is recorded as a problem and ignored.
   // `variable_or_key` is a variable or a config-file key. Returns false when rejected.
   bool set(std::string_view variable_or_key, std::string_view text, setting_source source);
+  bool set(setting which, std::string_view text, setting_source source);
   // Reads a JSON config file (an object of keys or variables to values); problems are recorded.
   void apply_config_file(const std::string& path);
   void apply_environment(const char* const* environment);
