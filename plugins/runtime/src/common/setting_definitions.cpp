@@ -1,5 +1,7 @@
-// The table of every setting: data only. kairos-avail --settings prints it, docs/settings.md
-// describes it, the runtime and kairos-run read it.
+// The tables of every setting and every setting category: data only, with the compile-time checks
+// that tie them to their enums. kairos-avail --settings prints them, kairos-avail --markdown
+// prints docs/settings.md's tables from them (a test compares), the runtime and the tools read
+// them.
 #include <charconv>
 #include <string>
 #include <utility>
