@@ -38,7 +38,7 @@ TEST_CASE("every setting has a KAIROS_ variable, a category, a description and a
   for (const auto& definition : setting_definitions()) {
     CAPTURE(definition.variable);
     CHECK(definition.variable.starts_with("KAIROS_"));
-    CHECK_FALSE(definition.category.empty());
+    CHECK_FALSE(definition_of(definition.category).name.empty());
     CHECK_FALSE(definition.description.empty());
     CHECK_FALSE(check_value(definition, definition.default_value).has_value());
   }
@@ -66,9 +66,20 @@ TEST_CASE("a bad number names the variable, the value and the accepted range") {
   CHECK(line.find("\"abc\"") != std::string::npos);
   CHECK(line.find("a number in [0.001, 100000]") != std::string::npos);
   CHECK(line.find("sampling is disabled") != std::string::npos);
-  CHECK_FALSE(loaded.category_usable("sampling"));
+  CHECK_FALSE(loaded.category_usable(setting_category::sampling));
   CHECK(loaded.usable());  // regions and output do not depend on sampling
   CHECK(loaded.number(setting::sampling_freq) == 300);  // the default stays in force
+}
+
+TEST_CASE("a bad instrumentation filter says it turns off instrumented functions, and only them") {
+  environment_block environment{"KAIROS_INSTRUMENT_INCLUDE=fib("};
+  const auto loaded = settings::load(environment.get());
+  REQUIRE(loaded.problems().size() == 1);
+  const auto& line = loaded.problems()[0];
+  CHECK(line.find("POSIX extended regular expression") != std::string::npos);
+  CHECK(line.ends_with("; instrumented functions are not recorded"));
+  CHECK_FALSE(loaded.category_usable(setting_category::instrument));
+  CHECK(loaded.usable());  // kairos runs on: sampling and the user API's regions are unaffected
 }
 
 TEST_CASE("an unknown component is rejected with the accepted names, and disables kairos") {

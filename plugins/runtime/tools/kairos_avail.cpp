@@ -82,19 +82,57 @@ std::vector<row> setting_rows() {
   std::vector<row> rows;
   for (const auto& value : current.values()) {
     const auto& definition = *value.definition;
-    rows.push_back({std::string{definition.variable}, std::string{definition.category},
+    const auto category = kairos::runtime::definition_of(definition.category).name;
+    rows.push_back({std::string{definition.variable}, std::string{category},
                     nlohmann::json{{"variable", definition.variable},
                                    {"name", definition.name},
                                    {"value", value.text},
                                    {"source", kairos::runtime::source_name(value.source)},
                                    {"type", kairos::runtime::type_name(definition.type)},
                                    {"default", definition.default_value},
-                                   {"category", definition.category},
+                                   {"category", category},
                                    {"choices", definition.choices},
                                    {"description", definition.description}}});
   }
   for (const auto& problem : current.problems()) std::cerr << problem << '\n';
   return rows;
+}
+
+// Text in a Markdown table cell: '|' would end the cell, '<stem>' would read as an HTML tag.
+std::string markdown_cell(std::string_view text) {
+  std::string cell;
+  for (const char c : text) {
+    if (c == '\\' || c == '|' || c == '<' || c == '>' || c == '*') cell += '\\';
+    cell += c;
+  }
+  return cell;
+}
+
+// docs/settings.md's two tables, from the registry alone (defaults, never this environment's
+// values): what a bad value of each category does, and every setting. A test compares them with
+// the document.
+std::string settings_markdown() {
+  using kairos::runtime::setting_type;
+  std::string text = "| category | what a bad value does (the end of its line) |\n|---|---|\n";
+  for (const auto& category : kairos::runtime::setting_categories())
+    text += fmt::format("| `{}` | {} |\n", category.name, category.when_rejected);
+  text += "\n| variable | key | type | default | category | accepted | description |\n"
+          "|---|---|---|---|---|---|---|\n";
+  for (const auto& definition : kairos::runtime::setting_definitions()) {
+    std::string accepted;
+    for (const auto& choice : kairos::runtime::split_list(definition.choices))
+      accepted += fmt::format("{}`{}`", accepted.empty() ? "" : ", ", choice);
+    if (definition.type == setting_type::integer || definition.type == setting_type::number)
+      accepted = fmt::format("[{}, {}]{}", definition.minimum, definition.maximum,
+                             definition.may_be_empty ? ", or empty" : "");
+    text += fmt::format(
+        "| `{}` | `{}` | {} | {} | {} | {} | {} |\n", definition.variable, definition.name,
+        kairos::runtime::type_name(definition.type),
+        definition.default_value.empty() ? "(empty)" : fmt::format("`{}`", definition.default_value),
+        kairos::runtime::definition_of(definition.category).name, accepted.empty() ? "-" : accepted,
+        markdown_cell(definition.description));
+  }
+  return text;
 }
 
 // The time windows' clocks (docs/windows.md), with whether each can run here.
@@ -235,7 +273,8 @@ void print_table(const std::string& title, const std::vector<row>& rows,
 int main(int argc, char** argv) {
   CLI::App app{"kairos-avail: the components, settings and hardware counters kairos offers here",
                "kairos-avail"};
-  bool components = false, settings = false, counters = false, windows = false, json = false;
+  bool components = false, settings = false, counters = false, windows = false, json = false,
+       markdown = false;
   std::string name_regex, category;
   app.add_flag("-C,--components", components, "components: name, available here, unit, description");
   app.add_flag("-S,--settings", settings,
@@ -244,11 +283,23 @@ int main(int argc, char** argv) {
                "perf events and PAPI presets: available here or not, and why");
   app.add_flag("-W,--windows", windows, "time windows: their clocks, available here or not, and examples");
   app.add_option("-r,--regex", name_regex, "only names matching this regular expression");
+  std::string setting_categories;
+  for (const auto& entry : kairos::runtime::setting_categories())
+    setting_categories += fmt::format("{}{}", setting_categories.empty() ? "" : ", ", entry.name);
   app.add_option("-c,--category", category,
-                 "only this category (core, perf, papi, gpu; general, output, regions, sampling, "
-                 "windows, gpu, internal; perf-software, perf-hardware, perf-cache)");
-  app.add_flag("--json", json, "JSON instead of tables");
+                 fmt::format("only this category (core, perf, papi, gpu; {}; perf-software, "
+                             "perf-hardware, perf-cache)",
+                             setting_categories));
+  auto* json_flag = app.add_flag("--json", json, "JSON instead of tables");
+  app.add_flag("--markdown", markdown,
+               "only the settings, as docs/settings.md's tables: what a bad value of each category "
+               "does, and every setting with its default")
+      ->excludes(json_flag);
   CLI11_PARSE(app, argc, argv);
+  if (markdown) {
+    std::cout << settings_markdown();
+    return 0;
+  }
   if (!components && !settings && !counters && !windows) components = settings = counters = windows = true;
 
   std::regex pattern;

@@ -36,6 +36,7 @@ extern char** environ;
 namespace {
 
 namespace fs = std::filesystem;
+using kairos::runtime::setting;
 using kairos::tools::error_line;
 using kairos::tools::usage_error_status;
 
@@ -76,22 +77,30 @@ std::vector<int> parse_speedups(const std::string& text) {
   return percents;
 }
 
+// "VARIABLE=value", as kairos-run's -s takes it.
+std::string assignment(setting which, std::string_view value) {
+  return fmt::format("{}={}", kairos::runtime::definition_of(which).variable, value);
+}
+
 // Without --variants one configuration draws among every location and speedup asked for; with
 // it, one per (location pattern, speedup), with a 0% run per pattern for its baseline.
 std::vector<configuration> configurations(const options& given) {
-  std::vector<std::string> common{"KAIROS_CAUSAL_SCOPE=" + given.scope};
-  if (!given.include.empty()) common.push_back("KAIROS_CAUSAL_INCLUDE=" + given.include);
-  if (!given.exclude.empty()) common.push_back("KAIROS_CAUSAL_EXCLUDE=" + given.exclude);
-  if (!given.binaries.empty()) common.push_back("KAIROS_CAUSAL_BINARIES=" + given.binaries);
-  if (!given.experiment.empty()) common.push_back("KAIROS_CAUSAL_EXPERIMENT=" + given.experiment);
+  std::vector<std::string> common{assignment(setting::causal_scope, given.scope)};
+  if (!given.include.empty()) common.push_back(assignment(setting::causal_include, given.include));
+  if (!given.exclude.empty()) common.push_back(assignment(setting::causal_exclude, given.exclude));
+  if (!given.binaries.empty())
+    common.push_back(assignment(setting::causal_binaries, given.binaries));
+  if (!given.experiment.empty())
+    common.push_back(assignment(setting::causal_experiment, given.experiment));
   if (!given.variants) {
     auto settings = common;
     if (!given.select.empty()) {
       std::string either;
       for (const auto& pattern : given.select) either += (either.empty() ? "(" : "|(") + pattern + ")";
-      settings.push_back("KAIROS_CAUSAL_SELECT=" + either);
+      settings.push_back(assignment(setting::causal_select, either));
     }
-    if (!given.speedups.empty()) settings.push_back("KAIROS_CAUSAL_SPEEDUPS=" + given.speedups);
+    if (!given.speedups.empty())
+      settings.push_back(assignment(setting::causal_speedups, given.speedups));
     return {{"", settings}};
   }
   auto percents = parse_speedups(given.speedups.empty() ? "0,25,50,75,100" : given.speedups);
@@ -101,8 +110,8 @@ std::vector<configuration> configurations(const options& given) {
   for (std::size_t p = 0; p < patterns.size(); ++p)
     for (const int percent : percents) {
       auto settings = common;
-      if (!patterns[p].empty()) settings.push_back("KAIROS_CAUSAL_SELECT=" + patterns[p]);
-      settings.push_back(fmt::format("KAIROS_CAUSAL_SPEEDUPS={}", percent));
+      if (!patterns[p].empty()) settings.push_back(assignment(setting::causal_select, patterns[p]));
+      settings.push_back(assignment(setting::causal_speedups, std::to_string(percent)));
       all.push_back({fmt::format("select{}-speedup{}", p, percent), settings});
     }
   return all;
@@ -117,7 +126,7 @@ int run_once(const fs::path& kairos_run, const std::string& stem, const std::vec
     arguments.push_back(setting);
   }
   arguments.push_back("-s");
-  arguments.push_back("KAIROS_CAUSAL=true");
+  arguments.push_back(assignment(setting::causal, "true"));
   arguments.push_back("--");
   for (char** word = command; *word; ++word) arguments.emplace_back(*word);
   std::vector<char*> pointers;
@@ -225,7 +234,8 @@ int main(int argc, char** argv) {
       auto stem = (directory / fmt::format("run{}{}{}", run, config.label.empty() ? "" : "-", config.label)).string();
       auto settings = config.settings;
       settings.insert(settings.end(), given.settings.begin(), given.settings.end());
-      if (given.verbose > 0) settings.push_back(fmt::format("KAIROS_VERBOSE={}", given.verbose));
+      if (given.verbose > 0)
+        settings.push_back(assignment(setting::verbose, std::to_string(given.verbose)));
       if (given.verbose > 0)
         error_line(fmt::format("run {} of {}{}", run, given.runs, config.label.empty() ? "" : ": " + config.label));
       last_status = run_once(kairos_run, stem, settings, command);

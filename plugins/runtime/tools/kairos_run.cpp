@@ -32,9 +32,11 @@ extern char** environ;
 namespace {
 
 using kairos::runtime::check_value;
+using kairos::runtime::definition_of;
+using kairos::runtime::find_setting;
+using kairos::runtime::setting;
 using kairos::tools::error_line;
 using kairos::tools::usage_error_status;
-using kairos::runtime::find_setting;
 
 constexpr int not_found_status = 127;       // as a shell reports a command it cannot find
 constexpr int not_executable_status = 126;  // as a shell reports a command it cannot run
@@ -53,7 +55,7 @@ std::vector<std::filesystem::path> library_candidates() {
 }
 
 struct assignment {
-  std::string variable;
+  const kairos::runtime::setting_definition* definition;
   std::string value;
 };
 
@@ -114,24 +116,25 @@ int main(int argc, char** argv) {
   char** command = std::get<char**>(parsed);
 
   std::vector<assignment> assignments;
-  auto add = [&](std::string_view variable, const std::string& value) {
-    assignments.push_back({std::string{variable}, value});
+  auto add = [&](setting which, const std::string& value) {
+    assignments.push_back({&definition_of(which), value});
   };
-  if (app.count("--output")) add("KAIROS_OUTPUT_PATH", output);
-  if (app.count("--formats")) add("KAIROS_OUTPUT_FORMATS", formats);
-  if (app.count("--freq")) add("KAIROS_SAMPLING_FREQ", frequency);
-  if (app.count("--cputime")) add("KAIROS_SAMPLING_CPUTIME", cputime.empty() ? "true" : cputime);
-  if (app.count("--realtime")) add("KAIROS_SAMPLING_REALTIME", realtime.empty() ? "true" : realtime);
-  if (app.count("--components")) add("KAIROS_COMPONENTS", components);
-  if (app.count("--config")) add("KAIROS_CONFIG_FILE", config);
-  if (app.count("--instrument")) add("KAIROS_INSTRUMENT", instrument.empty() ? "true" : instrument);
-  if (app.count("--instrument-include")) add("KAIROS_INSTRUMENT_INCLUDE", instrument_include);
-  if (app.count("--instrument-exclude")) add("KAIROS_INSTRUMENT_EXCLUDE", instrument_exclude);
-  if (app.count("--instrument-min")) add("KAIROS_INSTRUMENT_MIN_DURATION", instrument_min);
-  if (app.count("--periods")) add("KAIROS_TRACE_PERIODS", periods);
-  if (app.count("--windows-file")) add("KAIROS_TRACE_WINDOWS_FILE", windows_file);
-  if (follow_children) add("KAIROS_FOLLOW_CHILDREN", "true");
-  if (verbose > 0) add("KAIROS_VERBOSE", std::to_string(verbose));
+  if (app.count("--output")) add(setting::output_path, output);
+  if (app.count("--formats")) add(setting::output_formats, formats);
+  if (app.count("--freq")) add(setting::sampling_freq, frequency);
+  if (app.count("--cputime")) add(setting::sampling_cputime, cputime.empty() ? "true" : cputime);
+  if (app.count("--realtime"))
+    add(setting::sampling_realtime, realtime.empty() ? "true" : realtime);
+  if (app.count("--components")) add(setting::components, components);
+  if (app.count("--config")) add(setting::config_file, config);
+  if (app.count("--instrument")) add(setting::instrument, instrument.empty() ? "true" : instrument);
+  if (app.count("--instrument-include")) add(setting::instrument_include, instrument_include);
+  if (app.count("--instrument-exclude")) add(setting::instrument_exclude, instrument_exclude);
+  if (app.count("--instrument-min")) add(setting::instrument_min_duration, instrument_min);
+  if (app.count("--periods")) add(setting::trace_periods, periods);
+  if (app.count("--windows-file")) add(setting::trace_windows_file, windows_file);
+  if (follow_children) add(setting::follow_children, "true");
+  if (verbose > 0) add(setting::verbose, std::to_string(verbose));
   for (const auto& given : settings_given) {
     const auto equals = given.find('=');
     if (equals == std::string::npos) {
@@ -145,16 +148,15 @@ int main(int argc, char** argv) {
                              given));
       return usage_error_status;
     }
-    add(definition->variable, given.substr(equals + 1));
+    assignments.push_back({definition, given.substr(equals + 1)});
   }
-  for (const auto& [variable, value] : assignments) {
-    const auto* definition = find_setting(variable);
+  for (const auto& [definition, value] : assignments) {
     if (auto accepted = check_value(*definition, value)) {
       error_line(fmt::format("{}=\"{}\" (from the command line) is not valid: expected {}",
-                             variable, value, *accepted));
+                             definition->variable, value, *accepted));
       return usage_error_status;
     }
-    setenv(variable.c_str(), value.c_str(), 1);
+    setenv(std::string{definition->variable}.c_str(), value.c_str(), 1);
   }
 
   std::filesystem::path library;
@@ -171,9 +173,9 @@ int main(int argc, char** argv) {
   }
 
   // One launch: this pid is the launched process (execvpe keeps it); children are told apart.
-  setenv("KAIROS_LAUNCH_PID", std::to_string(getpid()).c_str(), 1);
+  kairos::runtime::set_environment_value(setting::launch_pid, std::to_string(getpid()));
   kairos::runtime::export_launch_variables(true);
-  unsetenv("KAIROS_EXEC_GENERATION");
+  kairos::runtime::unset_environment_value(setting::exec_generation);
   const char* existing = std::getenv("LD_PRELOAD");
   std::string preload = library.string();
   if (existing && *existing) preload += std::string{":"} + existing;

@@ -2,6 +2,7 @@
 
 #include <kairos/printable.hpp>
 #include <kairos/runtime/launch.hpp>
+#include <kairos/runtime/settings.hpp>
 
 #include <unistd.h>
 
@@ -38,8 +39,8 @@ path_values path_values::of_this_process() {
     std::string_view full{exe.data(), static_cast<std::size_t>(length)};
     values.exe = std::string{full.substr(full.rfind('/') + 1)};
   }
-  const char* date = std::getenv("KAIROS_LAUNCH_DATE");
-  values.launch_date = date && *date ? date : format_launch_date(std::time(nullptr));
+  const auto date = environment_value(setting::launch_date);
+  values.launch_date = !date.empty() ? date : format_launch_date(std::time(nullptr));
   const auto launch = launch_of_this_process();
   // The id kairos-run exported for the launch (the one in the process row), else this process's.
   const char* id = std::getenv("KAIROS_LAUNCH_ID");

@@ -1,8 +1,10 @@
-// The table of every setting: data only. kairos-avail --settings prints it, docs/settings.md
-// describes it, the runtime and kairos-run read it.
-#include <array>
+// The tables of every setting and every setting category: data only, with the compile-time checks
+// that tie them to their enums. kairos-avail --settings prints them, kairos-avail --markdown
+// prints docs/settings.md's tables from them (a test compares), the runtime and the tools read
+// them.
 #include <charconv>
 #include <string>
+#include <utility>
 
 #include <kairos/components.hpp>
 #include <kairos/plugins/database/formats.hpp>
@@ -81,208 +83,351 @@ std::optional<std::string> check_regex(std::string_view text) {
 constexpr double max_frequency_hz = 100'000;
 constexpr double max_seconds = 1e9;
 
-constexpr std::array definitions{
-    // general
-    setting_definition{"enabled", "KAIROS_ENABLED", boolean, "true", "general",
-                       "profile the program at all; false makes libkairos.so do nothing"},
-    setting_definition{"verbose", "KAIROS_VERBOSE", integer, "0", "general",
-                       "0: only problems and the exit summary; 1: what kairos does, and what its parts "
-                       "cost the run; 2: per thread",
-                       {}, 0, 3},
-    setting_definition{"config_file", "KAIROS_CONFIG_FILE", path, "", "general",
-                       "JSON file of settings (keys or variables to values), below the "
-                       "environment in priority",
-                       {}, 0, 0, true},
-    setting_definition{"follow_children", "KAIROS_FOLLOW_CHILDREN", boolean, "false", "general",
-                       "profile child processes too (fork, spawn), each writing its own output; "
-                       "off: children run without kairos"},
-    // output
-    setting_definition{"output_path", "KAIROS_OUTPUT_PATH", path, "kairos-output/%exe%-%pid%",
-                       "output",
-                       "file stem of each process's outputs (extension added per format); keys "
-                       "%pid% %ppid% %hostname% %exe% %launch_date% %launch_id% %rank% %size% %env{NAME}%; under an "
-                       "MPI launch of several ranks the default is "
-                       "kairos-output/%exe%-%launch_date%-%launch_id%/rank%rank%",
-                       {}, 0, 0, false, &check_output_path},
-    setting_definition{"output_formats", "KAIROS_OUTPUT_FORMATS", list, "db,text,trace", "output",
-                       database::exit_format_descriptions, database::exit_format_names},
-    setting_definition{"flush_interval", "KAIROS_FLUSH_INTERVAL", number, "1", "output",
-                       "seconds between commits of the profile database (what a killed program "
-                       "leaves is complete up to the last one)",
-                       {}, 0.01, 3600},
-    setting_definition{"source_lines", "KAIROS_SOURCE_LINES", text, "own", "output",
-                       "file:line of the sampled frames in the database: own (from the debug information "
-                       "a program or library carries itself, as a -g build does), all (also separate "
-                       "debug files under /usr/lib/debug, such as Debian's -dbgsym packages: about "
-                       "100 ms each to decompress at the end of the run), off (functions only)",
-                       "own,all,off"},
-    setting_definition{"symbol_cache", "KAIROS_SYMBOL_CACHE", path, "", "output",
-                       "directory where symbolized addresses are kept from one run to the next, by each "
-                       "module's build id, so a run whose addresses were seen before does not read "
-                       "symbol or line tables again; empty: $XDG_CACHE_HOME/kairos/symbols, else "
-                       "~/.cache/kairos/symbols; off: no cache",
-                       {}, 0, 0, true},
-    // regions
-    setting_definition{"components", "KAIROS_COMPONENTS", list, "wall_clock", "regions",
-                       "what each user-API region measures, by component name", component_names},
-    // instrument (docs/instrumentation.md)
-    setting_definition{"instrument", "KAIROS_INSTRUMENT", boolean, "true", "instrument",
-                       "record the calls of the functions a program compiled with -finstrument-functions "
-                       "(CMake: kairos_instrument) as regions; off: the hooks return at once"},
-    setting_definition{"instrument_include", "KAIROS_INSTRUMENT_INCLUDE", text, "", "instrument",
-                       "only functions whose demangled name matches this POSIX extended regular "
-                       "expression (searched, as grep -E does); empty: all",
-                       {}, 0, 0, true, &check_regex},
-    setting_definition{"instrument_exclude", "KAIROS_INSTRUMENT_EXCLUDE", text, "", "instrument",
-                       "leave out functions whose demangled name matches this regular expression",
-                       {}, 0, 0, true, &check_regex},
-    setting_definition{"instrument_file_include", "KAIROS_INSTRUMENT_FILE_INCLUDE", text, "", "instrument",
-                       "only functions whose source file (from the debug information) matches this "
-                       "regular expression",
-                       {}, 0, 0, true, &check_regex},
-    setting_definition{"instrument_file_exclude", "KAIROS_INSTRUMENT_FILE_EXCLUDE", text, "", "instrument",
-                       "leave out functions whose source file matches this regular expression",
-                       {}, 0, 0, true, &check_regex},
-    setting_definition{"instrument_system", "KAIROS_INSTRUMENT_SYSTEM", boolean, "false", "instrument",
-                       "also the standard library's functions (std::, __gnu_cxx::, operator new/delete) and "
-                       "those from /usr/include; off: they stay in their callers' time"},
-    setting_definition{"instrument_min_duration", "KAIROS_INSTRUMENT_MIN_DURATION", number, "0.00001",
-                       "instrument",
-                       "seconds: a call shorter than this gets no row and stays in its caller's time "
-                       "(0: every call a row; a row costs about 1 us, so at 10 us rows cost at most a "
-                       "tenth of the time they describe)",
-                       {}, 0, max_seconds},
-    // sampling (registered for the sampler; common values, then per-sampler overrides)
-    setting_definition{"sampling_freq", "KAIROS_SAMPLING_FREQ", number, "300", "sampling",
-                       "samples per second of each sampled thread", {}, 0.001, max_frequency_hz},
-    setting_definition{"sampling_delay", "KAIROS_SAMPLING_DELAY", number, "0.5", "sampling",
-                       "seconds after start before sampling begins", {}, 0, max_seconds},
-    setting_definition{"sampling_duration", "KAIROS_SAMPLING_DURATION", number, "0", "sampling",
-                       "seconds of sampling after the delay; 0 = until exit", {}, 0, max_seconds},
-    setting_definition{"sampling_cputime", "KAIROS_SAMPLING_CPUTIME", boolean, "true", "sampling",
-                       "sample threads by the CPU time they use"},
-    setting_definition{"sampling_cputime_source", "KAIROS_SAMPLING_CPUTIME_SOURCE", text, "auto",
-                       "sampling",
-                       "CPU-time sampler's clock: auto (perf task-clock when perf_event_open "
-                       "allows it, else timer), perf, timer (POSIX per-thread CPU timer, "
-                       "tick-limited)",
-                       "auto,perf,timer"},
-    setting_definition{"sampling_cputime_freq", "KAIROS_SAMPLING_CPUTIME_FREQ", number, "",
-                       "sampling", "CPU-time sampler frequency; empty = KAIROS_SAMPLING_FREQ", {},
-                       0.001, max_frequency_hz, true},
-    setting_definition{"sampling_cputime_delay", "KAIROS_SAMPLING_CPUTIME_DELAY", number, "",
-                       "sampling", "CPU-time sampler delay; empty = KAIROS_SAMPLING_DELAY", {}, 0,
-                       max_seconds, true},
-    setting_definition{"sampling_cputime_duration", "KAIROS_SAMPLING_CPUTIME_DURATION", number, "",
-                       "sampling", "CPU-time sampler duration; empty = KAIROS_SAMPLING_DURATION",
-                       {}, 0, max_seconds, true},
-    setting_definition{"sampling_realtime", "KAIROS_SAMPLING_REALTIME", boolean, "false",
-                       "sampling", "sample threads by elapsed real time (also sees waiting)"},
-    setting_definition{"sampling_realtime_freq", "KAIROS_SAMPLING_REALTIME_FREQ", number, "",
-                       "sampling", "real-time sampler frequency; empty = KAIROS_SAMPLING_FREQ", {},
-                       0.001, max_frequency_hz, true},
-    setting_definition{"sampling_realtime_delay", "KAIROS_SAMPLING_REALTIME_DELAY", number, "",
-                       "sampling", "real-time sampler delay; empty = KAIROS_SAMPLING_DELAY", {}, 0,
-                       max_seconds, true},
-    setting_definition{"sampling_realtime_duration", "KAIROS_SAMPLING_REALTIME_DURATION", number,
-                       "", "sampling",
-                       "real-time sampler duration; empty = KAIROS_SAMPLING_DURATION", {}, 0,
-                       max_seconds, true},
-    setting_definition{"sampling_allocator_size", "KAIROS_SAMPLING_ALLOCATOR_SIZE", integer, "8",
-                       "sampling", "live sampled threads one writer thread serves before another starts "
-                       "(writers retire when idle)", {}, 1, 4096},
-    setting_definition{"use_temporary_files", "KAIROS_USE_TEMPORARY_FILES", boolean, "true",
-                       "sampling", "writer threads spill samples to temporary files (unnamed, O_TMPFILE; "
-                       "ingested into the database every flush interval)"},
-    // windows (docs/windows.md): nothing is collected outside them
-    setting_definition{"trace_periods", "KAIROS_TRACE_PERIODS", text, "", "windows",
-                       "when to collect: specs clock:delay:duration:repeat run one after another, "
-                       "e.g. \"realtime:10:1:5 process_cputime:10:2:20\" (5 x: 10 s off, 1 s on; "
-                       "then 20 x by CPU time); the clock may come last; clocks realtime, monotonic, "
-                       "process_cputime, thread_cputime, instructions (10M); repeat 0: until exit",
-                       {}, 0, 0, true, &check_periods},
-    setting_definition{"trace_windows_file", "KAIROS_TRACE_WINDOWS_FILE", path, "", "windows",
-                       "CSV of irregular windows, one clock,start,length a line (instructions,100M,10M), "
-                       "counted from the process's start; they follow KAIROS_TRACE_PERIODS' windows",
-                       {}, 0, 0, true, &check_windows_file},
-    // gpu
-    setting_definition{"gpu", "KAIROS_GPU", text, "auto", "gpu",
-                       "GPU kernels, copies and API calls (HIP; CUDA through CUPTI): auto observes a GPU "
-                       "runtime loaded in the program, off never wraps or loads anything",
-                       "auto,off"},
-    setting_definition{"gpu_stacks", "KAIROS_GPU_STACKS", boolean, "false", "gpu",
-                       "also record the call stack of each GPU kernel launch and copy (2.6-4.7 us more per "
-                       "call on an H100, where a launch costs about 4 us); off: its thread and call time"},
-    // mpi (docs/mpi.md)
-    setting_definition{"mpi", "KAIROS_MPI", text, "auto", "mpi",
-                       "MPI ranks and calls: auto learns the rank from MPI_Init and records point-to-point "
-                       "and collective calls where an MPI library is loaded, off never wraps anything "
-                       "(the rank still comes from the launcher's environment)",
-                       "auto,off"},
-    // causal (docs/causal.md; kairos-causal sets them)
-    setting_definition{"causal", "KAIROS_CAUSAL", boolean, "false", "causal",
-                       "run causal experiments (virtual speedups) and record them; kairos-causal turns it on"},
-    setting_definition{"causal_scope", "KAIROS_CAUSAL_SCOPE", text, "line", "causal",
-                       "what an experiment speeds up: a source line, or a whole function", "line,function"},
-    setting_definition{"causal_select", "KAIROS_CAUSAL_SELECT", text, "", "causal",
-                       "only locations (\"file:line\", or a function's name) matching this regular "
-                       "expression are sped up; empty: any location in scope, as often as it is sampled",
-                       {}, 0, 0, true, &check_regex},
-    setting_definition{"causal_speedups", "KAIROS_CAUSAL_SPEEDUPS", text, "", "causal",
-                       "speedups to try, percent (e.g. 0,25,50), one drawn per experiment; empty: 0..100 in "
-                       "steps of 5 with 0 drawn 8 times in 28, as coz does",
-                       {}, 0, 0, true, &check_speedups},
-    setting_definition{"causal_include", "KAIROS_CAUSAL_INCLUDE", text, "", "causal",
-                       "only code whose source file or function matches this regular expression is in scope",
-                       {}, 0, 0, true, &check_regex},
-    setting_definition{"causal_exclude", "KAIROS_CAUSAL_EXCLUDE", text, "", "causal",
-                       "leave out code whose source file or function matches this regular expression",
-                       {}, 0, 0, true, &check_regex},
-    setting_definition{"causal_binaries", "KAIROS_CAUSAL_BINARIES", text, "", "causal",
-                       "binaries in scope: those whose path matches this regular expression; empty: the main "
-                       "program only",
-                       {}, 0, 0, true, &check_regex},
-    setting_definition{"causal_experiment", "KAIROS_CAUSAL_EXPERIMENT", number, "0.5", "causal",
-                       "seconds an experiment lasts at first; doubled while a progress point sees fewer than 5 "
-                       "visits in one (up to 16 times)",
-                       {}, 0.01, 3600},
-    // internal: set by kairos-run and the runtime to tie the processes of one launch together
-    setting_definition{"launch_pid", "KAIROS_LAUNCH_PID", integer, "0", "internal",
-                       "pid of the launched process (set by kairos-run); others are children", {},
-                       0, 4194304},
-    setting_definition{"launch_date", "KAIROS_LAUNCH_DATE", text, "", "internal",
-                       "launch time shared by a launch's processes (%launch_date%)", {}, 0, 0,
-                       true},
-    setting_definition{"launch_id", "KAIROS_LAUNCH_ID", text, "", "internal",
-                       "id shared by the ranks of one MPI launch, from the launcher's environment", {}, 0,
-                       0, true},
-    setting_definition{"exec_generation", "KAIROS_EXEC_GENERATION", text, "", "internal",
-                       "PID:N, how many execs the process PID has gone through", {}, 0, 0, true},
+// The spelling of enumerator `value`, from the compiler's name of this function (g++: "... [with
+// auto value = kairos::runtime::setting::sampling_freq; ...]", clang: "... [value =
+// kairos::runtime::setting::sampling_freq]"), or "" when `value` names no enumerator (both print
+// a cast then: "(kairos::runtime::setting)48"). The tables below are checked against the enums'
+// own names, so a name is typed once in the enum and once in its row, never in a third list.
+template <auto value>
+constexpr std::string_view enumerator_name() {
+  const std::string_view signature = __PRETTY_FUNCTION__;
+  const auto start = signature.find("value = ") + 8;
+  auto spelled = signature.substr(start, signature.find_first_of(";]", start) - start);
+  spelled.remove_prefix(spelled.rfind("::") + 2);
+  for (const char c : spelled)
+    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
+      return {};
+  return spelled;
+}
+
+// Row i of `rows` is named as enumerator i of Enum, and Enum has no enumerator past the rows.
+template <class Enum, class Row, std::size_t... index>
+constexpr bool rows_name_enumerators(const Row& rows, std::index_sequence<index...>) {
+  return ((rows[index].name == enumerator_name<static_cast<Enum>(index)>()) && ...) &&
+         enumerator_name<static_cast<Enum>(sizeof...(index))>().empty();
+}
+
+template <class Enum, class Row, std::size_t count>
+constexpr bool rows_name_enumerators(const Row (&rows)[count]) {
+  return rows_name_enumerators<Enum>(rows, std::make_index_sequence<count>{});
+}
+
+using enum setting_category;
+
+// What a rejected value of each category switches off, in setting_category's order.
+constexpr setting_category_definition categories[] = {
+    {.category = general, .name = "general",
+     .when_rejected = "kairos is disabled for this run", .stops_kairos = true},
+    {.category = output, .name = "output",
+     .when_rejected = "kairos is disabled for this run", .stops_kairos = true},
+    {.category = regions, .name = "regions",
+     .when_rejected = "kairos is disabled for this run", .stops_kairos = true},
+    {.category = instrument, .name = "instrument",
+     .when_rejected = "instrumented functions are not recorded", .stops_kairos = false},
+    {.category = sampling, .name = "sampling",
+     .when_rejected = "sampling is disabled", .stops_kairos = false},
+    {.category = windows, .name = "windows",
+     .when_rejected = "kairos is disabled for this run", .stops_kairos = true},
+    {.category = gpu, .name = "gpu",
+     .when_rejected = "GPU work is not observed", .stops_kairos = false},
+    {.category = mpi, .name = "mpi",
+     .when_rejected = "MPI calls are not recorded", .stops_kairos = false},
+    {.category = causal, .name = "causal",
+     .when_rejected = "no causal experiments run", .stops_kairos = false},
+    {.category = internal, .name = "internal",
+     .when_rejected = "the value is ignored", .stops_kairos = false},
 };
 
-// The enum names the rows in order; this catches a row added to one and not the other.
+constexpr bool categories_in_order() {
+  for (std::size_t i = 0; i < std::size(categories); ++i)
+    if (categories[i].category != static_cast<setting_category>(i)) return false;
+  return rows_name_enumerators<setting_category>(categories);
+}
+static_assert(categories_in_order(), "enum class setting_category and the categories disagree");
+
+// A rejected value's line says kairos is off exactly when it is (instrument's said so, and
+// kairos ran on).
+constexpr bool lines_tell_the_truth() {
+  for (const auto& category : categories)
+    if ((category.when_rejected == "kairos is disabled for this run") != category.stops_kairos)
+      return false;
+  return true;
+}
+static_assert(lines_tell_the_truth(), "a category's when_rejected disagrees with its stops_kairos");
+
+// One row per setting, every field named; a field left out keeps its default (no choices, no
+// range, not empty, no check beyond the type's).
+constexpr setting_definition definitions[] = {
+    // general
+    {.name = "enabled", .variable = "KAIROS_ENABLED",
+     .type = boolean, .default_value = "true", .category = general,
+     .description = "profile the program at all; false makes libkairos.so do nothing"},
+    {.name = "verbose", .variable = "KAIROS_VERBOSE",
+     .type = integer, .default_value = "0", .category = general,
+     .description = "0: only problems and the exit summary; 1: what kairos does, and what its "
+                    "parts cost the run; 2: per thread",
+     .minimum = 0, .maximum = 3},
+    {.name = "config_file", .variable = "KAIROS_CONFIG_FILE",
+     .type = path, .default_value = "", .category = general,
+     .description = "JSON file of settings (keys or variables to values), below the environment "
+                    "in priority",
+     .may_be_empty = true},
+    {.name = "follow_children", .variable = "KAIROS_FOLLOW_CHILDREN",
+     .type = boolean, .default_value = "false", .category = general,
+     .description = "profile child processes too (fork, spawn), each writing its own output; "
+                    "off: children run without kairos"},
+    // output
+    {.name = "output_path", .variable = "KAIROS_OUTPUT_PATH",
+     .type = path, .default_value = "kairos-output/%exe%-%pid%", .category = output,
+     .description = "file stem of each process's outputs (extension added per format); keys %pid% "
+                    "%ppid% %hostname% %exe% %launch_date% %launch_id% %rank% %size% %env{NAME}%; "
+                    "under an MPI launch of several ranks the default is "
+                    "kairos-output/%exe%-%launch_date%-%launch_id%/rank%rank%",
+     .check = &check_output_path},
+    {.name = "output_formats", .variable = "KAIROS_OUTPUT_FORMATS",
+     .type = list, .default_value = "db,text,trace", .category = output,
+     .description = database::exit_format_descriptions,
+     .choices = database::exit_format_names},
+    {.name = "flush_interval", .variable = "KAIROS_FLUSH_INTERVAL",
+     .type = number, .default_value = "1", .category = output,
+     .description = "seconds between commits of the profile database (what a killed program "
+                    "leaves is complete up to the last one)",
+     .minimum = 0.01, .maximum = 3600},
+    {.name = "source_lines", .variable = "KAIROS_SOURCE_LINES",
+     .type = text, .default_value = "own", .category = output,
+     .description = "file:line of the sampled frames in the database: own (from the debug "
+                    "information a program or library carries itself, as a -g build does), all "
+                    "(also separate debug files under /usr/lib/debug, such as Debian's -dbgsym "
+                    "packages: about 100 ms each to decompress at the end of the run), off "
+                    "(functions only)",
+     .choices = "own,all,off"},
+    {.name = "symbol_cache", .variable = "KAIROS_SYMBOL_CACHE",
+     .type = path, .default_value = "", .category = output,
+     .description = "directory where symbolized addresses are kept from one run to the next, by "
+                    "each module's build id, so a run whose addresses were seen before does not "
+                    "read symbol or line tables again; empty: $XDG_CACHE_HOME/kairos/symbols, "
+                    "else ~/.cache/kairos/symbols; off: no cache",
+     .may_be_empty = true},
+    // regions
+    {.name = "components", .variable = "KAIROS_COMPONENTS",
+     .type = list, .default_value = "wall_clock", .category = regions,
+     .description = "what each user-API region measures, by component name",
+     .choices = component_names},
+    // instrument (docs/instrumentation.md)
+    {.name = "instrument", .variable = "KAIROS_INSTRUMENT",
+     .type = boolean, .default_value = "true", .category = instrument,
+     .description = "record the calls of the functions a program compiled with "
+                    "-finstrument-functions (CMake: kairos_instrument) as regions; off: the "
+                    "hooks return at once"},
+    {.name = "instrument_include", .variable = "KAIROS_INSTRUMENT_INCLUDE",
+     .type = text, .default_value = "", .category = instrument,
+     .description = "only functions whose demangled name matches this POSIX extended regular "
+                    "expression (searched, as grep -E does); empty: all",
+     .may_be_empty = true, .check = &check_regex},
+    {.name = "instrument_exclude", .variable = "KAIROS_INSTRUMENT_EXCLUDE",
+     .type = text, .default_value = "", .category = instrument,
+     .description = "leave out functions whose demangled name matches this regular expression",
+     .may_be_empty = true, .check = &check_regex},
+    {.name = "instrument_file_include", .variable = "KAIROS_INSTRUMENT_FILE_INCLUDE",
+     .type = text, .default_value = "", .category = instrument,
+     .description = "only functions whose source file (from the debug information) matches this "
+                    "regular expression",
+     .may_be_empty = true, .check = &check_regex},
+    {.name = "instrument_file_exclude", .variable = "KAIROS_INSTRUMENT_FILE_EXCLUDE",
+     .type = text, .default_value = "", .category = instrument,
+     .description = "leave out functions whose source file matches this regular expression",
+     .may_be_empty = true, .check = &check_regex},
+    {.name = "instrument_system", .variable = "KAIROS_INSTRUMENT_SYSTEM",
+     .type = boolean, .default_value = "false", .category = instrument,
+     .description = "also the standard library's functions (std::, __gnu_cxx::, operator "
+                    "new/delete) and those from /usr/include; off: they stay in their callers' "
+                    "time"},
+    {.name = "instrument_min_duration", .variable = "KAIROS_INSTRUMENT_MIN_DURATION",
+     .type = number, .default_value = "0.00001", .category = instrument,
+     .description = "seconds: a call shorter than this gets no row and stays in its caller's time "
+                    "(0: every call a row; a row costs about 1 us, so at 10 us rows cost at most "
+                    "a tenth of the time they describe)",
+     .minimum = 0, .maximum = max_seconds},
+    // sampling (registered for the sampler; common values, then per-sampler overrides)
+    {.name = "sampling_freq", .variable = "KAIROS_SAMPLING_FREQ",
+     .type = number, .default_value = "300", .category = sampling,
+     .description = "samples per second of each sampled thread",
+     .minimum = 0.001, .maximum = max_frequency_hz},
+    {.name = "sampling_delay", .variable = "KAIROS_SAMPLING_DELAY",
+     .type = number, .default_value = "0.5", .category = sampling,
+     .description = "seconds after start before sampling begins",
+     .minimum = 0, .maximum = max_seconds},
+    {.name = "sampling_duration", .variable = "KAIROS_SAMPLING_DURATION",
+     .type = number, .default_value = "0", .category = sampling,
+     .description = "seconds of sampling after the delay; 0 = until exit",
+     .minimum = 0, .maximum = max_seconds},
+    {.name = "sampling_cputime", .variable = "KAIROS_SAMPLING_CPUTIME",
+     .type = boolean, .default_value = "true", .category = sampling,
+     .description = "sample threads by the CPU time they use"},
+    {.name = "sampling_cputime_source", .variable = "KAIROS_SAMPLING_CPUTIME_SOURCE",
+     .type = text, .default_value = "auto", .category = sampling,
+     .description = "CPU-time sampler's clock: auto (perf task-clock when perf_event_open allows "
+                    "it, else timer), perf, timer (POSIX per-thread CPU timer, tick-limited)",
+     .choices = "auto,perf,timer"},
+    {.name = "sampling_cputime_freq", .variable = "KAIROS_SAMPLING_CPUTIME_FREQ",
+     .type = number, .default_value = "", .category = sampling,
+     .description = "CPU-time sampler frequency; empty = KAIROS_SAMPLING_FREQ",
+     .minimum = 0.001, .maximum = max_frequency_hz, .may_be_empty = true},
+    {.name = "sampling_cputime_delay", .variable = "KAIROS_SAMPLING_CPUTIME_DELAY",
+     .type = number, .default_value = "", .category = sampling,
+     .description = "CPU-time sampler delay; empty = KAIROS_SAMPLING_DELAY",
+     .minimum = 0, .maximum = max_seconds, .may_be_empty = true},
+    {.name = "sampling_cputime_duration", .variable = "KAIROS_SAMPLING_CPUTIME_DURATION",
+     .type = number, .default_value = "", .category = sampling,
+     .description = "CPU-time sampler duration; empty = KAIROS_SAMPLING_DURATION",
+     .minimum = 0, .maximum = max_seconds, .may_be_empty = true},
+    {.name = "sampling_realtime", .variable = "KAIROS_SAMPLING_REALTIME",
+     .type = boolean, .default_value = "false", .category = sampling,
+     .description = "sample threads by elapsed real time (also sees waiting)"},
+    {.name = "sampling_realtime_freq", .variable = "KAIROS_SAMPLING_REALTIME_FREQ",
+     .type = number, .default_value = "", .category = sampling,
+     .description = "real-time sampler frequency; empty = KAIROS_SAMPLING_FREQ",
+     .minimum = 0.001, .maximum = max_frequency_hz, .may_be_empty = true},
+    {.name = "sampling_realtime_delay", .variable = "KAIROS_SAMPLING_REALTIME_DELAY",
+     .type = number, .default_value = "", .category = sampling,
+     .description = "real-time sampler delay; empty = KAIROS_SAMPLING_DELAY",
+     .minimum = 0, .maximum = max_seconds, .may_be_empty = true},
+    {.name = "sampling_realtime_duration", .variable = "KAIROS_SAMPLING_REALTIME_DURATION",
+     .type = number, .default_value = "", .category = sampling,
+     .description = "real-time sampler duration; empty = KAIROS_SAMPLING_DURATION",
+     .minimum = 0, .maximum = max_seconds, .may_be_empty = true},
+    {.name = "sampling_allocator_size", .variable = "KAIROS_SAMPLING_ALLOCATOR_SIZE",
+     .type = integer, .default_value = "8", .category = sampling,
+     .description = "live sampled threads one writer thread serves before another starts (writers "
+                    "retire when idle)",
+     .minimum = 1, .maximum = 4096},
+    {.name = "use_temporary_files", .variable = "KAIROS_USE_TEMPORARY_FILES",
+     .type = boolean, .default_value = "true", .category = sampling,
+     .description = "writer threads spill samples to temporary files (unnamed, O_TMPFILE; "
+                    "ingested into the database every flush interval)"},
+    // windows (docs/windows.md): nothing is collected outside them
+    {.name = "trace_periods", .variable = "KAIROS_TRACE_PERIODS",
+     .type = text, .default_value = "", .category = windows,
+     .description = "when to collect: specs clock:delay:duration:repeat run one after another, "
+                    "e.g. \"realtime:10:1:5 process_cputime:10:2:20\" (5 x: 10 s off, 1 s on; "
+                    "then 20 x by CPU time); the clock may come last; clocks realtime, monotonic, "
+                    "process_cputime, thread_cputime, instructions (10M); repeat 0: until exit",
+     .may_be_empty = true, .check = &check_periods},
+    {.name = "trace_windows_file", .variable = "KAIROS_TRACE_WINDOWS_FILE",
+     .type = path, .default_value = "", .category = windows,
+     .description = "CSV of irregular windows, one clock,start,length a line "
+                    "(instructions,100M,10M), counted from the process's start; they follow "
+                    "KAIROS_TRACE_PERIODS' windows",
+     .may_be_empty = true, .check = &check_windows_file},
+    // gpu
+    {.name = "gpu", .variable = "KAIROS_GPU",
+     .type = text, .default_value = "auto", .category = gpu,
+     .description = "GPU kernels, copies and API calls (HIP; CUDA through CUPTI): auto observes a "
+                    "GPU runtime loaded in the program, off never wraps or loads anything",
+     .choices = "auto,off"},
+    {.name = "gpu_stacks", .variable = "KAIROS_GPU_STACKS",
+     .type = boolean, .default_value = "false", .category = gpu,
+     .description = "also record the call stack of each GPU kernel launch and copy (2.6-4.7 us "
+                    "more per call on an H100, where a launch costs about 4 us); off: its thread "
+                    "and call time"},
+    // mpi (docs/mpi.md)
+    {.name = "mpi", .variable = "KAIROS_MPI",
+     .type = text, .default_value = "auto", .category = mpi,
+     .description = "MPI ranks and calls: auto learns the rank from MPI_Init and records "
+                    "point-to-point and collective calls where an MPI library is loaded, off "
+                    "never wraps anything (the rank still comes from the launcher's environment)",
+     .choices = "auto,off"},
+    // causal (docs/causal.md; kairos-causal sets them)
+    {.name = "causal", .variable = "KAIROS_CAUSAL",
+     .type = boolean, .default_value = "false", .category = causal,
+     .description = "run causal experiments (virtual speedups) and record them; kairos-causal "
+                    "turns it on"},
+    {.name = "causal_scope", .variable = "KAIROS_CAUSAL_SCOPE",
+     .type = text, .default_value = "line", .category = causal,
+     .description = "what an experiment speeds up: a source line, or a whole function",
+     .choices = "line,function"},
+    {.name = "causal_select", .variable = "KAIROS_CAUSAL_SELECT",
+     .type = text, .default_value = "", .category = causal,
+     .description = "only locations (\"file:line\", or a function's name) matching this regular "
+                    "expression are sped up; empty: any location in scope, as often as it is "
+                    "sampled",
+     .may_be_empty = true, .check = &check_regex},
+    {.name = "causal_speedups", .variable = "KAIROS_CAUSAL_SPEEDUPS",
+     .type = text, .default_value = "", .category = causal,
+     .description = "speedups to try, percent (e.g. 0,25,50), one drawn per experiment; empty: "
+                    "0..100 in steps of 5 with 0 drawn 8 times in 28, as coz does",
+     .may_be_empty = true, .check = &check_speedups},
+    {.name = "causal_include", .variable = "KAIROS_CAUSAL_INCLUDE",
+     .type = text, .default_value = "", .category = causal,
+     .description = "only code whose source file or function matches this regular expression is "
+                    "in scope",
+     .may_be_empty = true, .check = &check_regex},
+    {.name = "causal_exclude", .variable = "KAIROS_CAUSAL_EXCLUDE",
+     .type = text, .default_value = "", .category = causal,
+     .description = "leave out code whose source file or function matches this regular expression",
+     .may_be_empty = true, .check = &check_regex},
+    {.name = "causal_binaries", .variable = "KAIROS_CAUSAL_BINARIES",
+     .type = text, .default_value = "", .category = causal,
+     .description = "binaries in scope: those whose path matches this regular expression; empty: "
+                    "the main program only",
+     .may_be_empty = true, .check = &check_regex},
+    {.name = "causal_experiment", .variable = "KAIROS_CAUSAL_EXPERIMENT",
+     .type = number, .default_value = "0.5", .category = causal,
+     .description = "seconds an experiment lasts at first; doubled while a progress point sees "
+                    "fewer than 5 visits in one (up to 16 times)",
+     .minimum = 0.01, .maximum = 3600},
+    // internal: set by kairos-run and the runtime to tie the processes of one launch together
+    {.name = "launch_pid", .variable = "KAIROS_LAUNCH_PID",
+     .type = integer, .default_value = "0", .category = internal,
+     .description = "pid of the launched process (set by kairos-run); others are children",
+     .minimum = 0, .maximum = 4194304},
+    {.name = "launch_date", .variable = "KAIROS_LAUNCH_DATE",
+     .type = text, .default_value = "", .category = internal,
+     .description = "launch time shared by a launch's processes (%launch_date%)",
+     .may_be_empty = true},
+    {.name = "launch_id", .variable = "KAIROS_LAUNCH_ID",
+     .type = text, .default_value = "", .category = internal,
+     .description = "id shared by the ranks of one MPI launch, from the launcher's environment",
+     .may_be_empty = true},
+    {.name = "exec_generation", .variable = "KAIROS_EXEC_GENERATION",
+     .type = text, .default_value = "", .category = internal,
+     .description = "PID:N, how many execs the process PID has gone through",
+     .may_be_empty = true},
+};
+
+// Row i is enumerator i of enum class setting (settings.hpp), the name code reads it by; and its
+// variable is the name in capitals after "KAIROS_", so a name is never spelt two ways.
+constexpr bool variable_is_named_after(const setting_definition& row) {
+  constexpr std::string_view prefix = "KAIROS_";
+  if (row.variable.size() != prefix.size() + row.name.size() || !row.variable.starts_with(prefix))
+    return false;
+  for (std::size_t i = 0; i < row.name.size(); ++i) {
+    const char c = row.name[i];
+    const char upper = c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
+    if (row.variable[prefix.size() + i] != upper) return false;
+  }
+  return true;
+}
+
 constexpr bool rows_match_names() {
-  constexpr std::string_view names[] = {
-      "enabled", "verbose", "config_file", "follow_children", "output_path", "output_formats",
-      "flush_interval", "source_lines", "symbol_cache", "components", "instrument", "instrument_include",
-      "instrument_exclude", "instrument_file_include", "instrument_file_exclude", "instrument_system",
-      "instrument_min_duration", "sampling_freq", "sampling_delay", "sampling_duration",
-      "sampling_cputime", "sampling_cputime_source", "sampling_cputime_freq",
-      "sampling_cputime_delay", "sampling_cputime_duration", "sampling_realtime",
-      "sampling_realtime_freq", "sampling_realtime_delay", "sampling_realtime_duration",
-      "sampling_allocator_size", "use_temporary_files", "trace_periods", "trace_windows_file",
-      "gpu", "gpu_stacks", "mpi", "causal", "causal_scope", "causal_select", "causal_speedups",
-      "causal_include", "causal_exclude", "causal_binaries", "causal_experiment", "launch_pid", "launch_date", "launch_id",
-      "exec_generation"};
-  if (std::size(names) != definitions.size()) return false;
-  for (std::size_t i = 0; i < definitions.size(); ++i)
-    if (definitions[i].name != names[i]) return false;
-  return static_cast<std::size_t>(setting::exec_generation) + 1 == definitions.size();
+  for (const auto& row : definitions)
+    if (!variable_is_named_after(row)) return false;
+  return rows_name_enumerators<setting>(definitions);
 }
 static_assert(rows_match_names(), "enum class setting (settings.hpp) and the table disagree");
 
 }  // namespace
 
 std::span<const setting_definition> setting_definitions() { return definitions; }
+
+const setting_definition& definition_of(setting which) {
+  return definitions[static_cast<std::size_t>(which)];
+}
+
+std::span<const setting_category_definition> setting_categories() { return categories; }
+
+const setting_category_definition& definition_of(setting_category category) {
+  return categories[static_cast<std::size_t>(category)];
+}
 
 }  // namespace kairos::runtime

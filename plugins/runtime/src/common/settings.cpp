@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -117,6 +118,19 @@ std::vector<std::string> split_list(std::string_view text) {
   return items;
 }
 
+std::string environment_value(setting which) {
+  const char* value = std::getenv(std::string{definition_of(which).variable}.c_str());
+  return value ? value : "";
+}
+
+void set_environment_value(setting which, const std::string& text) {
+  setenv(std::string{definition_of(which).variable}.c_str(), text.c_str(), 1);
+}
+
+void unset_environment_value(setting which) {
+  unsetenv(std::string{definition_of(which).variable}.c_str());
+}
+
 namespace {
 
 std::optional<std::string> check_type(const setting_definition& definition, std::string_view text) {
@@ -191,10 +205,8 @@ const settings::value& settings::at(std::string_view variable) const {
 
 void settings::reject(const setting_definition* definition, std::string message) {
   problems_.push_back(std::move(message));
-  const std::string category = definition ? std::string{definition->category} : "general";
-  if (std::find(unusable_categories_.begin(), unusable_categories_.end(), category) ==
-      unusable_categories_.end())
-    unusable_categories_.push_back(category);
+  const auto category = definition ? definition->category : setting_category::general;
+  if (category_usable(category)) unusable_categories_.push_back(category);
 }
 
 bool settings::set(std::string_view variable_or_key, std::string_view text, setting_source source) {
@@ -210,12 +222,7 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
     reject(definition,
            fmt::format("[kairos] {}=\"{}\" (from the {}) is not valid: expected {}; {}",
                        definition->variable, shown(text), source_name(source), *accepted,
-                       definition->category == "sampling" ? "sampling is disabled"
-                       : definition->category == "gpu" ? "GPU work is not observed"
-                       : definition->category == "mpi" ? "MPI calls are not recorded"
-                       : definition->category == "causal" ? "no causal experiments run"
-                       : definition->category == "internal" ? "the value is ignored"
-                                                            : "kairos is disabled for this run"));
+                       definition_of(definition->category).when_rejected));
     return false;
   }
   for (auto& value : values_)
@@ -224,6 +231,10 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
       value.source = source;
     }
   return true;
+}
+
+bool settings::set(setting which, std::string_view text, setting_source source) {
+  return set(definition_of(which).variable, text, source);
 }
 
 namespace {
@@ -351,16 +362,15 @@ void settings::apply_environment(const char* const* environment) {
   }
 }
 
-bool settings::category_usable(std::string_view category) const {
-  for (const auto& unusable : unusable_categories_)
-    if (unusable == category) return false;
-  return true;
+bool settings::category_usable(setting_category category) const {
+  return std::find(unusable_categories_.begin(), unusable_categories_.end(), category) ==
+         unusable_categories_.end();
 }
 
 bool settings::usable() const {
-  return category_usable("general") && category_usable("output") && category_usable("regions") &&
-         category_usable("windows") &&
-         boolean(setting::enabled);
+  for (const auto& category : setting_categories())
+    if (category.stops_kairos && !category_usable(category.category)) return false;
+  return boolean(setting::enabled);
 }
 
 const settings::value& settings::at(setting which) const {

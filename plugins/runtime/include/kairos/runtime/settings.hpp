@@ -20,13 +20,25 @@ std::string_view type_name(setting_type type);
 enum class setting_source { default_value, config_file, environment, command_line };
 std::string_view source_name(setting_source source);
 
+// The feature a setting belongs to: a rejected value switches off its category (see
+// setting_categories() for what each one stops).
+enum class setting_category {
+  general, output, regions, instrument, sampling, windows, gpu, mpi, causal, internal,
+};
+
+struct setting_category_definition {
+  setting_category category;
+  std::string_view name;           // as kairos-avail and docs/settings.md show it: "sampling"
+  std::string_view when_rejected;  // ends a rejected value's line: "sampling is disabled"
+  bool stops_kairos;               // a rejected value turns kairos off for the run
+};
+
 struct setting_definition {
   std::string_view name;           // config-file key: "sampling_freq"
   std::string_view variable;       // environment variable: "KAIROS_SAMPLING_FREQ"
   setting_type type;
   std::string_view default_value;  // as text; "" for "unset" (see may_be_empty)
-  std::string_view category;       // "general", "output", "regions", "instrument", "sampling", "windows",
-                                   // "gpu", "mpi", "causal", "internal"
+  setting_category category;
   std::string_view description;
   std::string_view choices = {};   // comma-separated accepted words (text, list); "" = any
   double minimum = 0;              // integer and number: accepted range
@@ -61,6 +73,11 @@ enum class setting : std::size_t {
 
 // The table: every setting kairos knows, in display order.
 std::span<const setting_definition> setting_definitions();
+// One setting's row: definition_of(setting::sampling_freq).variable is "KAIROS_SAMPLING_FREQ".
+const setting_definition& definition_of(setting which);
+// Every category, in setting_category's order.
+std::span<const setting_category_definition> setting_categories();
+const setting_category_definition& definition_of(setting_category category);
 // By config-file key or by environment variable (case-sensitive); nullptr when unknown.
 const setting_definition* find_setting(std::string_view name_or_variable);
 
@@ -75,6 +92,13 @@ std::optional<std::string> read_bounded_text_file(const std::string& path, std::
                                                   std::string& why_not);
 // "a, b,c" → {"a", "b", "c"}.
 std::vector<std::string> split_list(std::string_view text);
+
+// A setting's variable in this process's environment as it is now ("" when unset), and setting or
+// removing it there for the processes started from here: for the launch variables kairos itself
+// exports while it runs, which settings::load's snapshot does not see.
+std::string environment_value(setting which);
+void set_environment_value(setting which, const std::string& text);
+void unset_environment_value(setting which);
 
 class settings {
  public:
@@ -94,6 +118,7 @@ class settings {
   // Sets one value from a source; a bad value is recorded as a problem and ignored.
   // `variable_or_key` is a variable or a config-file key. Returns false when rejected.
   bool set(std::string_view variable_or_key, std::string_view text, setting_source source);
+  bool set(setting which, std::string_view text, setting_source source);
   // Reads a JSON config file (an object of keys or variables to values); problems are recorded.
   void apply_config_file(const std::string& path);
   void apply_environment(const char* const* environment);
@@ -116,8 +141,8 @@ class settings {
   // The "[kairos] ..." lines describing every rejected value (empty when all were accepted).
   const std::vector<std::string>& problems() const { return problems_; }
   // Whether the feature a category stands for may run: false once one of its settings was
-  // rejected. A rejected "general" or "output" setting disables kairos as a whole.
-  bool category_usable(std::string_view category) const;
+  // rejected. A rejected setting of a category that stops_kairos disables kairos as a whole.
+  bool category_usable(setting_category category) const;
   bool usable() const;
 
  private:
@@ -125,7 +150,7 @@ class settings {
 
   std::vector<value> values_;
   std::vector<std::string> problems_;
-  std::vector<std::string> unusable_categories_;
+  std::vector<setting_category> unusable_categories_;
 };
 
 }  // namespace kairos::runtime

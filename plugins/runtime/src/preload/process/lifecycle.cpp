@@ -103,11 +103,6 @@ std::atomic<bool> finalize_done{false};
 std::atomic<pid_t> finalizing_thread{0};
 std::atomic<bool> exec_snapshot_written{false};
 
-std::string environment_value(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
-
 std::string read_command_line() {
   auto text = read_proc_file("/proc/self/cmdline").value_or("");
   for (auto& c : text)
@@ -118,7 +113,7 @@ std::string read_command_line() {
 
 // "PID:N" → N when PID is this process, else 0.
 long generation_of(pid_t pid) {
-  const auto value = environment_value("KAIROS_EXEC_GENERATION");
+  const auto value = environment_value(setting::exec_generation);
   const auto colon = value.find(':');
   if (colon == std::string::npos || value.substr(0, colon) != std::to_string(pid)) return 0;
   return std::strtol(value.c_str() + colon + 1, nullptr, 10);
@@ -538,10 +533,10 @@ void initialize() {
   prepare_environment_editing();
   globals = new runtime_globals{};
   globals->identity.pid = getpid();
-  const auto launch_pid = environment_value("KAIROS_LAUNCH_PID");
+  const auto launch_pid = environment_value(setting::launch_pid);
   if (launch_pid.empty()) {
     // Preloaded by hand, not through kairos-run: this process is the launched one.
-    setenv("KAIROS_LAUNCH_PID", std::to_string(globals->identity.pid).c_str(), 1);
+    set_environment_value(setting::launch_pid, std::to_string(globals->identity.pid));
     globals->identity.launched = true;
   } else {
     globals->identity.launched = launch_pid == std::to_string(globals->identity.pid);
@@ -575,7 +570,7 @@ void initialize() {
   // The ranks of one launch write side by side, in a directory of their own (docs/mpi.md).
   if (globals->launch.size.value_or(1) > 1 &&
       globals->values.at(setting::output_path).source == setting_source::default_value)
-    globals->values.set("KAIROS_OUTPUT_PATH", mpi_default_output_path, setting_source::default_value);
+    globals->values.set(setting::output_path, mpi_default_output_path, setting_source::default_value);
 
   const bool database_wanted = !globals->formats.empty();
   if (auto failure = configure_regions(globals->values.list(setting::components), database_wanted)) {
@@ -588,7 +583,7 @@ void initialize() {
     // above) and the default user-API regions.
     const auto& values = globals->values;
     function_trace_options options;
-    if (values.category_usable("instrument"))
+    if (values.category_usable(setting_category::instrument))
       options = {values.boolean(setting::instrument), values.text(setting::instrument_include),
                  values.text(setting::instrument_exclude), values.text(setting::instrument_file_include),
                  values.text(setting::instrument_file_exclude), values.boolean(setting::instrument_system),
@@ -607,13 +602,13 @@ void initialize() {
                                lines == "all" ? source_lines::all : lines == "off" ? source_lines::off : source_lines::own,
                                symbol_cache_place(globals->values));
     if (globals->launch.in_launch())
-      set_database_launch(globals->launch.rank, globals->launch.size, environment_value("KAIROS_LAUNCH_ID"));
+      set_database_launch(globals->launch.rank, globals->launch.size, environment_value(setting::launch_id));
   }
   auto windows = planned_windows(globals->values);
   globals->windows_planned = !windows.empty();
   // Windows say when sampling runs: the default delay would only cut into the first one.
   if (globals->windows_planned && globals->values.at(setting::sampling_delay).source == setting_source::default_value)
-    globals->values.set("KAIROS_SAMPLING_DELAY", "0", setting_source::default_value);
+    globals->values.set(setting::sampling_delay, "0", setting_source::default_value);
   // Before the sampler: no thread is armed until the first window opens.
   if (globals->windows_planned) {
     auto started = start_windows(std::move(windows), &on_window_edge);
@@ -621,28 +616,30 @@ void initialize() {
       for (const auto& note : started.notes) report(note);
   }
   // Before the sampler: its first samples already find the experiments' state.
-  globals->causal_wanted = database_wanted && globals->values.category_usable("causal") &&
-                           globals->values.category_usable("sampling") && globals->values.boolean(setting::causal);
+  globals->causal_wanted = database_wanted &&
+                           globals->values.category_usable(setting_category::causal) &&
+                           globals->values.category_usable(setting_category::sampling) &&
+                           globals->values.boolean(setting::causal);
   if (globals->causal_wanted) {
     // Experiments need samples from the start, and finer ones than a profile does (coz's 1 kHz).
     if (globals->values.at(setting::sampling_delay).source == setting_source::default_value)
-      globals->values.set("KAIROS_SAMPLING_DELAY", "0", setting_source::default_value);
+      globals->values.set(setting::sampling_delay, "0", setting_source::default_value);
     if (globals->values.at(setting::sampling_freq).source == setting_source::default_value)
-      globals->values.set("KAIROS_SAMPLING_FREQ", "1000", setting_source::default_value);
+      globals->values.set(setting::sampling_freq, "1000", setting_source::default_value);
     start_causal_experiments(speaks_for_launch);
   }
-  if (database_wanted && globals->values.category_usable("sampling")) {
+  if (database_wanted && globals->values.category_usable(setting_category::sampling)) {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (speaks_for_launch) report(sampling.failure);
     if (speaks_for_launch && !sampling.note.empty()) report(sampling.note);
   }
-  if (database_wanted && globals->values.category_usable("gpu")) {
+  if (database_wanted && globals->values.category_usable(setting_category::gpu)) {
     const auto notes = start_gpu(globals->values.text(setting::gpu) == "auto",
                                  globals->values.boolean(setting::gpu_stacks));
     if (speaks_for_launch && verbosity() > 0)
       for (const auto& note : notes) report(note);
   }
-  if (database_wanted && globals->values.category_usable("mpi")) {
+  if (database_wanted && globals->values.category_usable(setting_category::mpi)) {
     const auto note = start_mpi(globals->values.text(setting::mpi) == "auto");
     if (note && speaks_for_launch && verbosity() > 0) report(*note);
   }
