@@ -383,5 +383,26 @@ def test_nothing_recorded_writes_nothing(directory):
     check(not os.path.exists(os.path.join(directory, "kairos-output")), "no output directory")
 
 
+def test_nothing_recorded_gives_the_real_reason(directory):
+    # Each reason once: a bad sampling value, an end before the delay, a program too idle for a
+    # CPU-time sample. The reason the line gave for all three was the delay.
+    busy = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"
+    cases = [
+        ((["sh", "-c", busy], {"KAIROS_SAMPLING_FREQ": "abc", "KAIROS_SAMPLING_DELAY": "0"}),
+         'nothing was recorded: sampling was off: KAIROS_SAMPLING_FREQ="abc" is not valid'),
+        ((["true"], {"KAIROS_SAMPLING_DELAY": "0.5"}),
+         "before sampling began (KAIROS_SAMPLING_DELAY=0.5 s)"),
+        ((["sleep", "0.3"], {"KAIROS_SAMPLING_DELAY": "0", "KAIROS_SAMPLING_CPUTIME_FREQ": "2"}),
+         "one sample per 500 ms of CPU time, KAIROS_SAMPLING_CPUTIME_FREQ=2;"),
+    ]
+    for (command, settings), reason in cases:
+        out, err, status = kairos(command, directory, **settings)
+        summary = [line for line in kairos_lines(err) if "outputs: none" in line]
+        check(status == 0 and len(summary) == 1 and reason in summary[0],
+              f"{command} with {settings}: expected {reason!r} in {kairos_lines(err)}")
+    _, err, _ = kairos(["sh", "-c", busy], directory, KAIROS_SAMPLING_FREQ="abc", KAIROS_SAMPLING_DELAY="0")
+    check("KAIROS_SAMPLING_DELAY" not in err, f"the delay is no reason when sampling was off: {err!r}")
+
+
 if __name__ == "__main__":
     sys.exit(run_named_test(globals(), "kairos-reliability"))

@@ -90,8 +90,7 @@ constexpr std::array definitions{
                        {}, 0, 3},
     setting_definition{"config_file", "KAIROS_CONFIG_FILE", path, "", "general",
                        "JSON file of settings (keys or variables to values), below the "
-                       "environment in priority",
-                       {}, 0, 0, true},
+                       "environment in priority"},
     setting_definition{"follow_children", "KAIROS_FOLLOW_CHILDREN", boolean, "false", "general",
                        "profile child processes too (fork, spawn), each writing its own output; "
                        "off: children run without kairos"},
@@ -101,7 +100,7 @@ constexpr std::array definitions{
                        "file stem of each process's outputs (extension added per format); keys "
                        "%pid% %ppid% %hostname% %exe% %launch_date% %rank% %size% %env{NAME}%; under an MPI launch of "
                        "several ranks the default is kairos-output/%exe%-%launch_date%/rank%rank%",
-                       {}, 0, 0, false, &check_output_path},
+                       {}, 0, 0, &check_output_path},
     setting_definition{"output_formats", "KAIROS_OUTPUT_FORMATS", list, "db,text,trace", "output",
                        "outputs written at exit: db (<stem>.db, the SQLite profile), text (<stem>.txt), "
                        "trace (<stem>.trace.json, Chrome trace), folded (<stem>.folded), speedscope "
@@ -122,8 +121,7 @@ constexpr std::array definitions{
                        "directory where symbolized addresses are kept from one run to the next, by each "
                        "module's build id, so a run whose addresses were seen before does not read "
                        "symbol or line tables again; empty: $XDG_CACHE_HOME/kairos/symbols, else "
-                       "~/.cache/kairos/symbols; off: no cache",
-                       {}, 0, 0, true},
+                       "~/.cache/kairos/symbols; off: no cache"},
     // regions
     setting_definition{"components", "KAIROS_COMPONENTS", list, "wall_clock", "regions",
                        "what each user-API region measures, by component name", component_names},
@@ -134,17 +132,17 @@ constexpr std::array definitions{
     setting_definition{"instrument_include", "KAIROS_INSTRUMENT_INCLUDE", text, "", "instrument",
                        "only functions whose demangled name matches this POSIX extended regular "
                        "expression (searched, as grep -E does); empty: all",
-                       {}, 0, 0, true, &check_regex},
+                       {}, 0, 0, &check_regex},
     setting_definition{"instrument_exclude", "KAIROS_INSTRUMENT_EXCLUDE", text, "", "instrument",
                        "leave out functions whose demangled name matches this regular expression",
-                       {}, 0, 0, true, &check_regex},
+                       {}, 0, 0, &check_regex},
     setting_definition{"instrument_file_include", "KAIROS_INSTRUMENT_FILE_INCLUDE", text, "", "instrument",
                        "only functions whose source file (from the debug information) matches this "
                        "regular expression",
-                       {}, 0, 0, true, &check_regex},
+                       {}, 0, 0, &check_regex},
     setting_definition{"instrument_file_exclude", "KAIROS_INSTRUMENT_FILE_EXCLUDE", text, "", "instrument",
                        "leave out functions whose source file matches this regular expression",
-                       {}, 0, 0, true, &check_regex},
+                       {}, 0, 0, &check_regex},
     setting_definition{"instrument_system", "KAIROS_INSTRUMENT_SYSTEM", boolean, "false", "instrument",
                        "also the standard library's functions (std::, __gnu_cxx::, operator new/delete) and "
                        "those from /usr/include; off: they stay in their callers' time"},
@@ -171,25 +169,25 @@ constexpr std::array definitions{
                        "auto,perf,timer"},
     setting_definition{"sampling_cputime_freq", "KAIROS_SAMPLING_CPUTIME_FREQ", number, "",
                        "sampling", "CPU-time sampler frequency; empty = KAIROS_SAMPLING_FREQ", {},
-                       0.001, max_frequency_hz, true},
+                       0.001, max_frequency_hz},
     setting_definition{"sampling_cputime_delay", "KAIROS_SAMPLING_CPUTIME_DELAY", number, "",
                        "sampling", "CPU-time sampler delay; empty = KAIROS_SAMPLING_DELAY", {}, 0,
-                       max_seconds, true},
+                       max_seconds},
     setting_definition{"sampling_cputime_duration", "KAIROS_SAMPLING_CPUTIME_DURATION", number, "",
                        "sampling", "CPU-time sampler duration; empty = KAIROS_SAMPLING_DURATION",
-                       {}, 0, max_seconds, true},
+                       {}, 0, max_seconds},
     setting_definition{"sampling_realtime", "KAIROS_SAMPLING_REALTIME", boolean, "false",
                        "sampling", "sample threads by elapsed real time (also sees waiting)"},
     setting_definition{"sampling_realtime_freq", "KAIROS_SAMPLING_REALTIME_FREQ", number, "",
                        "sampling", "real-time sampler frequency; empty = KAIROS_SAMPLING_FREQ", {},
-                       0.001, max_frequency_hz, true},
+                       0.001, max_frequency_hz},
     setting_definition{"sampling_realtime_delay", "KAIROS_SAMPLING_REALTIME_DELAY", number, "",
                        "sampling", "real-time sampler delay; empty = KAIROS_SAMPLING_DELAY", {}, 0,
-                       max_seconds, true},
+                       max_seconds},
     setting_definition{"sampling_realtime_duration", "KAIROS_SAMPLING_REALTIME_DURATION", number,
                        "", "sampling",
                        "real-time sampler duration; empty = KAIROS_SAMPLING_DURATION", {}, 0,
-                       max_seconds, true},
+                       max_seconds},
     setting_definition{"sampling_allocator_size", "KAIROS_SAMPLING_ALLOCATOR_SIZE", integer, "8",
                        "sampling", "live sampled threads one writer thread serves before another starts "
                        "(writers retire when idle)", {}, 1, 4096},
@@ -202,11 +200,11 @@ constexpr std::array definitions{
                        "e.g. \"realtime:10:1:5 process_cputime:10:2:20\" (5 x: 10 s off, 1 s on; "
                        "then 20 x by CPU time); the clock may come last; clocks realtime, monotonic, "
                        "process_cputime, thread_cputime, instructions (10M); repeat 0: until exit",
-                       {}, 0, 0, true, &check_periods},
+                       {}, 0, 0, &check_periods},
     setting_definition{"trace_windows_file", "KAIROS_TRACE_WINDOWS_FILE", path, "", "windows",
                        "CSV of irregular windows, one clock,start,length a line (instructions,100M,10M), "
                        "counted from the process's start; they follow KAIROS_TRACE_PERIODS' windows",
-                       {}, 0, 0, true, &check_windows_file},
+                       {}, 0, 0, &check_windows_file},
     // gpu
     setting_definition{"gpu", "KAIROS_GPU", text, "auto", "gpu",
                        "GPU kernels, copies and API calls (HIP; CUDA through CUPTI): auto observes a GPU "
@@ -229,21 +227,21 @@ constexpr std::array definitions{
     setting_definition{"causal_select", "KAIROS_CAUSAL_SELECT", text, "", "causal",
                        "only locations (\"file:line\", or a function's name) matching this regular "
                        "expression are sped up; empty: any location in scope, as often as it is sampled",
-                       {}, 0, 0, true, &check_regex},
+                       {}, 0, 0, &check_regex},
     setting_definition{"causal_speedups", "KAIROS_CAUSAL_SPEEDUPS", text, "", "causal",
                        "speedups to try, percent (e.g. 0,25,50), one drawn per experiment; empty: 0..100 in "
                        "steps of 5 with 0 drawn 8 times in 28, as coz does",
-                       {}, 0, 0, true, &check_speedups},
+                       {}, 0, 0, &check_speedups},
     setting_definition{"causal_include", "KAIROS_CAUSAL_INCLUDE", text, "", "causal",
                        "only code whose source file or function matches this regular expression is in scope",
-                       {}, 0, 0, true, &check_regex},
+                       {}, 0, 0, &check_regex},
     setting_definition{"causal_exclude", "KAIROS_CAUSAL_EXCLUDE", text, "", "causal",
                        "leave out code whose source file or function matches this regular expression",
-                       {}, 0, 0, true, &check_regex},
+                       {}, 0, 0, &check_regex},
     setting_definition{"causal_binaries", "KAIROS_CAUSAL_BINARIES", text, "", "causal",
                        "binaries in scope: those whose path matches this regular expression; empty: the main "
                        "program only",
-                       {}, 0, 0, true, &check_regex},
+                       {}, 0, 0, &check_regex},
     setting_definition{"causal_experiment", "KAIROS_CAUSAL_EXPERIMENT", number, "0.5", "causal",
                        "seconds an experiment lasts at first; doubled while a progress point sees fewer than 5 "
                        "visits in one (up to 16 times)",
@@ -253,13 +251,11 @@ constexpr std::array definitions{
                        "pid of the launched process (set by kairos-run); others are children", {},
                        0, 4194304},
     setting_definition{"launch_date", "KAIROS_LAUNCH_DATE", text, "", "internal",
-                       "launch time shared by a launch's processes (%launch_date%)", {}, 0, 0,
-                       true},
+                       "launch time shared by a launch's processes (%launch_date%)"},
     setting_definition{"launch_id", "KAIROS_LAUNCH_ID", text, "", "internal",
-                       "id shared by the ranks of one MPI launch, from the launcher's environment", {}, 0,
-                       0, true},
+                       "id shared by the ranks of one MPI launch, from the launcher's environment"},
     setting_definition{"exec_generation", "KAIROS_EXEC_GENERATION", text, "", "internal",
-                       "PID:N, how many execs the process PID has gone through", {}, 0, 0, true},
+                       "PID:N, how many execs the process PID has gone through"},
 };
 
 // The enum names the rows in order; this catches a row added to one and not the other.

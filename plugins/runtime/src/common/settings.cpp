@@ -134,8 +134,7 @@ std::optional<std::string> check_type(const setting_definition& definition, std:
       const auto value = parse_number<double>(text);
       if (value && *value >= definition.minimum && *value <= definition.maximum)
         return std::nullopt;
-      return "a number in " + range_text(definition) +
-             (definition.may_be_empty ? ", or empty to inherit" : "");
+      return "a number in " + range_text(definition);
     }
     case setting_type::text:
       if (definition.choices.empty() || is_choice(definition.choices, trim(text)))
@@ -158,9 +157,11 @@ std::optional<std::string> check_type(const setting_definition& definition, std:
 
 }  // namespace
 
+// The one rule for empty values: an empty (or blank) value is no value, the setting's default (or
+// the lower source's value), whatever its type.
 std::optional<std::string> check_value(const setting_definition& definition,
                                        std::string_view text) {
-  if (definition.may_be_empty && trim(text).empty()) return std::nullopt;
+  if (trim(text).empty()) return std::nullopt;
   if (auto accepted = check_type(definition, text)) return accepted;
   return definition.check ? definition.check(trim(text)) : std::nullopt;
 }
@@ -189,9 +190,11 @@ const settings::value& settings::at(std::string_view variable) const {
   throw std::out_of_range("[kairos] no setting named " + std::string{variable});
 }
 
-void settings::reject(const setting_definition* definition, std::string message) {
+void settings::reject(const setting_definition* definition, std::string message, std::string_view value) {
   problems_.push_back(std::move(message));
   const std::string category = definition ? std::string{definition->category} : "general";
+  if (definition && !rejection_of(category))
+    rejections_.emplace_back(category, fmt::format("{}=\"{}\"", definition->variable, shown(value)));
   if (std::find(unusable_categories_.begin(), unusable_categories_.end(), category) ==
       unusable_categories_.end())
     unusable_categories_.push_back(category);
@@ -206,6 +209,7 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
                                     shown(variable_or_key), shown(text), source_name(source)));
     return false;
   }
+  if (trim(text).empty()) return true;  // no value: what a lower source gave stands
   if (auto accepted = check_value(*definition, text)) {
     reject(definition,
            fmt::format("[kairos] {}=\"{}\" (from the {}) is not valid: expected {}; {}",
@@ -215,7 +219,8 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
                        : definition->category == "mpi" ? "MPI calls are not recorded"
                        : definition->category == "causal" ? "no causal experiments run"
                        : definition->category == "internal" ? "the value is ignored"
-                                                            : "kairos is disabled for this run"));
+                                                            : "kairos is disabled for this run"),
+           text);
     return false;
   }
   for (auto& value : values_)
@@ -355,6 +360,12 @@ bool settings::category_usable(std::string_view category) const {
   for (const auto& unusable : unusable_categories_)
     if (unusable == category) return false;
   return true;
+}
+
+std::optional<std::string> settings::rejection_of(std::string_view category) const {
+  for (const auto& [rejected, assignment] : rejections_)
+    if (rejected == category) return assignment;
+  return std::nullopt;
 }
 
 bool settings::usable() const {

@@ -52,6 +52,7 @@
 #include "preload/sampling/sampler.hpp"
 #include "preload/sink/profile_database.hpp"
 #include "preload/support/bounded_wait.hpp"
+#include "preload/support/clock.hpp"
 #include "preload/support/file_size_signal.hpp"
 #include "preload/support/own_costs.hpp"
 #include "preload/support/private_descriptor.hpp"
@@ -94,6 +95,8 @@ struct runtime_globals {
   std::string exec_snapshot_stem;
   bool windows_planned = false;  // KAIROS_TRACE_PERIODS or KAIROS_TRACE_WINDOWS_FILE
   bool causal_wanted = false;    // KAIROS_CAUSAL: experiments run (docs/causal.md)
+  std::string sampling_off;      // why sampling never ran (empty: it was started)
+  std::int64_t started_ns = 0;   // steady clock, at init
   launch_identity launch;        // the MPI launch this process is a rank of, if any
 };
 runtime_globals* globals = nullptr;
@@ -190,12 +193,37 @@ std::optional<mpi_world> mpi_rank_and_size() {
   return mpi_world{*launch.rank, launch.size.value_or(1)};
 }
 
+// The variable that gives a sampler its value of a sampling setting (its own, else the common one),
+// and the value.
+std::pair<std::string_view, std::string> sampler_value(setting own, setting common) {
+  const auto& values = globals->values;
+  const auto& chosen = values.text(own).empty() ? values.at(common) : values.at(own);
+  return {chosen.definition->variable, chosen.text};
+}
+
 std::string why_nothing_was_recorded() {
-  if (!globals->windows_planned)
-    return fmt::format("sampling starts after KAIROS_SAMPLING_DELAY={} s", globals->values.text(setting::sampling_delay));
-  const auto windows = windows_totals();
-  if (windows.opened == 0) return "no time window opened before the end";
-  return fmt::format("{} opened; nothing ran in them", plural(windows.opened, "time window"));
+  if (!globals->sampling_off.empty()) return globals->sampling_off;
+  if (globals->windows_planned) {
+    const auto windows = windows_totals();
+    if (windows.opened == 0) return "no time window opened before the end";
+    return fmt::format("{} opened; nothing ran in them", plural(windows.opened, "time window"));
+  }
+  const auto& values = globals->values;
+  const bool cpu = values.boolean(setting::sampling_cputime);
+  const auto [delay_variable, delay] = cpu ? sampler_value(setting::sampling_cputime_delay, setting::sampling_delay)
+                                           : sampler_value(setting::sampling_realtime_delay, setting::sampling_delay);
+  const double ran_s = static_cast<double>(steady_now_ns() - globals->started_ns) * 1e-9;
+  if (ran_s < std::strtod(delay.c_str(), nullptr))
+    return fmt::format("the program ended {:.2f} s after its start, before sampling began ({}={} s)", ran_s,
+                       delay_variable, delay);
+  if (!cpu) return fmt::format("sampling by real time from {}={} s saw no thread of the program", delay_variable, delay);
+  timespec used{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+  const double cpu_ms = static_cast<double>(to_ns(used)) * 1e-6;
+  const auto [frequency_variable, frequency] = sampler_value(setting::sampling_cputime_freq, setting::sampling_freq);
+  return fmt::format("no thread used a sampling period of CPU time while sampled (one sample per {:.3g} ms "
+                     "of CPU time, {}={}; the process used {:.3g} ms in all, kairos's start included)",
+                     1e3 / std::strtod(frequency.c_str(), nullptr), frequency_variable, frequency, cpu_ms);
 }
 
 std::string describe(const losses& lost, int signal_number) {
@@ -537,6 +565,7 @@ void initialize() {
   prepare_private_descriptors();
   prepare_environment_editing();
   globals = new runtime_globals{};
+  globals->started_ns = steady_now_ns();
   globals->identity.pid = getpid();
   const auto launch_pid = environment_value("KAIROS_LAUNCH_PID");
   if (launch_pid.empty()) {
@@ -631,10 +660,16 @@ void initialize() {
       globals->values.set("KAIROS_SAMPLING_FREQ", "1000", setting_source::default_value);
     start_causal_experiments(speaks_for_launch);
   }
-  if (database_wanted && globals->values.category_usable("sampling")) {
+  if (const auto rejected = globals->values.rejection_of("sampling")) {
+    globals->sampling_off = fmt::format("sampling was off: {} is not valid", *rejected);
+  } else if (database_wanted) {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (speaks_for_launch) report(sampling.failure);
     if (speaks_for_launch && !sampling.note.empty()) report(sampling.note);
+    if (!sampling.started)
+      globals->sampling_off = sampling.failure ? "sampling could not start (said above)"
+                                               : "sampling was off: KAIROS_SAMPLING_CPUTIME and "
+                                                 "KAIROS_SAMPLING_REALTIME are both false";
   }
   if (database_wanted && globals->values.category_usable("gpu")) {
     const auto notes = start_gpu(globals->values.text(setting::gpu) == "auto",
