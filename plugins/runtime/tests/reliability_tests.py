@@ -255,6 +255,39 @@ def test_unfollowed_fork_child_loses_kairos_from_its_environment(directory):
     check((out, status) == (b"child False\n", 0), f"{out!r} {err!r} {status}")
 
 
+def test_environment_is_the_programs_own(directory):
+    # What a program sees of its environment (env, make -p, os.environ) is what it sees without
+    # kairos: no KAIROS_* variable (kairos-run's settings, launch and exec bookkeeping), no
+    # CUDA_INJECTION64_PATH in a program without CUDA, no LD_PRELOAD that was not there before.
+    plain_environment = {k: v for k, v in environment().items() if not k.startswith("KAIROS_")}
+    options = ["--freq", "200", "-o", os.path.join(directory, "out", "%exe%-%pid%")]
+    dump = "import os; print('\\n'.join(sorted(f'{k}={v}' for k, v in os.environ.items())))"
+    programs = [["env"], [sys.executable, "-c", dump]]
+    if shutil.which("make"):
+        programs.append(["make", "-p", "-f", "/dev/null"])
+    for command in programs:
+        plain, _, plain_status = run(command, directory, plain_environment)
+        profiled, err, status = run([KAIROS_RUN, *options, "--", *command], directory, plain_environment)
+        if command[0] == "make":  # its variable database, less what differs run to run
+            plain, profiled = (b"\n".join(line for line in text.splitlines()
+                                          if re.match(rb"^(# environment|[A-Za-z_]+ = )", line)
+                                          and not line.startswith((b"MAKEFLAGS", b"MFLAGS")))
+                               for text in (plain, profiled))
+        leaked = sorted(set(profiled.splitlines()) - set(plain.splitlines()))
+        check((sorted(plain.splitlines()), plain_status) == (sorted(profiled.splitlines()), status),
+              f"{command[0]}: the environment under kairos differs by {leaked[:8]} "
+              f"(and lacks {sorted(set(plain.splitlines()) - set(profiled.splitlines()))[:8]}); {err}")
+    # The launched process's own exec is still followed: the image after it is profiled, and its
+    # environment is clean too.
+    busy = "import os, time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n" + dump
+    stem = os.path.join(directory, "exec", "%exe%-%pid%")
+    out, err, status = run([KAIROS_RUN, "-o", stem, "--", "sh", "-c", 'exec "$0" -c "$1"', sys.executable, busy],
+                           directory, plain_environment)
+    check(status == 0 and b"KAIROS_" not in out and b"LD_PRELOAD" not in out, f"after exec: {out!r} {err}")
+    profiles = glob.glob(os.path.join(directory, "exec", "*.db"))
+    check(len(profiles) == 1 and sample_count(profiles[0]) > 0, f"the exec'd image profiled: {profiles} {err}")
+
+
 # --- limits and faults ---------------------------------------------------------------------------
 
 BUSY_THREADS = ("import threading, time\n"

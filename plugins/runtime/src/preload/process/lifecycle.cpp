@@ -137,7 +137,8 @@ std::string plural(std::uint64_t count, std::string_view noun) {
 const std::string& claimed_stem() {
   if (globals->stem_pid == getpid()) return globals->stem;
   globals->stem_pid = getpid();
-  const auto values = path_values::of_this_process();
+  auto values = path_values::of_this_process();
+  if (auto date = kairos_variable("KAIROS_LAUNCH_DATE"); date && !date->empty()) values.launch_date = *date;
   auto base = expand_path(globals->values.text(setting::output_path), values).path;
   if (base.empty() || base.back() == '/') {
     // "%env{UNSET}%", "dir/": no file name; never hidden files named ".db", ".txt".
@@ -560,7 +561,7 @@ void start_causal_experiments(bool speaks_for_launch) {
   if (auto note = wrap_blocking_calls(); note && speaks_for_launch) report(*note);
 }
 
-void initialize() {
+void start_stages() {
   reentry_guard guard;
   prepare_private_descriptors();
   prepare_environment_editing();
@@ -590,7 +591,6 @@ void initialize() {
   if (!globals->identity.launched && !globals->values.boolean(setting::follow_children)) {
     // A child of the launched process (spawned, or forked before this exec): left alone.
     state.store(runtime_state::off);
-    remove_kairos_from_environment();
     return;
   }
   if (speaks_for_launch)
@@ -695,6 +695,14 @@ void initialize() {
                        globals->identity.launched ? "launched process" : "followed child",
                        globals->identity.generation ? fmt::format(", exec {}", globals->identity.generation)
                                                     : std::string{}));
+}
+
+void initialize() {
+  start_stages();
+  // kairos's variables leave the program's environment once read (docs/reliability.md), and come
+  // back for the execs it follows. With children followed they stay: a child that system(),
+  // popen() or posix_spawn starts reads them with no wrapper of kairos's in between.
+  if (!globals->values.boolean(setting::follow_children)) remove_kairos_from_environment();
 }
 
 __attribute__((constructor)) void initialize_before_main() {
