@@ -288,6 +288,20 @@ def test_environment_is_the_programs_own(directory):
     check(len(profiles) == 1 and sample_count(profiles[0]) > 0, f"the exec'd image profiled: {profiles} {err}")
 
 
+def test_cuda_injection_only_where_cuda_can_be_reached(directory):
+    # kairos asks CUDA to load it (CUDA_INJECTION64_PATH) in a program that carries device code, as
+    # nvcc's programs do (their runtime, linked statically, loads libcuda only at the first call),
+    # and in no other; an exec it follows does not inherit kairos's value.
+    program = os.environ.get("KAIROS_DEVICE_CODE_PROGRAM", "")
+    check(os.access(program, os.X_OK), f"KAIROS_DEVICE_CODE_PROGRAM={program!r} is not a program")
+    out, _, _ = run([program], directory)
+    check(out == b"(unset)\n", f"without kairos: {out!r}")
+    out, err, status = kairos([program], directory)
+    check(status == 0 and out.strip().endswith(b"libkairos.so"), f"under kairos: {out!r} {err}")
+    out, err, status = kairos(["sh", "-c", "exec env"], directory)
+    check(status == 0 and b"CUDA_INJECTION64_PATH" not in out, f"a program without device code: {out!r}")
+
+
 # --- limits and faults ---------------------------------------------------------------------------
 
 BUSY_THREADS = ("import threading, time\n"

@@ -33,7 +33,6 @@ std::vector<std::string>* kept_variables = nullptr;
 // Set by the gpu stage (gpu/gpu_activity.cpp) so that CUDA calls kairos at cuInit; an exec gets it
 // no more than LD_PRELOAD (kairos in the new image sets it again where CUDA can be reached). A
 // fork child needs nothing: kairos is already in its memory.
-constexpr const char* cuda_injection_variable = "CUDA_INJECTION64_PATH";
 constexpr std::string_view cuda_injection_prefix = "CUDA_INJECTION64_PATH=";
 
 // A variable of the settings table: another KAIROS_ variable (a test harness's, a typo) is the
@@ -96,8 +95,6 @@ void remove_kairos_from_environment() {
     names.emplace_back(name);
   }
   for (const auto& name : names) unsetenv(name.c_str());
-  if (const char* injection = std::getenv(cuda_injection_variable); injection && is_this_library(injection))
-    unsetenv(cuda_injection_variable);
   const char* preload = std::getenv("LD_PRELOAD");
   if (!preload) return;
   if (auto kept = preload_without_kairos(preload)) {

@@ -16,8 +16,9 @@ void prepare_environment_editing();
 std::optional<std::string> preload_without_kairos(std::string_view preload);
 
 // Takes kairos out of this process's environ (setenv: ordinary code only): its KAIROS_* variables
-// (kept for the execs kairos follows), its LD_PRELOAD entry and its CUDA_INJECTION64_PATH. The
-// program's environment is then its own (docs/reliability.md).
+// (kept for the execs kairos follows) and its LD_PRELOAD entry. CUDA_INJECTION64_PATH stays where
+// the gpu stage set it (a program that can reach CUDA): CUDA reads it at cuInit, after main began.
+// The program's environment is then its own (docs/reliability.md).
 void remove_kairos_from_environment();
 // A KAIROS_* variable's value, from environ or, once removed from it, from what was kept.
 std::optional<std::string> kairos_variable(std::string_view name);
