@@ -212,27 +212,32 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
   std::vector<graph> graphs(1);
   graphs[0].name = "all threads";
   graphs[0].root.name = "all";
-  std::map<std::int64_t, std::size_t> graph_of_thread;
-  auto weights = profile.prepare(
-      "SELECT sample.thread, thread.sequent_id, thread.tid, COALESCE(name.value, ''), sample.stack, "
-      "SUM(sample.weight_ns), process.rank FROM sample JOIN thread ON thread.id = sample.thread "
+  std::map<std::int64_t, std::optional<std::size_t>> graph_of_thread;  // none: a sample of no thread
+  auto thread_row = profile.prepare(
+      "SELECT thread.sequent_id, thread.tid, COALESCE(name.value, ''), process.rank FROM thread "
       "JOIN process ON process.id = thread.process "
-      "LEFT JOIN string AS name ON name.id = thread.name WHERE sample.stack IS NOT NULL" +
-      in_windows(range, "sample.window") + " GROUP BY sample.thread, sample.stack ORDER BY sample.thread");
+      "LEFT JOIN string AS name ON name.id = thread.name WHERE thread.id = ?");
   std::vector<const std::string*> path;
-  while (weights.step()) {
-    auto [entry, added] = graph_of_thread.try_emplace(weights.integer(0), graphs.size());
+  for (const auto& sum : stack_sums(profile, range)) {
+    if (sum.stack == 0) continue;
+    auto [entry, added] = graph_of_thread.try_emplace(sum.thread);
     if (added) {
-      graphs.emplace_back();
-      graphs.back().name = thread_label(weights.is_null(6) ? std::nullopt : std::optional{weights.integer(6)},
-                                        weights.integer(1), weights.integer(2), weights.text(3));
-      graphs.back().root.name = graphs.back().name;
+      thread_row.reset();
+      thread_row.bind(1, sum.thread);
+      if (thread_row.step()) {
+        entry->second = graphs.size();
+        graphs.emplace_back();
+        graphs.back().name = thread_label(thread_row.is_null(3) ? std::nullopt : std::optional{thread_row.integer(3)},
+                                          thread_row.integer(0), thread_row.integer(1), thread_row.text(2));
+        graphs.back().root.name = graphs.back().name;
+      }
     }
+    if (!entry->second) continue;
     path.clear();
-    for (auto at = nodes.find(weights.integer(4)); at != nodes.end(); at = nodes.find(at->second.first))
+    for (auto at = nodes.find(sum.stack); at != nodes.end(); at = nodes.find(at->second.first))
       path.push_back(&at->second.second);
-    const auto weight = weights.integer(5);
-    for (auto* root : {&graphs[0].root, &graphs[entry->second].root}) {
+    const auto weight = sum.weight_ns;
+    for (auto* root : {&graphs[0].root, &graphs[*entry->second].root}) {
       tree_node* node = root;
       node->total_ns += weight;
       for (auto name = path.rbegin(); name != path.rend(); ++name) {

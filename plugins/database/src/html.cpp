@@ -343,13 +343,11 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   std::map<std::int64_t, thread_timeline> timelines;  // by thread.id, in id order
   region_node regions;
   read_regions(profile, range, span, regions, timelines);
-  auto density = profile.prepare(fmt::format(
-      "SELECT thread, MIN({bins} - 1, MAX(0, (time_ns - {origin}) * {bins} / {span})), SUM(weight_ns) FROM sample "
-      "WHERE 1{windows} GROUP BY 1, 2",
-      fmt::arg("bins", timeline_bins), fmt::arg("origin", span.origin_ns), fmt::arg("span", span.span_ns),
-      fmt::arg("windows", in_windows(range, "window"))));
-  while (density.step())
-    timelines[density.integer(0)].cpu_ns[static_cast<std::size_t>(density.integer(1))] += density.integer(2);
+  for_each_sample(profile, range, [&](const sample_fields& sample) {
+    const auto offset = static_cast<__int128>(std::max<std::int64_t>(0, sample.time_ns - span.origin_ns));
+    const auto bin = std::min<std::int64_t>(timeline_bins - 1, static_cast<std::int64_t>(offset * timeline_bins / span.span_ns));
+    timelines[sample.thread].cpu_ns[static_cast<std::size_t>(bin)] += sample.weight_ns;
+  });
   std::int64_t program_threads = 0;
   for (const auto& thread : threads) {
     if (thread.sequent_id < kairos_threads_from) ++program_threads;

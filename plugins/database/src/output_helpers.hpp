@@ -92,6 +92,25 @@ struct thread_row {
 // with its samples in the windows.
 std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows);
 
+// --- samples, summed without sorting them --------------------------------------------------------
+// Every output reads the sample rows through these: in stored order, summed by the caller into
+// groups (threads, stacks, windows, time bins), never by a GROUP BY, ORDER BY or join that makes
+// SQLite sort them or index them in its temporary store (47 bytes a sample: 1 M samples took a
+// text report to 55 MB). Memory is bounded by the groups, not by the samples.
+struct sample_fields {
+  std::int64_t thread, window, stack;  // stack 0: a sample with no stack
+  std::int64_t time_ns, weight_ns;
+};
+void for_each_sample(connection& profile, const window_range& windows,
+                     const std::function<void(const sample_fields&)>& visit);
+
+// The samples of each (thread, window, stack), sorted by thread, then window, then stack.
+struct stack_sum {
+  std::int64_t thread, window, stack;  // stack 0: no stack
+  std::int64_t samples, weight_ns;
+};
+std::vector<stack_sum> stack_sums(connection& profile, const window_range& windows);
+
 // --- regions and instrumented functions --------------------------------------------------------
 
 // The call graph of the regions table (user-API regions and instrumented functions), all threads
@@ -163,13 +182,19 @@ region_node region_call_graph(connection& profile, const window_range& windows,
 // Heaviest self time first (then total, then name); the list cut to `limit`.
 void rank(std::vector<function_row>& rows, std::size_t limit);
 
-// Every thread's function weights from one pass over top_functions_by_thread (its rows are
+// Every thread's function weights, as the top_functions_by_thread view has them (its rows are
 // threads x distinct functions, however many samples there are), ranked, the longest lists cut.
 struct function_weights {
   std::vector<function_row> overall;
   std::map<std::int64_t, std::vector<function_row>> by_thread;  // by thread.id
 };
 function_weights weigh_functions(connection& profile, std::size_t limit, const window_range& windows);
+
+// The same weights summed per group: `group_of` names a (thread, window, stack) sum's group, or
+// nothing to leave it out. Unranked, by function name.
+std::map<std::int64_t, std::map<std::string, function_row>> weigh_functions_by(
+    connection& profile, const window_range& windows,
+    const std::function<std::optional<std::int64_t>(const stack_sum&)>& group_of);
 
 // --- time windows ----------------------------------------------------------------------------
 
@@ -185,7 +210,7 @@ struct window_row {
 // the latest closing, all their samples).
 std::vector<window_row> windows_in(connection& profile, const window_range& windows);
 
-// Each window's functions from one pass over top_functions_by_window, ranked.
+// Each window's functions (window 0, outside every window, left out), ranked.
 std::map<std::int64_t, std::vector<function_row>> functions_by_window(connection& profile, std::size_t limit,
                                                                       const window_range& windows);
 

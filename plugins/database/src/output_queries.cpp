@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include <kairos/plugins/database/region_block.hpp>
 
@@ -13,16 +14,56 @@
 namespace kairos::database::output_helpers {
 
 std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows) {
+  std::unordered_map<std::int64_t, std::pair<std::int64_t, std::int64_t>> sums;  // thread -> samples, weight
+  for_each_sample(profile, windows, [&](const sample_fields& sample) {
+    auto& [samples, weight_ns] = sums[sample.thread];
+    ++samples;
+    weight_ns += sample.weight_ns;
+  });
   std::vector<thread_row> rows;
   auto query = profile.prepare(
-      "SELECT threads.id, threads.sequent_id, threads.tid, threads.pid, COALESCE(threads.name, ''), "
-      "       COUNT(sample.id), COALESCE(SUM(sample.weight_ns), 0), threads.process, threads.rank "
-      "FROM threads LEFT JOIN sample ON sample.thread = threads.id" + in_windows(windows, "sample.window") +
-      " GROUP BY threads.id ORDER BY threads.rank, threads.process, threads.sequent_id");
+      "SELECT id, sequent_id, tid, pid, COALESCE(name, ''), process, rank FROM threads "
+      "ORDER BY rank, process, sequent_id");
+  while (query.step()) {
+    const auto found = sums.find(query.integer(0));
+    const auto [samples, weight_ns] = found == sums.end() ? std::pair<std::int64_t, std::int64_t>{} : found->second;
+    rows.push_back({query.integer(0), query.integer(1), query.integer(2), query.integer(3), std::string{query.text(4)},
+                    samples, weight_ns, query.integer(5),
+                    query.is_null(6) ? std::nullopt : std::optional{query.integer(6)}});
+  }
+  return rows;
+}
+
+void for_each_sample(connection& profile, const window_range& windows,
+                     const std::function<void(const sample_fields&)>& visit) {
+  auto query = profile.prepare("SELECT thread, window, COALESCE(stack, 0), time_ns, weight_ns FROM sample WHERE 1" +
+                               in_windows(windows, "window"));
   while (query.step())
-    rows.push_back({query.integer(0), query.integer(1), query.integer(2), query.integer(3),
-                    std::string{query.text(4)}, query.integer(5), query.integer(6), query.integer(7),
-                    query.is_null(8) ? std::nullopt : std::optional{query.integer(8)}});
+    visit({query.integer(0), query.integer(1), query.integer(2), query.integer(3), query.integer(4)});
+}
+
+std::vector<stack_sum> stack_sums(connection& profile, const window_range& windows) {
+  struct key_hash {
+    std::size_t operator()(const std::tuple<std::int64_t, std::int64_t, std::int64_t>& key) const {
+      const auto [thread, window, stack] = key;
+      return std::hash<std::int64_t>{}((thread * 1'000'003 + window) * 1'000'033 + stack);
+    }
+  };
+  std::unordered_map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::pair<std::int64_t, std::int64_t>,
+                     key_hash>
+      sums;
+  for_each_sample(profile, windows, [&](const sample_fields& sample) {
+    auto& [samples, weight_ns] = sums[{sample.thread, sample.window, sample.stack}];
+    ++samples;
+    weight_ns += sample.weight_ns;
+  });
+  std::vector<stack_sum> rows;
+  rows.reserve(sums.size());
+  for (const auto& [key, sum] : sums)
+    rows.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), sum.first, sum.second});
+  std::sort(rows.begin(), rows.end(), [](const stack_sum& a, const stack_sum& b) {
+    return std::tie(a.thread, a.window, a.stack) < std::tie(b.thread, b.window, b.stack);
+  });
   return rows;
 }
 
@@ -47,12 +88,14 @@ std::map<std::int64_t, std::string> string_values(connection& profile, const std
 }
 }  // namespace
 
-// What the top_functions_by_thread view computes, summed over windows: self weight to a stack's
-// leaf function, total weight once to each distinct function on it. In C++ over one grouped pass on
-// the samples and the stack trie: through the view, the view's prepare and its materialized CTEs
-// and temporary b-trees made a 0.6 s run's text and trace 3.5-6 ms, 2.6-2.9 ms this way. Held
-// in memory: the trie (24 bytes a node) and a sum per function and thread.
-function_weights weigh_functions(connection& profile, std::size_t limit, const window_range& windows) {
+// What the top_functions_by_thread view computes: self weight to a stack's leaf function, total
+// weight once to each distinct function on it. In C++ over the samples' sums and the stack trie:
+// through the view, its materialized CTEs and temporary b-trees made a 0.6 s run's text and trace
+// 3.5-6 ms, 2.6-2.9 ms this way, and sorted every sample. Held in memory: the trie (24 bytes a
+// node) and a sum per stack and group, then per function and group.
+std::map<std::int64_t, std::map<std::string, function_row>> weigh_functions_by(
+    connection& profile, const window_range& windows,
+    const std::function<std::optional<std::int64_t>(const stack_sum&)>& group_of) {
   struct node {
     std::int64_t id, parent, function;
   };
@@ -65,18 +108,20 @@ function_weights weigh_functions(connection& profile, std::size_t limit, const w
     const auto at = std::lower_bound(trie.begin(), trie.end(), id, [](const node& n, std::int64_t v) { return n.id < v; });
     return at != trie.end() && at->id == id ? &*at : nullptr;
   };
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> stack_weights;  // (group, stack) -> weight
+  for (const auto& sum : stack_sums(profile, windows)) {
+    if (sum.stack == 0) continue;
+    if (const auto group = group_of(sum)) stack_weights[{*group, sum.stack}] += sum.weight_ns;
+  }
   struct sums {
     std::int64_t self = 0, total = 0;
   };
-  std::map<std::int64_t, std::map<std::int64_t, sums>> by_thread;  // thread -> function id -> sums
+  std::map<std::int64_t, std::map<std::int64_t, sums>> by_group;  // group -> function id -> sums
   std::vector<std::int64_t> on_stack;
-  auto weights = profile.prepare("SELECT thread, stack, SUM(weight_ns) FROM sample WHERE stack IS NOT NULL" +
-                                 in_windows(windows, "window") + " GROUP BY thread, stack");
-  while (weights.step()) {
-    const auto* leaf = find(weights.integer(1));
+  for (const auto& [group_and_stack, weight] : stack_weights) {
+    const auto* leaf = find(group_and_stack.second);
     if (leaf == nullptr) continue;  // as the view's joins: a stack row the trie lacks weighs nothing
-    auto& functions = by_thread[weights.integer(0)];
-    const auto weight = weights.integer(2);
+    auto& functions = by_group[group_and_stack.first];
     functions[leaf->function].self += weight;
     on_stack.clear();
     for (const node* at = leaf; at != nullptr; at = at->parent != 0 ? find(at->parent) : nullptr)
@@ -84,29 +129,37 @@ function_weights weigh_functions(connection& profile, std::size_t limit, const w
     for (const auto function : on_stack) functions[function].total += weight;
   }
   std::set<std::int64_t> function_ids;
-  for (const auto& [thread, functions] : by_thread)
+  for (const auto& [group, functions] : by_group)
     for (const auto& [function, sum] : functions) function_ids.insert(function);
   const auto names = string_values(profile, function_ids);
-  function_weights result;
-  std::map<std::string, function_row> overall;  // by name, as the view's rows are grouped
-  for (const auto& [thread, functions] : by_thread) {
-    std::map<std::string, function_row> rows;
+  std::map<std::int64_t, std::map<std::string, function_row>> result;
+  for (const auto& [group, functions] : by_group) {
+    auto& rows = result[group];
     for (const auto& [function, sum] : functions) {
       const auto named = names.find(function);
       if (named == names.end()) continue;  // the view's JOIN with the string table leaves it out
-      const auto& function_name = named->second;
-      auto& row = rows.try_emplace(function_name, function_row{function_name, 0, 0}).first->second;
+      auto& row = rows.try_emplace(named->second, function_row{named->second, 0, 0}).first->second;
       row.self_ns += sum.self;
       row.total_ns += sum.total;
-      auto& whole = overall.try_emplace(function_name, function_row{function_name, 0, 0}).first->second;
-      whole.self_ns += sum.self;
-      whole.total_ns += sum.total;
     }
+  }
+  return result;
+}
+
+function_weights weigh_functions(connection& profile, std::size_t limit, const window_range& windows) {
+  function_weights result;
+  std::map<std::string, function_row> overall;  // by name, as the view's rows are grouped
+  for (auto& [thread, rows] : weigh_functions_by(profile, windows, [](const stack_sum& sum) { return sum.thread; })) {
     auto& ranked = result.by_thread[thread];
-    for (auto& [row_name, row] : rows) ranked.push_back(std::move(row));
+    for (auto& [name, row] : rows) {
+      auto& whole = overall.try_emplace(name, function_row{name, 0, 0}).first->second;
+      whole.self_ns += row.self_ns;
+      whole.total_ns += row.total_ns;
+      ranked.push_back(std::move(row));
+    }
     rank(ranked, limit);
   }
-  for (auto& [row_name, row] : overall) result.overall.push_back(std::move(row));
+  for (auto& [name, row] : overall) result.overall.push_back(std::move(row));
   rank(result.overall, limit);
   return result;
 }
@@ -121,26 +174,37 @@ std::vector<window_row> windows_in(connection& profile, const window_range& wind
       "SELECT window.ordinal, window.spec, window.clock, window.planned_start, window.planned_end, "
       "       MAX(window.actual_start IS NOT NULL), COALESCE(MIN(window.actual_start), 0), "
       "       COALESCE(MAX(COALESCE(window.actual_end, window.actual_start)), 0), COALESCE(MIN(window.start_ns), 0), "
-      "       COALESCE(MAX(COALESCE(window.end_ns, window.start_ns)), 0), "
-      "       (SELECT COUNT(*) FROM sample WHERE sample.window = window.ordinal), "
-      "       (SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE sample.window = window.ordinal) "
+      "       COALESCE(MAX(COALESCE(window.end_ns, window.start_ns)), 0) "
       "FROM window WHERE 1" + in_windows(windows, "window.ordinal") + " GROUP BY window.ordinal ORDER BY window.ordinal");
   while (query.step())
     rows.push_back({query.integer(0), std::string{query.text(1)}, std::string{query.text(2)}, query.integer(3),
                     query.integer(4), query.integer(5) != 0, query.integer(6), query.integer(7), query.integer(8),
-                    query.integer(9), query.integer(10), query.integer(11)});
+                    query.integer(9)});
+  if (rows.empty()) return rows;
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> sums;  // window -> samples, weight
+  for_each_sample(profile, windows, [&](const sample_fields& sample) {
+    auto& [samples, weight_ns] = sums[sample.window];
+    ++samples;
+    weight_ns += sample.weight_ns;
+  });
+  for (auto& row : rows)
+    if (const auto found = sums.find(row.ordinal); found != sums.end())
+      std::tie(row.samples, row.weight_ns) = found->second;
   return rows;
 }
 
-// Each window's functions from one pass over top_functions_by_window, ranked.
 std::map<std::int64_t, std::vector<function_row>> functions_by_window(connection& profile, std::size_t limit,
                                                                       const window_range& windows) {
   std::map<std::int64_t, std::vector<function_row>> by_window;
-  auto query = profile.prepare("SELECT window, name, self, total FROM top_functions_by_window WHERE window > 0" +
-                               in_windows(windows, "window"));
-  while (query.step())
-    by_window[query.integer(0)].push_back({std::string{query.text(1)}, query.integer(2), query.integer(3)});
-  for (auto& [window, rows] : by_window) rank(rows, limit);
+  const auto weights = weigh_functions_by(profile, windows, [](const stack_sum& sum) -> std::optional<std::int64_t> {
+    if (sum.window > 0) return sum.window;
+    return std::nullopt;
+  });
+  for (const auto& [window, rows] : weights) {
+    auto& ranked = by_window[window];
+    for (const auto& [name, row] : rows) ranked.push_back(row);
+    rank(ranked, limit);
+  }
   return by_window;
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -247,14 +248,18 @@ void write_rank_sections(connection& profile, std::ostream& out, const window_ra
   if (ranks.empty()) return;
   out << fmt::format("{} MPI ranks side by side (seconds per rank; MAX/MEAN is the imbalance)\n\n", ranks.size());
   std::map<std::string, std::map<std::int64_t, double>> functions, regions;
-  auto weights = profile.prepare("SELECT rank, name, SUM(total) FROM top_functions_by_thread WHERE rank IS NOT NULL" +
-                                 output_helpers::in_windows(range, "window") + " GROUP BY rank, name");
-  while (weights.step()) functions[std::string{weights.text(1)}][weights.integer(0)] = weights.integer(2) * 1e-9;
-  write_spread_table(out, "functions, CPU time (total: with what they call)", spread_across(functions, ranks, limit));
-  // Regions decoded from their blocks here (the view costs about a microsecond a row).
   std::map<std::int64_t, std::int64_t> rank_of_thread;
   auto threads = profile.prepare("SELECT id, rank FROM threads WHERE rank IS NOT NULL");
   while (threads.step()) rank_of_thread[threads.integer(0)] = threads.integer(1);
+  const auto weights = output_helpers::weigh_functions_by(
+      profile, range, [&](const output_helpers::stack_sum& sum) -> std::optional<std::int64_t> {
+        if (const auto rank = rank_of_thread.find(sum.thread); rank != rank_of_thread.end()) return rank->second;
+        return std::nullopt;
+      });
+  for (const auto& [rank, rows] : weights)
+    for (const auto& [name, row] : rows) functions[name][rank] = row.total_ns * 1e-9;
+  write_spread_table(out, "functions, CPU time (total: with what they call)", spread_across(functions, ranks, limit));
+  // Regions decoded from their blocks here (the view costs about a microsecond a row).
   output_helpers::for_each_region(profile, range, [&](const output_helpers::region_visit& region) {
     if (const auto rank = rank_of_thread.find(region.thread); rank != rank_of_thread.end())
       regions[std::string{region.name}][rank->second] += static_cast<double>(region.end_ns - region.start_ns) * 1e-9;
@@ -708,10 +713,12 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
     if (!mpi_calls.is_null(6)) out << fmt::format(R"({}"peer":{})", comma, mpi_calls.integer(6));
     out << "}}";
   }
+  // Samples in the order they were stored (each thread's in time order), as the slices: sorting
+  // them by time made SQLite hold every sample (output_helpers.hpp, "samples").
   auto samples = profile.prepare(
       "SELECT samples.leaf, threads.pid, threads.tid, samples.time_ns, samples.stack, samples.weight "
       "FROM samples JOIN threads ON threads.id = samples.thread WHERE 1" + in_windows(range, "samples.window") +
-      " ORDER BY samples.time_ns");
+      " ORDER BY samples.id");
   while (samples.step()) {
     out << separator();
     const auto leaf = samples.is_null(0) ? std::string_view{"<no stack>"} : samples.text(0);
@@ -737,8 +744,11 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
 }
 
 void write_folded(connection& profile, std::ostream& out, const window_range& range) {
-  // Paths are built from the root of the trie down, once per stack node that was sampled.
-  auto folded = profile.prepare(std::string{R"sql(
+  std::unordered_map<std::int64_t, std::int64_t> weights;  // stack -> weight
+  for (const auto& sum : output_helpers::stack_sums(profile, range))
+    if (sum.stack != 0) weights[sum.stack] += sum.weight_ns;
+  // Paths are built from the root of the trie down, once per stack node, and written in their order.
+  auto folded = profile.prepare(R"sql(
     WITH RECURSIVE path (id, text) AS (
       SELECT stack.id, function.value FROM stack
       JOIN frame ON frame.id = stack.frame JOIN string AS function ON function.id = frame.function
@@ -746,14 +756,13 @@ void write_folded(connection& profile, std::ostream& out, const window_range& ra
       UNION ALL
       SELECT stack.id, path.text || ';' || function.value FROM stack
       JOIN path ON stack.parent = path.id
-      JOIN frame ON frame.id = stack.frame JOIN string AS function ON function.id = frame.function),
-    weights AS (SELECT stack, SUM(weight_ns) AS weight_ns FROM sample
-                WHERE stack IS NOT NULL)sql"} + in_windows(range, "window") + R"sql( GROUP BY stack)
-    SELECT path.text, weights.weight_ns FROM weights JOIN path ON path.id = weights.stack
-    ORDER BY path.text)sql");
+      JOIN frame ON frame.id = stack.frame JOIN string AS function ON function.id = frame.function)
+    SELECT path.id, path.text FROM path ORDER BY path.text)sql");
   while (folded.step()) {
-    const auto weight_us = (folded.integer(1) + 500) / 1000;
-    if (weight_us > 0) out << folded.text(0) << ' ' << weight_us << '\n';
+    const auto weight = weights.find(folded.integer(0));
+    if (weight == weights.end()) continue;
+    const auto weight_us = (weight->second + 500) / 1000;
+    if (weight_us > 0) out << folded.text(1) << ' ' << weight_us << '\n';
   }
 }
 

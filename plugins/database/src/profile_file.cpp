@@ -102,11 +102,11 @@ void roll_back_a_killed_commit(const std::string& path) {
 connection open_profile(const std::string& path) {
   roll_back_a_killed_commit(path);
   connection database{path, connection::mode::read_only};
-  // The outputs' queries build temporary tables (materialized views, automatic indexes, sorts).
-  // In temporary files each costs file creation and writes: the function table of a small
-  // profile took 3 ms that way, 0.7 ms in memory. A large profile keeps them in files, where
-  // they cannot exhaust memory (they grow with the profile). Set before the transaction below:
-  // SQLite refuses to change it inside one.
+  // The outputs' queries build temporary tables (materialized CTEs, sorts of stacks and names;
+  // never of samples: output_helpers.hpp). In temporary files each costs file creation and
+  // writes: the function table of a small profile took 3 ms that way, 0.7 ms in memory. A large
+  // profile keeps them in files, where a query of a user's own (a view) cannot exhaust memory.
+  // Set before the transaction below: SQLite refuses to change it inside one.
   constexpr std::uintmax_t in_memory_below_bytes = 256u << 20;
   std::error_code unknown_size;
   if (const auto size = std::filesystem::file_size(path, unknown_size); !unknown_size && size < in_memory_below_bytes)

@@ -4,6 +4,7 @@
 // shared across threads by function name.
 #include <kairos/plugins/database/outputs.hpp>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -60,29 +61,45 @@ void write_speedscope(connection& profile, std::ostream& out, const window_range
   for (std::size_t i = 0; i < frames.size(); ++i) out << (i ? "," : "") << frames[i];
   out << R"(]},"profiles":[)";
 
-  // Threads by weight, heaviest first (speedscope opens the first); each thread's stacks streamed.
-  auto threads = profile.prepare(
-      "SELECT sample.thread, thread.sequent_id, thread.tid, COALESCE(name.value, ''), SUM(sample.weight_ns), "
-      "process.rank FROM sample JOIN thread ON thread.id = sample.thread "
-      "JOIN process ON process.id = thread.process LEFT JOIN string AS name ON name.id = thread.name "
-      "WHERE sample.stack IS NOT NULL" + in_windows(range, "sample.window") +
-      " GROUP BY sample.thread ORDER BY SUM(sample.weight_ns) DESC");
+  // Threads by weight, heaviest first (speedscope opens the first), each with its stacks in id order.
+  struct thread_stacks {
+    std::int64_t thread = 0, weight_ns = 0;
+    std::vector<std::pair<std::int64_t, std::int64_t>> stacks;  // stack, weight
+  };
+  std::vector<thread_stacks> by_thread;
+  for (const auto& sum : stack_sums(profile, range)) {
+    if (sum.stack == 0) continue;
+    if (by_thread.empty() || by_thread.back().thread != sum.thread) by_thread.push_back({sum.thread, 0, {}});
+    auto& thread = by_thread.back();
+    thread.weight_ns += sum.weight_ns;
+    if (!thread.stacks.empty() && thread.stacks.back().first == sum.stack)  // the same stack in another window
+      thread.stacks.back().second += sum.weight_ns;
+    else
+      thread.stacks.emplace_back(sum.stack, sum.weight_ns);
+  }
+  for (auto& thread : by_thread)
+    std::sort(thread.stacks.begin(), thread.stacks.end());
+  std::stable_sort(by_thread.begin(), by_thread.end(),
+                   [](const thread_stacks& a, const thread_stacks& b) { return a.weight_ns > b.weight_ns; });
+  auto thread_row = profile.prepare(
+      "SELECT thread.sequent_id, thread.tid, COALESCE(name.value, ''), process.rank FROM thread "
+      "JOIN process ON process.id = thread.process "
+      "LEFT JOIN string AS name ON name.id = thread.name WHERE thread.id = ?");
   bool first_thread = true;
-  while (threads.step()) {
-    const auto name = thread_label(threads.is_null(5) ? std::nullopt : std::optional{threads.integer(5)},
-                                   threads.integer(1), threads.integer(2), threads.text(3));
+  for (const auto& thread : by_thread) {
+    thread_row.reset();
+    thread_row.bind(1, thread.thread);
+    if (!thread_row.step()) continue;  // as the join with the thread table: a sample of no thread
+    const auto name = thread_label(thread_row.is_null(3) ? std::nullopt : std::optional{thread_row.integer(3)},
+                                   thread_row.integer(0), thread_row.integer(1), thread_row.text(2));
     out << (first_thread ? "" : ",") << R"({"type":"sampled","name":)" << json_string(name)
-        << R"(,"unit":"nanoseconds","startValue":0,"endValue":)" << threads.integer(4) << R"(,"samples":[)";
+        << R"(,"unit":"nanoseconds","startValue":0,"endValue":)" << thread.weight_ns << R"(,"samples":[)";
     first_thread = false;
-    auto weights = profile.prepare(
-        "SELECT stack, SUM(weight_ns) FROM sample WHERE thread = ? AND stack IS NOT NULL" +
-        in_windows(range, "window") + " GROUP BY stack ORDER BY stack");
-    weights.bind(1, threads.integer(0));
     std::string weight_list;
     bool first_stack = true;
-    while (weights.step()) {
-      out << (first_stack ? "" : ",") << path_of(weights.integer(0));
-      weight_list += fmt::format("{}{}", first_stack ? "" : ",", weights.integer(1));
+    for (const auto& [stack, weight] : thread.stacks) {
+      out << (first_stack ? "" : ",") << path_of(stack);
+      weight_list += fmt::format("{}{}", first_stack ? "" : ",", weight);
       first_stack = false;
     }
     out << R"(],"weights":[)" << weight_list << "]}";

@@ -481,23 +481,22 @@ void profile_writer::count_window_rows() {
     auto windows = database_.prepare("SELECT EXISTS (SELECT 1 FROM window)");  // done before the DROP below
     if (!windows.step() || windows.integer(0) == 0) return;
   }
-  // Samples by one pass over each table; regions by decoding their blocks here, a few ns a row,
-  // where the view costs about a microsecond.
+  // Regions counted by decoding their blocks here, a few ns a row, where the view costs about a
+  // microsecond; samples by one pass over each table, where a GROUP BY window sorted them all in
+  // SQLite's temporary store.
   std::map<std::int64_t, std::int64_t> regions;
   auto blocks = database_.prepare("SELECT " + std::string{region_block_columns} + " FROM region_block");
   while (blocks.step()) {
     stored_block(blocks).decode([&](const region_fields& row) { ++regions[row.window]; });
   }
-  database_.execute(R"sql(
-    CREATE TEMP TABLE window_counts AS
-      SELECT window, SUM(samples) AS samples FROM (
-        SELECT window, COUNT(*) AS samples FROM sample GROUP BY window
-        UNION ALL SELECT window, COUNT(*) FROM realtime_sample GROUP BY window)
-      GROUP BY window;
-    UPDATE window SET
-      samples = COALESCE((SELECT c.samples FROM temp.window_counts AS c WHERE c.window = window.ordinal), 0),
-      regions = 0;
-    DROP TABLE temp.window_counts;)sql");
+  std::map<std::int64_t, std::int64_t> samples;
+  for (const char* table : {"sample", "realtime_sample"}) {
+    auto rows = database_.prepare(std::string{"SELECT window FROM "} + table);
+    while (rows.step()) ++samples[rows.integer(0)];
+  }
+  database_.execute("UPDATE window SET samples = 0, regions = 0");
+  auto set_samples = database_.prepare("UPDATE window SET samples = ? WHERE ordinal = ?");
+  for (const auto& [window, count] : samples) set_samples.bind(1, count).bind(2, window).run();
   auto set_regions = database_.prepare("UPDATE window SET regions = ? WHERE ordinal = ?");
   for (const auto& [window, count] : regions) set_regions.bind(1, count).bind(2, window).run();
 }

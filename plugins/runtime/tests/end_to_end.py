@@ -112,9 +112,24 @@ def test_help_and_usage_errors(directory):
     check(status == 2 and b"missing '--'" in err, f"missing -- is an error: {status} {err!r}")
     out, err, status = run([KAIROS_RUN, "--bogus", "--", "true"], directory)
     check(status == 2 and b"--bogus" in err, f"unknown option is an error: {status} {err!r}")
-    out, err, status = run([KAIROS_RUN, "--freq", "abc", "--", "true"], directory)
-    check(status == 2 and b"KAIROS_SAMPLING_FREQ" in err and b"abc" in err,
-          f"bad flag value names the variable: {err!r}")
+    out, err, status = run([KAIROS_RUN, "--set", "KAIROS_NO_SUCH_SETTING=1", "--", "true"], directory)
+    check(status == 2 and b"unknown setting" in err, f"--set naming no setting is an error: {status} {err!r}")
+
+
+def test_bad_option_value_runs_the_program_without_kairos(directory):
+    # A value kairos cannot use stops kairos, not the program: it runs, with its own status.
+    for options in (["--freq", "abc"], ["-o", "out/%nokey%"], ["--set", "KAIROS_MPI=maybe"]):
+        out, err, status = run([KAIROS_RUN, *options, "--", "sh", "-c", "echo ran; exit 3"], directory)
+        lines = kairos_lines(err)
+        check((out, status) == (b"ran\n", 3), f"{options}: the program ran: {out!r} {status}")
+        check(len(lines) == 1 and "is not valid" in lines[0] and "the program runs without it" in lines[0],
+              f"{options}: one line naming the value: {lines}")
+        check(not os.path.exists(os.path.join(directory, "kairos-output")), f"{options}: kairos was off")
+    # An empty value is no value: the default output path.
+    out, err, status = run([KAIROS_RUN, "-o", "", "--", "sh", "-c", "echo ran; exit 3"], directory,
+                           clean_environment(KAIROS_SAMPLING_DELAY="0"))
+    check((out, status) == (b"ran\n", 3) and not [line for line in kairos_lines(err) if "not valid" in line],
+          f"-o '': {out!r} {status} {err!r}")
     out, err, status = run([KAIROS_RUN, "--", "/nonexistent/program"], directory)
     check(status == 127 and b"cannot run '/nonexistent/program'" in err, f"{status} {err!r}")
     out, err, status = run([KAIROS_RUN, "--"], directory)

@@ -255,6 +255,53 @@ def test_unfollowed_fork_child_loses_kairos_from_its_environment(directory):
     check((out, status) == (b"child False\n", 0), f"{out!r} {err!r} {status}")
 
 
+def test_environment_is_the_programs_own(directory):
+    # What a program sees of its environment (env, make -p, os.environ) is what it sees without
+    # kairos: no KAIROS_* variable (kairos-run's settings, launch and exec bookkeeping), no
+    # CUDA_INJECTION64_PATH in a program without CUDA, no LD_PRELOAD that was not there before.
+    plain_environment = {k: v for k, v in environment().items() if not k.startswith("KAIROS_")}
+    options = ["--freq", "200", "-o", os.path.join(directory, "out", "%exe%-%pid%")]
+    dump = "import os; print('\\n'.join(sorted(f'{k}={v}' for k, v in os.environ.items())))"
+    programs = [["env"], [sys.executable, "-c", dump]]
+    if shutil.which("make"):
+        programs.append(["make", "-p", "-f", "/dev/null"])
+    for command in programs:
+        plain, _, plain_status = run(command, directory, plain_environment)
+        profiled, err, status = run([KAIROS_RUN, *options, "--", *command], directory, plain_environment)
+        if command[0] == "make":  # its variable database, less what differs run to run
+            plain, profiled = (b"\n".join(line for line in text.splitlines()
+                                          if re.match(rb"^(# environment|[A-Za-z_]+ = )", line)
+                                          and not line.startswith((b"MAKEFLAGS", b"MFLAGS")))
+                               for text in (plain, profiled))
+        leaked = sorted(set(profiled.splitlines()) - set(plain.splitlines()))
+        check((sorted(plain.splitlines()), plain_status) == (sorted(profiled.splitlines()), status),
+              f"{command[0]}: the environment under kairos differs by {leaked[:8]} "
+              f"(and lacks {sorted(set(plain.splitlines()) - set(profiled.splitlines()))[:8]}); {err}")
+    # The launched process's own exec is still followed: the image after it is profiled, and its
+    # environment is clean too.
+    busy = "import os, time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n" + dump
+    stem = os.path.join(directory, "exec", "%exe%-%pid%")
+    out, err, status = run([KAIROS_RUN, "-o", stem, "--", "sh", "-c", 'exec "$0" -c "$1"', sys.executable, busy],
+                           directory, plain_environment)
+    check(status == 0 and b"KAIROS_" not in out and b"LD_PRELOAD" not in out, f"after exec: {out!r} {err}")
+    profiles = glob.glob(os.path.join(directory, "exec", "*.db"))
+    check(len(profiles) == 1 and sample_count(profiles[0]) > 0, f"the exec'd image profiled: {profiles} {err}")
+
+
+def test_cuda_injection_only_where_cuda_can_be_reached(directory):
+    # kairos asks CUDA to load it (CUDA_INJECTION64_PATH) in a program that carries device code, as
+    # nvcc's programs do (their runtime, linked statically, loads libcuda only at the first call),
+    # and in no other; an exec it follows does not inherit kairos's value.
+    program = os.environ.get("KAIROS_DEVICE_CODE_PROGRAM", "")
+    check(os.access(program, os.X_OK), f"KAIROS_DEVICE_CODE_PROGRAM={program!r} is not a program")
+    out, _, _ = run([program], directory)
+    check(out == b"(unset)\n", f"without kairos: {out!r}")
+    out, err, status = kairos([program], directory)
+    check(status == 0 and out.strip().endswith(b"libkairos.so"), f"under kairos: {out!r} {err}")
+    out, err, status = kairos(["sh", "-c", "exec env"], directory)
+    check(status == 0 and b"CUDA_INJECTION64_PATH" not in out, f"a program without device code: {out!r}")
+
+
 # --- limits and faults ---------------------------------------------------------------------------
 
 BUSY_THREADS = ("import threading, time\n"
@@ -381,6 +428,27 @@ def test_nothing_recorded_writes_nothing(directory):
     lines = kairos_lines(err)
     check(status == 0 and len(lines) == 1 and "outputs: none" in lines[0], f"{lines}")
     check(not os.path.exists(os.path.join(directory, "kairos-output")), "no output directory")
+
+
+def test_nothing_recorded_gives_the_real_reason(directory):
+    # Each reason once: a bad sampling value, an end before the delay, a program too idle for a
+    # CPU-time sample. The reason the line gave for all three was the delay.
+    busy = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"
+    cases = [
+        ((["sh", "-c", busy], {"KAIROS_SAMPLING_FREQ": "abc", "KAIROS_SAMPLING_DELAY": "0"}),
+         'nothing was recorded: sampling was off: KAIROS_SAMPLING_FREQ="abc" is not valid'),
+        ((["true"], {"KAIROS_SAMPLING_DELAY": "0.5"}),
+         "before sampling began (KAIROS_SAMPLING_DELAY=0.5 s)"),
+        ((["sleep", "0.3"], {"KAIROS_SAMPLING_DELAY": "0", "KAIROS_SAMPLING_CPUTIME_FREQ": "2"}),
+         "one sample per 500 ms of CPU time, KAIROS_SAMPLING_CPUTIME_FREQ=2;"),
+    ]
+    for (command, settings), reason in cases:
+        out, err, status = kairos(command, directory, **settings)
+        summary = [line for line in kairos_lines(err) if "outputs: none" in line]
+        check(status == 0 and len(summary) == 1 and reason in summary[0],
+              f"{command} with {settings}: expected {reason!r} in {kairos_lines(err)}")
+    _, err, _ = kairos(["sh", "-c", busy], directory, KAIROS_SAMPLING_FREQ="abc", KAIROS_SAMPLING_DELAY="0")
+    check("KAIROS_SAMPLING_DELAY" not in err, f"the delay is no reason when sampling was off: {err!r}")
 
 
 if __name__ == "__main__":

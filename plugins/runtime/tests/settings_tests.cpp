@@ -153,6 +153,26 @@ TEST_CASE("sampler settings inherit the common value when empty") {
   CHECK(loaded.inherited_number(setting::sampling_realtime_freq, setting::sampling_freq) == 20);
 }
 
+TEST_CASE("an empty value of any setting is no value: the default, or what a lower source gave") {
+  const auto config = temporary_file(R"({"sampling_freq": 50})");
+  environment_block environment{"KAIROS_CONFIG_FILE=" + config, "KAIROS_SAMPLING_FREQ=", "KAIROS_SAMPLING_DELAY= ",
+                                "KAIROS_OUTPUT_PATH=", "KAIROS_ENABLED=", "KAIROS_OUTPUT_FORMATS=",
+                                "KAIROS_SAMPLING_CPUTIME_FREQ="};
+  const auto loaded = settings::load(environment.get());
+  CHECK(loaded.problems().empty());
+  CHECK(loaded.usable());
+  CHECK(loaded.number(setting::sampling_freq) == 50);  // the config file's
+  CHECK(loaded.at(setting::sampling_freq).source == setting_source::config_file);
+  CHECK(loaded.number(setting::sampling_delay) == 0.5);
+  CHECK(loaded.at(setting::sampling_delay).source == setting_source::default_value);
+  CHECK(loaded.text(setting::output_path) == "kairos-output/%exe%-%pid%");
+  CHECK(loaded.boolean(setting::enabled));
+  CHECK(loaded.list(setting::output_formats) == std::vector<std::string>{"db", "text", "trace"});
+  CHECK(loaded.inherited_number(setting::sampling_cputime_freq, setting::sampling_freq) == 50);
+  for (const auto& definition : setting_definitions()) CHECK_FALSE(check_value(definition, " ").has_value());
+  std::remove(config.c_str());
+}
+
 TEST_CASE("booleans accept the usual spellings") {
   CHECK(parse_boolean("ON") == true);
   CHECK(parse_boolean("no") == false);

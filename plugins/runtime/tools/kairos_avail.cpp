@@ -123,8 +123,7 @@ std::string settings_markdown() {
     for (const auto& choice : kairos::runtime::split_list(definition.choices))
       accepted += fmt::format("{}`{}`", accepted.empty() ? "" : ", ", choice);
     if (definition.type == setting_type::integer || definition.type == setting_type::number)
-      accepted = fmt::format("[{}, {}]{}", definition.minimum, definition.maximum,
-                             definition.may_be_empty ? ", or empty" : "");
+      accepted = fmt::format("[{}, {}]", definition.minimum, definition.maximum);
     text += fmt::format(
         "| `{}` | `{}` | {} | {} | {} | {} | {} |\n", definition.variable, definition.name,
         kairos::runtime::type_name(definition.type),

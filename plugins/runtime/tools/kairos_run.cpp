@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include <kairos/plugins/database/formats.hpp>
-
+#include <kairos/printable.hpp>
 #include <kairos/runtime/launch.hpp>
 #include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
@@ -40,6 +40,7 @@ using kairos::tools::usage_error_status;
 
 constexpr int not_found_status = 127;       // as a shell reports a command it cannot find
 constexpr int not_executable_status = 126;  // as a shell reports a command it cannot run
+constexpr std::size_t shown_value_bytes = 120;  // as the runtime shows a value (settings.cpp)
 
 std::filesystem::path own_directory() {
   std::error_code error;
@@ -52,6 +53,14 @@ std::vector<std::filesystem::path> library_candidates() {
   const auto directory = own_directory();
   return {directory / "libkairos.so",
           (directory / KAIROS_RUN_LIBRARY_RELATIVE_PATH / "libkairos.so").lexically_normal()};
+}
+
+// Replaces kairos-run with the command; returns only when it cannot run, with a shell's status.
+int run_command(char** command) {
+  execvpe(command[0], command, environ);
+  const int error = errno;
+  error_line(fmt::format("cannot run '{}': {}", command[0], std::strerror(error)));
+  return error == ENOENT ? not_found_status : not_executable_status;
 }
 
 struct assignment {
@@ -150,14 +159,18 @@ int main(int argc, char** argv) {
     }
     assignments.push_back({definition, given.substr(equals + 1)});
   }
+  // A value kairos does not accept stops kairos, never the user's work: the command runs as
+  // without kairos (docs/tools.md). An empty value is no value (docs/settings.md).
   for (const auto& [definition, value] : assignments) {
     if (auto accepted = check_value(*definition, value)) {
-      error_line(fmt::format("{}=\"{}\" (from the command line) is not valid: expected {}",
-                             definition->variable, value, *accepted));
-      return usage_error_status;
+      error_line(fmt::format("{}=\"{}\" (from the command line) is not valid: expected {}; kairos is "
+                             "disabled for this run, the program runs without it",
+                             definition->variable, kairos::printable(value, shown_value_bytes), *accepted));
+      return run_command(command);
     }
-    setenv(std::string{definition->variable}.c_str(), value.c_str(), 1);
   }
+  for (const auto& [definition, value] : assignments)
+    if (!value.empty()) setenv(std::string{definition->variable}.c_str(), value.c_str(), 1);
 
   std::filesystem::path library;
   for (const auto& candidate : library_candidates())
@@ -167,9 +180,10 @@ int main(int argc, char** argv) {
     }
   if (library.empty()) {
     const auto candidates = library_candidates();
-    error_line(fmt::format("libkairos.so not found at {} nor {}; reinstall kairos",
+    error_line(fmt::format("libkairos.so not found at {} nor {} (reinstall kairos); the program runs "
+                           "without kairos",
                            candidates[0].string(), candidates[1].string()));
-    return usage_error_status;
+    return run_command(command);
   }
 
   // One launch: this pid is the launched process (execvpe keeps it); children are told apart.
@@ -181,8 +195,5 @@ int main(int argc, char** argv) {
   if (existing && *existing) preload += std::string{":"} + existing;
   setenv("LD_PRELOAD", preload.c_str(), 1);
 
-  execvpe(command[0], command, environ);
-  const int error = errno;
-  error_line(fmt::format("cannot run '{}': {}", command[0], std::strerror(error)));
-  return error == ENOENT ? not_found_status : not_executable_status;
+  return run_command(command);
 }

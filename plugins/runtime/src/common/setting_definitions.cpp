@@ -170,8 +170,7 @@ constexpr setting_definition definitions[] = {
     {.name = "config_file", .variable = "KAIROS_CONFIG_FILE",
      .type = path, .default_value = "", .category = general,
      .description = "JSON file of settings (keys or variables to values), below the environment "
-                    "in priority",
-     .may_be_empty = true},
+                    "in priority"},
     {.name = "follow_children", .variable = "KAIROS_FOLLOW_CHILDREN",
      .type = boolean, .default_value = "false", .category = general,
      .description = "profile child processes too (fork, spawn), each writing its own output; "
@@ -206,8 +205,7 @@ constexpr setting_definition definitions[] = {
      .description = "directory where symbolized addresses are kept from one run to the next, by "
                     "each module's build id, so a run whose addresses were seen before does not "
                     "read symbol or line tables again; empty: $XDG_CACHE_HOME/kairos/symbols, "
-                    "else ~/.cache/kairos/symbols; off: no cache",
-     .may_be_empty = true},
+                    "else ~/.cache/kairos/symbols; off: no cache"},
     // regions
     {.name = "components", .variable = "KAIROS_COMPONENTS",
      .type = list, .default_value = "wall_clock", .category = regions,
@@ -222,21 +220,17 @@ constexpr setting_definition definitions[] = {
     {.name = "instrument_include", .variable = "KAIROS_INSTRUMENT_INCLUDE",
      .type = text, .default_value = "", .category = instrument,
      .description = "only functions whose demangled name matches this POSIX extended regular "
-                    "expression (searched, as grep -E does); empty: all",
-     .may_be_empty = true, .check = &check_regex},
+                    "expression (searched, as grep -E does); empty: all", .check = &check_regex},
     {.name = "instrument_exclude", .variable = "KAIROS_INSTRUMENT_EXCLUDE",
      .type = text, .default_value = "", .category = instrument,
-     .description = "leave out functions whose demangled name matches this regular expression",
-     .may_be_empty = true, .check = &check_regex},
+     .description = "leave out functions whose demangled name matches this regular expression", .check = &check_regex},
     {.name = "instrument_file_include", .variable = "KAIROS_INSTRUMENT_FILE_INCLUDE",
      .type = text, .default_value = "", .category = instrument,
      .description = "only functions whose source file (from the debug information) matches this "
-                    "regular expression",
-     .may_be_empty = true, .check = &check_regex},
+                    "regular expression", .check = &check_regex},
     {.name = "instrument_file_exclude", .variable = "KAIROS_INSTRUMENT_FILE_EXCLUDE",
      .type = text, .default_value = "", .category = instrument,
-     .description = "leave out functions whose source file matches this regular expression",
-     .may_be_empty = true, .check = &check_regex},
+     .description = "leave out functions whose source file matches this regular expression", .check = &check_regex},
     {.name = "instrument_system", .variable = "KAIROS_INSTRUMENT_SYSTEM",
      .type = boolean, .default_value = "false", .category = instrument,
      .description = "also the standard library's functions (std::, __gnu_cxx::, operator "
@@ -272,30 +266,30 @@ constexpr setting_definition definitions[] = {
     {.name = "sampling_cputime_freq", .variable = "KAIROS_SAMPLING_CPUTIME_FREQ",
      .type = number, .default_value = "", .category = sampling,
      .description = "CPU-time sampler frequency; empty = KAIROS_SAMPLING_FREQ",
-     .minimum = 0.001, .maximum = max_frequency_hz, .may_be_empty = true},
+     .minimum = 0.001, .maximum = max_frequency_hz},
     {.name = "sampling_cputime_delay", .variable = "KAIROS_SAMPLING_CPUTIME_DELAY",
      .type = number, .default_value = "", .category = sampling,
      .description = "CPU-time sampler delay; empty = KAIROS_SAMPLING_DELAY",
-     .minimum = 0, .maximum = max_seconds, .may_be_empty = true},
+     .minimum = 0, .maximum = max_seconds},
     {.name = "sampling_cputime_duration", .variable = "KAIROS_SAMPLING_CPUTIME_DURATION",
      .type = number, .default_value = "", .category = sampling,
      .description = "CPU-time sampler duration; empty = KAIROS_SAMPLING_DURATION",
-     .minimum = 0, .maximum = max_seconds, .may_be_empty = true},
+     .minimum = 0, .maximum = max_seconds},
     {.name = "sampling_realtime", .variable = "KAIROS_SAMPLING_REALTIME",
      .type = boolean, .default_value = "false", .category = sampling,
      .description = "sample threads by elapsed real time (also sees waiting)"},
     {.name = "sampling_realtime_freq", .variable = "KAIROS_SAMPLING_REALTIME_FREQ",
      .type = number, .default_value = "", .category = sampling,
      .description = "real-time sampler frequency; empty = KAIROS_SAMPLING_FREQ",
-     .minimum = 0.001, .maximum = max_frequency_hz, .may_be_empty = true},
+     .minimum = 0.001, .maximum = max_frequency_hz},
     {.name = "sampling_realtime_delay", .variable = "KAIROS_SAMPLING_REALTIME_DELAY",
      .type = number, .default_value = "", .category = sampling,
      .description = "real-time sampler delay; empty = KAIROS_SAMPLING_DELAY",
-     .minimum = 0, .maximum = max_seconds, .may_be_empty = true},
+     .minimum = 0, .maximum = max_seconds},
     {.name = "sampling_realtime_duration", .variable = "KAIROS_SAMPLING_REALTIME_DURATION",
      .type = number, .default_value = "", .category = sampling,
      .description = "real-time sampler duration; empty = KAIROS_SAMPLING_DURATION",
-     .minimum = 0, .maximum = max_seconds, .may_be_empty = true},
+     .minimum = 0, .maximum = max_seconds},
     {.name = "sampling_allocator_size", .variable = "KAIROS_SAMPLING_ALLOCATOR_SIZE",
      .type = integer, .default_value = "8", .category = sampling,
      .description = "live sampled threads one writer thread serves before another starts (writers "
@@ -311,14 +305,12 @@ constexpr setting_definition definitions[] = {
      .description = "when to collect: specs clock:delay:duration:repeat run one after another, "
                     "e.g. \"realtime:10:1:5 process_cputime:10:2:20\" (5 x: 10 s off, 1 s on; "
                     "then 20 x by CPU time); the clock may come last; clocks realtime, monotonic, "
-                    "process_cputime, thread_cputime, instructions (10M); repeat 0: until exit",
-     .may_be_empty = true, .check = &check_periods},
+                    "process_cputime, thread_cputime, instructions (10M); repeat 0: until exit", .check = &check_periods},
     {.name = "trace_windows_file", .variable = "KAIROS_TRACE_WINDOWS_FILE",
      .type = path, .default_value = "", .category = windows,
      .description = "CSV of irregular windows, one clock,start,length a line "
                     "(instructions,100M,10M), counted from the process's start; they follow "
-                    "KAIROS_TRACE_PERIODS' windows",
-     .may_be_empty = true, .check = &check_windows_file},
+                    "KAIROS_TRACE_PERIODS' windows", .check = &check_windows_file},
     // gpu
     {.name = "gpu", .variable = "KAIROS_GPU",
      .type = text, .default_value = "auto", .category = gpu,
@@ -350,27 +342,22 @@ constexpr setting_definition definitions[] = {
      .type = text, .default_value = "", .category = causal,
      .description = "only locations (\"file:line\", or a function's name) matching this regular "
                     "expression are sped up; empty: any location in scope, as often as it is "
-                    "sampled",
-     .may_be_empty = true, .check = &check_regex},
+                    "sampled", .check = &check_regex},
     {.name = "causal_speedups", .variable = "KAIROS_CAUSAL_SPEEDUPS",
      .type = text, .default_value = "", .category = causal,
      .description = "speedups to try, percent (e.g. 0,25,50), one drawn per experiment; empty: "
-                    "0..100 in steps of 5 with 0 drawn 8 times in 28, as coz does",
-     .may_be_empty = true, .check = &check_speedups},
+                    "0..100 in steps of 5 with 0 drawn 8 times in 28, as coz does", .check = &check_speedups},
     {.name = "causal_include", .variable = "KAIROS_CAUSAL_INCLUDE",
      .type = text, .default_value = "", .category = causal,
      .description = "only code whose source file or function matches this regular expression is "
-                    "in scope",
-     .may_be_empty = true, .check = &check_regex},
+                    "in scope", .check = &check_regex},
     {.name = "causal_exclude", .variable = "KAIROS_CAUSAL_EXCLUDE",
      .type = text, .default_value = "", .category = causal,
-     .description = "leave out code whose source file or function matches this regular expression",
-     .may_be_empty = true, .check = &check_regex},
+     .description = "leave out code whose source file or function matches this regular expression", .check = &check_regex},
     {.name = "causal_binaries", .variable = "KAIROS_CAUSAL_BINARIES",
      .type = text, .default_value = "", .category = causal,
      .description = "binaries in scope: those whose path matches this regular expression; empty: "
-                    "the main program only",
-     .may_be_empty = true, .check = &check_regex},
+                    "the main program only", .check = &check_regex},
     {.name = "causal_experiment", .variable = "KAIROS_CAUSAL_EXPERIMENT",
      .type = number, .default_value = "0.5", .category = causal,
      .description = "seconds an experiment lasts at first; doubled while a progress point sees "
@@ -383,16 +370,13 @@ constexpr setting_definition definitions[] = {
      .minimum = 0, .maximum = 4194304},
     {.name = "launch_date", .variable = "KAIROS_LAUNCH_DATE",
      .type = text, .default_value = "", .category = internal,
-     .description = "launch time shared by a launch's processes (%launch_date%)",
-     .may_be_empty = true},
+     .description = "launch time shared by a launch's processes (%launch_date%)"},
     {.name = "launch_id", .variable = "KAIROS_LAUNCH_ID",
      .type = text, .default_value = "", .category = internal,
-     .description = "id shared by the ranks of one MPI launch, from the launcher's environment",
-     .may_be_empty = true},
+     .description = "id shared by the ranks of one MPI launch, from the launcher's environment"},
     {.name = "exec_generation", .variable = "KAIROS_EXEC_GENERATION",
      .type = text, .default_value = "", .category = internal,
-     .description = "PID:N, how many execs the process PID has gone through",
-     .may_be_empty = true},
+     .description = "PID:N, how many execs the process PID has gone through"},
 };
 
 // Row i is enumerator i of enum class setting (settings.hpp), the name code reads it by; and its

@@ -148,8 +148,7 @@ std::optional<std::string> check_type(const setting_definition& definition, std:
       const auto value = parse_number<double>(text);
       if (value && *value >= definition.minimum && *value <= definition.maximum)
         return std::nullopt;
-      return "a number in " + range_text(definition) +
-             (definition.may_be_empty ? ", or empty to inherit" : "");
+      return "a number in " + range_text(definition);
     }
     case setting_type::text:
       if (definition.choices.empty() || is_choice(definition.choices, trim(text)))
@@ -172,9 +171,11 @@ std::optional<std::string> check_type(const setting_definition& definition, std:
 
 }  // namespace
 
+// The one rule for empty values: an empty (or blank) value is no value, the setting's default (or
+// the lower source's value), whatever its type.
 std::optional<std::string> check_value(const setting_definition& definition,
                                        std::string_view text) {
-  if (definition.may_be_empty && trim(text).empty()) return std::nullopt;
+  if (trim(text).empty()) return std::nullopt;
   if (auto accepted = check_type(definition, text)) return accepted;
   return definition.check ? definition.check(trim(text)) : std::nullopt;
 }
@@ -203,9 +204,11 @@ const settings::value& settings::at(std::string_view variable) const {
   throw std::out_of_range("[kairos] no setting named " + std::string{variable});
 }
 
-void settings::reject(const setting_definition* definition, std::string message) {
+void settings::reject(const setting_definition* definition, std::string message, std::string_view value) {
   problems_.push_back(std::move(message));
   const auto category = definition ? definition->category : setting_category::general;
+  if (definition && !rejection_of(category))
+    rejections_.emplace_back(category, fmt::format("{}=\"{}\"", definition->variable, shown(value)));
   if (category_usable(category)) unusable_categories_.push_back(category);
 }
 
@@ -218,11 +221,13 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
                                     shown(variable_or_key), shown(text), source_name(source)));
     return false;
   }
+  if (trim(text).empty()) return true;  // no value: what a lower source gave stands
   if (auto accepted = check_value(*definition, text)) {
     reject(definition,
            fmt::format("[kairos] {}=\"{}\" (from the {}) is not valid: expected {}; {}",
                        definition->variable, shown(text), source_name(source), *accepted,
-                       definition_of(definition->category).when_rejected));
+                       definition_of(definition->category).when_rejected),
+           text);
     return false;
   }
   for (auto& value : values_)
@@ -360,6 +365,12 @@ void settings::apply_environment(const char* const* environment) {
     if (equals == std::string_view::npos) continue;
     set(assignment.substr(0, equals), assignment.substr(equals + 1), setting_source::environment);
   }
+}
+
+std::optional<std::string> settings::rejection_of(setting_category category) const {
+  for (const auto& [rejected, assignment] : rejections_)
+    if (rejected == category) return assignment;
+  return std::nullopt;
 }
 
 bool settings::category_usable(setting_category category) const {

@@ -37,13 +37,12 @@ struct setting_definition {
   std::string_view name;           // config-file key: "sampling_freq"
   std::string_view variable;       // environment variable: "KAIROS_SAMPLING_FREQ"
   setting_type type;
-  std::string_view default_value;  // as text; "" for "unset" (see may_be_empty)
+  std::string_view default_value;  // as text; "" where unset means "inherit" or "none"
   setting_category category;
   std::string_view description;
   std::string_view choices = {};   // comma-separated accepted words (text, list); "" = any
   double minimum = 0;              // integer and number: accepted range
   double maximum = 0;
-  bool may_be_empty = false;       // "" means "inherit" or "not set"
   // A check beyond the type's (a path pattern's keys, a window spec): nullopt when accepted, else
   // what is accepted and where the value departs from it.
   std::optional<std::string> (*check)(std::string_view text) = nullptr;
@@ -144,13 +143,17 @@ class settings {
   // rejected. A rejected setting of a category that stops_kairos disables kairos as a whole.
   bool category_usable(setting_category category) const;
   bool usable() const;
+  // The variable and value that made `category` unusable (the first rejected), for a later line
+  // that says why the feature did nothing; nullopt while it is usable.
+  std::optional<std::string> rejection_of(setting_category category) const;
 
  private:
-  void reject(const setting_definition* definition, std::string message);
+  void reject(const setting_definition* definition, std::string message, std::string_view value = {});
 
   std::vector<value> values_;
   std::vector<std::string> problems_;
   std::vector<setting_category> unusable_categories_;
+  std::vector<std::pair<setting_category, std::string>> rejections_;  // category, VARIABLE="value"
 };
 
 }  // namespace kairos::runtime

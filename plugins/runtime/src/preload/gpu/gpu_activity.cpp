@@ -1,9 +1,16 @@
 #include "preload/gpu/gpu_activity.hpp"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <link.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
 #include <algorithm>
 #include <atomic>
 
@@ -88,15 +95,56 @@ std::vector<std::string> check_runtimes() {
   return {};
 }
 
+// Whether this process can reach CUDA from its start: a CUDA library is loaded (linked by the
+// program or a library it needs), or the executable carries device code (a section nvcc names
+// .nv_fatbin or .nvFatBinSegment: its runtime, linked statically by default, loads libcuda only at
+// the first CUDA call). Three reads of /proc/self/exe's headers.
+bool can_reach_cuda() {
+  int found = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        const std::string_view name{info->dlpi_name ? info->dlpi_name : ""};
+        const auto file = name.substr(name.rfind('/') + 1);
+        if (file.starts_with("libcuda.so") || file.starts_with("libcudart.so")) *static_cast<int*>(data) = 1;
+        return *static_cast<int*>(data);
+      },
+      &found);
+  if (found) return true;
+  const int fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool device_code = false;
+  ElfW(Ehdr) header{};
+  std::vector<ElfW(Shdr)> sections;
+  if (::pread(fd, &header, sizeof header, 0) == static_cast<ssize_t>(sizeof header) &&
+      std::memcmp(header.e_ident, ELFMAG, SELFMAG) == 0 && header.e_shentsize == sizeof(ElfW(Shdr)) &&
+      header.e_shnum > 0 && header.e_shstrndx < header.e_shnum) {
+    sections.resize(header.e_shnum);
+    const auto bytes = static_cast<ssize_t>(sections.size() * sizeof(ElfW(Shdr)));
+    if (::pread(fd, sections.data(), static_cast<std::size_t>(bytes), static_cast<off_t>(header.e_shoff)) == bytes) {
+      const auto& names = sections[header.e_shstrndx];
+      std::string text(std::min<std::size_t>(names.sh_size, 1 << 20), '\0');
+      if (::pread(fd, text.data(), text.size(), static_cast<off_t>(names.sh_offset)) == static_cast<ssize_t>(text.size()))
+        for (const auto& section : sections)
+          if (section.sh_name < text.size()) {
+            const std::string_view name{text.c_str() + section.sh_name};
+            device_code = device_code || name == ".nv_fatbin" || name == ".nvFatBinSegment";
+          }
+    }
+  }
+  ::close(fd);
+  return device_code;
+}
+
 // CUDA loads the library CUDA_INJECTION64_PATH names when the program initialises the driver
 // (cuInit), and calls its InitializeInjection before any context exists: CUPTI is set up in time
-// for the first kernel, and only in a program that uses CUDA (whose runtime, linked statically as
-// nvcc does by default, loads libcuda only then). A value already there is another tool's (Nsight
-// Systems): it is kept, and kairos finds CUDA at its next look instead.
+// for the first kernel. Set only where the program can reach CUDA (can_reach_cuda), never in every
+// process's environment; a program that loads CUDA later with dlopen is found at kairos's next
+// look. A value already there is another tool's (Nsight Systems): it is kept, and kairos finds
+// CUDA at its next look instead.
 constexpr const char* cuda_injection_variable = "CUDA_INJECTION64_PATH";
 
 void ask_cuda_to_call_kairos() {
-  if (std::getenv(cuda_injection_variable) != nullptr) return;
+  if (std::getenv(cuda_injection_variable) != nullptr || !can_reach_cuda()) return;
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&ask_cuda_to_call_kairos), &info) && info.dli_fname)
     setenv(cuda_injection_variable, info.dli_fname, 1);

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <kairos/runtime/settings.hpp>
+
 extern char** environ;
 
 namespace kairos::runtime {
@@ -24,11 +26,21 @@ library_paths* paths = nullptr;  // built once at init, never destroyed
 // when LD_PRELOAD changed; the previous one is kept alive (a child may still point at it).
 const char* child_preload_entry = nullptr;
 
-// Set by the gpu stage (gpu/gpu_activity.cpp) so that CUDA calls kairos at cuInit; a child kairos
-// leaves alone gets it no more than LD_PRELOAD. A fork child needs nothing: kairos is already in
-// its memory, switched off.
-constexpr const char* cuda_injection_variable = "CUDA_INJECTION64_PATH";
+// kairos's own variables (those the settings table names), out of environ since init (remove_kairos_from_environment), for
+// the environment of an exec kairos follows (null: they are still in environ).
+std::vector<std::string>* kept_variables = nullptr;
+
+// Set by the gpu stage (gpu/gpu_activity.cpp) so that CUDA calls kairos at cuInit; an exec gets it
+// no more than LD_PRELOAD (kairos in the new image sets it again where CUDA can be reached). A
+// fork child needs nothing: kairos is already in its memory.
 constexpr std::string_view cuda_injection_prefix = "CUDA_INJECTION64_PATH=";
+
+// A variable of the settings table: another KAIROS_ variable (a test harness's, a typo) is the
+// program's, and stays.
+bool is_setting_variable(std::string_view name) {
+  const auto* definition = name.starts_with("KAIROS_") ? find_setting(name) : nullptr;
+  return definition && definition->variable == name;
+}
 
 bool is_this_library(std::string_view entry) {
   if (entry == paths->own) return true;
@@ -73,8 +85,16 @@ std::optional<std::string> preload_without_kairos(std::string_view preload) {
 
 void remove_kairos_from_environment() {
   prepare_environment_editing();
-  if (const char* injection = std::getenv(cuda_injection_variable); injection && is_this_library(injection))
-    unsetenv(cuda_injection_variable);
+  if (!kept_variables) kept_variables = new std::vector<std::string>;
+  std::vector<std::string> names;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string_view assignment{*entry};
+    const auto name = assignment.substr(0, assignment.find('='));
+    if (!is_setting_variable(name) || name.size() == assignment.size()) continue;
+    kept_variables->emplace_back(assignment);
+    names.emplace_back(name);
+  }
+  for (const auto& name : names) unsetenv(name.c_str());
   const char* preload = std::getenv("LD_PRELOAD");
   if (!preload) return;
   if (auto kept = preload_without_kairos(preload)) {
@@ -103,16 +123,39 @@ void remove_kairos_from_environment_in_child() noexcept {
     }
 }
 
+std::optional<std::string> kairos_variable(std::string_view name) {
+  const std::string prefix = std::string{name} + "=";
+  if (kept_variables) {
+    for (const auto& assignment : *kept_variables)
+      if (assignment.starts_with(prefix)) return assignment.substr(prefix.size());
+    return std::nullopt;
+  }
+  const char* value = std::getenv(std::string{name}.c_str());
+  return value ? std::optional<std::string>{value} : std::nullopt;
+}
+
 exec_environment environment_for_exec(char* const* environment, bool profiled, bool strip,
                                       std::string_view generation) {
   exec_environment result;
   if (!profiled && !strip) return result;
+  // Followed, with kairos out of environ: its variables and its LD_PRELOAD entry come back, over
+  // any the program's environment holds.
+  const bool put_back = profiled && kept_variables;
+  bool preload_seen = false;
   for (auto entry = environment; entry && *entry; ++entry) {
     std::string_view assignment{*entry};
     if (assignment.starts_with("KAIROS_EXEC_GENERATION=")) continue;
-    if (strip && assignment.starts_with(cuda_injection_prefix) &&
-        is_this_library(assignment.substr(cuda_injection_prefix.size())))
+    if (put_back && is_setting_variable(assignment.substr(0, assignment.find('=')))) continue;
+    if (assignment.starts_with(cuda_injection_prefix) && is_this_library(assignment.substr(cuda_injection_prefix.size())))
       continue;
+    if (put_back && assignment.starts_with("LD_PRELOAD=")) {
+      preload_seen = true;
+      const auto preload = assignment.substr(11);
+      if (!preload_without_kairos(preload)) {  // kairos not in it: first, as kairos-run puts it
+        result.storage.push_back("LD_PRELOAD=" + paths->own + (preload.empty() ? "" : ":") + std::string{preload});
+        continue;
+      }
+    }
     if (strip && assignment.starts_with("LD_PRELOAD=")) {
       auto kept = preload_without_kairos(assignment.substr(11));
       if (kept && kept->empty()) continue;
@@ -122,6 +165,11 @@ exec_environment environment_for_exec(char* const* environment, bool profiled, b
       }
     }
     result.storage.emplace_back(assignment);
+  }
+  if (put_back) {
+    if (!preload_seen) result.storage.push_back("LD_PRELOAD=" + paths->own);
+    for (const auto& assignment : *kept_variables)
+      if (!assignment.starts_with("KAIROS_EXEC_GENERATION=")) result.storage.push_back(assignment);
   }
   if (profiled) result.storage.push_back("KAIROS_EXEC_GENERATION=" + std::string{generation});
   for (auto& text : result.storage) result.pointers.push_back(text.data());

@@ -1,6 +1,7 @@
 #pragma once
-// kairos in the environment of the processes it starts: LD_PRELOAD without libkairos.so for
-// children that are not followed, and the exec generation of the launched process.
+// kairos in the environment of the program and of the processes it starts: out of the program's
+// environ, LD_PRELOAD without libkairos.so for children that are not followed, and kairos's
+// variables with the exec generation for the execs it follows.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,8 +15,13 @@ void prepare_environment_editing();
 // LD_PRELOAD's value without libkairos.so; nullopt when kairos is not in it.
 std::optional<std::string> preload_without_kairos(std::string_view preload);
 
-// Removes kairos from this process's LD_PRELOAD (setenv: ordinary code only).
+// Takes kairos out of this process's environ (setenv: ordinary code only): its KAIROS_* variables
+// (kept for the execs kairos follows) and its LD_PRELOAD entry. CUDA_INJECTION64_PATH stays where
+// the gpu stage set it (a program that can reach CUDA): CUDA reads it at cuInit, after main began.
+// The program's environment is then its own (docs/reliability.md).
 void remove_kairos_from_environment();
+// A KAIROS_* variable's value, from environ or, once removed from it, from what was kept.
+std::optional<std::string> kairos_variable(std::string_view name);
 
 // fork: before the fork, the LD_PRELOAD entry a child that is not followed should have is built;
 // in that child, environ's entry is swapped for it (one pointer store: async-signal-safe, no
@@ -23,8 +29,10 @@ void remove_kairos_from_environment();
 void prepare_child_environment();
 void remove_kairos_from_environment_in_child() noexcept;
 
-// The environment for an exec: `profiled` adds the exec generation (PID:N+1), `strip` removes
-// kairos from LD_PRELOAD. Empty pointers: pass the caller's environment unchanged.
+// The environment for an exec: `profiled` adds the exec generation (PID:N+1) and puts back what
+// remove_kairos_from_environment took out, `strip` removes kairos from LD_PRELOAD. kairos's
+// CUDA_INJECTION64_PATH is left out of either. Empty pointers: pass the caller's environment
+// unchanged.
 struct exec_environment {
   std::vector<std::string> storage;
   std::vector<char*> pointers;  // null-terminated

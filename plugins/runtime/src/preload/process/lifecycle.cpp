@@ -52,6 +52,7 @@
 #include "preload/sampling/sampler.hpp"
 #include "preload/sink/profile_database.hpp"
 #include "preload/support/bounded_wait.hpp"
+#include "preload/support/clock.hpp"
 #include "preload/support/file_size_signal.hpp"
 #include "preload/support/own_costs.hpp"
 #include "preload/support/private_descriptor.hpp"
@@ -94,6 +95,8 @@ struct runtime_globals {
   std::string exec_snapshot_stem;
   bool windows_planned = false;  // KAIROS_TRACE_PERIODS or KAIROS_TRACE_WINDOWS_FILE
   bool causal_wanted = false;    // KAIROS_CAUSAL: experiments run (docs/causal.md)
+  std::string sampling_off;      // why sampling never ran (empty: it was started)
+  std::int64_t started_ns = 0;   // steady clock, at init
   launch_identity launch;        // the MPI launch this process is a rank of, if any
 };
 runtime_globals* globals = nullptr;
@@ -129,7 +132,8 @@ std::string plural(std::uint64_t count, std::string_view noun) {
 const std::string& claimed_stem() {
   if (globals->stem_pid == getpid()) return globals->stem;
   globals->stem_pid = getpid();
-  const auto values = path_values::of_this_process();
+  auto values = path_values::of_this_process();
+  if (auto date = kairos_variable("KAIROS_LAUNCH_DATE"); date && !date->empty()) values.launch_date = *date;
   auto base = expand_path(globals->values.text(setting::output_path), values).path;
   if (base.empty() || base.back() == '/') {
     // "%env{UNSET}%", "dir/": no file name; never hidden files named ".db", ".txt".
@@ -185,12 +189,37 @@ std::optional<mpi_world> mpi_rank_and_size() {
   return mpi_world{*launch.rank, launch.size.value_or(1)};
 }
 
+// The variable that gives a sampler its value of a sampling setting (its own, else the common one),
+// and the value.
+std::pair<std::string_view, std::string> sampler_value(setting own, setting common) {
+  const auto& values = globals->values;
+  const auto& chosen = values.text(own).empty() ? values.at(common) : values.at(own);
+  return {chosen.definition->variable, chosen.text};
+}
+
 std::string why_nothing_was_recorded() {
-  if (!globals->windows_planned)
-    return fmt::format("sampling starts after KAIROS_SAMPLING_DELAY={} s", globals->values.text(setting::sampling_delay));
-  const auto windows = windows_totals();
-  if (windows.opened == 0) return "no time window opened before the end";
-  return fmt::format("{} opened; nothing ran in them", plural(windows.opened, "time window"));
+  if (!globals->sampling_off.empty()) return globals->sampling_off;
+  if (globals->windows_planned) {
+    const auto windows = windows_totals();
+    if (windows.opened == 0) return "no time window opened before the end";
+    return fmt::format("{} opened; nothing ran in them", plural(windows.opened, "time window"));
+  }
+  const auto& values = globals->values;
+  const bool cpu = values.boolean(setting::sampling_cputime);
+  const auto [delay_variable, delay] = cpu ? sampler_value(setting::sampling_cputime_delay, setting::sampling_delay)
+                                           : sampler_value(setting::sampling_realtime_delay, setting::sampling_delay);
+  const double ran_s = static_cast<double>(steady_now_ns() - globals->started_ns) * 1e-9;
+  if (ran_s < std::strtod(delay.c_str(), nullptr))
+    return fmt::format("the program ended {:.2f} s after its start, before sampling began ({}={} s)", ran_s,
+                       delay_variable, delay);
+  if (!cpu) return fmt::format("sampling by real time from {}={} s saw no thread of the program", delay_variable, delay);
+  timespec used{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+  const double cpu_ms = static_cast<double>(to_ns(used)) * 1e-6;
+  const auto [frequency_variable, frequency] = sampler_value(setting::sampling_cputime_freq, setting::sampling_freq);
+  return fmt::format("no thread used a sampling period of CPU time while sampled (one sample per {:.3g} ms "
+                     "of CPU time, {}={}; the process used {:.3g} ms in all, kairos's start included)",
+                     1e3 / std::strtod(frequency.c_str(), nullptr), frequency_variable, frequency, cpu_ms);
 }
 
 std::string describe(const losses& lost, int signal_number) {
@@ -527,11 +556,12 @@ void start_causal_experiments(bool speaks_for_launch) {
   if (auto note = wrap_blocking_calls(); note && speaks_for_launch) report(*note);
 }
 
-void initialize() {
+void start_stages() {
   reentry_guard guard;
   prepare_private_descriptors();
   prepare_environment_editing();
   globals = new runtime_globals{};
+  globals->started_ns = steady_now_ns();
   globals->identity.pid = getpid();
   const auto launch_pid = environment_value(setting::launch_pid);
   if (launch_pid.empty()) {
@@ -556,7 +586,6 @@ void initialize() {
   if (!globals->identity.launched && !globals->values.boolean(setting::follow_children)) {
     // A child of the launched process (spawned, or forked before this exec): left alone.
     state.store(runtime_state::off);
-    remove_kairos_from_environment();
     return;
   }
   if (speaks_for_launch)
@@ -628,10 +657,16 @@ void initialize() {
       globals->values.set(setting::sampling_freq, "1000", setting_source::default_value);
     start_causal_experiments(speaks_for_launch);
   }
-  if (database_wanted && globals->values.category_usable(setting_category::sampling)) {
+  if (const auto rejected = globals->values.rejection_of(setting_category::sampling)) {
+    globals->sampling_off = fmt::format("sampling was off: {} is not valid", *rejected);
+  } else if (database_wanted) {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (speaks_for_launch) report(sampling.failure);
     if (speaks_for_launch && !sampling.note.empty()) report(sampling.note);
+    if (!sampling.started)
+      globals->sampling_off = sampling.failure ? "sampling could not start (said above)"
+                                               : "sampling was off: KAIROS_SAMPLING_CPUTIME and "
+                                                 "KAIROS_SAMPLING_REALTIME are both false";
   }
   if (database_wanted && globals->values.category_usable(setting_category::gpu)) {
     const auto notes = start_gpu(globals->values.text(setting::gpu) == "auto",
@@ -657,6 +692,14 @@ void initialize() {
                        globals->identity.launched ? "launched process" : "followed child",
                        globals->identity.generation ? fmt::format(", exec {}", globals->identity.generation)
                                                     : std::string{}));
+}
+
+void initialize() {
+  start_stages();
+  // kairos's variables leave the program's environment once read (docs/reliability.md), and come
+  // back for the execs it follows. With children followed they stay: a child that system(),
+  // popen() or posix_spawn starts reads them with no wrapper of kairos's in between.
+  if (!globals->values.boolean(setting::follow_children)) remove_kairos_from_environment();
 }
 
 __attribute__((constructor)) void initialize_before_main() {
