@@ -61,6 +61,34 @@ inline std::string xml_text(std::string_view text) {
 
 double percent(std::int64_t part, std::int64_t whole);
 
+// --- what the samples cover -----------------------------------------------------------------
+
+// The CPU time the samples stand for beside the program's, and what was not sampled, from what the
+// runtime stores in the metadata at the end (a merged database: summed over its processes). Every
+// output that shows shares states it: a share of what was seen is not a share of what ran.
+struct sampling_coverage {
+  std::int64_t sampled_ns = 0;      // SUM(weight_ns) of the CPU-time samples, every window
+  std::int64_t program_cpu_ns = 0;  // the program's threads' CPU time; 0: not recorded
+  std::int64_t blocked_ns = 0;      // of threads that blocked the sampling signal
+  std::int64_t blocked_threads = 0;
+  // The rest of program_cpu_ns: before the sampling delay, after its duration, outside the time
+  // windows, after each thread's last sample.
+  std::int64_t outside_ns = 0;
+  std::int64_t dropped_samples = 0;  // their time went to their thread's next sample
+  std::int64_t dropped_regions = 0, rows_lost = 0;
+  double delay_s = 0, duration_s = 0;  // KAIROS_SAMPLING_DELAY, _DURATION
+  bool windows = false;
+  std::int64_t not_sampled_ns() const { return blocked_ns + outside_ns; }
+  double sampled_fraction() const {
+    return program_cpu_ns > 0 ? static_cast<double>(sampled_ns) / static_cast<double>(program_cpu_ns) : 1.0;
+  }
+};
+sampling_coverage coverage_of(connection& profile);
+// "samples stand for 1.200 s of the program's 54.000 s of CPU time (2.2%); not sampled: 52.800 s
+// in 2 threads that blocked the sampling signal, ...". Plain text (escape it for XML).
+std::string coverage_text(const sampling_coverage& coverage);
+nlohmann::json coverage_json(const sampling_coverage& coverage);
+
 // --- functions and threads -------------------------------------------------------------------
 
 struct function_row {

@@ -6,6 +6,8 @@
 #include <set>
 #include <tuple>
 
+#include <fmt/ranges.h>
+
 #include <kairos/plugins/database/region_block.hpp>
 
 #include "output_helpers.hpp"
@@ -112,6 +114,92 @@ function_weights weigh_functions(connection& profile, std::size_t limit, const w
 
 double percent(std::int64_t part, std::int64_t whole) {
   return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+
+namespace {
+// A number the runtime stored in the metadata: summed over a merged database's processes, else the
+// profile's own; 0 when absent.
+double metadata_number(connection& profile, std::string_view key, bool summed) {
+  auto query = profile.prepare(fmt::format(
+      "SELECT COALESCE((SELECT {0}(CAST(value AS REAL)) FROM process_metadata WHERE key = ?1), "
+      "(SELECT CAST(value AS REAL) FROM metadata WHERE key = ?1), 0)",
+      summed ? "SUM" : "MAX"));
+  query.bind(1, key);
+  return query.step() ? query.real(0) : 0;
+}
+
+std::string seconds(std::int64_t ns) { return fmt::format("{:.3f} s", static_cast<double>(ns) * 1e-9); }
+// A part of the CPU time worth a phrase: one that shows in seconds with three decimals (threads
+// block every signal for a moment in pthread_create, for microseconds).
+bool worth_saying(std::int64_t ns) { return ns >= 1'000'000; }
+}  // namespace
+
+sampling_coverage coverage_of(connection& profile) {
+  sampling_coverage coverage;
+  const auto integer = [&](std::string_view key) { return static_cast<std::int64_t>(metadata_number(profile, key, true)); };
+  coverage.sampled_ns = scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample");
+  coverage.program_cpu_ns = integer("program_cpu_ns");
+  coverage.blocked_ns = integer("unsampled_cpu_ns");
+  coverage.blocked_threads = integer("unsampled_threads");
+  coverage.dropped_samples = integer("dropped.samples");
+  coverage.dropped_regions = integer("dropped.region_rows");
+  coverage.rows_lost = integer("rows_lost");
+  coverage.delay_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DELAY", false);
+  coverage.duration_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DURATION", false);
+  coverage.windows = scalar(profile, "SELECT COUNT(*) FROM window") > 0;
+  if (coverage.program_cpu_ns > 0)
+    coverage.outside_ns = std::max<std::int64_t>(0, coverage.program_cpu_ns - coverage.sampled_ns - coverage.blocked_ns);
+  return coverage;
+}
+
+std::string coverage_text(const sampling_coverage& coverage) {
+  std::string text;
+  if (coverage.program_cpu_ns > 0)
+    text = fmt::format("samples stand for {} of the program's {} of CPU time ({:.1f}%)", seconds(coverage.sampled_ns),
+                       seconds(coverage.program_cpu_ns), 100.0 * coverage.sampled_fraction());
+  else
+    text = fmt::format("samples stand for {} of CPU time (the program's whole CPU time was not recorded)",
+                       seconds(coverage.sampled_ns));
+  std::vector<std::string> unseen;
+  if (worth_saying(coverage.blocked_ns))
+    unseen.push_back(fmt::format("{} in {} thread{} that blocked the sampling signal", seconds(coverage.blocked_ns),
+                                 coverage.blocked_threads, coverage.blocked_threads == 1 ? "" : "s"));
+  if (worth_saying(coverage.outside_ns)) {
+    std::string when;
+    if (coverage.delay_s > 0) when += fmt::format("before the sampling delay (KAIROS_SAMPLING_DELAY={:g} s), ", coverage.delay_s);
+    if (coverage.duration_s > 0) when += fmt::format("after KAIROS_SAMPLING_DURATION={:g} s, ", coverage.duration_s);
+    if (coverage.windows) when += "outside the time windows, ";
+    unseen.push_back(fmt::format("{} {}{}after a thread's last sample", seconds(coverage.outside_ns), when,
+                                 when.empty() ? "" : "or "));
+  }
+  if (!unseen.empty()) text += fmt::format("; not sampled: {}", fmt::join(unseen, "; "));
+  if (coverage.dropped_samples > 0)
+    text += fmt::format("; {} sample{} lost (the writers fell behind; the time went to the thread's next sample)",
+                        coverage.dropped_samples, coverage.dropped_samples == 1 ? "" : "s");
+  if (coverage.dropped_regions > 0)
+    text += fmt::format("; {} rows of regions and instrumented calls lost", coverage.dropped_regions);
+  if (coverage.rows_lost > 0) text += fmt::format("; {} database rows could not be written", coverage.rows_lost);
+  return text;
+}
+
+nlohmann::json coverage_json(const sampling_coverage& coverage) {
+  nlohmann::json json{{"sampled_cpu_ns", coverage.sampled_ns},
+                      {"not_sampled",
+                       {{"blocked_signal_cpu_ns", coverage.blocked_ns},
+                        {"blocked_signal_threads", coverage.blocked_threads},
+                        {"outside_sampling_cpu_ns", coverage.outside_ns},
+                        {"dropped_samples", coverage.dropped_samples},
+                        {"dropped_region_rows", coverage.dropped_regions},
+                        {"rows_lost", coverage.rows_lost}}},
+                      {"text", coverage_text(coverage)}};
+  if (coverage.program_cpu_ns > 0) {
+    json["program_cpu_ns"] = coverage.program_cpu_ns;
+    json["sampled_percent"] = 100.0 * coverage.sampled_fraction();
+  } else {
+    json["program_cpu_ns"] = nullptr;
+    json["sampled_percent"] = nullptr;
+  }
+  return json;
 }
 
 std::vector<window_row> windows_in(connection& profile, const window_range& windows) {

@@ -413,10 +413,11 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   const auto weight_ns =
       scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE 1" + in_windows(range, "window"));
   const auto threads = sampled_threads(profile, range);
-  out << fmt::format("kairos profile: {} samples standing for {:.3f} s of CPU time, {} threads{}\n\n",
+  out << fmt::format("kairos profile: {} samples standing for {:.3f} s of CPU time, {} threads{}\n",
                      samples, weight_ns * 1e-9, threads.size(),
                      range.all ? std::string{}
                                : fmt::format(" (time windows {} to {})", range.first, range.last));
+  out << fmt::format("coverage (whole run): {}\n\n", coverage_text(coverage_of(profile)));
   write_causal_section(profile, out, range, options.causal_locations);
   write_rank_sections(profile, out, range, options.functions);
   if (samples == 0) {
@@ -463,6 +464,7 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
   nlohmann::json summary{{"schema_version", schema_version},
                          {"samples", scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"))},
                          {"weight_ns", weight_ns},
+                         {"coverage", coverage_json(coverage_of(profile))},
                          {"top_functions", functions_json(weights.overall, weight_ns)},
                          {"threads", nlohmann::json::array()},
                          {"windows", nlohmann::json::array()}};

@@ -212,6 +212,52 @@ TEST_CASE("the JSON summary carries the top functions and metadata") {
   CHECK(summary["threads"].size() == 2);
 }
 
+TEST_CASE("every output that shows shares states how much of the program's CPU time its samples cover") {
+  const auto path = write_known_profile("coverage");
+  {
+    db::profile_writer writer{path, fake_symbols, db::profile_writer::reopen};
+    writer.set_metadata("program_cpu_ns", "1000000000");
+    writer.set_metadata("unsampled_cpu_ns", "700000000");
+    writer.set_metadata("unsampled_threads", "1");
+    writer.set_metadata("dropped.samples", "3");
+    writer.set_metadata("setting.KAIROS_SAMPLING_DELAY", "0.5");
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  const std::string coverage =
+      "samples stand for 0.200 s of the program's 1.000 s of CPU time (20.0%); not sampled: 0.700 s in 1 thread "
+      "that blocked the sampling signal; 0.100 s before the sampling delay (KAIROS_SAMPLING_DELAY=0.5 s), or after a "
+      "thread's last sample; 3 samples lost";
+  std::ostringstream text, summary, html, flamegraph, speedscope;
+  db::write_text(profile, text);
+  CHECK(text.str().find("\ncoverage (whole run): " + coverage) != std::string::npos);
+  db::write_summary_json(profile, summary);
+  const auto json = nlohmann::json::parse(summary.str())["coverage"];
+  CHECK(json["program_cpu_ns"] == 1'000'000'000);
+  CHECK(json["sampled_cpu_ns"] == 200'000'000);
+  CHECK(json["sampled_percent"] == doctest::Approx(20.0));
+  CHECK(json["not_sampled"]["blocked_signal_cpu_ns"] == 700'000'000);
+  CHECK(json["not_sampled"]["outside_sampling_cpu_ns"] == 100'000'000);
+  CHECK(json["not_sampled"]["dropped_samples"] == 3);
+  CHECK(json["text"].get<std::string>().starts_with(coverage));
+  db::write_html(profile, html);
+  // First in the summary, marked as partial.
+  CHECK(html.str().find(R"(<table class="summary" id="summary-table">)" "\n" R"(<tr id="coverage" class="partial"><th>coverage</th><td>samples stand for 0.200 s)") !=
+        std::string::npos);
+  db::write_flamegraph(profile, flamegraph);
+  CHECK(flamegraph.str().find("1.000 s of CPU time (20.0%); not sampled: 0.700 s") != std::string::npos);
+  db::write_speedscope(profile, speedscope);
+  CHECK(nlohmann::json::parse(speedscope.str())["name"].get<std::string>().starts_with("app --fast (" + coverage));
+}
+
+TEST_CASE("a profile without the program's CPU time says what its samples stand for, and no share of a whole") {
+  auto profile = db::open_profile(write_known_profile("coverage-unknown"));
+  std::ostringstream text;
+  db::write_text(profile, text);
+  CHECK(text.str().find("coverage (whole run): samples stand for 0.200 s of CPU time (the program's whole CPU time "
+                        "was not recorded)\n") != std::string::npos);
+}
+
 TEST_CASE("the HTML report holds the summary, the tables, the flame graph and the timeline") {
   auto profile = db::open_profile(write_known_profile("html"));
   std::ostringstream out;
