@@ -112,8 +112,8 @@ std::vector<thread_row> sampled_threads(connection& profile, const window_range&
 
 // --- regions and instrumented functions --------------------------------------------------------
 
-// The call graph of the regions table (user-API regions and instrumented functions), all threads
-// merged: a node per path of names.
+// The call graph of user-API regions and instrumented functions, all threads merged: a node per
+// path of names.
 struct region_node {
   std::string name;
   std::int64_t count = 0, total_ns = 0, children_ns = 0;
@@ -172,9 +172,13 @@ struct region_visit {
 // region it encloses, as a call tree is walked from its root. One block of rows is held at a
 // time: an output never holds every region (a sort of them all cost the text report 0.4 us a
 // region and 100 bytes of memory).
-void for_each_region(connection& profile, const window_range& windows, const std::function<void(const region_visit&)>& visit);
-// The regions in the windows read once, in for_each_region's order: a region's parent is the
-// latest region one depth up. `visit`, when given, sees every region as it is read.
+// The blocks of `skipped_threads` are not read.
+void for_each_region(connection& profile, const window_range& windows, const std::function<void(const region_visit&)>& visit,
+                     const std::set<std::int64_t>& skipped_threads = {});
+// The call graph in the windows: each thread's counted calls (the call_tree table: every call, short
+// ones too), or, for a thread that has none (its program was killed), its regions read in
+// for_each_region's order, a region's parent the latest region one depth up. `visit`, when given,
+// sees every region (row) as it is read.
 region_node region_call_graph(connection& profile, const window_range& windows,
                               const std::function<void(const region_visit&)>& visit = {});
 

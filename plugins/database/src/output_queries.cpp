@@ -264,12 +264,13 @@ nlohmann::json gpu_json(connection& profile, const window_range& range) {
 }
 
 void for_each_region(connection& profile, const window_range& windows,
-                     const std::function<void(const region_visit&)>& visit) {
+                     const std::function<void(const region_visit&)>& visit, const std::set<std::int64_t>& skipped_threads) {
   // Each thread's blocks by id (a few bytes a block of 4,096 regions; the rows' text stays on
   // disk), read back newest first.
   std::map<std::int64_t, std::vector<std::int64_t>> blocks_of_thread;
   auto ids = profile.prepare("SELECT thread, id FROM region_block ORDER BY id");
-  while (ids.step()) blocks_of_thread[ids.integer(0)].push_back(ids.integer(1));
+  while (ids.step())
+    if (!skipped_threads.contains(ids.integer(0))) blocks_of_thread[ids.integer(0)].push_back(ids.integer(1));
   auto block_query = profile.prepare("SELECT " + std::string{region_block_columns} + " FROM region_block WHERE id = ?");
   auto name_query = profile.prepare("SELECT value FROM string WHERE id = ?");
   std::map<std::int64_t, std::optional<std::string>> names;  // string.id -> value (none: not in the table)
@@ -306,15 +307,61 @@ void for_each_region(connection& profile, const window_range& windows,
   }
 }
 
+namespace {
+// The threads' counted calls (the call_tree table) merged into `root`; returns the threads it held.
+std::set<std::int64_t> add_call_trees(connection& profile, const window_range& windows, region_node& root) {
+  std::set<std::int64_t> threads;
+  auto rows = profile.prepare(
+      "SELECT c.thread, c.node, c.parent, s.value, c.calls, c.total_ns, c.min_ns, c.max_ns, c.sum_squares_ms "
+      "FROM call_tree AS c JOIN string AS s ON s.id = c.name WHERE 1" +
+      in_windows(windows, "c.window") + " ORDER BY c.thread, c.node");
+  std::map<std::int64_t, region_node*> nodes;  // the current thread's, by its node numbers
+  std::int64_t current_thread = -1;
+  while (rows.step()) {
+    const auto thread = rows.integer(0);
+    if (thread != current_thread) {
+      current_thread = thread;
+      threads.insert(thread);
+      nodes.clear();
+    }
+    // A parent precedes its children (a node is numbered when first called); one a window filter
+    // left out has none of its children in the windows either.
+    const auto parent = nodes.find(rows.integer(2));
+    region_node& caller = parent == nodes.end() ? root : *parent->second;
+    region_node& node = caller.child(rows.text(3));
+    nodes[rows.integer(1)] = &node;
+    const auto calls = rows.integer(4), total_ns = rows.integer(5);
+    node.count += calls;
+    node.total_ns += total_ns;
+    node.min_ns = std::min(node.min_ns, rows.integer(6));
+    node.max_ns = std::max(node.max_ns, rows.integer(7));
+    node.sum_squares += rows.real(8);
+    node.threads.insert(thread);
+    if (&caller != &root) caller.children_ns += total_ns;
+  }
+  return threads;
+}
+}  // namespace
+
 region_node region_call_graph(connection& profile, const window_range& windows,
                               const std::function<void(const region_visit&)>& visit) {
   region_node root;
+  // Threads whose calls were counted have exact counts there; their rows (only the calls at least
+  // KAIROS_INSTRUMENT_MIN_DURATION long) are only visited. A profile its program never finished
+  // (killed) has no counts: its rows make the graph.
+  const auto counted = add_call_trees(profile, windows, root);
   std::int64_t current_thread = -1;
+  bool thread_counted = false;
   std::vector<region_node*> open;  // open[d]: the node of the latest region read at depth d
-  for_each_region(profile, windows, [&](const region_visit& region) {
+  const auto read = [&](const region_visit& region) {
     if (region.thread != current_thread) {
       current_thread = region.thread;
+      thread_counted = counted.contains(region.thread);
       open.clear();
+    }
+    if (thread_counted) {
+      if (visit) visit(region);
+      return;
     }
     // A parent a window clipped away, a filtered function or a lost row left out: the deepest
     // region read before adopts it.
@@ -325,7 +372,9 @@ region_node region_call_graph(connection& profile, const window_range& windows,
     if (!open.empty()) parent.children_ns += region.end_ns - region.start_ns;
     open.push_back(&node);
     if (visit) visit(region);
-  });
+  };
+  // Without a visitor, the counted threads' rows have nothing to give.
+  for_each_region(profile, windows, read, visit ? std::set<std::int64_t>{} : counted);
   return root;
 }
 

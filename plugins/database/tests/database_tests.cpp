@@ -464,6 +464,50 @@ TEST_CASE("the outputs read regions from their blocks as the regions view does")
   }
 }
 
+TEST_CASE("the call graphs count every call a thread counted, and read rows only for a thread that counted none") {
+  const auto path = fresh_path("call-tree");
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({4242, 1, std::nullopt, "host", "app", 0});
+    const auto counted = writer.add_thread(process, {0, 0, 4242, "main", 0});
+    const auto rows_only = writer.add_thread(process, {1, 1, 4243, "worker", 0});
+    // main (0x100) calls solve (0x200) 21,891 times inside a region "phase"; only solve's one long
+    // call made a row (the minimum duration's), as did main and the region.
+    const db::profile_writer::call_tree_input tree[] = {
+        {.node = 1, .parent = 0, .function_address = 0x100, .calls = 1, .total_ns = 90'000'000,
+         .min_ns = 90'000'000, .max_ns = 90'000'000, .sum_squares_ms = 8100},
+        {.node = 2, .parent = 1, .name = "phase", .calls = 1, .total_ns = 80'000'000, .min_ns = 80'000'000,
+         .max_ns = 80'000'000, .sum_squares_ms = 6400},
+        {.node = 3, .parent = 2, .function_address = 0x200, .calls = 21'891, .total_ns = 60'000'000, .min_ns = 100,
+         .max_ns = 20'000'000, .sum_squares_ms = 500}};
+    writer.add_call_tree(counted, tree);
+    writer.add_function_region(counted, 0x200, 1'010'000'000, 1'030'000'000, 2);
+    writer.add_region(counted, "phase", 1'000'000'000, 1'080'000'000, 1);
+    writer.add_function_region(counted, 0x100, 1'000'000'000, 1'090'000'000, 0);
+    writer.add_region(rows_only, "load", 1'000'000'000, 1'010'000'000, 0);
+    writer.add_region(rows_only, "load", 1'020'000'000, 1'030'000'000, 0);
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  std::ostringstream text, summary, html;
+  db::write_text(profile, text);
+  CHECK(text.str().find("     21891       60.000        2.741   100.0       1      solve") != std::string::npos);
+  CHECK(text.str().find("         1       80.000    80000.000    25.0       1    phase") != std::string::npos);
+  CHECK(text.str().find("         2       20.000    10000.000   100.0       1  load") != std::string::npos);
+  db::write_summary_json(profile, summary);
+  const auto graph = nlohmann::json::parse(summary.str())["call_graph"];
+  REQUIRE(graph.size() == 4);
+  CHECK(graph[0]["name"] == "main");
+  CHECK(graph[0]["parent"].is_null());
+  const auto solve = std::find_if(graph.begin(), graph.end(), [](const auto& node) { return node["name"] == "solve"; });
+  REQUIRE(solve != graph.end());
+  CHECK((*solve)["count"] == 21'891);
+  CHECK((*solve)["min_ns"] == 100);
+  CHECK(graph[(*solve)["parent"].get<std::size_t>()]["name"] == "phase");
+  db::write_html(profile, html);
+  CHECK(html.str().find(R"(solve</td><td class="n" data-v="21891">21891</td>)") != std::string::npos);
+}
+
 TEST_CASE("the text report's call graph nests each thread's regions as they ended, across blocks") {
   // Two threads walk a random tree of regions three names wide and four deep; each region's row is
   // written when it ends, as kairos writes them, several blocks a thread. The report's call graph

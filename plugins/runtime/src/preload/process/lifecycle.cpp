@@ -289,6 +289,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
     add_database_metadata("windows.edge_ns", std::to_string(windows.edge_ns));
   }
   cost.emplace(own_cost::database_end);
+  deliver_call_trees();
   flush_to_database(true);
   auto database_path = finish_profile_database(end_reason);
   close_profile_database();
