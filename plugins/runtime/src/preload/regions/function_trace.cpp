@@ -289,7 +289,7 @@ void count_call(traced_thread& trace, std::uint32_t node, std::int64_t start_ns,
 
 // An included call entered: its path's node, below the innermost included call's. `what` as the
 // event gave it (an included region's has no not_collected_bit; an XRay id's bit 0 is the id's).
-void enter_included(traced_thread& trace, std::uintptr_t what) {
+[[gnu::always_inline]] inline void enter_included(traced_thread& trace, std::uintptr_t what) {
   ++trace.included_depth;
   const auto parent = trace.call_path.empty() ? call_tree::root : trace.call_path.back();
   trace.call_path.push_back(trace.calls.child(parent, what));
