@@ -28,7 +28,12 @@ symbolizer, the outputs) cancel out. Printed: per configuration, wall and CPU me
 their spread, and a call's cost, alone and as a ratio to a steady_clock pair's cost measured the
 same way in the same round. Tracy (not packaged in Debian) records a zone in 197 ns here, 3.7x a pair.
 
+With --baseline DIR (another build directory, or a copy of its plugins/runtime/kairos-run and
+libkairos.so under DIR/plugins/runtime), also "kairos, baseline" and "xray, kairos, baseline": the
+same runs under that kairos, interleaved with this one's, to measure a change's cost.
+
 Usage: benchmarks/instrumentation/overhead.py [build directory (default build)] [rounds (5)] [--n N]
+       [--baseline DIR]
 """
 import argparse
 import os
@@ -97,9 +102,11 @@ def main():
     parser.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
     parser.add_argument("rounds", nargs="?", type=int, default=5)
     parser.add_argument("--n", type=int, default=30)
+    parser.add_argument("--baseline", help="another build directory whose kairos-run runs beside this one's")
     args = parser.parse_args()
     args.build = os.path.abspath(args.build)
     kairos_run = os.path.join(args.build, "plugins/runtime/kairos-run")
+    baseline_run = os.path.join(os.path.abspath(args.baseline), "plugins/runtime/kairos-run") if args.baseline else None
     sizes = (args.n - 2, args.n)  # the cost of a call is the difference between the two, per call
     with tempfile.TemporaryDirectory() as work:
         paths = build(args.build, work)
@@ -113,6 +120,8 @@ def main():
             "kairos, filtered": lambda n: [kairos_run, *out("filtered"), "-s", "KAIROS_INSTRUMENT_EXCLUDE=^fib", "--",
                                            paths["instrumented"], str(n), "1"],
             "kairos": lambda n: [kairos_run, *out("default"), "--", paths["instrumented"], str(n), "1"],
+            **({"kairos, baseline": lambda n: [baseline_run, *out("default"), "--", paths["instrumented"], str(n), "1"]}
+               if args.baseline else {}),
             # As many regions as fib makes calls, a row each (a sixteenth as many while a row cost
             # over a microsecond: too few regions to weigh one to a nanosecond).
             "user API, no kairos": lambda n: [paths["instrumented"], "--regions", str(calls[n])],
@@ -133,6 +142,9 @@ def main():
                                                paths["xray"], str(n), "1"],
                 "xray, kairos": lambda n: [kairos_run, *out("xray"), "--", paths["xray"], str(n), "1"],
             })
+            if args.baseline:
+                configurations["xray, kairos, baseline"] = lambda n: [baseline_run, *out("xray"), "--", paths["xray"],
+                                                                      str(n), "1"]
         names = list(configurations)
         runs = [(name, n) for name in names for n in sizes]
         results = {key: [] for key in runs}

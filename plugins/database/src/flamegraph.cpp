@@ -302,8 +302,8 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
     x += 8.0 * static_cast<double>(label.size()) + 12;
   }
   out << body.str();
-  out << fmt::format(R"(<text x="10" y="{:.0f}" style="font: 11px sans-serif">{:.3f} s of CPU time sampled; {} frames narrower than {:.2f}% merged ({:.2f}% of the time) into [narrow frames]</text>)",
-                     height - 8, summary.total_ns * 1e-9, summary.merged_frames, 100.0 * minimum_width_fraction,
+  out << fmt::format(R"(<text id="coverage" x="10" y="{:.0f}" style="font: 11px sans-serif">{:.3f} s of CPU time shown ({}); {} frames narrower than {:.2f}% merged ({:.2f}% of the time) into [narrow frames]</text>)",
+                     height - 8, summary.total_ns * 1e-9, xml_text(coverage_text(coverage_of(profile))), summary.merged_frames, 100.0 * minimum_width_fraction,
                      summary.total_ns > 0 ? 100.0 * static_cast<double>(summary.merged_ns) / static_cast<double>(summary.total_ns) : 0.0)
       << "\n" << script << "</svg>\n";
   return summary;

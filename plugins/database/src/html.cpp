@@ -241,6 +241,7 @@ table.sortable th { cursor: pointer; user-select: none; }
 table.sortable th[aria-sort=descending]::after { content: " \25BE"; }
 table.sortable th[aria-sort=ascending]::after { content: " \25B4"; }
 table.summary th { background: none; font-weight: 600; white-space: nowrap; }
+table.summary tr.partial td { color: #8a1a1a; font-weight: 600; }
 .note { color: #555; font-size: .92em; }
 svg { max-width: 100%; height: auto; }
 svg.timeline .label { font: 600 12px sans-serif; }
@@ -377,6 +378,11 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   auto row = [&](std::string_view name, const std::string& value) {
     if (!value.empty()) out << fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", name, value);
   };
+  // First: the shares below are of what was sampled, which may be far from all the program ran.
+  const auto coverage = coverage_of(profile);
+  const bool partial = coverage.sampled_fraction() < 0.9 || coverage.dropped_regions > 0 || coverage.rows_lost > 0;
+  out << fmt::format("<tr id=\"coverage\"{}><th>coverage</th><td>{}</td></tr>\n",
+                     partial ? R"( class="partial")" : "", xml_text(coverage_text(coverage)));
   row("command", fmt::format(R"(<span class="name">{}</span>)", xml_text(command)));
   row("host", xml_text(host));
   row("pid", std::to_string(pid));
@@ -399,7 +405,8 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   for (const auto& [key, value] : metadata)
     if ((key.starts_with("dropped.") || key == "rows_lost") && value != "0")
       lost += fmt::format("{}{} {}", lost.empty() ? "" : ", ", xml_text(value), xml_text(key));
-  row("lost", lost.empty() ? std::string{"nothing"} : lost);
+  // What was never sampled is not a loss of rows: the coverage row above says it.
+  row("dropped", lost.empty() ? std::string{"no sample or row dropped"} : lost);
   row("written by", fmt::format("{}, database schema {}", xml_text(generator),
                                 xml_text(metadata_value(metadata, "schema_version"))));
   out << "</table>\n</section>\n";

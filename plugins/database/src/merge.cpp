@@ -69,6 +69,10 @@ std::vector<copy_step> copy_steps() {
       {"INSERT INTO main.counter (process, thread, time_ns, name, value, window) "
        "SELECT c.process + :process, c.thread + :thread, c.time_ns, merged_string(c.name), c.value, c.window "
        "FROM input.counter AS c"},
+      {"INSERT INTO main.call_tree (thread, node, parent, name, frame, window, calls, total_ns, min_ns, max_ns, "
+       "sum_squares_ms) "
+       "SELECT c.thread + :thread, c.node, c.parent, merged_string(c.name), merged_frame(c.frame), c.window, c.calls, "
+       "c.total_ns, c.min_ns, c.max_ns, c.sum_squares_ms FROM input.call_tree AS c"},
       {"INSERT INTO main.mpi_call (thread, name, start_ns, end_ns, bytes, peer, window) "
        "SELECT m.thread + :thread, merged_string(m.name), m.start_ns, m.end_ns, m.bytes, m.peer, m.window "
        "FROM input.mpi_call AS m"},

@@ -68,6 +68,34 @@ inline std::string xml_text(std::string_view text) {
 
 double percent(std::int64_t part, std::int64_t whole);
 
+// --- what the samples cover -----------------------------------------------------------------
+
+// The CPU time the samples stand for beside the program's, and what was not sampled, from what the
+// runtime stores in the metadata at the end (a merged database: summed over its processes). Every
+// output that shows shares states it: a share of what was seen is not a share of what ran.
+struct sampling_coverage {
+  std::int64_t sampled_ns = 0;      // SUM(weight_ns) of the CPU-time samples, every window
+  std::int64_t program_cpu_ns = 0;  // the program's threads' CPU time; 0: not recorded
+  std::int64_t blocked_ns = 0;      // of threads that blocked the sampling signal
+  std::int64_t blocked_threads = 0;
+  // The rest of program_cpu_ns: before the sampling delay, after its duration, outside the time
+  // windows, after each thread's last sample.
+  std::int64_t outside_ns = 0;
+  std::int64_t dropped_samples = 0;  // their time went to their thread's next sample
+  std::int64_t dropped_regions = 0, rows_lost = 0;
+  double delay_s = 0, duration_s = 0;  // KAIROS_SAMPLING_DELAY, _DURATION
+  bool windows = false;
+  std::int64_t not_sampled_ns() const { return blocked_ns + outside_ns; }
+  double sampled_fraction() const {
+    return program_cpu_ns > 0 ? static_cast<double>(sampled_ns) / static_cast<double>(program_cpu_ns) : 1.0;
+  }
+};
+sampling_coverage coverage_of(connection& profile);
+// "samples stand for 1.200 s of the program's 54.000 s of CPU time (2.2%); not sampled: 52.800 s
+// in 2 threads that blocked the sampling signal, ...". Plain text (escape it for XML).
+std::string coverage_text(const sampling_coverage& coverage);
+nlohmann::json coverage_json(const sampling_coverage& coverage);
+
 // --- functions and threads -------------------------------------------------------------------
 
 struct function_row {
@@ -113,8 +141,8 @@ std::vector<stack_sum> stack_sums(connection& profile, const window_range& windo
 
 // --- regions and instrumented functions --------------------------------------------------------
 
-// The call graph of the regions table (user-API regions and instrumented functions), all threads
-// merged: a node per path of names.
+// The call graph of user-API regions and instrumented functions, all threads merged: a node per
+// path of names.
 struct region_node {
   std::string name;
   std::int64_t count = 0, total_ns = 0, children_ns = 0;
@@ -173,9 +201,13 @@ struct region_visit {
 // region it encloses, as a call tree is walked from its root. One block of rows is held at a
 // time: an output never holds every region (a sort of them all cost the text report 0.4 us a
 // region and 100 bytes of memory).
-void for_each_region(connection& profile, const window_range& windows, const std::function<void(const region_visit&)>& visit);
-// The regions in the windows read once, in for_each_region's order: a region's parent is the
-// latest region one depth up. `visit`, when given, sees every region as it is read.
+// The blocks of `skipped_threads` are not read.
+void for_each_region(connection& profile, const window_range& windows, const std::function<void(const region_visit&)>& visit,
+                     const std::set<std::int64_t>& skipped_threads = {});
+// The call graph in the windows: each thread's counted calls (the call_tree table: every call, short
+// ones too), or, for a thread that has none (its program was killed), its regions read in
+// for_each_region's order, a region's parent the latest region one depth up. `visit`, when given,
+// sees every region (row) as it is read.
 region_node region_call_graph(connection& profile, const window_range& windows,
                               const std::function<void(const region_visit&)>& visit = {});
 

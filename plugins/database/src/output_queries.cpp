@@ -7,6 +7,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include <fmt/ranges.h>
+
 #include <kairos/plugins/database/region_block.hpp>
 
 #include "output_helpers.hpp"
@@ -168,6 +170,92 @@ double percent(std::int64_t part, std::int64_t whole) {
   return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
 
+namespace {
+// A number the runtime stored in the metadata: summed over a merged database's processes, else the
+// profile's own; 0 when absent.
+double metadata_number(connection& profile, std::string_view key, bool summed) {
+  auto query = profile.prepare(fmt::format(
+      "SELECT COALESCE((SELECT {0}(CAST(value AS REAL)) FROM process_metadata WHERE key = ?1), "
+      "(SELECT CAST(value AS REAL) FROM metadata WHERE key = ?1), 0)",
+      summed ? "SUM" : "MAX"));
+  query.bind(1, key);
+  return query.step() ? query.real(0) : 0;
+}
+
+std::string seconds(std::int64_t ns) { return fmt::format("{:.3f} s", static_cast<double>(ns) * 1e-9); }
+// A part of the CPU time worth a phrase: one that shows in seconds with three decimals (threads
+// block every signal for a moment in pthread_create, for microseconds).
+bool worth_saying(std::int64_t ns) { return ns >= 1'000'000; }
+}  // namespace
+
+sampling_coverage coverage_of(connection& profile) {
+  sampling_coverage coverage;
+  const auto integer = [&](std::string_view key) { return static_cast<std::int64_t>(metadata_number(profile, key, true)); };
+  coverage.sampled_ns = scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample");
+  coverage.program_cpu_ns = integer("program_cpu_ns");
+  coverage.blocked_ns = integer("unsampled_cpu_ns");
+  coverage.blocked_threads = integer("unsampled_threads");
+  coverage.dropped_samples = integer("dropped.samples");
+  coverage.dropped_regions = integer("dropped.region_rows");
+  coverage.rows_lost = integer("rows_lost");
+  coverage.delay_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DELAY", false);
+  coverage.duration_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DURATION", false);
+  coverage.windows = scalar(profile, "SELECT COUNT(*) FROM window") > 0;
+  if (coverage.program_cpu_ns > 0)
+    coverage.outside_ns = std::max<std::int64_t>(0, coverage.program_cpu_ns - coverage.sampled_ns - coverage.blocked_ns);
+  return coverage;
+}
+
+std::string coverage_text(const sampling_coverage& coverage) {
+  std::string text;
+  if (coverage.program_cpu_ns > 0)
+    text = fmt::format("samples stand for {} of the program's {} of CPU time ({:.1f}%)", seconds(coverage.sampled_ns),
+                       seconds(coverage.program_cpu_ns), 100.0 * coverage.sampled_fraction());
+  else
+    text = fmt::format("samples stand for {} of CPU time (the program's whole CPU time was not recorded)",
+                       seconds(coverage.sampled_ns));
+  std::vector<std::string> unseen;
+  if (worth_saying(coverage.blocked_ns))
+    unseen.push_back(fmt::format("{} in {} thread{} that blocked the sampling signal", seconds(coverage.blocked_ns),
+                                 coverage.blocked_threads, coverage.blocked_threads == 1 ? "" : "s"));
+  if (worth_saying(coverage.outside_ns)) {
+    std::string when;
+    if (coverage.delay_s > 0) when += fmt::format("before the sampling delay (KAIROS_SAMPLING_DELAY={:g} s), ", coverage.delay_s);
+    if (coverage.duration_s > 0) when += fmt::format("after KAIROS_SAMPLING_DURATION={:g} s, ", coverage.duration_s);
+    if (coverage.windows) when += "outside the time windows, ";
+    unseen.push_back(fmt::format("{} {}{}after a thread's last sample", seconds(coverage.outside_ns), when,
+                                 when.empty() ? "" : "or "));
+  }
+  if (!unseen.empty()) text += fmt::format("; not sampled: {}", fmt::join(unseen, "; "));
+  if (coverage.dropped_samples > 0)
+    text += fmt::format("; {} sample{} lost (the writers fell behind; the time went to the thread's next sample)",
+                        coverage.dropped_samples, coverage.dropped_samples == 1 ? "" : "s");
+  if (coverage.dropped_regions > 0)
+    text += fmt::format("; {} rows of regions and instrumented calls lost", coverage.dropped_regions);
+  if (coverage.rows_lost > 0) text += fmt::format("; {} database rows could not be written", coverage.rows_lost);
+  return text;
+}
+
+nlohmann::json coverage_json(const sampling_coverage& coverage) {
+  nlohmann::json json{{"sampled_cpu_ns", coverage.sampled_ns},
+                      {"not_sampled",
+                       {{"blocked_signal_cpu_ns", coverage.blocked_ns},
+                        {"blocked_signal_threads", coverage.blocked_threads},
+                        {"outside_sampling_cpu_ns", coverage.outside_ns},
+                        {"dropped_samples", coverage.dropped_samples},
+                        {"dropped_region_rows", coverage.dropped_regions},
+                        {"rows_lost", coverage.rows_lost}}},
+                      {"text", coverage_text(coverage)}};
+  if (coverage.program_cpu_ns > 0) {
+    json["program_cpu_ns"] = coverage.program_cpu_ns;
+    json["sampled_percent"] = 100.0 * coverage.sampled_fraction();
+  } else {
+    json["program_cpu_ns"] = nullptr;
+    json["sampled_percent"] = nullptr;
+  }
+  return json;
+}
+
 std::vector<window_row> windows_in(connection& profile, const window_range& windows) {
   std::vector<window_row> rows;
   auto query = profile.prepare(
@@ -241,12 +329,13 @@ nlohmann::json gpu_json(connection& profile, const window_range& range) {
 }
 
 void for_each_region(connection& profile, const window_range& windows,
-                     const std::function<void(const region_visit&)>& visit) {
+                     const std::function<void(const region_visit&)>& visit, const std::set<std::int64_t>& skipped_threads) {
   // Each thread's blocks by id (a few bytes a block of 4,096 regions; the rows' text stays on
   // disk), read back newest first.
   std::map<std::int64_t, std::vector<std::int64_t>> blocks_of_thread;
   auto ids = profile.prepare("SELECT thread, id FROM region_block ORDER BY id");
-  while (ids.step()) blocks_of_thread[ids.integer(0)].push_back(ids.integer(1));
+  while (ids.step())
+    if (!skipped_threads.contains(ids.integer(0))) blocks_of_thread[ids.integer(0)].push_back(ids.integer(1));
   auto block_query = profile.prepare("SELECT " + std::string{region_block_columns} + " FROM region_block WHERE id = ?");
   auto name_query = profile.prepare("SELECT value FROM string WHERE id = ?");
   std::map<std::int64_t, std::optional<std::string>> names;  // string.id -> value (none: not in the table)
@@ -283,15 +372,61 @@ void for_each_region(connection& profile, const window_range& windows,
   }
 }
 
+namespace {
+// The threads' counted calls (the call_tree table) merged into `root`; returns the threads it held.
+std::set<std::int64_t> add_call_trees(connection& profile, const window_range& windows, region_node& root) {
+  std::set<std::int64_t> threads;
+  auto rows = profile.prepare(
+      "SELECT c.thread, c.node, c.parent, s.value, c.calls, c.total_ns, c.min_ns, c.max_ns, c.sum_squares_ms "
+      "FROM call_tree AS c JOIN string AS s ON s.id = c.name WHERE 1" +
+      in_windows(windows, "c.window") + " ORDER BY c.thread, c.node");
+  std::map<std::int64_t, region_node*> nodes;  // the current thread's, by its node numbers
+  std::int64_t current_thread = -1;
+  while (rows.step()) {
+    const auto thread = rows.integer(0);
+    if (thread != current_thread) {
+      current_thread = thread;
+      threads.insert(thread);
+      nodes.clear();
+    }
+    // A parent precedes its children (a node is numbered when first called); one a window filter
+    // left out has none of its children in the windows either.
+    const auto parent = nodes.find(rows.integer(2));
+    region_node& caller = parent == nodes.end() ? root : *parent->second;
+    region_node& node = caller.child(rows.text(3));
+    nodes[rows.integer(1)] = &node;
+    const auto calls = rows.integer(4), total_ns = rows.integer(5);
+    node.count += calls;
+    node.total_ns += total_ns;
+    node.min_ns = std::min(node.min_ns, rows.integer(6));
+    node.max_ns = std::max(node.max_ns, rows.integer(7));
+    node.sum_squares += rows.real(8);
+    node.threads.insert(thread);
+    if (&caller != &root) caller.children_ns += total_ns;
+  }
+  return threads;
+}
+}  // namespace
+
 region_node region_call_graph(connection& profile, const window_range& windows,
                               const std::function<void(const region_visit&)>& visit) {
   region_node root;
+  // Threads whose calls were counted have exact counts there; their rows (only the calls at least
+  // KAIROS_INSTRUMENT_MIN_DURATION long) are only visited. A profile its program never finished
+  // (killed) has no counts: its rows make the graph.
+  const auto counted = add_call_trees(profile, windows, root);
   std::int64_t current_thread = -1;
+  bool thread_counted = false;
   std::vector<region_node*> open;  // open[d]: the node of the latest region read at depth d
-  for_each_region(profile, windows, [&](const region_visit& region) {
+  const auto read = [&](const region_visit& region) {
     if (region.thread != current_thread) {
       current_thread = region.thread;
+      thread_counted = counted.contains(region.thread);
       open.clear();
+    }
+    if (thread_counted) {
+      if (visit) visit(region);
+      return;
     }
     // A parent a window clipped away, a filtered function or a lost row left out: the deepest
     // region read before adopts it.
@@ -302,7 +437,9 @@ region_node region_call_graph(connection& profile, const window_range& windows,
     if (!open.empty()) parent.children_ns += region.end_ns - region.start_ns;
     open.push_back(&node);
     if (visit) visit(region);
-  });
+  };
+  // Without a visitor, the counted threads' rows have nothing to give.
+  for_each_region(profile, windows, read, visit ? std::set<std::int64_t>{} : counted);
   return root;
 }
 

@@ -183,6 +183,7 @@ void write_causal_section(connection& profile, std::ostream& out, const window_r
 }
 
 constexpr std::size_t region_rows_shown = 200;
+constexpr std::size_t call_graph_nodes_in_json = 10000;
 
 // --- ranks side by side (a merged database of MPI ranks) ------------------------------------
 
@@ -323,6 +324,39 @@ void write_region_section(connection& profile, std::ostream& out, const window_r
   if (rows_cut > 0) out << fmt::format("... {} more rows (all of them in the database's regions view)\n", rows_cut);
 }
 
+// The call graph as a flat list, each node after its caller ("parent": the caller's "id"), a
+// caller's callees together, heaviest first: a nested list would be as deep as the deepest
+// recursion. Nodes past `limit` are counted in `left_out`.
+nlohmann::json call_graph_json(const output_helpers::region_node& root, std::size_t limit, std::int64_t& left_out) {
+  nlohmann::json nodes = nlohmann::json::array();
+  std::vector<std::pair<const output_helpers::region_node*, std::int64_t>> pending{{&root, -1}};  // node, its id
+  while (!pending.empty()) {
+    const auto [node, id] = pending.back();
+    pending.pop_back();
+    std::vector<const output_helpers::region_node*> children;
+    for (const auto& [name, child] : node->children) children.push_back(child.get());
+    std::sort(children.begin(), children.end(), [](const auto* a, const auto* b) { return a->total_ns > b->total_ns; });
+    for (const auto* child : children) {
+      if (nodes.size() == limit) {
+        ++left_out;
+        continue;
+      }
+      const auto child_id = static_cast<std::int64_t>(nodes.size());
+      nodes.push_back({{"id", child_id},
+                       {"parent", id < 0 ? nlohmann::json(nullptr) : nlohmann::json(id)},
+                       {"name", printable(child->name)},
+                       {"count", child->count},
+                       {"total_ns", child->total_ns},
+                       {"self_ns", child->total_ns - child->children_ns},
+                       {"min_ns", child->min_ns},
+                       {"max_ns", child->max_ns},
+                       {"threads", child->threads.size()}});
+      pending.emplace_back(child, child_id);
+    }
+  }
+  return nodes;
+}
+
 // MPI: how much of a rank's time went to communication and to waiting (docs/mpi.md), a section a
 // process: a merged launch's rank by rank, each as its own report has it. Waiting is time in
 // MPI_Wait* and MPI_Barrier, where a rank does nothing but wait for the others.
@@ -411,6 +445,7 @@ void restrict_to_rank(connection& profile, std::int64_t rank) {
       {"thread", "process IN " + processes},      {"sample", "thread IN " + threads},
       {"realtime_sample", "thread IN " + threads}, {"region_block", "thread IN " + threads},
       {"mpi_call", "thread IN " + threads},       {"counter", "process IN " + processes},
+      {"call_tree", "thread IN " + threads},
       {"window", "process IN " + processes},      {"gpu_device", "process IN " + processes},
       {"gpu_kernel", "process IN " + processes},  {"gpu_memcpy", "process IN " + processes},
       {"gpu_api_call", "process IN " + processes}, {"causal_experiment", "process IN " + processes},
@@ -436,10 +471,11 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   const auto weight_ns =
       scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE 1" + in_windows(range, "window"));
   const auto threads = sampled_threads(profile, range);
-  out << fmt::format("kairos profile: {} samples standing for {:.3f} s of CPU time, {} threads{}\n\n",
+  out << fmt::format("kairos profile: {} samples standing for {:.3f} s of CPU time, {} threads{}\n",
                      samples, weight_ns * 1e-9, threads.size(),
                      range.all ? std::string{}
                                : fmt::format(" (time windows {} to {})", range.first, range.last));
+  out << fmt::format("coverage (whole run): {}\n\n", coverage_text(coverage_of(profile)));
   write_causal_section(profile, out, range, options.causal_locations);
   write_rank_sections(profile, out, range, options.functions);
   if (samples == 0) {
@@ -494,6 +530,7 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
   nlohmann::json summary{{"schema_version", schema_version},
                          {"samples", scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"))},
                          {"weight_ns", weight_ns},
+                         {"coverage", coverage_json(coverage_of(profile))},
                          {"top_functions", functions_json(weights.overall, weight_ns)},
                          {"threads", nlohmann::json::array()},
                          {"windows", nlohmann::json::array()}};
@@ -516,6 +553,9 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
     }
     summary["windows"].push_back(std::move(entry));
   }
+  std::int64_t call_graph_left_out = 0;
+  summary["call_graph"] = call_graph_json(region_call_graph(profile, range), call_graph_nodes_in_json, call_graph_left_out);
+  summary["call_graph_left_out"] = call_graph_left_out;
   summary["gpu"] = gpu_json(profile, range);
   auto metadata = profile.prepare("SELECT key, value FROM metadata ORDER BY key");
   while (metadata.step()) summary["metadata"][std::string{metadata.text(0)}] = metadata.text(1);

@@ -82,6 +82,16 @@ FROM (
          CAST(substr(r.value, 1 + b.start_digits + b.length_digits + b.name_digits + b.depth_digits
                      + b.window_digits + b.clipped_digits, b.frame_digits) AS INTEGER) AS frame
   FROM region_block AS b, json_each(b.rows) AS r);
+-- Every call of each instrumented function and traced user-API region, counted per thread in memory
+-- whatever its duration (KAIROS_INSTRUMENT_MIN_DURATION leaves short calls out of `region` only),
+-- written at the end: one row per call path and window. node: the path's number in its thread;
+-- parent: its caller's (0: none); name: a string; frame: an instrumented function's, NULL for a
+-- region; sum_squares_ms: of the calls' durations in ms.
+CREATE TABLE call_tree (
+  thread INTEGER NOT NULL REFERENCES thread, node INTEGER NOT NULL, parent INTEGER NOT NULL,
+  name INTEGER NOT NULL REFERENCES string, frame INTEGER REFERENCES frame, window INTEGER NOT NULL DEFAULT 0,
+  calls INTEGER NOT NULL, total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL,
+  sum_squares_ms REAL NOT NULL);
 -- Time windows (docs/windows.md): amounts in the clock's units (ns, or instructions) counted from
 -- the process's start; actual_* and *_ns are NULL for a window that never opened.
 CREATE TABLE window (

@@ -56,7 +56,9 @@ void write_speedscope(connection& profile, std::ostream& out, const window_range
     return query.step() ? std::string{query.text(0)} : std::string{};
   }();
   out << R"({"$schema":"https://www.speedscope.app/file-format-schema.json","exporter":)"
-      << json_string(exporter) << R"(,"name":)" << json_string(command.empty() ? "kairos profile" : command)
+      << json_string(exporter) << R"(,"name":)"
+      // speedscope's title: the shares it shows are of what was sampled, so the title says how much that is.
+      << json_string(fmt::format("{} ({})", command.empty() ? "kairos profile" : command, coverage_text(coverage_of(profile))))
       << R"(,"activeProfileIndex":0,"shared":{"frames":[)";
   for (std::size_t i = 0; i < frames.size(); ++i) out << (i ? "," : "") << frames[i];
   out << R"(]},"profiles":[)";

@@ -50,6 +50,9 @@ struct profile_writer::statements {
         gpu_api_call{database,
                      "INSERT INTO gpu_api_call (api, name, thread, start_ns, end_ns, correlation, "
                      "window) VALUES (?, ?, ?, ?, ?, ?, ?)"},
+        call_tree{database,
+                  "INSERT INTO call_tree (thread, node, parent, name, frame, window, calls, total_ns, min_ns, "
+                  "max_ns, sum_squares_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
         mpi_call{database,
                  "INSERT INTO mpi_call (thread, name, start_ns, end_ns, bytes, peer, window) "
                  "VALUES (?, ?, ?, ?, ?, ?, ?)"},
@@ -62,7 +65,7 @@ struct profile_writer::statements {
         causal_sample{database,
                       "INSERT OR REPLACE INTO causal_sample (scope, location, count) VALUES (?, ?, ?)"} {}
 
-  statement metadata, string, process, process_end, process_rank, mpi_call, thread, thread_end, frame, stack,
+  statement metadata, string, process, process_end, process_rank, call_tree, mpi_call, thread, thread_end, frame, stack,
       sample, realtime_sample, counter, region_block, window, gpu_device, gpu_kernel, gpu_memcpy,
       gpu_api_call, causal_experiment, causal_progress, causal_sample;
 };
@@ -378,6 +381,26 @@ void profile_writer::add_regions(std::int64_t thread, std::span<const region_inp
     row.clipped = region.clipped;
     row.frame = frame;
     if (std::ssize(block) == region_block_rows) write_region_block(thread, block);
+  }
+}
+
+void profile_writer::add_call_tree(std::int64_t thread, std::span<const call_tree_input> nodes) {
+  for (const auto& node : nodes) {
+    std::int64_t name = 0;
+    std::optional<std::int64_t> frame;
+    if (node.function_address != 0) {
+      const auto entry = frame_entry_for(node.function_address);
+      name = entry.function;
+      frame = entry.frame;
+    } else {
+      name = intern(node.name);
+    }
+    ensure_transaction();
+    auto& insert = statements_->call_tree;
+    insert.bind(1, thread).bind(2, node.node).bind(3, node.parent).bind(4, name);
+    bind_optional(insert, 5, frame);
+    insert.bind(6, node.window).bind(7, node.calls).bind(8, node.total_ns).bind(9, node.min_ns).bind(10, node.max_ns);
+    insert.bind(11, node.sum_squares_ms).run();
   }
 }
 

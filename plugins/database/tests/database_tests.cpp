@@ -216,6 +216,52 @@ TEST_CASE("the JSON summary carries the top functions and metadata") {
   CHECK(summary["threads"].size() == 2);
 }
 
+TEST_CASE("every output that shows shares states how much of the program's CPU time its samples cover") {
+  const auto path = write_known_profile("coverage");
+  {
+    db::profile_writer writer{path, fake_symbols, db::profile_writer::reopen};
+    writer.set_metadata("program_cpu_ns", "1000000000");
+    writer.set_metadata("unsampled_cpu_ns", "700000000");
+    writer.set_metadata("unsampled_threads", "1");
+    writer.set_metadata("dropped.samples", "3");
+    writer.set_metadata("setting.KAIROS_SAMPLING_DELAY", "0.5");
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  const std::string coverage =
+      "samples stand for 0.200 s of the program's 1.000 s of CPU time (20.0%); not sampled: 0.700 s in 1 thread "
+      "that blocked the sampling signal; 0.100 s before the sampling delay (KAIROS_SAMPLING_DELAY=0.5 s), or after a "
+      "thread's last sample; 3 samples lost";
+  std::ostringstream text, summary, html, flamegraph, speedscope;
+  db::write_text(profile, text);
+  CHECK(text.str().find("\ncoverage (whole run): " + coverage) != std::string::npos);
+  db::write_summary_json(profile, summary);
+  const auto json = nlohmann::json::parse(summary.str())["coverage"];
+  CHECK(json["program_cpu_ns"] == 1'000'000'000);
+  CHECK(json["sampled_cpu_ns"] == 200'000'000);
+  CHECK(json["sampled_percent"] == doctest::Approx(20.0));
+  CHECK(json["not_sampled"]["blocked_signal_cpu_ns"] == 700'000'000);
+  CHECK(json["not_sampled"]["outside_sampling_cpu_ns"] == 100'000'000);
+  CHECK(json["not_sampled"]["dropped_samples"] == 3);
+  CHECK(json["text"].get<std::string>().starts_with(coverage));
+  db::write_html(profile, html);
+  // First in the summary, marked as partial.
+  CHECK(html.str().find(R"(<table class="summary" id="summary-table">)" "\n" R"(<tr id="coverage" class="partial"><th>coverage</th><td>samples stand for 0.200 s)") !=
+        std::string::npos);
+  db::write_flamegraph(profile, flamegraph);
+  CHECK(flamegraph.str().find("1.000 s of CPU time (20.0%); not sampled: 0.700 s") != std::string::npos);
+  db::write_speedscope(profile, speedscope);
+  CHECK(nlohmann::json::parse(speedscope.str())["name"].get<std::string>().starts_with("app --fast (" + coverage));
+}
+
+TEST_CASE("a profile without the program's CPU time says what its samples stand for, and no share of a whole") {
+  auto profile = db::open_profile(write_known_profile("coverage-unknown"));
+  std::ostringstream text;
+  db::write_text(profile, text);
+  CHECK(text.str().find("coverage (whole run): samples stand for 0.200 s of CPU time (the program's whole CPU time "
+                        "was not recorded)\n") != std::string::npos);
+}
+
 TEST_CASE("the HTML report holds the summary, the tables, the flame graph and the timeline") {
   auto profile = db::open_profile(write_known_profile("html"));
   std::ostringstream out;
@@ -420,6 +466,50 @@ TEST_CASE("the outputs read regions from their blocks as the regions view does")
     // thread's in the order they ended, none nesting: latest first).
     CHECK(latest_first);
   }
+}
+
+TEST_CASE("the call graphs count every call a thread counted, and read rows only for a thread that counted none") {
+  const auto path = fresh_path("call-tree");
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({4242, 1, std::nullopt, "host", "app", 0});
+    const auto counted = writer.add_thread(process, {0, 0, 4242, "main", 0});
+    const auto rows_only = writer.add_thread(process, {1, 1, 4243, "worker", 0});
+    // main (0x100) calls solve (0x200) 21,891 times inside a region "phase"; only solve's one long
+    // call made a row (the minimum duration's), as did main and the region.
+    const db::profile_writer::call_tree_input tree[] = {
+        {.node = 1, .parent = 0, .function_address = 0x100, .calls = 1, .total_ns = 90'000'000,
+         .min_ns = 90'000'000, .max_ns = 90'000'000, .sum_squares_ms = 8100},
+        {.node = 2, .parent = 1, .name = "phase", .calls = 1, .total_ns = 80'000'000, .min_ns = 80'000'000,
+         .max_ns = 80'000'000, .sum_squares_ms = 6400},
+        {.node = 3, .parent = 2, .function_address = 0x200, .calls = 21'891, .total_ns = 60'000'000, .min_ns = 100,
+         .max_ns = 20'000'000, .sum_squares_ms = 500}};
+    writer.add_call_tree(counted, tree);
+    writer.add_function_region(counted, 0x200, 1'010'000'000, 1'030'000'000, 2);
+    writer.add_region(counted, "phase", 1'000'000'000, 1'080'000'000, 1);
+    writer.add_function_region(counted, 0x100, 1'000'000'000, 1'090'000'000, 0);
+    writer.add_region(rows_only, "load", 1'000'000'000, 1'010'000'000, 0);
+    writer.add_region(rows_only, "load", 1'020'000'000, 1'030'000'000, 0);
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  std::ostringstream text, summary, html;
+  db::write_text(profile, text);
+  CHECK(text.str().find("     21891       60.000        2.741   100.0       1      solve") != std::string::npos);
+  CHECK(text.str().find("         1       80.000    80000.000    25.0       1    phase") != std::string::npos);
+  CHECK(text.str().find("         2       20.000    10000.000   100.0       1  load") != std::string::npos);
+  db::write_summary_json(profile, summary);
+  const auto graph = nlohmann::json::parse(summary.str())["call_graph"];
+  REQUIRE(graph.size() == 4);
+  CHECK(graph[0]["name"] == "main");
+  CHECK(graph[0]["parent"].is_null());
+  const auto solve = std::find_if(graph.begin(), graph.end(), [](const auto& node) { return node["name"] == "solve"; });
+  REQUIRE(solve != graph.end());
+  CHECK((*solve)["count"] == 21'891);
+  CHECK((*solve)["min_ns"] == 100);
+  CHECK(graph[(*solve)["parent"].get<std::size_t>()]["name"] == "phase");
+  db::write_html(profile, html);
+  CHECK(html.str().find(R"(solve</td><td class="n" data-v="21891">21891</td>)") != std::string::npos);
 }
 
 TEST_CASE("the text report's call graph nests each thread's regions as they ended, across blocks") {

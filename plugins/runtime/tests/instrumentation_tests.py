@@ -139,6 +139,47 @@ def test_short_calls_stay_in_their_callers(directory):
     check(first == max(fib_rows), "the outermost fib call keeps its whole time")
 
 
+def counted_calls(db):
+    """Every call counted (the call_tree table), by name."""
+    return dict(db.execute("SELECT s.value, SUM(c.calls) FROM call_tree AS c JOIN string AS s ON s.id = c.name "
+                           "GROUP BY s.value"))
+
+
+def test_call_graph_counts_every_call_at_default_settings(directory):
+    """At the default minimum duration (10 us) nearly all of fib(20)'s 21,891 calls are too short
+    for a row, yet every call graph (text, JSON summary, HTML, kairos-report's) counts each one."""
+    result, err, db = profiled(directory, ["20"], KAIROS_OUTPUT_FORMATS="db,text,json,html")
+    check(result.returncode == 0 and db is not None, f"status {result.returncode}: {err}")
+    expected = {"main": 1, "fib(int)": fib_calls(20), "catcher()": 1, "thrower(int)": 4}
+    rows = counts(db)
+    check(0 < rows.get("fib(int)", 0) < fib_calls(20), f"rows only for the calls of 10 us or more: {rows}")
+    counted = counted_calls(db)
+    check(all(counted.get(name) == count for name, count in expected.items()), f"every call counted: {counted}")
+
+    def totals_by_name(pairs):
+        totals = {}
+        for name, count in pairs:
+            totals[name] = totals.get(name, 0) + count
+        return totals
+
+    def exact(totals, where):
+        check(all(totals.get(name) == count for name, count in expected.items()), f"{where}: {totals}")
+
+    with open(os.path.join(directory, "out.txt"), encoding="utf-8", errors="replace") as file:
+        paths = call_graph_paths(file.read())
+    exact(totals_by_name((path.rsplit("/", 1)[-1], count) for path, count in paths.items()), "the text call graph")
+    check(paths.get("main/fib(int)") == 1 and paths.get("main/fib(int)/fib(int)") == 2, f"fib's calls nest: {paths}")
+    with open(os.path.join(directory, "out.json"), encoding="utf-8") as file:
+        graph = json.load(file)["profile"]["call_graph"]
+    exact(totals_by_name((node["name"], node["count"]) for node in graph), "the JSON summary's call graph")
+    import html_page
+    table = html_page.read(os.path.join(directory, "out.html")).tables["region-table"]
+    exact(totals_by_name((cells[0][0], int(cells[1][0])) for cells in table[1:]), "the HTML call graph")
+    report = run_process([KAIROS_REPORT, os.path.join(directory, "out.db"), "-f", "json"], TIMEOUT)
+    exact(totals_by_name((node["name"], node["count"]) for node in json.loads(report.stdout)["call_graph"]),
+          "kairos-report's JSON summary")
+
+
 def test_deep_recursion_and_exceptions_keep_the_stack(directory):
     result, err, db = profiled(directory, ["5", "100000"], KAIROS_INSTRUMENT_MIN_DURATION=0)
     check(result.returncode == 0 and db is not None, err)
@@ -262,6 +303,14 @@ def test_xray_sleds_patched_at_run_time(directory):
     deep_top = db.execute("SELECT MIN(depth) FROM regions WHERE name = 'deep(long)'").fetchone()[0]
     catcher = db.execute("SELECT depth FROM regions WHERE name = 'catcher()'").fetchone()[0]
     check(deep_top == catcher, f"after the exception, calls at the right depth: deep {deep_top}, catcher {catcher}")
+    # At the default minimum duration, XRay's calls are all counted too, few of them rows.
+    where = os.path.join(directory, "default")
+    os.mkdir(where)
+    _, err, db = profiled(where, ["12", "1000"], program)
+    counted = counted_calls(db)
+    check(counted.get("fib(int)") == fib_calls(12) and counted.get("deep(long)") == 1001
+          and counted.get("thrower(int)") == 4, f"every XRay call counted at default settings: {counted}")
+    check(counts(db).get("fib(int)", 0) < fib_calls(12), f"few rows: {counts(db)}")
     # A filtered function's sleds are unpatched; the others still count.
     where = os.path.join(directory, "filtered")
     os.mkdir(where)

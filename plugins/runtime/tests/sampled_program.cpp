@@ -7,6 +7,8 @@
 //   stress SECONDS     threads loop dlopen/dlclose, malloc/free, fork, while one burns CPU
 //   alloc-hook SECONDS malloc hooked: counts allocations made inside any signal handler
 //   churn COUNT ALIVE  COUNT short threads (each a few microseconds of work), ALIVE at a time
+//   blocked-worker SECONDS  a worker that blocks every signal (as liblzma's do) burns SECONDS of
+//                      CPU, the main thread a quarter of that
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
@@ -231,6 +233,21 @@ void churn(long count, int alive) {
   std::printf("churn done: %ld threads\n", count);
 }
 
+void blocked_worker(double seconds) {
+  std::int64_t worker_cpu_ns = 0;
+  std::thread worker([&] {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    compute_three_quarters(static_cast<std::int64_t>(seconds * 1e9));
+    worker_cpu_ns = thread_cpu_ns();
+  });
+  compute_one_quarter(static_cast<std::int64_t>(seconds * 0.25e9));
+  worker.join();
+  std::printf("blocked worker cpu_ns=%lld main cpu_ns=%lld\n", static_cast<long long>(worker_cpu_ns),
+              static_cast<long long>(thread_cpu_ns()));
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const double seconds = argc > 2 ? std::atof(argv[2]) : 1.0;
@@ -254,6 +271,8 @@ int main(int argc, char** argv) {
     stress(seconds);
   } else if (mode == "churn") {
     churn(static_cast<long>(seconds), argc > 3 ? std::atoi(argv[3]) : 8);
+  } else if (mode == "blocked-worker") {
+    blocked_worker(seconds);
   } else if (mode == "alloc-hook") {
     hook_armed.store(true);
     signal(SIGUSR1, &allocating_handler);
@@ -265,7 +284,7 @@ int main(int argc, char** argv) {
     std::printf("allocations checked=%ld in_handlers=%ld\n", allocations_checked.load(),
                 allocations_in_handlers.load());
   } else {
-    std::fprintf(stderr, "usage: sampled_program split|busy-until-signal|abort-after|sleeps|own-sigprof|stress|alloc-hook|churn [N]\n");
+    std::fprintf(stderr, "usage: sampled_program split|busy-until-signal|abort-after|sleeps|own-sigprof|stress|alloc-hook|churn|blocked-worker [N]\n");
     return 2;
   }
   return 0;

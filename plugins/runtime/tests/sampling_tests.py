@@ -445,7 +445,8 @@ def test_speedscope_file(directory):
     db_path = only("*.db", directory)
     document = json.load(open(only("*.speedscope.json", directory)))
     check(document["$schema"] == "https://www.speedscope.app/file-format-schema.json", "speedscope's schema")
-    check(document["name"].endswith(f"{os.path.basename(PROGRAM)} split 0.6"), f"named after the command: {document['name']}")
+    check(re.search(rf"{os.path.basename(PROGRAM)} split 0\.6 \(samples stand for .* of CPU time", document["name"]),
+          f"named after the command, with what the samples cover: {document['name']}")
     frames = document["shared"]["frames"]
     check(all(isinstance(frame.get("name"), str) for frame in frames), "every frame has a name")
     names = [frame["name"] for frame in frames]
@@ -556,6 +557,66 @@ def test_html_report(directory):
     report = run_process([KAIROS_REPORT, only("*.db", directory), "--format", "html"], TIMEOUT)
     check(report.returncode == 0 and report.stdout.decode() == open(path).read(),
           f"kairos-report --format html writes the same page: {report.stderr!r}")
+
+
+def test_coverage_stated_in_every_report(directory):
+    """A worker that blocks every signal burns 1.2 s of CPU beside the main thread's 0.3 s, and
+    sampling starts 0.2 s late: every output that shows shares states how much of the program's CPU
+    time the samples stand for and what was not sampled (the figures the metadata holds), the HTML
+    summary first; kairos-report's outputs say the same."""
+    import html_page
+    out, err, status = kairos(["blocked-worker", "1.2"], directory, ["--freq", "500"], KAIROS_SAMPLING_DELAY="0.2",
+                              KAIROS_OUTPUT_FORMATS="db,text,json,html,flamegraph,speedscope")
+    check(status == 0, err)
+    match = re.search(r"worker cpu_ns=(\d+) main cpu_ns=(\d+)", out)
+    check(match, f"the program printed its CPU times: {out!r}")
+    program_cpu_ns = int(match.group(1)) + int(match.group(2))
+    db = database(directory)
+    metadata = dict(db.execute("SELECT key, value FROM metadata"))
+    sampled_ns = db.execute("SELECT SUM(weight_ns) FROM sample").fetchone()[0]
+    recorded_cpu_ns = int(metadata["program_cpu_ns"])
+    check(abs(recorded_cpu_ns - program_cpu_ns) < 0.1 * program_cpu_ns,
+          f"the program's CPU time is recorded: {recorded_cpu_ns} vs {program_cpu_ns} measured by the program")
+    blocked_ns = int(metadata["unsampled_cpu_ns"])
+    outside_ns = recorded_cpu_ns - sampled_ns - blocked_ns
+    # The CPU time the main thread had used when its first sample came, less that sample's weight
+    # (the machine's load decides how much of the delay was CPU time).
+    before_first_ns = db.execute("SELECT c.value - s.weight_ns FROM sample AS s JOIN counter AS c ON c.thread = s.thread "
+                                 "AND c.time_ns = s.time_ns ORDER BY s.time_ns LIMIT 1").fetchone()[0]
+    check(before_first_ns > 1e6 and outside_ns >= 0.9 * before_first_ns,
+          f"the CPU time before the sampling delay ({before_first_ns} ns) is not sampled: {outside_ns} ns")
+    percent = f"({100.0 * sampled_ns / recorded_cpu_ns:.1f}%)"
+    whole = f"samples stand for {sampled_ns * 1e-9:.3f} s of the program's {recorded_cpu_ns * 1e-9:.3f} s of CPU time {percent}"
+    unseen = [f"{outside_ns * 1e-9:.3f} s before the sampling delay (KAIROS_SAMPLING_DELAY=0.2 s)"]
+    if blocked_ns >= 1e6:  # the worker's time, unless it is sampled without the signal
+        unseen.append(f"{blocked_ns * 1e-9:.3f} s in {metadata['unsampled_threads']} thread"
+                      f"{'' if metadata['unsampled_threads'] == '1' else 's'} that blocked the sampling signal")
+
+    def states_coverage(text, where):
+        check(whole in text, f"{where} says what the samples cover ({whole!r}): {text[:600]!r}")
+        for part in unseen:
+            check(part in text, f"{where} says what was not sampled ({part!r}): {text[:600]!r}")
+
+    with open(only("*.txt", directory), encoding="utf-8") as file:
+        states_coverage(file.read().split("\n\n", 2)[1], "the text report's head")
+    summary = json.load(open(only("*[0-9].json", directory)))["profile"]["coverage"]
+    check(summary["program_cpu_ns"] == recorded_cpu_ns and summary["sampled_cpu_ns"] == sampled_ns
+          and summary["not_sampled"]["blocked_signal_cpu_ns"] == blocked_ns
+          and summary["not_sampled"]["outside_sampling_cpu_ns"] == outside_ns, f"the JSON summary's figures: {summary}")
+    states_coverage(summary["text"], "the JSON summary")
+    page = html_page.read(only("*.html", directory))
+    first = page.tables["summary-table"][0]
+    check(first[0][0] == "coverage", f"the HTML summary's first row is the coverage: {first}")
+    states_coverage(first[1][0], "the HTML summary")
+    with open(only("*.svg", directory), encoding="utf-8") as file:
+        states_coverage(file.read().replace("&#39;", "'"), "the flame graph")
+    speedscope = json.load(open(only("*.speedscope.json", directory)))
+    states_coverage(speedscope["name"], "speedscope's title")
+    for format_name, read in (("text", lambda text: text), ("json", lambda text: json.loads(text)["coverage"]["text"]),
+                              ("speedscope", lambda text: json.loads(text)["name"])):
+        report = run_process([KAIROS_REPORT, only("*.db", directory), "--format", format_name], TIMEOUT)
+        check(report.returncode == 0, f"kairos-report --format {format_name}: {report.stderr!r}")
+        states_coverage(read(report.stdout.decode()), f"kairos-report --format {format_name}")
 
 
 if __name__ == "__main__":

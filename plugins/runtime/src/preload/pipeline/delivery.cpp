@@ -220,6 +220,21 @@ void flush_to_database(bool force) {
   rows.commit(force);
 }
 
+void deliver_call_trees() {
+  std::lock_guard lock{state->mutex};
+  forget_parent_if_forked();
+  database_batch rows;
+  std::vector<database::profile_writer::call_tree_input> nodes;
+  for_each_call_tree([&](thread_record& thread, std::span<const call_tree_row> tree) {
+    nodes.clear();
+    for (const auto& row : tree)
+      nodes.push_back({row.node, row.parent, row.name, row.function_address, row.stats.window, row.stats.calls,
+                       row.stats.total_ns, row.stats.min_ns, row.stats.max_ns, row.stats.sum_squares_ms});
+    rows.add_call_tree(thread, nodes);
+  });
+  rows.commit(false);
+}
+
 void delivery_lock_for_fork() { state->mutex.lock(); }
 void delivery_unlock_after_fork_in_parent() { state->mutex.unlock(); }
 void delivery_forget_after_fork_in_child() noexcept {

@@ -15,6 +15,9 @@ void deliver_causal_samples(const std::vector<causal_location_samples>& location
 // Finished regions and new or ended threads into the database; commits when the flush interval
 // has passed (always with `force`).
 void flush_to_database(bool force);
+// Every traced thread's calls counted (function_trace's call trees) into the database: once, at
+// the end, after the last calls were closed and before the last flush.
+void deliver_call_trees();
 // fork: the lock is held across fork; in a child (async-signal-safe) the parent's threads and
 // cursors are forgotten at the child's first flush.
 void delivery_lock_for_fork();

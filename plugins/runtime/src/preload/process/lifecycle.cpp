@@ -293,6 +293,9 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   add_database_metadata("dropped.region_rows", std::to_string(lost.region_rows));
   add_database_metadata("traced_events", std::to_string(traced_events()));
   add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
+  add_database_metadata("unsampled_threads", std::to_string(lost.threads_blocking));
+  // The whole the CPU-time samples are a share of (every report states their coverage).
+  if (!sampling.cpu_source.empty()) add_database_metadata("program_cpu_ns", std::to_string(sampling.program_cpu_ns));
   if (gpu_observed()) add_database_metadata("dropped.gpu_records", std::to_string(lost.gpu_records));
   if (mpi_observed()) add_database_metadata("dropped.mpi_calls", std::to_string(lost.mpi_calls));
   const auto causal = causal_totals();
@@ -310,6 +313,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
     add_database_metadata("windows.edge_ns", std::to_string(windows.edge_ns));
   }
   cost.emplace(own_cost::database_end);
+  deliver_call_trees();
   flush_to_database(true);
   auto database_path = finish_profile_database(end_reason);
   close_profile_database();

@@ -101,6 +101,9 @@ struct traced_thread {
   std::atomic<std::uint64_t> tail{0};
   std::vector<open_call> stack;
   std::int32_t included_depth = 0;
+  // Every included call counted, short ones too; the path of the open included calls' nodes.
+  call_tree calls;
+  std::vector<std::uint32_t> call_path;
   std::atomic<std::uint64_t> events{0};  // processed so far; written by the batch holder only
   // Likewise (a global counter cost a locked add a row): rows of instrumented calls and traced
   // regions, and how many of those the log dropped (a stored region's row is regions.cpp's to count).
@@ -272,6 +275,26 @@ bool append_row(traced_thread& trace, std::uintptr_t what, std::int64_t start_ns
   return any;
 }
 
+// An included call that ran from `start_ns` to `end_ns`, counted in its path's node: in the window
+// it ran in, or under time windows in each it overlapped, cut to it (as its rows are).
+void count_call(traced_thread& trace, std::uint32_t node, std::int64_t start_ns, std::int64_t end_ns) {
+  if (!windows_govern()) {
+    trace.calls.add(node, 0, end_ns - start_ns);
+    return;
+  }
+  for_each_window_between(start_ns, end_ns, [&](const window_span& window) {
+    trace.calls.add(node, window.ordinal, std::min(end_ns, window.close_ns) - std::max(start_ns, window.open_ns));
+  });
+}
+
+// An included call entered: its path's node, below the innermost included call's. `what` as the
+// event gave it (an included region's has no not_collected_bit; an XRay id's bit 0 is the id's).
+[[gnu::always_inline]] inline void enter_included(traced_thread& trace, std::uintptr_t what) {
+  ++trace.included_depth;
+  const auto parent = trace.call_path.empty() ? call_tree::root : trace.call_path.back();
+  trace.call_path.push_back(trace.calls.child(parent, what));
+}
+
 // The innermost open call ends at `end_ticks`.
 void close_innermost(traced_thread& trace, const tick_converter& ticks, std::uint64_t end_ticks, std::int32_t clipped) {
   // Field by field, as enter() wrote them (see there): a copy of the whole call would read its
@@ -284,17 +307,19 @@ void close_innermost(traced_thread& trace, const tick_converter& ticks, std::uin
   trace.stack.pop_back();
   if (!included) return;
   --trace.included_depth;
+  const auto counted_node = trace.call_path.back();
+  trace.call_path.pop_back();
+  const auto start_ns = ticks.to_ns(enter_ticks), end_ns = ticks.to_ns(end_ticks);
+  count_call(trace, counted_node, start_ns, end_ns);
   if (is_region(what)) {
-    const auto start_ns = ticks.to_ns(enter_ticks), end_ns = ticks.to_ns(end_ticks);
     const bool any_row = append_row(trace, what, start_ns, end_ns, clipped);
     if (row_only(what)) return;
     if (any_row) trace.graph->record(node, wall_clock_id, 0, static_cast<double>(end_ns - start_ns) * 1e-6);
     trace.graph->pop(node);
     return;
   }
-  if (static_cast<double>(end_ticks - enter_ticks) * ticks.ns_per_tick < static_cast<double>(filters->min_duration_ns))
-    return;  // stays in its caller's time
-  append_row(trace, what, ticks.to_ns(enter_ticks), ticks.to_ns(end_ticks), clipped);
+  if (end_ns - start_ns < filters->min_duration_ns) return;  // counted, with no row
+  append_row(trace, what, start_ns, end_ns, clipped);
 }
 
 // A user-API region's push or pop. A pop must name the innermost open region, or it is reported and
@@ -306,7 +331,7 @@ void process_region_event(traced_thread& trace, const tick_converter& ticks, con
     std::uint32_t node = 0;
     if (collected) {
       if (!row_only(event.function)) node = trace.graph->push(*name, default_storage_mode());
-      ++trace.included_depth;
+      enter_included(trace, event.function);
     }
     enter(trace.stack, event.function, event.ticks, collected, node);
     return;
@@ -338,7 +363,7 @@ void process(traced_thread& trace, const tick_converter& ticks) {
     if ((event.ticks & exit_bit) == 0) {
       const bool wanted = included(trace, event.function);
       enter(trace.stack, event.function, event.ticks, wanted);
-      if (wanted) ++trace.included_depth;
+      if (wanted) enter_included(trace, event.function);
       continue;
     }
     // The exit closes its call and any call above it whose exit never came (left by an exception
@@ -397,7 +422,10 @@ bool try_process(traced_thread& trace, const tick_converter& ticks) {
 
 // In a followed fork child, at its first traced call: what the parent's rows and region report held.
 void forget_parent_now() {
-  for (auto& trace : all().list) trace.rows.clear();
+  for (auto& trace : all().list) {
+    trace.rows.clear();
+    trace.calls.clear();
+  }
   thread_graphs::instance().clear();
 }
 
@@ -608,6 +636,28 @@ void for_each_function_log(const std::function<void(thread_record&, region_log&)
   for (auto* trace : traced_threads()) visit(*trace->thread, trace->rows);
 }
 
+void for_each_call_tree(const std::function<void(thread_record&, std::span<const call_tree_row>)>& visit) {
+  std::vector<call_tree_row> rows;
+  for (auto* traced : traced_threads()) {
+    auto& trace = *traced;
+    // The tree is the batch holder's: a thread still inside its own batch is waited for, bounded.
+    if (!wait_until([&] { return !trace.processing.exchange(true, std::memory_order_acquire); },
+                    std::chrono::milliseconds{100}, std::chrono::microseconds{50}))
+      continue;
+    rows.clear();
+    const auto& nodes = trace.calls.nodes();
+    for (std::uint32_t index = 1; index < nodes.size(); ++index) {
+      const auto& node = nodes[index];
+      const bool region = is_region(node.key);
+      for (const auto& stats : node.windows)
+        rows.push_back({index, node.parent, region ? std::string_view{*region_name(node.key)} : std::string_view{},
+                        region ? 0 : address_of(node.key), stats});
+    }
+    trace.processing.store(false, std::memory_order_release);
+    if (!rows.empty()) visit(*trace.thread, rows);
+  }
+}
+
 void function_trace_lock_for_fork() { all().mutex.lock(); }
 void function_trace_unlock_after_fork() noexcept { all().mutex.unlock(); }
 void function_trace_off_in_child() noexcept {
@@ -622,6 +672,7 @@ void function_trace_forget_after_fork_in_child() noexcept {
   for (auto& trace : all().list) {
     trace.tail.store(trace.head.load());
     trace.stack.clear();
+    trace.call_path.clear();
     trace.included_depth = 0;
     trace.events.store(0);
     trace.rows_made.store(0);

@@ -11,12 +11,15 @@
 // batch matches enters with exits on a shadow stack, applies the filters (decided once per
 // function) and the minimum duration, and appends each call that passes to the thread's
 // region_log as a row that names the function by address (the sink symbolizes it) or the region by
-// name. A traced user-API region also goes into the thread's core call graph (the region report),
+// name. Every call the filters pass, short or not, is also counted in the thread's call_tree,
+// which reaches the database at the end: the call graphs' counts are exact. A traced user-API region also goes into the thread's core call graph (the region report),
 // with its wall time; no region is left out for being short.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
+#include "preload/regions/call_tree.hpp"
 #include "preload/regions/region_log.hpp"
 #include "preload/support/problems.hpp"
 
@@ -76,6 +79,9 @@ std::uint64_t traced_rows_dropped();
 
 // Every thread with instrumented calls, with its log of rows (for the consumer).
 void for_each_function_log(const std::function<void(thread_record&, region_log&)>& visit);
+// Every traced thread's calls counted, short ones too (call_tree.hpp): at the end, once
+// process_function_events(true) has closed every call.
+void for_each_call_tree(const std::function<void(thread_record&, std::span<const call_tree_row>)>& visit);
 
 // fork: the list's lock is held across fork. In a child (async-signal-safe) the parent's events and
 // open calls are dropped at once; its rows and region report are forgotten at the child's first

@@ -77,7 +77,7 @@ struct sampler_globals {
   bool control_running = false;
   // Threads already gone.
   std::uint64_t delivered_by_ended = 0, unwound_by_tables_by_ended = 0, dropped_by_ended = 0;
-  std::int64_t unsampled_by_ended_ns = 0;
+  std::int64_t unsampled_by_ended_ns = 0, cpu_by_ended_ns = 0;
   std::atomic<std::uint64_t> threads_blocking{0};
   std::uint64_t waiting_taken = 0;  // under the mutex
   sample_batch waiting;  // control thread only
@@ -524,7 +524,9 @@ void account_ended(thread_sampler& sampler) {
   globals->delivered_by_ended += sampler.delivered.load();
   globals->unwound_by_tables_by_ended += sampler.unwound_by_tables.load();
   globals->dropped_by_ended += sampler.dropped.load();
-  globals->unsampled_by_ended_ns += unsampled_ns(sampler, own_cpu_ns());
+  const auto cpu_ns = own_cpu_ns();
+  globals->unsampled_by_ended_ns += unsampled_ns(sampler, cpu_ns);
+  globals->cpu_by_ended_ns += cpu_ns;
 }
 
 }  // namespace
@@ -693,11 +695,14 @@ sampling_summary sampling_totals() noexcept {
   summary.dropped = globals->dropped_by_ended;
   summary.unsampled_cpu_ns = globals->unsampled_by_ended_ns;
   summary.threads_blocking = globals->threads_blocking.load();
+  summary.program_cpu_ns = globals->cpu_by_ended_ns;
   for (auto* sampler : globals->samplers) {
     summary.delivered += sampler->delivered.load();
     summary.unwound_by_tables += sampler->unwound_by_tables.load();
     summary.dropped += sampler->dropped.load();
-    summary.unsampled_cpu_ns += unsampled_ns(*sampler, thread_cpu_ns(sampler->thread->tid));
+    const auto cpu_ns = thread_cpu_ns(sampler->thread->tid);
+    summary.unsampled_cpu_ns += unsampled_ns(*sampler, cpu_ns);
+    summary.program_cpu_ns += cpu_ns;
   }
   return summary;
 }

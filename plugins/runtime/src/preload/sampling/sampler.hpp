@@ -40,6 +40,9 @@ struct sampling_summary {
   std::uint64_t dropped = 0;              // buffers full: the writer fell behind
   std::int64_t unsampled_cpu_ns = 0;      // CPU time of threads that blocked the signal
   std::uint64_t threads_blocking = 0;     // threads that blocked it at some point
+  // The CPU time of every thread sampled (the program's), start to now: the whole the samples'
+  // weights are a share of.
+  std::int64_t program_cpu_ns = 0;
 };
 
 struct sampling_start {

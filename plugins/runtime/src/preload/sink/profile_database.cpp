@@ -376,6 +376,12 @@ void database_batch::add_regions(thread_record& thread,
   });
 }
 
+void database_batch::add_call_tree(thread_record& thread,
+                                   std::span<const database::profile_writer::call_tree_input> nodes) {
+  if (nodes.empty() || !writable()) return;
+  insert([&] { file().writer->add_call_tree(thread_row(thread), nodes); });
+}
+
 void database_batch::add_window(const database_window& window) {
   if (!writable()) return;
   database::window_info row{window.ordinal, window.spec, std::string{window.clock}, window.planned_start,

@@ -99,6 +99,8 @@ class database_batch {
   // A thread's regions at once (a drained log): user-API regions by name, instrumented functions'
   // calls by address (symbolized like a sampled frame).
   void add_regions(thread_record& thread, std::span<const database::profile_writer::region_input> regions);
+  // A thread's calls counted (the call_tree table), once at the end.
+  void add_call_tree(thread_record& thread, std::span<const database::profile_writer::call_tree_input> nodes);
   // A window as planned, opened or closed (written again as it changes). Windows alone do not
   // create the file: they wait for the first row that does.
   void add_window(const database_window& window);

@@ -159,6 +159,16 @@ class profile_writer {
     std::int32_t depth = 0, window = 0, clipped = 0;
   };
   void add_regions(std::int64_t thread, std::span<const region_input> regions);
+  // A thread's calls counted (the call_tree table): a function's node by address (symbolized like
+  // a sampled frame), a region's by name.
+  struct call_tree_input {
+    std::int64_t node = 0, parent = 0;
+    std::string_view name;
+    std::uint64_t function_address = 0;
+    std::int64_t window = 0, calls = 0, total_ns = 0, min_ns = 0, max_ns = 0;
+    double sum_squares_ms = 0;
+  };
+  void add_call_tree(std::int64_t thread, std::span<const call_tree_input> nodes);
   // Written when a window opens and again when it closes: the last version stays.
   void add_window(const window_info& window);
   // Each window's samples and regions, counted from the rows (once, at the end).
