@@ -115,6 +115,46 @@ def test_cpu_split_timer_fallback(directory):
     check(count > 0.1 * 1000 * cpu_s, f"timer samples delivered: {count}")
 
 
+def system_call_share(directory, source, cpu_seconds, frequency):
+    """The share of read_random (whose CPU time is mostly urandom's, in the kernel) against the
+    program's own measure (thread CPU time around each part): kernel time must be charged to the
+    system call's caller, not to the user code that runs next."""
+    out, err, status = kairos(["syscalls", str(cpu_seconds)], directory, ["--freq", str(frequency)],
+                              KAIROS_SAMPLING_CPUTIME_SOURCE=source)
+    check(status == 0, f"{status} {err}")
+    match = re.search(r"read_random=(\d+) multiply_loop=(\d+)", out)
+    check(match, f"the program printed its CPU times: {out!r}")
+    in_read, in_loop = int(match.group(1)), int(match.group(2))
+    truth = 100.0 * in_read / (in_read + in_loop)
+    db = database(directory)
+    totals = function_totals(db)
+    a, b = total_of(totals, "read_random"), total_of(totals, "multiply_loop")
+    check(a + b > 0, f"{source}: samples in read_random or multiply_loop: {totals}")
+    share = 100.0 * a / (a + b)
+    check(abs(share - truth) <= 3.0,
+          f"{source} ({cpu_source(db)}): read_random has {share:.1f}% of the samples, "
+          f"{truth:.1f}% of the CPU time (within 3 points)")
+    return cpu_source(db), err
+
+
+def test_system_call_time_charged_to_caller_default(directory):
+    system_call_share(directory, "auto", 4.0, 1000)
+
+
+def test_system_call_time_charged_to_caller_timer(directory):
+    # Tick-limited (250 Hz here): 4 s of CPU for 1,000 samples.
+    source, _ = system_call_share(directory, "timer", 4.0, 1000)
+    check(source == "POSIX CPU timer", f"the timer was used: {source}")
+
+
+def test_system_call_time_charged_to_caller_perf(directory):
+    source, err = system_call_share(directory, "perf", 2.0, 1000)
+    if source != "perf task-clock":
+        note = [line for line in err.splitlines() if "KAIROS_SAMPLING_CPUTIME_SOURCE" in line]
+        check(note, f"kairos said it fell back from perf: {err!r}")
+        skip(f"perf_event_open refuses a task-clock event counting the kernel here: {note[0]}")
+
+
 def test_own_costs_at_verbose(directory):
     # KAIROS_VERBOSE=1 says what kairos's own parts cost (wall/CPU ms), so a user can see where a
     # run's fixed cost went; benchmarks/sampling/overhead.py and fixed_cost.py take their medians from this line.

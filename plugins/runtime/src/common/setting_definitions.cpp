@@ -165,9 +165,9 @@ constexpr std::array definitions{
                        "sample threads by the CPU time they use"},
     setting_definition{"sampling_cputime_source", "KAIROS_SAMPLING_CPUTIME_SOURCE", text, "auto",
                        "sampling",
-                       "CPU-time sampler's clock: auto (perf task-clock when perf_event_open "
-                       "allows it, else timer), perf, timer (POSIX per-thread CPU timer, "
-                       "tick-limited)",
+                       "CPU-time sampler's clock; each charges system-call time to the call: "
+                       "auto (timer), perf (task-clock counting the kernel where perf_event_open "
+                       "allows it, else timer), timer (POSIX per-thread CPU timer, tick-limited)",
                        "auto,perf,timer"},
     setting_definition{"sampling_cputime_freq", "KAIROS_SAMPLING_CPUTIME_FREQ", number, "",
                        "sampling", "CPU-time sampler frequency; empty = KAIROS_SAMPLING_FREQ", {},

@@ -61,11 +61,14 @@ struct sampler_globals {
   std::mutex mutex;  // samplers and arming
   std::vector<thread_sampler*> samplers;
   sampler_window cpu, real;
-  // perf until the kernel first refuses a task-clock event (paranoid level, seccomp), then the
-  // POSIX CPU timer for good. Not probed at start: every thread starts on the timer anyway, and
+  // perf until the kernel first refuses a task-clock event that counts the kernel (paranoid
+  // level, seccomp), then the POSIX CPU timer for good: both charge a system call's CPU time to
+  // the call (docs/runtime.md). Not probed at start: every thread starts on the timer anyway, and
   // a process that ends before its first thread is 20 ms old never calls perf_event_open (whose
   // first call in a process the kernel sometimes holds for 10-35 ms).
   std::atomic<cpu_source> source{cpu_source::perf};
+  // The real-time sampler's user-mode task-clock events, until the kernel refuses even those.
+  std::atomic<bool> user_mode_perf{true};
   bool perf_wanted_explicitly = false;  // KAIROS_SAMPLING_CPUTIME_SOURCE=perf: say so if refused
   int signal_number = 0;
   sample_delivery deliver = nullptr;
@@ -205,24 +208,31 @@ void set_clocks_running(thread_sampler& sampler, bool running) noexcept {
   }
 }
 
-// The kernel refused a task-clock event for a reason that will not go away: the timer from now on.
+// The kernel refused a CPU-time task-clock event for a reason that will not go away: the timer
+// from now on. A user-mode-only event is never used for CPU time: its overflows in the kernel are
+// skipped, so a system call's time would weigh on the next sample, in user code.
 void fall_back_to_timer(int error) {
   if (globals->source.exchange(cpu_source::posix_timer) == cpu_source::posix_timer) return;
   if (globals->perf_wanted_explicitly)
     report(fmt::format("KAIROS_SAMPLING_CPUTIME_SOURCE=perf but perf_event_open refuses a task-clock "
-                       "event here ({}; see /proc/sys/kernel/perf_event_paranoid); using the POSIX "
-                       "CPU timer",
-                       std::strerror(error)));
+                       "event that counts kernel time ({}; perf_event_paranoid={} allows it to root, "
+                       "CAP_PERFMON or a level <= 1); using the POSIX CPU timer, which also charges "
+                       "system calls to their callers",
+                       std::strerror(error), perf::perf_event_paranoid()));
 }
 
-// A task-clock sampling event on `tid`, its overflow signal routed to that thread.
-owned_descriptor open_task_clock(pid_t tid, std::int64_t period_ns) {
+// A task-clock sampling event on `tid`, its overflow signal routed to that thread. CPU time
+// counts the kernel (`include_kernel`): the overflow's signal is delivered as the system call
+// returns, so its stack is the call's. The real-time sampler's does not: its samples are not CPU
+// time, and it must never leave a signal pending in a thread entering a sleep.
+owned_descriptor open_task_clock(pid_t tid, std::int64_t period_ns, bool include_kernel) {
   owned_descriptor event{perf::open_sampling_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK,
-                                                   tid, static_cast<std::uint64_t>(period_ns))};
+                                                   tid, static_cast<std::uint64_t>(period_ns), include_kernel)};
   if (!event) {
     const int error = errno;
-    if (error == EACCES || error == EPERM || error == ENOENT || error == ENOSYS || error == EINVAL)
-      fall_back_to_timer(error);
+    const bool lasting = error == EACCES || error == EPERM || error == ENOENT || error == ENOSYS || error == EINVAL;
+    if (lasting && include_kernel) fall_back_to_timer(error);
+    if (lasting && (!include_kernel || (error != EACCES && error != EPERM))) globals->user_mode_perf = false;
     return event;
   }
   const int fd = event.get();
@@ -269,7 +279,7 @@ void arm_cpu(thread_sampler& sampler, bool started_now) {
   if (sampler.cpu_armed || sampler.finished.load() || !has_writer(sampler)) return;
   sampler.last_cpu_ns = thread_cpu_ns(sampler.thread->tid);
   if (globals->source == cpu_source::perf && !started_now) {
-    sampler.perf_event = open_task_clock(sampler.thread->tid, globals->cpu.period_ns);
+    sampler.perf_event = open_task_clock(sampler.thread->tid, globals->cpu.period_ns, true);
     sampler.perf_fd.store(sampler.perf_event.get());
     sampler.cpu_armed = static_cast<bool>(sampler.perf_event);
   }
@@ -295,7 +305,7 @@ std::int64_t upgrade_to_perf(std::int64_t now_ns) {
       continue;
     }
     sampler->perf_upgrade_due_ns = 0;
-    auto event = open_task_clock(sampler->thread->tid, globals->cpu.period_ns);
+    auto event = open_task_clock(sampler->thread->tid, globals->cpu.period_ns, true);
     if (!event) continue;  // stays on the timer
     timer_delete(sampler->timer);
     sampler->has_timer = false;
@@ -323,8 +333,8 @@ void arm_realtime(thread_sampler& sampler) {
   const auto directory = fmt::format("/proc/self/task/{}/", sampler.thread->tid);
   sampler.stat_file.adopt(open((directory + "stat").c_str(), O_RDONLY | O_CLOEXEC));
   sampler.syscall_file.adopt(open((directory + "syscall").c_str(), O_RDONLY | O_CLOEXEC));
-  if (globals->source == cpu_source::perf) {
-    sampler.realtime_perf_event = open_task_clock(sampler.thread->tid, globals->real.period_ns);
+  if (globals->user_mode_perf) {
+    sampler.realtime_perf_event = open_task_clock(sampler.thread->tid, globals->real.period_ns, false);
     sampler.realtime_perf_fd.store(sampler.realtime_perf_event.get());
   }
   sampler.realtime_armed = static_cast<bool>(sampler.stat_file);
@@ -545,7 +555,10 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
     return result;
   }
   const auto& wanted_source = values.text(setting::sampling_cputime_source);
-  globals->source = wanted_source == "timer" ? cpu_source::posix_timer : cpu_source::perf;
+  // The default is the timer: a perf event that counts the kernel signals a thread inside its
+  // system calls, and a sleep entered then ends early with EINTR (117 of 3,000 1 ms sleeps at
+  // 10 kHz here; the timer, which expires only at a tick the thread runs in: none).
+  globals->source = wanted_source == "perf" ? cpu_source::perf : cpu_source::posix_timer;
   globals->perf_wanted_explicitly = wanted_source == "perf" && globals->cpu.enabled;
   struct sigaction action {};
   action.sa_sigaction = &on_sampling_signal;

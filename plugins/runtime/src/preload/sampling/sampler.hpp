@@ -2,11 +2,12 @@
 // The sampler: every thread of the program is sampled, by CPU time (on by default) and/or by
 // real time, with kairos's own threads left out. See docs/runtime.md ("Sampling") for the design.
 //
-// CPU time: a perf_event task-clock sampling event per thread whose overflow signal is routed to
-// that thread (F_SETOWN_EX F_OWNER_TID, O_ASYNC, F_SETSIG); without perf, a POSIX timer on the
-// thread's CPU clock (timer_create + SIGEV_THREAD_ID, tick-limited). Each sample's weight is the
-// thread's CPU time since its previous sample, read in the handler, so estimates are right with
-// either source whatever the delivered rate.
+// CPU time: a POSIX timer on the thread's CPU clock (timer_create + SIGEV_THREAD_ID, tick-
+// limited), or on request a perf_event task-clock sampling event that counts the kernel, its
+// overflow signal routed to that thread (F_SETOWN_EX F_OWNER_TID, O_ASYNC, F_SETSIG). Both
+// charge a system call's CPU time to the call (the signal is delivered as it returns). Each
+// sample's weight is the thread's CPU time since its previous sample, read in the handler, so
+// estimates are right with either source whatever the delivered rate.
 //
 // Real time: no thread is ever signalled by a clock that runs while it waits (a signal ends
 // nanosleep/sleep early with EINTR, whatever SA_RESTART says). While a thread runs, its own
