@@ -155,6 +155,40 @@ def test_system_call_time_charged_to_caller_perf(directory):
         skip(f"perf_event_open refuses a task-clock event counting the kernel here: {note[0]}")
 
 
+def metadata(db, key):
+    row = db.execute("SELECT value FROM metadata WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def test_thread_blocking_every_signal_is_sampled(directory):
+    # The worker blocks every signal (as liblzma's do): sampled through a perf ring, unwound off
+    # the thread, its function has its share, and its CPU time is not reported unsampled.
+    out, err, status = kairos(["blocked-worker", "1.5"], directory, ["--freq", "1000"])
+    check(status == 0, f"{status} {err}")
+    match = re.search(r"worker=(\d+) main=(\d+)", out)
+    check(match, f"the program printed its CPU times: {out!r}")
+    worker, main = int(match.group(1)), int(match.group(2))
+    db = database(directory)
+    if metadata(db, "sampling_threads_by_ring") == "0":
+        check("blocked the sampling signal" in err, f"the exit line says what was not sampled: {err!r}")
+        skip("perf_event_open refuses a sampling ring buffer here (perf_event_paranoid, seccomp)")
+    check(metadata(db, "sampling_threads_by_ring") == "1", "the worker alone was moved to a ring")
+    totals = function_totals(db)
+    a, b = total_of(totals, "compute_three_quarters"), total_of(totals, "compute_one_quarter")
+    share, truth = 100.0 * a / (a + b), 100.0 * worker / (worker + main)
+    check(abs(share - truth) <= 3.0, f"the blocked worker has {share:.1f}% of the samples, {truth:.1f}% of the CPU")
+    unsampled = int(metadata(db, "unsampled_cpu_ns"))
+    check(unsampled <= 0.05 * worker, f"unsampled {unsampled / 1e9:.3f} s of the worker's {worker / 1e9:.3f} s")
+    check("blocked the sampling signal" not in err, f"no unsampled time worth a sentence: {err!r}")
+    (weight,) = db.execute("SELECT SUM(weight_ns) FROM sample").fetchone()
+    check(abs(weight - (worker + main)) <= 0.10 * (worker + main),
+          f"weights {weight / 1e9:.3f} s vs CPU {(worker + main) / 1e9:.3f} s (within 10%)")
+    # Unwound off the thread: the worker's samples reach its thread's start, not just the leaf.
+    frames = [name for (name,) in db.execute(
+        "SELECT name FROM top_functions WHERE name LIKE '%blocked_worker%' OR name = 'start_thread'")]
+    check(frames, f"the worker's callers were unwound from the stack copies: {sorted(totals)[:20]}")
+
+
 def test_own_costs_at_verbose(directory):
     # KAIROS_VERBOSE=1 says what kairos's own parts cost (wall/CPU ms), so a user can see where a
     # run's fixed cost went; benchmarks/sampling/overhead.py and fixed_cost.py take their medians from this line.

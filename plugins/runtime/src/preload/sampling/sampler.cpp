@@ -82,6 +82,8 @@ struct sampler_globals {
   std::uint64_t delivered_by_ended = 0, unwound_by_tables_by_ended = 0, dropped_by_ended = 0;
   std::int64_t unsampled_by_ended_ns = 0;
   std::atomic<std::uint64_t> threads_blocking{0};
+  std::atomic<std::uint64_t> threads_by_ring{0};  // threads sampled through a perf ring
+  bool rings_refused = false;  // the kernel refused a ring once: not asked again (control thread)
   std::uint64_t waiting_taken = 0;  // under the mutex
   sample_batch waiting;  // control thread only
 
@@ -277,12 +279,18 @@ bool has_writer(thread_sampler& sampler) {
 
 void arm_cpu(thread_sampler& sampler, bool started_now) {
   if (sampler.cpu_armed || sampler.finished.load() || !has_writer(sampler)) return;
+  if (sampler.sampled_by_ring.load()) {
+    set_perf_ring_running(sampler.ring, true);
+    sampler.cpu_armed = true;
+    return;
+  }
   sampler.last_cpu_ns = thread_cpu_ns(sampler.thread->tid);
   if (globals->source == cpu_source::perf && !started_now) {
     sampler.perf_event = open_task_clock(sampler.thread->tid, globals->cpu.period_ns, true);
     sampler.perf_fd.store(sampler.perf_event.get());
     sampler.cpu_armed = static_cast<bool>(sampler.perf_event);
   }
+  if (sampler.signal_blocked.load()) sem_post(&globals->control_wake);  // its ring is due in 20 ms
   if (!sampler.cpu_armed) {
     sampler.cpu_armed = open_posix_timer(sampler);
     sampler.perf_upgrade_due_ns =
@@ -292,12 +300,43 @@ void arm_cpu(thread_sampler& sampler, bool started_now) {
   if (sampler.cpu_armed) start_clocks_unless_blocked(sampler);
 }
 
-// Control thread, under the mutex: threads on the timer that lived long enough get perf. Returns
-// when the next one is due (0: none waits).
+// Control thread, under the thread's arming lock: a thread that blocks the signal is sampled
+// through a perf ring from now on, and its signal clocks are closed (its mask no longer matters).
+// Its CPU time until now stays unsampled (unsampled_ns).
+void move_to_ring(thread_sampler& sampler) {
+  if (!open_perf_ring(sampler.ring, sampler.thread->tid, globals->cpu.period_ns)) {
+    globals->rings_refused = true;
+    return;
+  }
+  sampler.ring.cpu_at_open_ns = thread_cpu_ns(sampler.thread->tid);
+  sampler.sampled_by_ring.store(true);
+  globals->threads_by_ring.fetch_add(1, std::memory_order_relaxed);
+  set_perf_ring_running(sampler.ring, true);
+  sampler.perf_upgrade_due_ns = 0;
+  sampler.perf_fd.store(-1);
+  sampler.perf_event.close_if_ours();
+  if (sampler.has_timer) {
+    timer_delete(sampler.timer);
+    sampler.has_timer = false;
+  }
+}
+
+// Control thread, under the mutex: threads on the timer that lived long enough get perf, and
+// threads that block the signal a ring. Returns when the next one is due (0: none waits).
 std::int64_t upgrade_to_perf(std::int64_t now_ns) {
   std::int64_t next_due = 0;
   for (auto* sampler : globals->samplers) {
     std::lock_guard arming{sampler->arming};
+    if (sampler->cpu_armed && sampler->signal_blocked.load() && !sampler->sampled_by_ring.load() &&
+        !globals->rings_refused) {
+      // As for perf: a thread that ends young never costs an event.
+      const auto ring_due = sampler->started_ns + perf_upgrade_age_ns;
+      if (now_ns >= ring_due) {
+        move_to_ring(*sampler);
+        continue;
+      }
+      next_due = next_due == 0 ? ring_due : std::min(next_due, ring_due);
+    }
     const auto due = sampler->perf_upgrade_due_ns;
     if (due == 0) continue;
     if (now_ns < due) {
@@ -317,6 +356,7 @@ std::int64_t upgrade_to_perf(std::int64_t now_ns) {
 }
 
 void disarm_cpu(thread_sampler& sampler) {
+  if (sampler.sampled_by_ring.load()) set_perf_ring_running(sampler.ring, false);  // its writer drains it
   sampler.perf_upgrade_due_ns = 0;
   sampler.perf_fd.store(-1);
   if (sampler.perf_event.still_ours()) ioctl(sampler.perf_event.get(), PERF_EVENT_IOC_DISABLE, 0);
@@ -359,6 +399,7 @@ void apply_windows(thread_sampler& sampler, bool started_now) {
 thread_sampler* create_sampler(thread_record& record) {
   auto* sampler = new thread_sampler;
   sampler->thread = &record;
+  sampler->started_ns = steady_now_ns();
   sampler->buffers[0] = map_sample_buffer(sampler);
   sampler->buffers[1] = map_sample_buffer(sampler);
   if (!sampler->buffers[0]) {
@@ -379,10 +420,12 @@ thread_sampler* create_sampler(thread_record& record) {
   return sampler;
 }
 
-// The CPU time a thread spent with the signal blocked, up to now (its own thread, or finalize).
+// The CPU time a thread spent with the signal blocked and no ring, up to now (its own thread, or
+// finalize).
 std::int64_t unsampled_ns(const thread_sampler& sampler, std::int64_t cpu_now_ns) {
   auto total = sampler.unsampled_cpu_ns.load();
-  if (sampler.signal_blocked.load()) total += std::max<std::int64_t>(cpu_now_ns - sampler.blocked_since_cpu_ns, 0);
+  const auto until_ns = sampler.sampled_by_ring.load() ? sampler.ring.cpu_at_open_ns : cpu_now_ns;
+  if (sampler.signal_blocked.load()) total += std::max<std::int64_t>(until_ns - sampler.blocked_since_cpu_ns, 0);
   return total;
 }
 
@@ -649,7 +692,7 @@ void sampling_thread_ending() noexcept {
 
 void sampling_signal_mask_changed(const sigset_t& mask) noexcept {
   auto* sampler = this_thread_sampler;
-  if (!sampler || !enabled.load(std::memory_order_relaxed)) return;
+  if (!sampler || !enabled.load(std::memory_order_relaxed) || sampler->sampled_by_ring.load()) return;
   const bool blocked = sigismember(&mask, globals->signal_number) == 1;
   if (blocked == sampler->signal_blocked.load(std::memory_order_relaxed)) return;
   const auto cpu_ns = own_cpu_ns();
@@ -658,6 +701,7 @@ void sampling_signal_mask_changed(const sigset_t& mask) noexcept {
     if (sampler->unsampled_cpu_ns.load() == 0) globals->threads_blocking.fetch_add(1, std::memory_order_relaxed);
     sampler->signal_blocked.store(true);
     set_clocks_running(*sampler, false);
+    sem_post(&globals->control_wake);  // the control thread gives it a ring
   } else {
     sampler->unsampled_cpu_ns.fetch_add(std::max<std::int64_t>(cpu_ns - sampler->blocked_since_cpu_ns, 1));
     // The next sample weighs only what ran since now, not the blocked stretch.
@@ -706,6 +750,7 @@ sampling_summary sampling_totals() noexcept {
   summary.dropped = globals->dropped_by_ended;
   summary.unsampled_cpu_ns = globals->unsampled_by_ended_ns;
   summary.threads_blocking = globals->threads_blocking.load();
+  summary.threads_by_ring = globals->threads_by_ring.load();
   for (auto* sampler : globals->samplers) {
     summary.delivered += sampler->delivered.load();
     summary.unwound_by_tables += sampler->unwound_by_tables.load();
@@ -730,6 +775,7 @@ void sampling_forget_after_fork_in_child() noexcept {
   // (the program may have reused a number since), never otherwise.
   for (auto* sampler : globals->samplers) {
     sampler->perf_event.close_if_ours();
+    close_perf_ring(sampler->ring);
     sampler->realtime_perf_event.close_if_ours();
     sampler->stat_file.close_if_ours();
     sampler->syscall_file.close_if_ours();

@@ -16,8 +16,10 @@
 // /proc/self/task/<tid>/stat, takes a "waiting" sample at the site of its blocking system call
 // (/proc/self/task/<tid>/syscall).
 //
-// A thread that blocks the sampling signal is not signalled at all until it unblocks it (see
-// thread_sampler.hpp); its CPU time meanwhile is reported as unsampled.
+// A thread that blocks the sampling signal is not signalled at all (see thread_sampler.hpp); once
+// it is 20 ms old, it is sampled without a signal for the rest of its life, through a perf ring
+// buffer its writer drains and unwinds (perf_ring.hpp). Its CPU time while blocked before that,
+// or where the kernel refuses the ring, is reported as unsampled.
 #include <signal.h>
 
 #include <cstdint>
@@ -41,6 +43,7 @@ struct sampling_summary {
   std::uint64_t dropped = 0;              // buffers full: the writer fell behind
   std::int64_t unsampled_cpu_ns = 0;      // CPU time of threads that blocked the signal
   std::uint64_t threads_blocking = 0;     // threads that blocked it at some point
+  std::uint64_t threads_by_ring = 0;      // of those, sampled through a perf ring from 20 ms on
 };
 
 struct sampling_start {
