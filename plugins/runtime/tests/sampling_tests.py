@@ -138,7 +138,20 @@ def system_call_share(directory, source, cpu_seconds, frequency):
 
 
 def test_system_call_time_charged_to_caller_default(directory):
-    system_call_share(directory, "auto", 4.0, 1000)
+    source, _ = system_call_share(directory, "auto", 2.0, 1000)
+    if source != "perf ring buffer":
+        check(source == "POSIX CPU timer", f"the default falls back to the timer: {source}")
+        skip("perf_event_open refuses a ring counting the kernel here: the timer was checked instead")
+
+
+def test_default_cpu_sampling_keeps_sleeps_whole(directory):
+    # No signal reaches a thread sampled through its ring: a sleep is never cut short, at 10 kHz
+    # (the perf signal counting the kernel cut 4% of these 1 ms sleeps).
+    result = run_process([KAIROS_RUN, "--freq", "10000", "--", PROGRAM, "sleeps", "1500", "1"], TIMEOUT,
+                         cwd=directory, env=environment())
+    out = result.stdout.decode()
+    check(result.returncode == 0 and "interrupted=0" in out and "short=0" in out,
+          f"every sleep whole: {out!r} {result.stderr.decode()!r}")
 
 
 def test_system_call_time_charged_to_caller_timer(directory):
@@ -172,7 +185,7 @@ def test_thread_blocking_every_signal_is_sampled(directory):
     if metadata(db, "sampling_threads_by_ring") == "0":
         check("blocked the sampling signal" in err, f"the exit line says what was not sampled: {err!r}")
         skip("perf_event_open refuses a sampling ring buffer here (perf_event_paranoid, seccomp)")
-    check(metadata(db, "sampling_threads_by_ring") == "1", "the worker alone was moved to a ring")
+    check(int(metadata(db, "sampling_threads_by_ring")) >= 1, "the worker was moved to a ring")
     totals = function_totals(db)
     a, b = total_of(totals, "compute_three_quarters"), total_of(totals, "compute_one_quarter")
     share, truth = 100.0 * a / (a + b), 100.0 * worker / (worker + main)

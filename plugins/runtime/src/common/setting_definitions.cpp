@@ -166,9 +166,11 @@ constexpr std::array definitions{
     setting_definition{"sampling_cputime_source", "KAIROS_SAMPLING_CPUTIME_SOURCE", text, "auto",
                        "sampling",
                        "CPU-time sampler's clock; each charges system-call time to the call: "
-                       "auto (timer), perf (task-clock counting the kernel where perf_event_open "
-                       "allows it, else timer), timer (POSIX per-thread CPU timer, tick-limited)",
-                       "auto,perf,timer"},
+                       "auto (ring), ring (perf task-clock samples in a ring buffer, no signal, "
+                       "where perf_event_open lets it count the kernel, else timer), perf (task-clock "
+                       "overflow signal, same condition), timer (POSIX per-thread CPU timer, "
+                       "tick-limited)",
+                       "auto,ring,perf,timer"},
     setting_definition{"sampling_cputime_freq", "KAIROS_SAMPLING_CPUTIME_FREQ", number, "",
                        "sampling", "CPU-time sampler frequency; empty = KAIROS_SAMPLING_FREQ", {},
                        0.001, max_frequency_hz, true},

@@ -109,8 +109,9 @@ void set_perf_ring_running(perf_ring& ring, bool running) noexcept {
   if (ring.event.still_ours()) ioctl(ring.event.get(), running ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
 }
 
+// Never disables the event first: a fork child closes its copies, and an ioctl on an inherited
+// descriptor would stop the parent's event (the stress test's forks did).
 void close_perf_ring(perf_ring& ring) noexcept {
-  set_perf_ring_running(ring, false);
   ring.event.close_if_ours();
   if (ring.mapping) munmap(ring.mapping, ring.mapping_size);
   ring.mapping = nullptr;
@@ -183,6 +184,7 @@ ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch&
     sample.addresses[0] = frames[0];  // the interrupted instruction itself
     for (int i = 1; i < count_walked; ++i) sample.addresses[i] = frames[i] - 1;  // inside the call
     ++drained.samples;
+    if (walk.count > 0) ++drained.unwound_by_tables;
 #endif
   }
   __atomic_store_n(&page->data_tail, tail, __ATOMIC_RELEASE);

@@ -233,6 +233,7 @@ void writer_pass(sample_writer& writer, bool final_pass) {
       const auto drained = drain_perf_ring(sampler->ring, sampler->thread, batch);
       sampler->delivered.fetch_add(drained.samples, std::memory_order_relaxed);
       sampler->dropped.fetch_add(drained.lost, std::memory_order_relaxed);
+      sampler->unwound_by_tables.fetch_add(drained.unwound_by_tables, std::memory_order_relaxed);
     }
     if (finished[i]) {  // its thread ended: nothing can write here any more
       for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);

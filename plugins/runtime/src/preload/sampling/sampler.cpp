@@ -52,7 +52,7 @@ struct sampler_window {
   }
 };
 
-enum class cpu_source { perf, posix_timer };
+enum class cpu_source { ring, perf, posix_timer };
 
 constexpr std::int64_t delivery_interval_ns = 100'000'000;  // waiting samples, descriptor checks
 constexpr std::int64_t perf_upgrade_age_ns = 20'000'000;
@@ -61,15 +61,16 @@ struct sampler_globals {
   std::mutex mutex;  // samplers and arming
   std::vector<thread_sampler*> samplers;
   sampler_window cpu, real;
-  // perf until the kernel first refuses a task-clock event that counts the kernel (paranoid
-  // level, seccomp), then the POSIX CPU timer for good: both charge a system call's CPU time to
-  // the call (docs/runtime.md). Not probed at start: every thread starts on the timer anyway, and
-  // a process that ends before its first thread is 20 ms old never calls perf_event_open (whose
-  // first call in a process the kernel sometimes holds for 10-35 ms).
-  std::atomic<cpu_source> source{cpu_source::perf};
+  // A perf ring (or the perf signal, on request) until the kernel first refuses an event that
+  // counts the kernel (paranoid level, seccomp), then the POSIX CPU timer for good: each charges
+  // a system call's CPU time to the call (docs/runtime.md). Not probed at start: every thread
+  // starts on the timer anyway, and a process that ends before its first thread is 20 ms old
+  // never calls perf_event_open (whose first call in a process the kernel sometimes holds for
+  // 10-35 ms).
+  std::atomic<cpu_source> source{cpu_source::ring};
   // The real-time sampler's user-mode task-clock events, until the kernel refuses even those.
   std::atomic<bool> user_mode_perf{true};
-  bool perf_wanted_explicitly = false;  // KAIROS_SAMPLING_CPUTIME_SOURCE=perf: say so if refused
+  const char* source_wanted_explicitly = nullptr;  // KAIROS_SAMPLING_CPUTIME_SOURCE=perf|ring: say so if refused
   int signal_number = 0;
   sample_delivery deliver = nullptr;
   std::atomic<bool> stopping{false};
@@ -215,12 +216,12 @@ void set_clocks_running(thread_sampler& sampler, bool running) noexcept {
 // skipped, so a system call's time would weigh on the next sample, in user code.
 void fall_back_to_timer(int error) {
   if (globals->source.exchange(cpu_source::posix_timer) == cpu_source::posix_timer) return;
-  if (globals->perf_wanted_explicitly)
-    report(fmt::format("KAIROS_SAMPLING_CPUTIME_SOURCE=perf but perf_event_open refuses a task-clock "
+  if (globals->source_wanted_explicitly)
+    report(fmt::format("KAIROS_SAMPLING_CPUTIME_SOURCE={} but perf_event_open refuses a task-clock "
                        "event that counts kernel time ({}; perf_event_paranoid={} allows it to root, "
                        "CAP_PERFMON or a level <= 1); using the POSIX CPU timer, which also charges "
                        "system calls to their callers",
-                       std::strerror(error), perf::perf_event_paranoid()));
+                       globals->source_wanted_explicitly, std::strerror(error), perf::perf_event_paranoid()));
 }
 
 // A task-clock sampling event on `tid`, its overflow signal routed to that thread. CPU time
@@ -290,7 +291,8 @@ void arm_cpu(thread_sampler& sampler, bool started_now) {
     sampler.perf_fd.store(sampler.perf_event.get());
     sampler.cpu_armed = static_cast<bool>(sampler.perf_event);
   }
-  if (sampler.signal_blocked.load()) sem_post(&globals->control_wake);  // its ring is due in 20 ms
+  if (sampler.signal_blocked.load() || globals->source == cpu_source::ring)
+    sem_post(&globals->control_wake);  // its ring is due at 20 ms of age
   if (!sampler.cpu_armed) {
     sampler.cpu_armed = open_posix_timer(sampler);
     sampler.perf_upgrade_due_ns =
@@ -300,12 +302,21 @@ void arm_cpu(thread_sampler& sampler, bool started_now) {
   if (sampler.cpu_armed) start_clocks_unless_blocked(sampler);
 }
 
-// Control thread, under the thread's arming lock: a thread that blocks the signal is sampled
-// through a perf ring from now on, and its signal clocks are closed (its mask no longer matters).
-// Its CPU time until now stays unsampled (unsampled_ns).
+// Control thread, under the thread's arming lock: the thread is sampled through a perf ring from
+// now on, and its signal clocks are closed (its mask no longer matters). If it blocks the signal,
+// its CPU time until now stays unsampled (unsampled_ns).
 void move_to_ring(thread_sampler& sampler) {
   if (!open_perf_ring(sampler.ring, sampler.thread->tid, globals->cpu.period_ns)) {
+    const int error = errno;
     globals->rings_refused = true;
+    if (globals->source == cpu_source::ring) fall_back_to_timer(error);
+    return;
+  }
+  // A ring that cannot count the kernel is for threads no signal reaches: the others keep the
+  // timer, which charges system calls to their callers.
+  if (!sampler.ring.counts_kernel && globals->source == cpu_source::ring) fall_back_to_timer(EACCES);
+  if (!sampler.ring.counts_kernel && !sampler.signal_blocked.load()) {
+    close_perf_ring(sampler.ring);
     return;
   }
   sampler.ring.cpu_at_open_ns = thread_cpu_ns(sampler.thread->tid);
@@ -327,8 +338,8 @@ std::int64_t upgrade_to_perf(std::int64_t now_ns) {
   std::int64_t next_due = 0;
   for (auto* sampler : globals->samplers) {
     std::lock_guard arming{sampler->arming};
-    if (sampler->cpu_armed && sampler->signal_blocked.load() && !sampler->sampled_by_ring.load() &&
-        !globals->rings_refused) {
+    const bool wants_ring = sampler->signal_blocked.load() || globals->source == cpu_source::ring;
+    if (sampler->cpu_armed && wants_ring && !sampler->sampled_by_ring.load() && !globals->rings_refused) {
       // As for perf: a thread that ends young never costs an event.
       const auto ring_due = sampler->started_ns + perf_upgrade_age_ns;
       if (now_ns >= ring_due) {
@@ -598,11 +609,15 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
     return result;
   }
   const auto& wanted_source = values.text(setting::sampling_cputime_source);
-  // The default is the timer: a perf event that counts the kernel signals a thread inside its
-  // system calls, and a sleep entered then ends early with EINTR (117 of 3,000 1 ms sleeps at
-  // 10 kHz here; the timer, which expires only at a tick the thread runs in: none).
-  globals->source = wanted_source == "perf" ? cpu_source::perf : cpu_source::posix_timer;
-  globals->perf_wanted_explicitly = wanted_source == "perf" && globals->cpu.enabled;
+  // The default is the ring: no signal at all. A perf event that counts the kernel signals a
+  // thread inside its system calls, and a sleep entered then ends early with EINTR (117 of 3,000
+  // 1 ms sleeps at 10 kHz here; the timer, which expires only at a tick the thread runs in: none).
+  // Causal profiling's delays run in the sampled thread's own handler: a signal it must be.
+  globals->source = wanted_source == "perf" || (wanted_source == "auto" && causal_running()) ? cpu_source::perf
+                    : wanted_source == "timer"                                             ? cpu_source::posix_timer
+                                                                                           : cpu_source::ring;
+  if (globals->cpu.enabled && (wanted_source == "perf" || wanted_source == "ring"))
+    globals->source_wanted_explicitly = wanted_source == "perf" ? "perf" : "ring";
   struct sigaction action {};
   action.sa_sigaction = &on_sampling_signal;
   sigfillset(&action.sa_mask);  // nothing nests inside the handler
@@ -739,7 +754,9 @@ sampling_summary sampling_totals() noexcept {
   if (!globals) return summary;
   summary.enabled = globals->cpu.enabled || globals->real.enabled;
   if (globals->cpu.enabled)
-    summary.cpu_source = globals->source == cpu_source::perf ? "perf task-clock" : "POSIX CPU timer";
+    summary.cpu_source = globals->source == cpu_source::ring   ? "perf ring buffer"
+                         : globals->source == cpu_source::perf ? "perf task-clock"
+                                                               : "POSIX CPU timer";
   summary.signal_number = globals->signal_number;
   const auto tables = kairos::unwind_table_counts();
   summary.unwind_table_functions = tables.functions;

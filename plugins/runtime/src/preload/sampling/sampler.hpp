@@ -2,12 +2,14 @@
 // The sampler: every thread of the program is sampled, by CPU time (on by default) and/or by
 // real time, with kairos's own threads left out. See docs/runtime.md ("Sampling") for the design.
 //
-// CPU time: a POSIX timer on the thread's CPU clock (timer_create + SIGEV_THREAD_ID, tick-
-// limited), or on request a perf_event task-clock sampling event that counts the kernel, its
-// overflow signal routed to that thread (F_SETOWN_EX F_OWNER_TID, O_ASYNC, F_SETSIG). Both
-// charge a system call's CPU time to the call (the signal is delivered as it returns). Each
-// sample's weight is the thread's CPU time since its previous sample, read in the handler, so
-// estimates are right with either source whatever the delivered rate.
+// CPU time: by default a perf task-clock event that counts the kernel and writes its samples
+// (user registers, a stack copy) into a ring buffer that the thread's writer unwinds: no signal
+// (perf_ring.hpp). Else, or for a thread's first 20 ms, a POSIX timer on the thread's CPU clock
+// (timer_create + SIGEV_THREAD_ID, tick-limited), or on request the task-clock event's overflow
+// signal routed to that thread (F_SETOWN_EX F_OWNER_TID, O_ASYNC, F_SETSIG). Each charges a
+// system call's CPU time to the call. A signal sample's weight is the thread's CPU time since its
+// previous sample, read in the handler; a ring sample's, the task-clock count's growth: so
+// estimates are right whatever the delivered rate.
 //
 // Real time: no thread is ever signalled by a clock that runs while it waits (a signal ends
 // nanosleep/sleep early with EINTR, whatever SA_RESTART says). While a thread runs, its own
@@ -34,7 +36,7 @@ class settings;
 
 struct sampling_summary {
   bool enabled = false;
-  std::string cpu_source;  // "perf task-clock", "POSIX CPU timer", "" when off
+  std::string cpu_source;  // "perf ring buffer", "perf task-clock", "POSIX CPU timer", "" when off
   int signal_number = 0;
   std::uint64_t delivered = 0;
   std::uint64_t unwound_by_tables = 0;    // of those delivered: kairos's unwind tables, not libgcc
