@@ -66,6 +66,20 @@ int open_ring_event(pid_t tid, std::int64_t period_ns, bool include_kernel) {
 #endif
 }
 
+// The window a sample taken at `time_ns` belongs to: drained up to 10 ms later, the window open
+// now may not be its own. One taken between a window's close and its ring's disabling is the
+// closing window's.
+std::int32_t window_at(std::int64_t time_ns) {
+  if (!windows_govern()) return current_window();
+  std::int32_t found = -1;
+  for_each_window_between(time_ns, time_ns, [&](const window_span& span) { found = span.ordinal; });
+  if (found < 0)
+    for_each_window_between(time_ns - 1'000'000'000, time_ns, [&](const window_span& span) {
+      if (span.open_ns <= time_ns) found = span.ordinal;
+    });
+  return found < 0 ? current_window() : found;
+}
+
 template <typename T>
 T read_at(const unsigned char* at) noexcept {
   T value;
@@ -126,7 +140,6 @@ ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch&
   std::uint64_t tail = page->data_tail;
   const auto* data = static_cast<const unsigned char*>(ring.mapping) + page->data_offset;
   const std::uint64_t size = page->data_size;
-  const auto window = current_window();
   while (tail + sizeof(perf_event_header) <= head) {
     // A record may wrap around the ring's end: then it is copied out whole first.
     auto copy_out = [&](std::uint64_t length) -> const unsigned char* {
@@ -173,7 +186,7 @@ ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch&
     sample.weight_ns = static_cast<std::int64_t>(count - ring.last_count);
     sample.thread_cpu_ns = ring.cpu_at_open_ns + static_cast<std::int64_t>(count);
     sample.source = sample_source::cpu_time;
-    sample.window = window;
+    sample.window = window_at(sample.time_ns);
     ring.last_count = count;
     std::uintptr_t frames[sample_stack_depth];
     const auto walk = kairos::walk_copied_stack(ip, sp, bp, stack, std::min(copied, dynamic_size), frames,
