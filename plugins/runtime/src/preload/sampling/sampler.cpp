@@ -266,7 +266,7 @@ void start_clocks_unless_blocked(thread_sampler& sampler) {
 }
 
 // A new thread starts on the POSIX CPU timer (no descriptor, a few microseconds to set up); the
-// control thread moves it to its perf event once it has lived perf_upgrade_age_ns. A perf event
+// control thread moves it to its ring or perf event once it has lived perf_upgrade_age_ns. A perf event
 // costs as much to open as the thread itself costs to create, so a program that churns short
 // threads pays for it only on the threads that live long enough to need its precision (the
 // timer is tick-limited: at most CONFIG_HZ samples a second). Weights are CPU-time deltas
