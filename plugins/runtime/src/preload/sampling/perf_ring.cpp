@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -24,10 +25,20 @@ namespace {
 // The top of the user stack copied at each sample (perf record's default). Deeper frames are cut
 // off; their samples still count whole, at the frames the copy holds.
 constexpr std::uint32_t stack_copy_bytes = 8192;
-// 2 MiB of data pages: 250 samples of 8 KiB, 25 ms of a thread at 10 kHz; the writer drains
-// rings every 10 ms. Halved while the kernel refuses (a user's perf_event_mlock_kb, 516 KiB by
-// default, bounds all of a user's rings together).
+// Data pages for 40 ms of samples (the writer drains rings every 10 ms): 128 KiB a thread at the
+// default 300 Hz, 512 KiB at 1 kHz, at most 2 MiB (25 ms at 10 kHz). The pages are locked
+// memory, so every thread's ring is no larger than its rate needs. Halved while the kernel
+// refuses (a user's perf_event_mlock_kb, 516 KiB by default, bounds all of a user's rings).
+constexpr std::int64_t ring_holds_ns = 40'000'000;
 constexpr std::size_t largest_ring_pages = 512, smallest_ring_pages = 16;
+
+std::size_t ring_pages(std::int64_t period_ns, long page_size) {
+  const auto samples = static_cast<std::size_t>(ring_holds_ns / std::max<std::int64_t>(period_ns, 1) + 1);
+  const std::size_t wanted = samples * (stack_copy_bytes + 128) / static_cast<std::size_t>(page_size) + 1;
+  std::size_t pages = smallest_ring_pages;  // a power of two, as the kernel requires
+  while (pages < wanted && pages < largest_ring_pages) pages *= 2;
+  return pages;
+}
 
 #if defined(__x86_64__)
 constexpr std::uint64_t registers_wanted =
@@ -100,7 +111,7 @@ bool open_perf_ring(perf_ring& ring, pid_t tid, std::int64_t period_ns) {
   }
   if (fd < 0) return false;
   const long page = sysconf(_SC_PAGESIZE);
-  for (std::size_t pages = largest_ring_pages; pages >= smallest_ring_pages; pages /= 2) {
+  for (std::size_t pages = ring_pages(period_ns, page); pages >= smallest_ring_pages; pages /= 2) {
     const std::size_t size = (pages + 1) * static_cast<std::size_t>(page);
     void* mapping = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (mapping == MAP_FAILED) continue;

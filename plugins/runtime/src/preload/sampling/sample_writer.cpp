@@ -49,7 +49,7 @@ namespace {
 
 constexpr std::int64_t pass_interval_ns = 50'000'000;
 // A writer that serves a thread sampled through a perf ring drains it this often: a ring holds
-// 25 ms of a thread at 10 kHz (perf_ring.cpp).
+// 40 ms of its thread, 25 ms at 10 kHz (perf_ring.cpp).
 constexpr std::int64_t ring_pass_interval_ns = 10'000'000;
 constexpr std::size_t delivery_batch = 4096;
 
