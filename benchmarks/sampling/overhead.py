@@ -6,7 +6,8 @@ threads and with 3 threads on 2 cores (kairos's own threads then compete for a c
 short run (≈0.6 s, where kairos's fixed cost shows) and a long one (≈2.5 s), under each
 configuration in CONFIGURATIONS: bare; kairos-run at default settings (the 0.5 s start-up delay
 included), the same without a symbol cache, with its default outputs, with no delay at 300 Hz
-and 1 kHz, and with no sampler; the floor (an empty handler on the same perf task-clock signal) at
+and 1 kHz (the default source: the perf ring, no signal), at 1 kHz through the perf signal, and with
+no sampler; the floor (an empty handler on the same perf task-clock signal) at
 300 Hz and 1 kHz; perf record -g and gperftools at 300 Hz. kairos writes only its database
 (--formats db) except in the default-outputs configuration. Its runs share a symbol cache that one
 1 kHz run of each program fills before the rounds, as a user's earlier runs of the program would. Configurations are interleaved round by round: each round runs every
@@ -80,6 +81,11 @@ CONFIGURATIONS = [
     Configuration("kairos delay 0, 1 kHz",
                   KAIROS + " --formats db -s KAIROS_SAMPLING_DELAY=0 --freq 1000 --", hz=1000,
                   samples_from="kairos"),
+    # The default source is the perf ring (no signal, unwound by the writer); this one samples
+    # the same 1 kHz through a signal on the thread, as the floor does.
+    Configuration("kairos delay 0, 1 kHz, perf signal",
+                  KAIROS + " --formats db -s KAIROS_SAMPLING_DELAY=0 -s KAIROS_SAMPLING_CPUTIME_SOURCE=perf"
+                  " --freq 1000 --", hz=1000, samples_from="kairos"),
     Configuration("kairos no sampler (CPUTIME=false)",
                   KAIROS + " --formats db -s KAIROS_SAMPLING_CPUTIME=false --",
                   samples_from="kairos"),
@@ -94,8 +100,9 @@ CONFIGURATIONS = [
         "CPUPROFILE": "{run}/cpu.prof", "CPUPROFILE_FREQUENCY": "300",
         "LD_PRELOAD": "{profiler_library}"}, hz=300, samples_from="pprof"),
 ]
-BARE, KAIROS_DEFAULT, KAIROS_NO_CACHE, KAIROS_OUTPUTS, KAIROS_300, KAIROS_1000, KAIROS_NO_SAMPLER, FLOOR_300, \
-    FLOOR_1000, PERF_300, GPERFTOOLS_300 = (c.name for c in CONFIGURATIONS)
+BARE, KAIROS_DEFAULT, KAIROS_NO_CACHE, KAIROS_OUTPUTS, KAIROS_300, KAIROS_1000, KAIROS_1000_SIGNAL, \
+    KAIROS_NO_SAMPLER, FLOOR_300, FLOOR_1000, PERF_300, GPERFTOOLS_300 = \
+    (c.name for c in CONFIGURATIONS)
 
 
 @dataclass(frozen=True)
@@ -346,7 +353,7 @@ def print_costs(runs, programs):
           "- samples at 300 Hz))")
     for p in longs:
         print(f"  {p}")
-        for kairos, floor in ((KAIROS_300, FLOOR_300), (KAIROS_1000, FLOOR_1000)):
+        for kairos, floor in ((KAIROS_300, FLOOR_300), (KAIROS_1000, FLOOR_1000), (KAIROS_1000_SIGNAL, FLOOR_1000)):
             kairos_cost = per_round(runs, p, kairos, BARE, cpu_per_sample_us)
             floor_cost = per_round(runs, p, floor, BARE, cpu_per_sample_us)
             figure(kairos, kairos_cost, 1, " µs")

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -383,6 +384,47 @@ TEST_CASE("the unwind-table walk never leaves the registered stack, whatever the
     finished += kairos::backtrace_detail::walk_with_tables(pc, stack, next(), frames, 64).finished();
   }
   MESSAGE(finished << " of 100000 random walks finished");
+}
+
+namespace {
+// This function's registers and the walk of its own stack in place, then the same walk over a
+// copy of `copy_size` bytes of that stack (a perf sample's STACK_USER, as another thread reads it).
+struct two_walks {
+  std::vector<std::uintptr_t> in_place, copied;
+  kairos::copied_stack_walk copied_walk;
+};
+[[gnu::noinline]] two_walks walk_here_and_a_copy(std::size_t copy_size) {
+  std::uintptr_t pc, sp, bp;
+  asm volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
+  copy_size = std::min<std::size_t>(copy_size, kairos::backtrace_detail::thread_stack_top - sp);
+  std::vector<unsigned char> copy(copy_size);
+  std::memcpy(copy.data(), reinterpret_cast<const void*>(sp), copy_size);
+  std::uintptr_t frames[64];
+  two_walks result;
+  const auto own = kairos::backtrace_detail::walk_with_tables(pc, sp, bp, frames, 64);
+  result.in_place.assign(frames, frames + own.count);
+  result.copied_walk = kairos::walk_copied_stack(pc, sp, bp, copy.data(), copy.size(), frames, 64);
+  result.copied.assign(frames, frames + result.copied_walk.count);
+  return result;
+}
+}  // namespace
+
+TEST_CASE("a copy of a stack walks to the frames the stack itself gives, and a short copy is cut off") {
+  if (!kairos::backtrace_detail::unwind_tables_at_build)
+    return kairos_test::skip("kairos's unwind tables need x86-64 and glibc 2.35 or later");
+  kairos::unwind_tables_register_thread();
+  kairos::use_unwind_tables();  // nothing compiled yet: the copied walk compiles what it misses
+  auto whole = walk_here_and_a_copy(1 << 20);
+  REQUIRE(whole.copied_walk.finished);
+  CHECK_FALSE(whole.copied_walk.truncated);
+  CHECK(whole.copied.size() >= 3);  // this function, the test case, doctest's runner...
+  kairos::build_unwind_tables(true);
+  whole = walk_here_and_a_copy(1 << 20);
+  CHECK(whole.copied == whole.in_place);
+  const auto cut = walk_here_and_a_copy(64);
+  CHECK(cut.copied_walk.truncated);
+  CHECK(cut.copied.size() < whole.copied.size());
+  CHECK(cut.copied.front() == whole.copied.front());
 }
 
 namespace {

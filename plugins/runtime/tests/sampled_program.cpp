@@ -7,9 +7,11 @@
 //   stress SECONDS     threads loop dlopen/dlclose, malloc/free, fork, while one burns CPU
 //   alloc-hook SECONDS malloc hooked: counts allocations made inside any signal handler
 //   churn COUNT ALIVE  COUNT short threads (each a few microseconds of work), ALIVE at a time
-//   blocked-worker SECONDS  a worker that blocks every signal (as liblzma's do) burns SECONDS of
-//                      CPU, the main thread a quarter of that
+//   syscalls SECONDS   alternates read(/dev/urandom, 64 KiB) x4 and a multiply loop for SECONDS of
+//                      CPU time; prints the thread CPU time (user + kernel) each spent
+//   blocked-worker SECONDS  a worker that blocks every signal burns 2/3 of the CPU, main 1/3
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/time.h>
@@ -76,6 +78,56 @@ void split(double seconds) {
   b.join();
   std::printf("cpu_ns three_quarters=%lld one_quarter=%lld\n", static_cast<long long>(cpu_a),
               static_cast<long long>(cpu_b));
+}
+
+// Most of its CPU time is the kernel's (urandom's generator), charged to this function's call.
+[[gnu::noinline]] void read_random(int descriptor) {
+  static char bytes[64 * 1024];
+  for (int i = 0; i < 4; ++i)
+    if (read(descriptor, bytes, sizeof bytes) < 0 && errno != EINTR) std::abort();
+}
+[[gnu::noinline]] void multiply_loop() {
+  double value = 1.0;
+  for (int i = 0; i < 200'000; ++i) value = value * 1.0000001 + 0.0000001;
+  sink = value;
+}
+
+void syscalls(double seconds) {
+  const int descriptor = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0) std::abort();
+  std::int64_t in_read = 0, in_loop = 0;
+  const auto until = thread_cpu_ns() + static_cast<std::int64_t>(seconds * 1e9);
+  while (thread_cpu_ns() < until) {
+    auto before = thread_cpu_ns();
+    read_random(descriptor);
+    const auto middle = thread_cpu_ns();
+    multiply_loop();
+    in_read += middle - before;
+    in_loop += thread_cpu_ns() - middle;
+  }
+  close(descriptor);
+  std::printf("cpu_ns read_random=%lld multiply_loop=%lld\n", static_cast<long long>(in_read),
+              static_cast<long long>(in_loop));
+}
+
+// liblzma's workers do this: every signal blocked for the thread's whole life.
+[[gnu::noinline]] void blocked_worker_burn(std::int64_t cpu_ns) { compute_three_quarters(cpu_ns); }
+[[gnu::noinline]] void main_thread_burn(std::int64_t cpu_ns) { compute_one_quarter(cpu_ns); }
+
+void blocked_worker(double seconds) {
+  const auto total = static_cast<std::int64_t>(seconds * 1e9);
+  std::int64_t worker_cpu = 0;
+  std::thread worker([&] {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    blocked_worker_burn(total * 2 / 3);
+    worker_cpu = thread_cpu_ns();
+  });
+  main_thread_burn(total / 3);
+  worker.join();
+  std::printf("cpu_ns worker=%lld main=%lld\n", static_cast<long long>(worker_cpu),
+              static_cast<long long>(thread_cpu_ns()));
 }
 
 [[gnu::noinline]] void spin_until_stopped() {
@@ -233,20 +285,6 @@ void churn(long count, int alive) {
   std::printf("churn done: %ld threads\n", count);
 }
 
-void blocked_worker(double seconds) {
-  std::int64_t worker_cpu_ns = 0;
-  std::thread worker([&] {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, nullptr);
-    compute_three_quarters(static_cast<std::int64_t>(seconds * 1e9));
-    worker_cpu_ns = thread_cpu_ns();
-  });
-  compute_one_quarter(static_cast<std::int64_t>(seconds * 0.25e9));
-  worker.join();
-  std::printf("blocked worker cpu_ns=%lld main cpu_ns=%lld\n", static_cast<long long>(worker_cpu_ns),
-              static_cast<long long>(thread_cpu_ns()));
-}
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
@@ -271,6 +309,8 @@ int main(int argc, char** argv) {
     stress(seconds);
   } else if (mode == "churn") {
     churn(static_cast<long>(seconds), argc > 3 ? std::atoi(argv[3]) : 8);
+  } else if (mode == "syscalls") {
+    syscalls(seconds);
   } else if (mode == "blocked-worker") {
     blocked_worker(seconds);
   } else if (mode == "alloc-hook") {
@@ -284,7 +324,7 @@ int main(int argc, char** argv) {
     std::printf("allocations checked=%ld in_handlers=%ld\n", allocations_checked.load(),
                 allocations_in_handlers.load());
   } else {
-    std::fprintf(stderr, "usage: sampled_program split|busy-until-signal|abort-after|sleeps|own-sigprof|stress|alloc-hook|churn|blocked-worker [N]\n");
+    std::fprintf(stderr, "usage: sampled_program split|busy-until-signal|abort-after|sleeps|own-sigprof|stress|alloc-hook|churn|syscalls|blocked-worker [N]\n");
     return 2;
   }
   return 0;

@@ -260,9 +260,12 @@ constexpr setting_definition definitions[] = {
      .description = "sample threads by the CPU time they use"},
     {.name = "sampling_cputime_source", .variable = "KAIROS_SAMPLING_CPUTIME_SOURCE",
      .type = text, .default_value = "auto", .category = sampling,
-     .description = "CPU-time sampler's clock: auto (perf task-clock when perf_event_open allows "
-                    "it, else timer), perf, timer (POSIX per-thread CPU timer, tick-limited)",
-     .choices = "auto,perf,timer"},
+     .description = "CPU-time sampler's clock; each charges system-call time to the call: "
+                    "auto (ring), ring (perf task-clock samples in a ring buffer, no signal, "
+                    "where perf_event_open lets it count the kernel, else timer), perf (task-clock "
+                    "overflow signal, same condition), timer (POSIX per-thread CPU timer, "
+                    "tick-limited)",
+     .choices = "auto,ring,perf,timer"},
     {.name = "sampling_cputime_freq", .variable = "KAIROS_SAMPLING_CPUTIME_FREQ",
      .type = number, .default_value = "", .category = sampling,
      .description = "CPU-time sampler frequency; empty = KAIROS_SAMPLING_FREQ",

@@ -282,6 +282,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   add_database_metadata("sampling_cpu_source", sampling.cpu_source);
   add_database_metadata("sampling_signal", sampling.signal_number ? signal_name(sampling.signal_number) : "");
   add_database_metadata("sampling_unwound_by_tables", std::to_string(sampling.unwound_by_tables));
+  add_database_metadata("sampling_threads_by_ring", std::to_string(sampling.threads_by_ring));
   if (!snapshot && verbosity() > 0 && sampling.delivered > 0) {
     report(fmt::format("unwinding: {} of {} samples with kairos's unwind tables ({} compiled, {} rows), "
                        "the rest with libgcc",

@@ -37,6 +37,7 @@ struct sample_writer {
   std::uint64_t records_spilled = 0, records_delivered = 0;
   std::int64_t last_delivery_ns = 0;
   std::atomic<bool> stopping{false};
+  bool serves_rings = false;  // under `mutex`
   // Reused from pass to pass (under `mutex`): a batch of 4,096 samples is 2.3 MB, and allocating
   // it afresh each time cost page faults and TLB flushes at every pass.
   sample_batch pass_batch, spill_batch;
@@ -47,6 +48,9 @@ struct sample_writer {
 namespace {
 
 constexpr std::int64_t pass_interval_ns = 50'000'000;
+// A writer that serves a thread sampled through a perf ring drains it this often: a ring holds
+// 40 ms of its thread, 25 ms at 10 kHz (perf_ring.cpp).
+constexpr std::int64_t ring_pass_interval_ns = 10'000'000;
 constexpr std::size_t delivery_batch = 4096;
 
 struct writer_globals {
@@ -217,14 +221,23 @@ void writer_pass(sample_writer& writer, bool final_pass) {
     buffer = next;
   }
   std::vector<thread_sampler*> kept;
+  writer.serves_rings = false;
   for (std::size_t i = 0; i < writer.threads.size(); ++i) {
     auto* sampler = writer.threads[i];
     for (auto* buffer : sampler->buffers)
       if (buffer && (final_pass || finished[i] ||
                      buffer->state.load(std::memory_order_acquire) == sample_buffer::filling_state))
         drain_committed(*buffer, batch);
+    if (sampler->sampled_by_ring.load(std::memory_order_acquire)) {
+      writer.serves_rings = true;
+      const auto drained = drain_perf_ring(sampler->ring, sampler->thread, batch);
+      sampler->delivered.fetch_add(drained.samples, std::memory_order_relaxed);
+      sampler->dropped.fetch_add(drained.lost, std::memory_order_relaxed);
+      sampler->unwound_by_tables.fetch_add(drained.unwound_by_tables, std::memory_order_relaxed);
+    }
     if (finished[i]) {  // its thread ended: nothing can write here any more
       for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
+      close_perf_ring(sampler->ring);
       delete sampler;
     } else {
       kept.push_back(sampler);
@@ -273,7 +286,10 @@ void* writer_main(void* argument) {
   while (!writer.stopping.load(std::memory_order_acquire)) {
     timespec deadline{};
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += pass_interval_ns;
+    {
+      std::lock_guard lock{writer.mutex};
+      deadline.tv_nsec += writer.serves_rings ? ring_pass_interval_ns : pass_interval_ns;
+    }
     if (deadline.tv_nsec >= 1'000'000'000) {
       deadline.tv_sec += 1;
       deadline.tv_nsec -= 1'000'000'000;
@@ -358,7 +374,7 @@ bool release_if_never_sampled(sample_writer* writer, thread_sampler* sampler) no
   // Never wait for a pass in progress (it may be inserting into the database): then the writer
   // frees the sampler at its next pass, as for any other.
   std::unique_lock lock{writer->mutex, std::try_to_lock};
-  if (!lock.owns_lock()) return false;
+  if (!lock.owns_lock() || sampler->sampled_by_ring.load()) return false;
   for (auto* buffer : sampler->buffers)
     if (buffer && (buffer->committed.load(std::memory_order_acquire) != 0 ||
                    buffer->state.load(std::memory_order_acquire) == sample_buffer::full_state))

@@ -52,7 +52,7 @@ struct sampler_window {
   }
 };
 
-enum class cpu_source { perf, posix_timer };
+enum class cpu_source { ring, perf, posix_timer };
 
 constexpr std::int64_t delivery_interval_ns = 100'000'000;  // waiting samples, descriptor checks
 constexpr std::int64_t perf_upgrade_age_ns = 20'000'000;
@@ -61,12 +61,16 @@ struct sampler_globals {
   std::mutex mutex;  // samplers and arming
   std::vector<thread_sampler*> samplers;
   sampler_window cpu, real;
-  // perf until the kernel first refuses a task-clock event (paranoid level, seccomp), then the
-  // POSIX CPU timer for good. Not probed at start: every thread starts on the timer anyway, and
-  // a process that ends before its first thread is 20 ms old never calls perf_event_open (whose
-  // first call in a process the kernel sometimes holds for 10-35 ms).
-  std::atomic<cpu_source> source{cpu_source::perf};
-  bool perf_wanted_explicitly = false;  // KAIROS_SAMPLING_CPUTIME_SOURCE=perf: say so if refused
+  // A perf ring (or the perf signal, on request) until the kernel first refuses an event that
+  // counts the kernel (paranoid level, seccomp), then the POSIX CPU timer for good: each charges
+  // a system call's CPU time to the call (docs/runtime.md). Not probed at start: every thread
+  // starts on the timer anyway, and a process that ends before its first thread is 20 ms old
+  // never calls perf_event_open (whose first call in a process the kernel sometimes holds for
+  // 10-35 ms).
+  std::atomic<cpu_source> source{cpu_source::ring};
+  // The real-time sampler's user-mode task-clock events, until the kernel refuses even those.
+  std::atomic<bool> user_mode_perf{true};
+  const char* source_wanted_explicitly = nullptr;  // KAIROS_SAMPLING_CPUTIME_SOURCE=perf|ring: say so if refused
   int signal_number = 0;
   sample_delivery deliver = nullptr;
   std::atomic<bool> stopping{false};
@@ -79,6 +83,8 @@ struct sampler_globals {
   std::uint64_t delivered_by_ended = 0, unwound_by_tables_by_ended = 0, dropped_by_ended = 0;
   std::int64_t unsampled_by_ended_ns = 0, cpu_by_ended_ns = 0;
   std::atomic<std::uint64_t> threads_blocking{0};
+  std::atomic<std::uint64_t> threads_by_ring{0};  // threads sampled through a perf ring
+  bool rings_refused = false;  // the kernel refused a ring once: not asked again (control thread)
   std::uint64_t waiting_taken = 0;  // under the mutex
   sample_batch waiting;  // control thread only
 
@@ -205,24 +211,31 @@ void set_clocks_running(thread_sampler& sampler, bool running) noexcept {
   }
 }
 
-// The kernel refused a task-clock event for a reason that will not go away: the timer from now on.
+// The kernel refused a CPU-time task-clock event for a reason that will not go away: the timer
+// from now on. A user-mode-only event is never used for CPU time: its overflows in the kernel are
+// skipped, so a system call's time would weigh on the next sample, in user code.
 void fall_back_to_timer(int error) {
   if (globals->source.exchange(cpu_source::posix_timer) == cpu_source::posix_timer) return;
-  if (globals->perf_wanted_explicitly)
-    report(fmt::format("KAIROS_SAMPLING_CPUTIME_SOURCE=perf but perf_event_open refuses a task-clock "
-                       "event here ({}; see /proc/sys/kernel/perf_event_paranoid); using the POSIX "
-                       "CPU timer",
-                       std::strerror(error)));
+  if (globals->source_wanted_explicitly)
+    report(fmt::format("KAIROS_SAMPLING_CPUTIME_SOURCE={} but perf_event_open refuses a task-clock "
+                       "event that counts kernel time ({}; perf_event_paranoid={} allows it to root, "
+                       "CAP_PERFMON or a level <= 1); using the POSIX CPU timer, which also charges "
+                       "system calls to their callers",
+                       globals->source_wanted_explicitly, std::strerror(error), perf::perf_event_paranoid()));
 }
 
-// A task-clock sampling event on `tid`, its overflow signal routed to that thread.
-owned_descriptor open_task_clock(pid_t tid, std::int64_t period_ns) {
+// A task-clock sampling event on `tid`, its overflow signal routed to that thread. CPU time
+// counts the kernel (`include_kernel`): the overflow's signal is delivered as the system call
+// returns, so its stack is the call's. The real-time sampler's does not: its samples are not CPU
+// time, and it must never leave a signal pending in a thread entering a sleep.
+owned_descriptor open_task_clock(pid_t tid, std::int64_t period_ns, bool include_kernel) {
   owned_descriptor event{perf::open_sampling_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK,
-                                                   tid, static_cast<std::uint64_t>(period_ns))};
+                                                   tid, static_cast<std::uint64_t>(period_ns), include_kernel)};
   if (!event) {
     const int error = errno;
-    if (error == EACCES || error == EPERM || error == ENOENT || error == ENOSYS || error == EINVAL)
-      fall_back_to_timer(error);
+    const bool lasting = error == EACCES || error == EPERM || error == ENOENT || error == ENOSYS || error == EINVAL;
+    if (lasting && include_kernel) fall_back_to_timer(error);
+    if (lasting && (!include_kernel || (error != EACCES && error != EPERM))) globals->user_mode_perf = false;
     return event;
   }
   const int fd = event.get();
@@ -253,7 +266,7 @@ void start_clocks_unless_blocked(thread_sampler& sampler) {
 }
 
 // A new thread starts on the POSIX CPU timer (no descriptor, a few microseconds to set up); the
-// control thread moves it to its perf event once it has lived perf_upgrade_age_ns. A perf event
+// control thread moves it to its ring or perf event once it has lived perf_upgrade_age_ns. A perf event
 // costs as much to open as the thread itself costs to create, so a program that churns short
 // threads pays for it only on the threads that live long enough to need its precision (the
 // timer is tick-limited: at most CONFIG_HZ samples a second). Weights are CPU-time deltas
@@ -267,12 +280,19 @@ bool has_writer(thread_sampler& sampler) {
 
 void arm_cpu(thread_sampler& sampler, bool started_now) {
   if (sampler.cpu_armed || sampler.finished.load() || !has_writer(sampler)) return;
+  if (sampler.sampled_by_ring.load()) {
+    set_perf_ring_running(sampler.ring, true);
+    sampler.cpu_armed = true;
+    return;
+  }
   sampler.last_cpu_ns = thread_cpu_ns(sampler.thread->tid);
   if (globals->source == cpu_source::perf && !started_now) {
-    sampler.perf_event = open_task_clock(sampler.thread->tid, globals->cpu.period_ns);
+    sampler.perf_event = open_task_clock(sampler.thread->tid, globals->cpu.period_ns, true);
     sampler.perf_fd.store(sampler.perf_event.get());
     sampler.cpu_armed = static_cast<bool>(sampler.perf_event);
   }
+  if (sampler.signal_blocked.load() || globals->source == cpu_source::ring)
+    sem_post(&globals->control_wake);  // its ring is due at 20 ms of age
   if (!sampler.cpu_armed) {
     sampler.cpu_armed = open_posix_timer(sampler);
     sampler.perf_upgrade_due_ns =
@@ -282,12 +302,52 @@ void arm_cpu(thread_sampler& sampler, bool started_now) {
   if (sampler.cpu_armed) start_clocks_unless_blocked(sampler);
 }
 
-// Control thread, under the mutex: threads on the timer that lived long enough get perf. Returns
-// when the next one is due (0: none waits).
+// Control thread, under the thread's arming lock: the thread is sampled through a perf ring from
+// now on, and its signal clocks are closed (its mask no longer matters). If it blocks the signal,
+// its CPU time until now stays unsampled (unsampled_ns).
+void move_to_ring(thread_sampler& sampler) {
+  if (!open_perf_ring(sampler.ring, sampler.thread->tid, globals->cpu.period_ns)) {
+    const int error = errno;
+    globals->rings_refused = true;
+    if (globals->source == cpu_source::ring) fall_back_to_timer(error);
+    return;
+  }
+  // A ring that cannot count the kernel is for threads no signal reaches: the others keep the
+  // timer, which charges system calls to their callers.
+  if (!sampler.ring.counts_kernel && globals->source == cpu_source::ring) fall_back_to_timer(EACCES);
+  if (!sampler.ring.counts_kernel && !sampler.signal_blocked.load()) {
+    close_perf_ring(sampler.ring);
+    return;
+  }
+  sampler.ring.cpu_at_open_ns = thread_cpu_ns(sampler.thread->tid);
+  sampler.sampled_by_ring.store(true);
+  globals->threads_by_ring.fetch_add(1, std::memory_order_relaxed);
+  set_perf_ring_running(sampler.ring, true);
+  sampler.perf_upgrade_due_ns = 0;
+  sampler.perf_fd.store(-1);
+  sampler.perf_event.close_if_ours();
+  if (sampler.has_timer) {
+    timer_delete(sampler.timer);
+    sampler.has_timer = false;
+  }
+}
+
+// Control thread, under the mutex: threads on the timer that lived long enough get perf, and
+// threads that block the signal a ring. Returns when the next one is due (0: none waits).
 std::int64_t upgrade_to_perf(std::int64_t now_ns) {
   std::int64_t next_due = 0;
   for (auto* sampler : globals->samplers) {
     std::lock_guard arming{sampler->arming};
+    const bool wants_ring = sampler->signal_blocked.load() || globals->source == cpu_source::ring;
+    if (sampler->cpu_armed && wants_ring && !sampler->sampled_by_ring.load() && !globals->rings_refused) {
+      // As for perf: a thread that ends young never costs an event.
+      const auto ring_due = sampler->started_ns + perf_upgrade_age_ns;
+      if (now_ns >= ring_due) {
+        move_to_ring(*sampler);
+        continue;
+      }
+      next_due = next_due == 0 ? ring_due : std::min(next_due, ring_due);
+    }
     const auto due = sampler->perf_upgrade_due_ns;
     if (due == 0) continue;
     if (now_ns < due) {
@@ -295,7 +355,7 @@ std::int64_t upgrade_to_perf(std::int64_t now_ns) {
       continue;
     }
     sampler->perf_upgrade_due_ns = 0;
-    auto event = open_task_clock(sampler->thread->tid, globals->cpu.period_ns);
+    auto event = open_task_clock(sampler->thread->tid, globals->cpu.period_ns, true);
     if (!event) continue;  // stays on the timer
     timer_delete(sampler->timer);
     sampler->has_timer = false;
@@ -307,6 +367,7 @@ std::int64_t upgrade_to_perf(std::int64_t now_ns) {
 }
 
 void disarm_cpu(thread_sampler& sampler) {
+  if (sampler.sampled_by_ring.load()) set_perf_ring_running(sampler.ring, false);  // its writer drains it
   sampler.perf_upgrade_due_ns = 0;
   sampler.perf_fd.store(-1);
   if (sampler.perf_event.still_ours()) ioctl(sampler.perf_event.get(), PERF_EVENT_IOC_DISABLE, 0);
@@ -323,8 +384,8 @@ void arm_realtime(thread_sampler& sampler) {
   const auto directory = fmt::format("/proc/self/task/{}/", sampler.thread->tid);
   sampler.stat_file.adopt(open((directory + "stat").c_str(), O_RDONLY | O_CLOEXEC));
   sampler.syscall_file.adopt(open((directory + "syscall").c_str(), O_RDONLY | O_CLOEXEC));
-  if (globals->source == cpu_source::perf) {
-    sampler.realtime_perf_event = open_task_clock(sampler.thread->tid, globals->real.period_ns);
+  if (globals->user_mode_perf) {
+    sampler.realtime_perf_event = open_task_clock(sampler.thread->tid, globals->real.period_ns, false);
     sampler.realtime_perf_fd.store(sampler.realtime_perf_event.get());
   }
   sampler.realtime_armed = static_cast<bool>(sampler.stat_file);
@@ -349,6 +410,7 @@ void apply_windows(thread_sampler& sampler, bool started_now) {
 thread_sampler* create_sampler(thread_record& record) {
   auto* sampler = new thread_sampler;
   sampler->thread = &record;
+  sampler->started_ns = steady_now_ns();
   sampler->buffers[0] = map_sample_buffer(sampler);
   sampler->buffers[1] = map_sample_buffer(sampler);
   if (!sampler->buffers[0]) {
@@ -369,10 +431,12 @@ thread_sampler* create_sampler(thread_record& record) {
   return sampler;
 }
 
-// The CPU time a thread spent with the signal blocked, up to now (its own thread, or finalize).
+// The CPU time a thread spent with the signal blocked and no ring, up to now (its own thread, or
+// finalize).
 std::int64_t unsampled_ns(const thread_sampler& sampler, std::int64_t cpu_now_ns) {
   auto total = sampler.unsampled_cpu_ns.load();
-  if (sampler.signal_blocked.load()) total += std::max<std::int64_t>(cpu_now_ns - sampler.blocked_since_cpu_ns, 0);
+  const auto until_ns = sampler.sampled_by_ring.load() ? sampler.ring.cpu_at_open_ns : cpu_now_ns;
+  if (sampler.signal_blocked.load()) total += std::max<std::int64_t>(until_ns - sampler.blocked_since_cpu_ns, 0);
   return total;
 }
 
@@ -547,8 +611,15 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
     return result;
   }
   const auto& wanted_source = values.text(setting::sampling_cputime_source);
-  globals->source = wanted_source == "timer" ? cpu_source::posix_timer : cpu_source::perf;
-  globals->perf_wanted_explicitly = wanted_source == "perf" && globals->cpu.enabled;
+  // The default is the ring: no signal at all. A perf event that counts the kernel signals a
+  // thread inside its system calls, and a sleep entered then ends early with EINTR (117 of 3,000
+  // 1 ms sleeps at 10 kHz here; the timer, which expires only at a tick the thread runs in: none).
+  // Causal profiling's delays run in the sampled thread's own handler: a signal it must be.
+  globals->source = wanted_source == "perf" || (wanted_source == "auto" && causal_running()) ? cpu_source::perf
+                    : wanted_source == "timer"                                             ? cpu_source::posix_timer
+                                                                                           : cpu_source::ring;
+  if (globals->cpu.enabled && (wanted_source == "perf" || wanted_source == "ring"))
+    globals->source_wanted_explicitly = wanted_source == "perf" ? "perf" : "ring";
   struct sigaction action {};
   action.sa_sigaction = &on_sampling_signal;
   sigfillset(&action.sa_mask);  // nothing nests inside the handler
@@ -638,7 +709,7 @@ void sampling_thread_ending() noexcept {
 
 void sampling_signal_mask_changed(const sigset_t& mask) noexcept {
   auto* sampler = this_thread_sampler;
-  if (!sampler || !enabled.load(std::memory_order_relaxed)) return;
+  if (!sampler || !enabled.load(std::memory_order_relaxed) || sampler->sampled_by_ring.load()) return;
   const bool blocked = sigismember(&mask, globals->signal_number) == 1;
   if (blocked == sampler->signal_blocked.load(std::memory_order_relaxed)) return;
   const auto cpu_ns = own_cpu_ns();
@@ -647,6 +718,7 @@ void sampling_signal_mask_changed(const sigset_t& mask) noexcept {
     if (sampler->unsampled_cpu_ns.load() == 0) globals->threads_blocking.fetch_add(1, std::memory_order_relaxed);
     sampler->signal_blocked.store(true);
     set_clocks_running(*sampler, false);
+    sem_post(&globals->control_wake);  // the control thread gives it a ring
   } else {
     sampler->unsampled_cpu_ns.fetch_add(std::max<std::int64_t>(cpu_ns - sampler->blocked_since_cpu_ns, 1));
     // The next sample weighs only what ran since now, not the blocked stretch.
@@ -684,7 +756,9 @@ sampling_summary sampling_totals() noexcept {
   if (!globals) return summary;
   summary.enabled = globals->cpu.enabled || globals->real.enabled;
   if (globals->cpu.enabled)
-    summary.cpu_source = globals->source == cpu_source::perf ? "perf task-clock" : "POSIX CPU timer";
+    summary.cpu_source = globals->source == cpu_source::ring   ? "perf ring buffer"
+                         : globals->source == cpu_source::perf ? "perf task-clock"
+                                                               : "POSIX CPU timer";
   summary.signal_number = globals->signal_number;
   const auto tables = kairos::unwind_table_counts();
   summary.unwind_table_functions = tables.functions;
@@ -696,6 +770,7 @@ sampling_summary sampling_totals() noexcept {
   summary.unsampled_cpu_ns = globals->unsampled_by_ended_ns;
   summary.threads_blocking = globals->threads_blocking.load();
   summary.program_cpu_ns = globals->cpu_by_ended_ns;
+  summary.threads_by_ring = globals->threads_by_ring.load();
   for (auto* sampler : globals->samplers) {
     summary.delivered += sampler->delivered.load();
     summary.unwound_by_tables += sampler->unwound_by_tables.load();
@@ -722,6 +797,7 @@ void sampling_forget_after_fork_in_child() noexcept {
   // (the program may have reused a number since), never otherwise.
   for (auto* sampler : globals->samplers) {
     sampler->perf_event.close_if_ours();
+    close_perf_ring(sampler->ring);
     sampler->realtime_perf_event.close_if_ours();
     sampler->stat_file.close_if_ours();
     sampler->syscall_file.close_if_ours();

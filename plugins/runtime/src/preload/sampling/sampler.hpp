@@ -2,11 +2,14 @@
 // The sampler: every thread of the program is sampled, by CPU time (on by default) and/or by
 // real time, with kairos's own threads left out. See docs/runtime.md ("Sampling") for the design.
 //
-// CPU time: a perf_event task-clock sampling event per thread whose overflow signal is routed to
-// that thread (F_SETOWN_EX F_OWNER_TID, O_ASYNC, F_SETSIG); without perf, a POSIX timer on the
-// thread's CPU clock (timer_create + SIGEV_THREAD_ID, tick-limited). Each sample's weight is the
-// thread's CPU time since its previous sample, read in the handler, so estimates are right with
-// either source whatever the delivered rate.
+// CPU time: by default a perf task-clock event that counts the kernel and writes its samples
+// (user registers, a stack copy) into a ring buffer that the thread's writer unwinds: no signal
+// (perf_ring.hpp). Else, or for a thread's first 20 ms, a POSIX timer on the thread's CPU clock
+// (timer_create + SIGEV_THREAD_ID, tick-limited), or on request the task-clock event's overflow
+// signal routed to that thread (F_SETOWN_EX F_OWNER_TID, O_ASYNC, F_SETSIG). Each charges a
+// system call's CPU time to the call. A signal sample's weight is the thread's CPU time since its
+// previous sample, read in the handler; a ring sample's, the task-clock count's growth: so
+// estimates are right whatever the delivered rate.
 //
 // Real time: no thread is ever signalled by a clock that runs while it waits (a signal ends
 // nanosleep/sleep early with EINTR, whatever SA_RESTART says). While a thread runs, its own
@@ -15,8 +18,10 @@
 // /proc/self/task/<tid>/stat, takes a "waiting" sample at the site of its blocking system call
 // (/proc/self/task/<tid>/syscall).
 //
-// A thread that blocks the sampling signal is not signalled at all until it unblocks it (see
-// thread_sampler.hpp); its CPU time meanwhile is reported as unsampled.
+// A thread that blocks the sampling signal is not signalled at all (see thread_sampler.hpp); once
+// it is 20 ms old, it is sampled without a signal for the rest of its life, through a perf ring
+// buffer its writer drains and unwinds (perf_ring.hpp). Its CPU time while blocked before that,
+// or where the kernel refuses the ring, is reported as unsampled.
 #include <signal.h>
 
 #include <cstdint>
@@ -31,7 +36,7 @@ class settings;
 
 struct sampling_summary {
   bool enabled = false;
-  std::string cpu_source;  // "perf task-clock", "POSIX CPU timer", "" when off
+  std::string cpu_source;  // "perf ring buffer", "perf task-clock", "POSIX CPU timer", "" when off
   int signal_number = 0;
   std::uint64_t delivered = 0;
   std::uint64_t unwound_by_tables = 0;    // of those delivered: kairos's unwind tables, not libgcc
@@ -40,6 +45,7 @@ struct sampling_summary {
   std::uint64_t dropped = 0;              // buffers full: the writer fell behind
   std::int64_t unsampled_cpu_ns = 0;      // CPU time of threads that blocked the signal
   std::uint64_t threads_blocking = 0;     // threads that blocked it at some point
+  std::uint64_t threads_by_ring = 0;      // of those, sampled through a perf ring from 20 ms on
   // The CPU time of every thread sampled (the program's), start to now: the whole the samples'
   // weights are a share of.
   std::int64_t program_cpu_ns = 0;

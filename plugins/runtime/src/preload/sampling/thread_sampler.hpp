@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "preload/sampling/perf_ring.hpp"
 #include "preload/sampling/sample_buffer.hpp"
 #include "preload/support/private_descriptor.hpp"
 
@@ -30,6 +31,7 @@ struct thread_sampler {
   timer_t timer{};
   bool has_timer = false;
   std::int64_t perf_upgrade_due_ns = 0;  // on the timer until then (sampler.cpp: arm_cpu)
+  std::int64_t started_ns = 0;           // steady clock
   bool cpu_armed = false;
   bool realtime_armed = false;
   owned_descriptor realtime_perf_event;  // real-time sampler: task-clock event (running thread)
@@ -43,6 +45,11 @@ struct thread_sampler {
   std::atomic<bool> signal_blocked{false};
   std::int64_t blocked_since_cpu_ns = 0;
   std::atomic<std::int64_t> unsampled_cpu_ns{0};
+  // Such a thread, once 20 ms old, is sampled without a signal for the rest of its life: a perf
+  // ring buffer (perf_ring.hpp) that its writer drains. Opened by the control thread under
+  // `arming`; `sampled_by_ring` is published after `ring`, and then `ring` belongs to the writer.
+  perf_ring ring;
+  std::atomic<bool> sampled_by_ring{false};
   std::atomic<bool> finished{false};  // the thread ended: no more samples; the writer frees it
   std::atomic<std::uint64_t> delivered{0};
   std::atomic<std::uint64_t> unwound_by_tables{0};  // of those delivered (unwind_tables.hpp)

@@ -31,6 +31,8 @@
 //   frames, never a fault or a loop.
 // * Anything else (no module, an unknown function, a stack pointer off the registered stack)
 //   ends the walk unfinished, and the caller unwinds with libgcc instead.
+// * The same walk reads a copy of another thread's stack (walk_copied_stack: a perf sample's user
+//   registers and stack copy), off that thread; what that copy holds bounds it instead.
 #include <ucontext.h>
 
 #include <atomic>
@@ -678,18 +680,31 @@ struct module_lookup {
   }
 };
 
-// Walks from a frame's registers (frame 0 is `pc` itself); see the header comment for when it
-// gives up.
-inline table_walk walk_with_tables(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t bp, std::uintptr_t* frames,
-                                   int capacity) noexcept {
+// The stack words a walk may read, [bottom, top) of the walked thread's address space: the
+// calling thread's own stack, read in place (`copy` null), or a copy of another thread's taken
+// at a sample (a perf ring buffer's PERF_SAMPLE_STACK_USER), whose byte i is bottom + i's.
+struct stack_memory {
+  std::uintptr_t bottom = 0, top = 0;
+  const unsigned char* copy = nullptr;
+
+  bool holds(std::uintptr_t address) const noexcept {
+    return address >= bottom && top - bottom >= sizeof(std::uintptr_t) && address <= top - sizeof(std::uintptr_t) &&
+           address % sizeof(std::uintptr_t) == 0;
+  }
+  std::uintptr_t word(std::uintptr_t address) const noexcept {
+    if (copy == nullptr) return *reinterpret_cast<const std::uintptr_t*>(address);
+    std::uintptr_t value;
+    std::memcpy(&value, copy + (address - bottom), sizeof value);
+    return value;
+  }
+};
+
+// Walks from a frame's registers (frame 0 is `pc` itself) over `stack`; see the header comment
+// for when it gives up.
+inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t bp, const stack_memory& stack,
+                             std::uintptr_t* frames, int capacity) noexcept {
   table_walk walk;
-  const std::uintptr_t stack_top = thread_stack_top;
-  if (stack_top == 0 || sp < thread_stack_lowest || sp >= stack_top || !unwind_tables.in_use.load(std::memory_order_relaxed))
-    return walk;
-  const std::uintptr_t stack_bottom = sp;
-  auto on_stack = [&](std::uintptr_t address) {
-    return address >= stack_bottom && address <= stack_top - sizeof(std::uintptr_t) && address % sizeof(std::uintptr_t) == 0;
-  };
+  if (!unwind_tables.in_use.load(std::memory_order_relaxed)) return walk;
   module_lookup module;
   for (bool first = true;; first = false) {
     if (walk.count == capacity) {
@@ -725,19 +740,27 @@ inline table_walk walk_with_tables(std::uintptr_t pc, std::uintptr_t sp, std::ui
     }
     const std::uintptr_t cfa = (row->rule == unwind_rule::cfa_from_rsp ? sp : bp) + static_cast<std::uintptr_t>(row->cfa_offset);
     const std::uintptr_t return_address_at = cfa - sizeof(std::uintptr_t);
-    if (cfa <= sp || !on_stack(return_address_at)) return walk;
+    if (cfa <= sp || !stack.holds(return_address_at)) return walk;
     if (row->rbp_offset != 0) {
       const std::uintptr_t rbp_at = cfa + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(row->rbp_offset));
-      if (!on_stack(rbp_at)) return walk;
-      bp = *reinterpret_cast<const std::uintptr_t*>(rbp_at);
+      if (!stack.holds(rbp_at)) return walk;
+      bp = stack.word(rbp_at);
     }
-    pc = *reinterpret_cast<const std::uintptr_t*>(return_address_at);
+    pc = stack.word(return_address_at);
     sp = cfa;
     if (pc == 0) {  // some thread starts end with a zero return address instead of CFI
       walk.end = walk_end::finished;
       return walk;
     }
   }
+}
+
+// Walks the calling thread's own stack, from `sp` up to the top it registered.
+inline table_walk walk_with_tables(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t bp, std::uintptr_t* frames,
+                                   int capacity) noexcept {
+  const std::uintptr_t stack_top = thread_stack_top;
+  if (stack_top == 0 || sp < thread_stack_lowest || sp >= stack_top) return {};
+  return walk_stack(pc, sp, bp, stack_memory{sp, stack_top, nullptr}, frames, capacity);
 }
 
 inline table_walk walk_with_tables(const ucontext_t& interrupted, std::uintptr_t* frames, int capacity) noexcept {
@@ -776,6 +799,14 @@ inline void want_tables_for(const std::uintptr_t* frames, int count, bool first_
 
 #else
 inline constexpr bool unwind_tables_at_build = false;
+struct stack_memory {
+  std::uintptr_t bottom = 0, top = 0;
+  const unsigned char* copy = nullptr;
+};
+inline table_walk walk_stack(std::uintptr_t, std::uintptr_t, std::uintptr_t, const stack_memory&, std::uintptr_t*,
+                             int) noexcept {
+  return {};
+}
 inline table_walk walk_with_tables(std::uintptr_t, std::uintptr_t, std::uintptr_t, std::uintptr_t*, int) noexcept {
   return {};
 }
@@ -834,6 +865,32 @@ inline void build_unwind_tables(bool everything = false) {
 #else
   (void)everything;
 #endif
+}
+
+// Another thread's stack, walked off that thread: its user registers and a copy of the top of its
+// stack as the kernel took them at a sample (perf's PERF_SAMPLE_REGS_USER and STACK_USER), so a
+// thread that blocks every signal can still be sampled. The same tables and walk as a signal
+// handler's; what the tables lack is compiled here (this is no signal handler) and the walk
+// tried until it goes no further. Frames beyond the copy are cut off: `truncated` says so. Return addresses from
+// frame 1 on, as capture's: look them up one byte back. Not async-signal-safe.
+struct copied_stack_walk {
+  int count = 0;
+  bool finished = false;   // reached the outermost frame or filled `frames`
+  bool truncated = false;  // the copy or `frames` ended before the outermost frame
+};
+inline copied_stack_walk walk_copied_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t bp,
+                                           const void* stack_copy, std::size_t copy_size, std::uintptr_t* frames,
+                                           int capacity) {
+  const backtrace_detail::stack_memory stack{sp, sp + copy_size, static_cast<const unsigned char*>(stack_copy)};
+  auto walk = backtrace_detail::walk_stack(pc, sp, bp, stack, frames, capacity);
+  // Each build compiles the function (or module) the walk stopped at, so the walk gets further
+  // each time; a stack's first sample pays for all of it, later ones find it compiled.
+  for (int builds = 0; walk.end == backtrace_detail::walk_end::missing && builds < 2 * capacity; ++builds) {
+    build_unwind_tables();
+    walk = backtrace_detail::walk_stack(pc, sp, bp, stack, frames, capacity);
+  }
+  // Unfinished: most often the copy ended (the kernel copies a fixed size).
+  return {walk.count, walk.finished(), walk.truncated || !walk.finished()};
 }
 
 // What has been compiled so far.

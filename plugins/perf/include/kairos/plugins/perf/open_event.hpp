@@ -80,10 +80,12 @@ inline open_result open_event(const event_definition& event, int group_fd,
 }
 
 // A sampling event on thread `tid` of this process (0: the calling thread): it overflows every
-// `period` counts of (`type`, `config`), user mode only, and starts disabled. The caller routes
-// the overflow (a signal, a ring buffer). -1 with errno set when the kernel refuses.
+// `period` counts of (`type`, `config`) and starts disabled. The caller routes the overflow (a
+// signal, a ring buffer). With `include_kernel`, counts and overflows in the kernel count too (a
+// system call's time is sampled inside it); perf_event_paranoid >= 2 refuses that to users
+// (EACCES). -1 with errno set when the kernel refuses.
 inline int open_sampling_event(std::uint32_t type, std::uint64_t config, pid_t tid,
-                               std::uint64_t period) noexcept {
+                               std::uint64_t period, bool include_kernel) noexcept {
   perf_event_attr attributes{};
   attributes.size = sizeof(attributes);
   attributes.type = type;
@@ -92,9 +94,7 @@ inline int open_sampling_event(std::uint32_t type, std::uint64_t config, pid_t t
   attributes.disabled = 1;
   attributes.exclude_hv = 1;
   attributes.wakeup_events = 1;
-  // User mode only: an overflow while the thread is in the kernel (entering nanosleep, say)
-  // would leave a signal pending that cuts the sleep short.
-  attributes.exclude_kernel = 1;
+  attributes.exclude_kernel = include_kernel ? 0 : 1;
   return static_cast<int>(
       syscall(SYS_perf_event_open, &attributes, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
 }
