@@ -115,32 +115,6 @@ class progress {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), shown_{};
 };
 
-// The first two launches among the inputs' processes, with an input of each, or "" where they are
-// of one launch (or none). An input that cannot be read is left to the merge, which names it.
-std::string second_launch(const std::vector<std::string>& inputs) {
-  std::string first_id, first_input;
-  for (const auto& input : inputs) {
-    std::vector<std::string> ids;
-    try {
-      ids = launch_ids_of(input);
-    } catch (const std::exception&) {
-      continue;
-    }
-    for (const auto& id : ids) {
-      if (first_input.empty()) {
-        first_id = id;
-        first_input = input;
-      } else if (id != first_id) {
-        return fmt::format("[kairos] the inputs hold two launches: '{}' (in '{}') and '{}' (in '{}'); their times "
-                           "would add up as one run's. Merge each launch on its own, or give --several-launches "
-                           "if they belong together",
-                           first_id, first_input, id, input);
-      }
-    }
-  }
-  return {};
-}
-
 }  // namespace
 
 int run_report(const report_request& request, std::ostream& standard_out, std::ostream& errors) {
@@ -228,12 +202,6 @@ int run_merge(const merge_request& request, std::ostream& errors, bool terminal)
     }
     inputs.insert(inputs.end(), files.begin(), files.end());
   }
-  if (!request.several_launches) {
-    if (const auto refusal = second_launch(inputs); !refusal.empty()) {
-      errors << refusal << '\n';
-      return 2;
-    }
-  }
 
   std::unique_ptr<merger> merged_into;
   try {
@@ -244,10 +212,28 @@ int run_merge(const merge_request& request, std::ostream& errors, bool terminal)
   }
   progress shown{errors, inputs.size(), terminal};
   std::size_t merged = 0, skipped = 0;
+  std::string first_launch, first_launch_input;
   for (std::size_t index = 0; index < inputs.size(); ++index) {
     try {
-      merged_into->add(inputs[index]);
+      const auto added = merged_into->add(inputs[index]);
       ++merged;
+      // Two launches' times would add up as one run's: the merge stops, and its output goes (the
+      // launch ids are the merger's by-product, so the check costs no input a second read).
+      for (const auto& launch : added.launch_ids) {
+        if (first_launch_input.empty()) {
+          first_launch = launch;
+          first_launch_input = inputs[index];
+        } else if (launch != first_launch && !request.several_launches) {
+          shown.problem(fmt::format("[kairos] the inputs hold two launches: '{}' (in '{}') and '{}' (in '{}'); their "
+                                    "times would add up as one run's. Merge each launch on its own, or give "
+                                    "--several-launches if they belong together; {} was not written",
+                                    first_launch, first_launch_input, launch, inputs[index], request.output));
+          merged_into.reset();
+          std::error_code ignored;
+          for (const char* suffix : {"", "-journal"}) fs::remove(request.output + suffix, ignored);
+          return 2;
+        }
+      }
     } catch (const std::exception& problem) {
       ++skipped;
       shown.problem(fmt::format("{} (skipped)", problem.what()));

@@ -28,14 +28,12 @@ namespace {
 constexpr std::array shifted_tables{"process", "thread", "gpu_device", "causal_experiment"};
 constexpr std::size_t thread_table = 1;
 
-// A process p's launch id: its column, else its merged metadata, else its profile's metadata; in
-// the input's schema (`input.`, attached) or the connection's own (``).
-std::string launch_id_sql(std::string_view schema) {
-  return fmt::format("COALESCE(NULLIF(p.launch_id, ''), (SELECT NULLIF(value, '') FROM {0}process_metadata "
-                     "WHERE process = p.id AND key = 'launch_id'), (SELECT NULLIF(value, '') FROM {0}metadata "
-                     "WHERE key = 'launch_id'))",
-                     schema);
-}
+// A process p's launch id: its column, else its merged metadata, else its profile's metadata (an
+// empty one is none).
+constexpr std::string_view launch_id_sql =
+    "COALESCE(NULLIF(p.launch_id, ''), (SELECT NULLIF(value, '') FROM input.process_metadata "
+    "WHERE process = p.id AND key = 'launch_id'), (SELECT NULLIF(value, '') FROM input.metadata "
+    "WHERE key = 'launch_id'))";
 
 // Where an input's copied rows point: ids shifted by the output's largest before the input; names,
 // frames and stacks through merged_string(), merged_frame() and merged_stack(), the input's maps (a
@@ -50,7 +48,7 @@ std::vector<copy_step> copy_steps() {
       {"INSERT INTO main.process (id, pid, ppid, rank, size, hostname, command, start_ns, end_ns, launch_id) "
        "SELECT p.id + :process, p.pid, p.ppid, p.rank, p.size, merged_string(p.hostname), merged_string(p.command), "
        "p.start_ns, p.end_ns, " +
-       launch_id_sql("input.") + " FROM input.process AS p"},
+       std::string{launch_id_sql} + " FROM input.process AS p"},
       {"INSERT INTO main.thread (id, process, internal_id, sequent_id, tid, name, start_ns, end_ns) "
        "SELECT t.id + :thread, t.process + :process, t.internal_id, t.sequent_id, t.tid, merged_string(t.name), t.start_ns, "
        "t.end_ns FROM input.thread AS t"},
@@ -277,7 +275,7 @@ merged_input merger::add(const std::string& input) {
 
     // Each process is merged once: a second copy would count its time twice.
     auto processes = s.database.prepare(
-        "SELECT p.pid, COALESCE(h.value, ''), COALESCE(p.start_ns, 0), " + launch_id_sql("input.") +
+        "SELECT p.pid, COALESCE(h.value, ''), COALESCE(p.start_ns, 0), " + std::string{launch_id_sql} +
         " FROM input.process AS p LEFT JOIN input.string AS h ON h.id = p.hostname");
     while (processes.step()) {
       const auto launch_id = processes.text(3);
@@ -293,6 +291,9 @@ merged_input merger::add(const std::string& input) {
       s.identities.emplace(identity, input);
       identities_added.push_back(std::move(identity));
       ++added.processes;
+      if (!processes.is_null(3) &&
+          std::find(added.launch_ids.begin(), added.launch_ids.end(), launch_id) == added.launch_ids.end())
+        added.launch_ids.emplace_back(launch_id);
     }
 
     auto& strings = s.input_strings = id_map{scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM input.string")};
@@ -379,15 +380,6 @@ merged_input merger::add(const std::string& input) {
   processes_ += added.processes;
   samples_ += added.samples;
   return added;
-}
-
-std::vector<std::string> launch_ids_of(const std::string& input) {
-  auto profile = open_profile(input);
-  std::vector<std::string> ids;
-  auto query = profile.prepare("SELECT DISTINCT launch FROM (SELECT " + launch_id_sql("") +
-                               " AS launch FROM process AS p) WHERE launch IS NOT NULL ORDER BY launch");
-  while (query.step()) ids.emplace_back(query.text(0));
-  return ids;
 }
 
 }  // namespace kairos::database

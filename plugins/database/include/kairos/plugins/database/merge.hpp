@@ -17,6 +17,7 @@ namespace kairos::database {
 struct merged_input {
   std::int64_t processes = 0;
   std::int64_t samples = 0;  // CPU-time and real-time samples
+  std::vector<std::string> launch_ids;  // of its processes, each once (a process without one adds none)
 };
 
 class merger {
@@ -27,8 +28,8 @@ class merger {
   merger(const merger&) = delete;
   merger& operator=(const merger&) = delete;
 
-  // Copies one input in one transaction, whatever its launch (kairos-merge first checks that its
-  // inputs are of one launch: launch_ids_of). Throws database_error naming the input when it is not a
+  // Copies one input in one transaction, whatever its launch (kairos-merge checks that the inputs
+  // are of one launch by what add() returns). Throws database_error naming the input when it is not a
   // kairos profile, has another schema version, is corrupt, or holds a process already merged
   // (the same launch id, host and pid; without a launch id, the same host, pid and start time);
   // then nothing of it is kept and the merger takes the next input as if it had not been given.
@@ -48,9 +49,5 @@ class merger {
   std::unique_ptr<state> state_;
   std::int64_t processes_ = 0, samples_ = 0;
 };
-
-// The launch ids of an input's processes (docs/mpi.md), distinct and sorted; a process without
-// one adds none. Throws database_error naming the input when it is not a profile database.
-std::vector<std::string> launch_ids_of(const std::string& input);
 
 }  // namespace kairos::database
