@@ -281,8 +281,9 @@ def test_environment_is_the_programs_own(directory):
     # environment is clean too.
     busy = "import os, time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n" + dump
     stem = os.path.join(directory, "exec", "%exe%-%pid%")
-    out, err, status = run([KAIROS_RUN, "-o", stem, "--", "sh", "-c", 'exec "$0" -c "$1"', sys.executable, busy],
-                           directory, plain_environment)
+    # Sampling from the start: 0.3 s of CPU may end before the default delay.
+    out, err, status = run([KAIROS_RUN, "--set", "KAIROS_SAMPLING_DELAY=0", "-o", stem, "--", "sh", "-c",
+                            'exec "$0" -c "$1"', sys.executable, busy], directory, plain_environment)
     check(status == 0 and b"KAIROS_" not in out and b"LD_PRELOAD" not in out, f"after exec: {out!r} {err}")
     profiles = glob.glob(os.path.join(directory, "exec", "*.db"))
     check(len(profiles) == 1 and sample_count(profiles[0]) > 0, f"the exec'd image profiled: {profiles} {err}")
