@@ -6,7 +6,8 @@ For each program, run bare (its output, exit status and CPU time), under kairos-
 self shares by perf, each with kairos's share beside it, every kernel frame folded into the user
 frame that made the system call (perf's samples in the kernel are charged to their first user
 frame, as kairos charges them). A function is matched by name (parameters, `(anonymous
-namespace)::` and symbol versions dropped) or, unnamed, by module and offset.
+namespace)::` and symbol versions dropped) or, unnamed, by module (kairos names a frame no symbol
+covers `<module> (no symbols)`, one row a module: perf's unknown frames are summed alike).
 
 Programs:
   syscalls   kairos_sampled_program syscalls: read(/dev/urandom, 64 KiB) x4 and a multiply loop
@@ -66,13 +67,13 @@ def normalized(name):
     return re.sub(r"64$", "", name) or name
 
 
-def module_key(path, offset):
-    base = os.path.basename(path)
-    base = re.sub(r"\.so(\.\d+)*$", ".so", base)
-    return f"{base}+{offset:#x}"
+def unnamed_key(path):
+    """A module's frames that no symbol names, as one function (kairos's own naming of them)."""
+    base = re.sub(r"\.so(\.\d+)*$", ".so", os.path.basename(path))
+    return f"{base} (no symbols)"
 
 
-UNNAMED = re.compile(r"^(.*)\+0x([0-9a-f]+)$")
+UNNAMED = re.compile(r"^(.*) \(no symbols\)$")
 
 
 def kairos_shares(database):
@@ -87,7 +88,7 @@ def kairos_shares(database):
     selfs, totals = {}, {}
     for name, self_ns, total_ns in rows:
         match = UNNAMED.match(name)
-        key = module_key(match.group(1), int(match.group(2), 16)) if match and "/" in match.group(1) else normalized(name)
+        key = unnamed_key(match.group(1)) if match else normalized(name)
         selfs[key] = selfs.get(key, 0) + 100.0 * self_ns / weight if weight else 0
         totals[key] = max(totals.get(key, 0), 100.0 * total_ns / weight if weight else 0)
     return selfs, weight / 1e9, totals, threads_cpu / 1e9
@@ -117,7 +118,7 @@ def perf_shares(perf, data, directory):
         if symbol != "[unknown]":
             leaf = normalized(re.sub(r"\+0x[0-9a-f]+$", "", symbol))
         else:
-            leaf = module_key(dso, int(address, 16))
+            leaf = unnamed_key(dso)
     return {k: 100.0 * v / grand for k, v in selfs.items()} if grand else {}
 
 
