@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -133,7 +134,7 @@ sample_buffer* buffer_to_fill(thread_sampler& sampler) noexcept {
 
 // The causal experiments see every CPU-time sample, recorded or dropped (causal.hpp). A delay's
 // spun tail is CPU time of the thread's but not of the program's: the next sample's weight
-// leaves it out.
+// leaves it out (a perf signal's period is held while it spins).
 void run_causal_experiments(thread_sampler& sampler, const kairos::backtrace<sample_stack_depth>& stack,
                             std::int64_t weight_ns) noexcept {
   std::uint64_t addresses[sample_stack_depth];
@@ -143,24 +144,59 @@ void run_causal_experiments(thread_sampler& sampler, const kairos::backtrace<sam
   sampler.last_cpu_ns += own_cpu_ns() - before_ns;
 }
 
-void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t* context) noexcept {
+// The perf signal overflows after a random amount of CPU time, exponential with the mean
+// period (bounded to [1/8, 8] of it and rescaled to keep the mean): a fixed period phase-locks with a program
+// whose loop lasts about as long, because the signal itself moves the loop (a read of
+// /dev/urandom returns early when a signal is pending), and one call took 78-94% of the samples
+// for 68% of the CPU time. Memoryless periods make the samples see the program as it is on
+// average, whatever the signal does to it (Poisson arrivals see time averages), so each sample
+// weighs the mean period: a weight measured since the previous sample would again favour where
+// long intervals end (3 points high on that program). The ioctl restarts the count from here,
+// so the handler's own time never reaches the next sample.
+void restart_perf_period(thread_sampler& sampler, int fd) noexcept {
+  constexpr double low = 1.0 / 8, high = 8.0;
+  static const double mean = low + std::exp(-low) - std::exp(-high);  // E[clamp(X, low, high)], X ~ Exp(1)
+  auto& state = sampler.period_state;
+  if (state == 0) state = static_cast<std::uint64_t>(sampler.thread->tid) * 0x9E3779B97F4A7C15ULL | 1;
+  state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
+  const double uniform = static_cast<double>((state >> 11) + 1) * 0x1p-53;  // (0, 1]
+  const double draw = std::clamp(-std::log(uniform), low, high) / mean;
+  auto period = static_cast<std::uint64_t>(draw * static_cast<double>(globals->cpu.period_ns));
+  ioctl(fd, PERF_EVENT_IOC_PERIOD, &period);
+}
+
+// `perf_fd`: the CPU-time perf event whose overflow this is, or -1 (the timer, or real time).
+void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t* context, int perf_fd) noexcept {
   const auto now_ns = steady_now_ns();
   const auto cpu_ns = own_cpu_ns();
   std::int64_t weight_ns = globals->real.period_ns;
-  if (source == sample_source::cpu_time) weight_ns = std::max<std::int64_t>(cpu_ns - sampler.last_cpu_ns, 0);
+  if (source == sample_source::cpu_time) {
+    // A thread's first perf sample also carries its CPU time since its last timer sample.
+    weight_ns = perf_fd >= 0 && sampler.perf_weighted ? globals->cpu.period_ns
+                                                      : std::max<std::int64_t>(cpu_ns - sampler.last_cpu_ns, 0);
+    weight_ns += std::exchange(sampler.carried_ns, 0);
+    sampler.last_cpu_ns = cpu_ns;
+    sampler.perf_weighted = perf_fd >= 0;
+  }
+  // A causal delay spins in this handler: no overflow during it.
+  if (perf_fd >= 0 && causal_running()) {
+    std::uint64_t never = std::uint64_t{1} << 62;
+    ioctl(perf_fd, PERF_EVENT_IOC_PERIOD, &never);
+  }
   auto* buffer = buffer_to_fill(sampler);
   if (!buffer) {
-    // Counted; its CPU time goes to the next sample recorded, so the weights still add up to the
+    // Counted; its weight goes to the next sample recorded, so the weights still add up to the
     // thread's CPU time (only this stack is lost).
     sampler.dropped.fetch_add(1, std::memory_order_relaxed);
+    if (source == sample_source::cpu_time) sampler.carried_ns = weight_ns;
     if (source == sample_source::cpu_time && causal_running()) {
       kairos::backtrace<sample_stack_depth> stack;
       stack.sample(context);
       run_causal_experiments(sampler, stack, weight_ns);
     }
+    if (perf_fd >= 0) restart_perf_period(sampler, perf_fd);
     return;
   }
-  if (source == sample_source::cpu_time) sampler.last_cpu_ns = cpu_ns;
   const auto index = buffer->committed.load(std::memory_order_relaxed);
   auto& record = buffer->record(index);
   record.time_ns = now_ns;
@@ -178,6 +214,7 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
   }
   // Last: its delays may sleep this thread, and the sample is already in the buffer.
   if (source == sample_source::cpu_time && causal_running()) run_causal_experiments(sampler, record.stack, weight_ns);
+  if (perf_fd >= 0) restart_perf_period(sampler, perf_fd);
 }
 
 void on_sampling_signal(int, siginfo_t* info, void* context) {
@@ -187,8 +224,10 @@ void on_sampling_signal(int, siginfo_t* info, void* context) {
     // The real-time sampler's own perf event (si_fd names it), else CPU time (perf or SI_TIMER).
     const int realtime_fd = sampler->realtime_perf_fd.load(std::memory_order_relaxed);
     const bool real_time = info->si_code > 0 && realtime_fd >= 0 && info->si_fd == realtime_fd;
+    const int cpu_fd = sampler->perf_fd.load(std::memory_order_relaxed);
+    const bool perf = info->si_code > 0 && cpu_fd >= 0 && info->si_fd == cpu_fd;
     take_sample(*sampler, real_time ? sample_source::real_time : sample_source::cpu_time,
-                static_cast<const ucontext_t*>(context));
+                static_cast<const ucontext_t*>(context), perf ? cpu_fd : -1);
   }
   errno = saved_errno;
 }

@@ -22,6 +22,11 @@ struct thread_sampler {
   sample_buffer* buffers[2] = {nullptr, nullptr};
   int current = 0;               // the buffer being filled (handler only)
   std::int64_t last_cpu_ns = 0;  // the thread's CPU time at its previous CPU-time sample
+  // The perf signal's random periods (sampler.cpp: next_perf_period; handler only): its samples
+  // weigh the mean period, plus what dropped samples left to carry.
+  std::uint64_t period_state = 0;
+  bool perf_weighted = false;  // a perf overflow was sampled: later ones weigh the mean period
+  std::int64_t carried_ns = 0;
   // Arming: under `arming` (the control thread takes it inside the samplers' mutex; the thread
   // itself as it starts). The descriptors are also read by the thread's own signal-mask wrapper,
   // hence atomic numbers.
