@@ -2,7 +2,8 @@
 """The runtime's stages include one another in one direction only: each folder of src/preload may
 include only the folders its row of src/preload/README.md allows ("all of the above",
 "everything" and "nothing of the runtime" mean what they say). Fails naming the file and the
-include that breaks the rule, or a folder the README does not list."""
+include that breaks the rule, or a folder the README does not list. Within and across folders,
+no two modules (a name.hpp with its name.cpp) include each other, directly or around a loop."""
 import os
 import re
 import sys
@@ -31,9 +32,52 @@ def allowed_by_readme():
     return allowed
 
 
+def module_loops():
+    """Each loop of modules that include one another, as 'a -> b -> a' (Tarjan's components)."""
+    graph = {}
+    for folder in sorted(os.listdir(PRELOAD)):
+        path = os.path.join(PRELOAD, folder)
+        if not os.path.isdir(path):
+            continue
+        for name in sorted(os.listdir(path)):
+            module = f"{folder}/{os.path.splitext(name)[0]}"
+            with open(os.path.join(path, name)) as source:
+                for line in source:
+                    match = re.match(r'#include "preload/(\w+/\w+)\.hpp"', line)
+                    if match and match.group(1) != module:
+                        graph.setdefault(module, set()).add(match.group(1))
+    index, low, stack, on_stack, loops = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                loops.append(" -> ".join(sorted(component) + [min(component)]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return loops
+
+
 def main():
     allowed = allowed_by_readme()
-    problems = []
+    problems = [f"modules include one another: {loop}" for loop in module_loops()]
     for folder in sorted(os.listdir(PRELOAD)):
         path = os.path.join(PRELOAD, folder)
         if not os.path.isdir(path):

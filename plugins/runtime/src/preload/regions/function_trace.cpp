@@ -23,7 +23,7 @@
 
 #include "common/posix_regex.hpp"
 #include "xray/xray_api.h"
-#include "preload/regions/regions.hpp"
+#include "preload/regions/region_rules.hpp"
 #include "preload/support/bounded_wait.hpp"
 #include "preload/support/private_descriptor.hpp"
 #include "preload/support/reentry_guard.hpp"

@@ -16,11 +16,11 @@
 #include <kairos/component_list.hpp>
 #include <kairos/component_tuple.hpp>
 #include <kairos/components.hpp>
-#include <kairos/printable.hpp>
 #include <kairos/storage/stored.hpp>
 
 #include "preload/causal/progress_points.hpp"
 #include "preload/regions/function_trace.hpp"
+#include "preload/regions/region_rules.hpp"
 #include "preload/support/bounded_wait.hpp"
 #include "preload/support/reentry_guard.hpp"
 #include "preload/threads/thread_registry.hpp"
@@ -81,16 +81,12 @@ regions_globals& all() {
 }
 
 constexpr std::size_t component_count = std::tuple_size_v<builtin_components>;
-constexpr int mismatches_shown = 5;
-constexpr std::size_t shown_name_bytes = 120;  // of a name in a stderr line
 
 std::array<bool, component_count> enabled_components{};
 bool only_wall_clock = false;
 bool keep_region_rows = false;
 std::atomic<bool> accepting{false};
-std::atomic<bool> collecting{true};
 std::atomic<std::uint64_t> pushes{0};
-std::atomic<std::uint64_t> mismatches{0};
 std::atomic<bool> forget_parent_regions{false};  // set in a fork child, done at its first call
 [[gnu::tls_model("initial-exec")]] thread_local thread_regions* this_thread_regions = nullptr;
 
@@ -139,7 +135,7 @@ void push_region(const char* name) {
   const bool pushed = on_this_thread([name](thread_regions& regions) {
     auto& region = regions.stack.emplace_back();
     region.name = regions.intern(name ? name : "(null)");
-    if (!collecting.load(std::memory_order_relaxed) || (windows_govern() && !inside_window())) return;
+    if (!regions_collecting() || (windows_govern() && !inside_window())) return;
     pushes.fetch_add(1, std::memory_order_relaxed);
     region.bundle.emplace(std::string_view{*region.name});
     apply_switches(*region.bundle, std::make_index_sequence<component_count>{});
@@ -164,8 +160,8 @@ void pop_region(const char* name) {
   if (popped && keep_region_rows) pop_region_row(name);
 }
 
-void start_collection() { collecting.store(true, std::memory_order_relaxed); }
-void stop_collection() { collecting.store(false, std::memory_order_relaxed); }
+void start_collection() { set_regions_collecting(true); }
+void stop_collection() { set_regions_collecting(false); }
 
 void set_thread_disabled(bool disabled) {
   if (inside_kairos || !accepting.load(std::memory_order_acquire)) return;
@@ -174,7 +170,7 @@ void set_thread_disabled(bool disabled) {
 }
 void disable_thread() { set_thread_disabled(true); }
 void enable_thread() { set_thread_disabled(false); }
-int active() { return accepting.load(std::memory_order_acquire) && collecting.load(std::memory_order_relaxed) ? 1 : 0; }
+int active() { return accepting.load(std::memory_order_acquire) && regions_collecting() ? 1 : 0; }
 
 constexpr kairos_entry_points entry_points{KAIROS_ENTRY_POINTS_VERSION, &push_region, &pop_region,
                                            &start_collection, &stop_collection, &disable_thread,
@@ -226,11 +222,10 @@ void wait_for_user_api_calls(std::chrono::milliseconds limit) noexcept {
 }
 
 std::uint64_t regions_recorded() noexcept { return pushes.load(std::memory_order_relaxed); }
-std::uint64_t mismatched_pops() noexcept { return mismatches.load(std::memory_order_relaxed); }
 
 void regions_forget_after_fork_in_child() noexcept {
   pushes.store(0);
-  mismatches.store(0);
+  forget_mismatched_pops();
   forget_parent_regions.store(true);
 }
 
@@ -239,23 +234,6 @@ void regions_unlock_after_fork() noexcept { all().mutex.unlock(); }
 
 const kairos_entry_points& user_entry_points() noexcept {
   return only_wall_clock && traced_regions_available() ? traced_entry_points : entry_points;
-}
-
-bool regions_collecting() noexcept { return collecting.load(std::memory_order_relaxed); }
-
-void report_mismatched_pop(const thread_record& thread, std::string_view given, const std::string* innermost) {
-  const auto count = mismatches.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (count <= mismatches_shown) {
-    report(innermost == nullptr
-               ? fmt::format("kairos_pop_region(\"{}\") on thread {} (tid {}) but no region is open there; "
-                             "the pop is ignored",
-                             printable(given, shown_name_bytes), thread.sequent_id, thread.tid)
-               : fmt::format("kairos_pop_region(\"{}\") on thread {} (tid {}) but the innermost open region "
-                             "is \"{}\"; the pop is ignored",
-                             printable(given, shown_name_bytes), thread.sequent_id, thread.tid,
-                             printable(*innermost, shown_name_bytes)));
-  }
-  if (count == mismatches_shown) report("further mismatched kairos_pop_region calls are counted, not shown");
 }
 
 }  // namespace kairos::runtime

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "preload/regions/entry_points_access.hpp"
+#include "preload/regions/region_rules.hpp"
 #include "preload/support/problems.hpp"
 
 namespace kairos::runtime {
@@ -26,7 +27,6 @@ void wait_for_user_api_calls(std::chrono::milliseconds limit) noexcept;
 
 // Regions pushed by this process image with their bundles (0: nothing to report before an exec).
 std::uint64_t regions_recorded() noexcept;
-std::uint64_t mismatched_pops() noexcept;
 
 // In a followed fork child (async-signal-safe): what the parent collected is forgotten, at the
 // child's first user-API call (freeing memory is not for a fork handler).
@@ -38,11 +38,5 @@ void regions_unlock_after_fork() noexcept;
 // The functions libkairos-user.so calls: with KAIROS_COMPONENTS=wall_clock (the default), the
 // traced ones of function_trace.hpp; else stored bundles of the components named.
 const kairos_entry_points& user_entry_points() noexcept;
-
-// Whether kairos_start/kairos_stop left collection on (read by the traced regions too).
-bool regions_collecting() noexcept;
-// One "[kairos]" line for a pop that names no open region (`innermost`: the innermost open one,
-// nullptr when none), the first few times; every one counted (mismatched_pops).
-void report_mismatched_pop(const thread_record& thread, std::string_view given, const std::string* innermost);
 
 }  // namespace kairos::runtime
