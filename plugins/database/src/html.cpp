@@ -19,6 +19,8 @@
 
 #include <fmt/format.h>
 
+#include <kairos/plugins/database/metadata_keys.hpp>
+
 #include "output_helpers.hpp"
 
 namespace kairos::database {
@@ -36,7 +38,7 @@ constexpr int timeline_lanes = 4;   // region depths drawn; deeper regions are i
 constexpr double lane_height = 12, density_height = 16;
 constexpr std::int64_t kairos_threads_from = 1'000'000;  // sequent ids of kairos's own threads
 
-std::string metadata_value(const std::map<std::string, std::string>& metadata, const std::string& key) {
+std::string metadata_value(const std::map<std::string, std::string, std::less<>>& metadata, std::string_view key) {
   const auto found = metadata.find(key);
   return found == metadata.end() ? std::string{} : found->second;
 }
@@ -298,7 +300,7 @@ void write_function_table(std::ostream& out, const std::vector<function_row>& ro
 }  // namespace
 
 void write_html(connection& profile, std::ostream& out, const window_range& range, std::string_view generator) {
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string, std::less<>> metadata;
   auto metadata_rows = profile.prepare("SELECT key, value FROM metadata ORDER BY key");
   while (metadata_rows.step()) metadata[std::string{metadata_rows.text(0)}] = metadata_rows.text(1);
   std::string command, host;
@@ -396,14 +398,14 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   row("threads", fmt::format("{} of the program's, {} of them sampled", program_threads,
                              std::count_if(threads.begin(), threads.end(), [](const thread_row& t) { return t.samples > 0; })));
   const auto frequency = metadata_value(metadata, "setting.KAIROS_SAMPLING_FREQ");
-  const auto source = metadata_value(metadata, "sampling_cpu_source");
+  const auto source = metadata_value(metadata, metadata_key::sampling_cpu_source);
   row("samples", fmt::format("{} standing for {} of CPU time{}", samples, duration(weight_ns),
                              source.empty() ? std::string{}
                                             : fmt::format(" ({}, {} Hz)", xml_text(source), xml_text(frequency))));
   row("regions", std::to_string(region_count));
   std::string lost;
   for (const auto& [key, value] : metadata)
-    if ((key.starts_with("dropped.") || key == "rows_lost") && value != "0")
+    if ((key.starts_with("dropped.") || key == metadata_key::rows_lost) && value != "0")
       lost += fmt::format("{}{} {}", lost.empty() ? "" : ", ", xml_text(value), xml_text(key));
   // What was never sampled is not a loss of rows: the coverage row above says it.
   row("dropped", lost.empty() ? std::string{"no sample or row dropped"} : lost);

@@ -9,6 +9,7 @@
 
 #include <fmt/ranges.h>
 
+#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/plugins/database/region_block.hpp>
 
 #include "output_helpers.hpp"
@@ -192,12 +193,12 @@ sampling_coverage coverage_of(connection& profile) {
   sampling_coverage coverage;
   const auto integer = [&](std::string_view key) { return static_cast<std::int64_t>(metadata_number(profile, key, true)); };
   coverage.sampled_ns = scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample");
-  coverage.program_cpu_ns = integer("program_cpu_ns");
-  coverage.blocked_ns = integer("unsampled_cpu_ns");
-  coverage.blocked_threads = integer("unsampled_threads");
-  coverage.dropped_samples = integer("dropped.samples");
-  coverage.dropped_regions = integer("dropped.region_rows");
-  coverage.rows_lost = integer("rows_lost");
+  coverage.program_cpu_ns = integer(metadata_key::program_cpu_ns);
+  coverage.blocked_ns = integer(metadata_key::unsampled_cpu_ns);
+  coverage.blocked_threads = integer(metadata_key::unsampled_threads);
+  coverage.dropped_samples = integer(metadata_key::dropped_samples);
+  coverage.dropped_regions = integer(metadata_key::dropped_region_rows);
+  coverage.rows_lost = integer(metadata_key::rows_lost);
   coverage.delay_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DELAY", false);
   coverage.duration_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DURATION", false);
   coverage.windows = scalar(profile, "SELECT COUNT(*) FROM window") > 0;

@@ -45,6 +45,7 @@
 #include "preload/outputs/report.hpp"
 #include "preload/pipeline/delivery.hpp"
 #include "preload/process/lifecycle.hpp"
+#include "preload/process/stages.hpp"
 #include "preload/process/termination.hpp"
 #include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
@@ -69,8 +70,6 @@ namespace {
 
 constexpr std::chrono::milliseconds user_api_wait{200};
 constexpr int stem_suffixes_tried = 1000;
-// At the end, how long kairos waits for its own events of GPU work still running.
-constexpr std::int64_t gpu_drain_timeout_ns = 2'000'000'000;
 constexpr std::int64_t unsampled_worth_saying_ns = 20'000'000;
 constexpr const char* mpi_default_output_path = "kairos-output/%exe%-%launch_date%-%launch_id%/rank%rank%";
 
@@ -270,19 +269,11 @@ std::string causal_summary_text(const causal_summary& causal) {
 // and says what was written. Nothing recorded: nothing written.
 void write_everything(const std::string& end_reason, bool snapshot) {
   std::optional<own_cost_timer> cost{own_cost::stopping};
-  stop_causal();  // first: its last experiment ends before the samples that drive it stop
-  stop_windows();
-  stop_sampling();
-  stop_gpu(gpu_drain_timeout_ns);
+  for (const auto& stage : runtime_stages())
+    if (stage.stop) stage.stop();
   const auto sampling = sampling_totals();
-  process_function_events(true);
   const losses lost{sampling.dropped, traced_rows_dropped(), 0, sampling.unsampled_cpu_ns,
                     sampling.threads_blocking, gpu_records_dropped(), mpi_calls_dropped()};
-  // Known only now: the CPU-time source turns from perf to the timer if the kernel refuses perf.
-  add_database_metadata("sampling_cpu_source", sampling.cpu_source);
-  add_database_metadata("sampling_signal", sampling.signal_number ? signal_name(sampling.signal_number) : "");
-  add_database_metadata("sampling_unwound_by_tables", std::to_string(sampling.unwound_by_tables));
-  add_database_metadata("sampling_threads_by_ring", std::to_string(sampling.threads_by_ring));
   if (!snapshot && verbosity() > 0 && sampling.delivered > 0) {
     report(fmt::format("unwinding: {} of {} samples with kairos's unwind tables ({} compiled, {} rows), "
                        "the rest with libgcc",
@@ -290,29 +281,10 @@ void write_everything(const std::string& end_reason, bool snapshot) {
                        plural(static_cast<std::uint64_t>(sampling.unwind_table_functions), "function"),
                        sampling.unwind_table_rows));
   }
-  add_database_metadata("dropped.samples", std::to_string(lost.samples));
-  add_database_metadata("dropped.region_rows", std::to_string(lost.region_rows));
-  add_database_metadata("traced_events", std::to_string(traced_events()));
-  add_database_metadata("unsampled_cpu_ns", std::to_string(lost.unsampled_cpu_ns));
-  add_database_metadata("unsampled_threads", std::to_string(lost.threads_blocking));
-  // The whole the CPU-time samples are a share of (every report states their coverage).
-  if (!sampling.cpu_source.empty()) add_database_metadata("program_cpu_ns", std::to_string(sampling.program_cpu_ns));
-  if (gpu_observed()) add_database_metadata("dropped.gpu_records", std::to_string(lost.gpu_records));
-  if (mpi_observed()) add_database_metadata("dropped.mpi_calls", std::to_string(lost.mpi_calls));
+  const run_facts facts{globals->causal_wanted, globals->windows_planned};
+  for (const auto& stage : runtime_stages())
+    if (stage.add_metadata) stage.add_metadata(facts);
   const auto causal = causal_totals();
-  if (globals->causal_wanted) {
-    add_database_metadata("causal.experiments", std::to_string(causal.experiments));
-    add_database_metadata("causal.experiments_too_few_visits", std::to_string(causal.experiments_too_few_visits));
-    add_database_metadata("causal.delay_ns", std::to_string(causal.delay_ns));
-    add_database_metadata("causal.overslept_ns", std::to_string(causal.overslept_ns));
-    add_database_metadata("causal.addresses_unresolved", std::to_string(causal.addresses_unresolved));
-  }
-  if (globals->windows_planned) {
-    const auto windows = windows_totals();
-    add_database_metadata("windows.opened", std::to_string(windows.opened));
-    add_database_metadata("windows.skipped", std::to_string(windows.skipped));
-    add_database_metadata("windows.edge_ns", std::to_string(windows.edge_ns));
-  }
   cost.emplace(own_cost::database_end);
   deliver_call_trees();
   flush_to_database(true);
@@ -421,9 +393,8 @@ void finalize_on_signal(int signal_number) {
 
 void flush_on_tick() {
   if (state.load() != runtime_state::active) return;
-  report(capture_problem("observing the GPU failed", [] { gpu_tick(); }));
-  report(capture_problem("observing MPI failed", [] { mpi_tick(); }));
-  report(capture_problem("writing the profile database failed", [] { flush_to_database(false); }));
+  for (const auto& stage : runtime_stages())
+    if (stage.tick) stage.tick();
 }
 
 bool finished() { return finalize_done.load(); }
@@ -431,41 +402,26 @@ bool finalizing_here() { return finalizing_thread.load() == gettid(); }
 
 // --- fork ------------------------------------------------------------------------------------
 
-// Lock order, everywhere: samplers, writers, delivery, database, regions, thread registry.
+// The stages' rows give the one lock order (stages.hpp).
 void before_fork() {
   if (state.load() != runtime_state::active) return;
   prepare_child_environment();
-  sampling_lock_for_fork();
-  delivery_lock_for_fork();
-  database_lock_for_fork();
-  regions_lock_for_fork();
-  function_trace_lock_for_fork();
-  threads().lock_for_fork();
+  for (const auto& stage : runtime_stages())
+    if (stage.lock_for_fork) stage.lock_for_fork();
 }
 void after_fork_in_parent() {
   if (state.load() != runtime_state::active) return;
-  threads().unlock_after_fork_in_parent();
-  function_trace_unlock_after_fork();
-  regions_unlock_after_fork();
-  database_unlock_after_fork_in_parent();
-  delivery_unlock_after_fork_in_parent();
-  sampling_unlock_after_fork_in_parent();
+  const auto stages = runtime_stages();
+  for (auto stage = stages.rbegin(); stage != stages.rend(); ++stage)
+    if (stage->unlock_in_parent) stage->unlock_in_parent();
 }
 // Async-signal-safe only (see the top of this file).
 void after_fork_in_child() {
   if (state.load() != runtime_state::active) return;
-  threads().adopt_after_fork_in_child(current_thread_if_registered());
-  function_trace_unlock_after_fork();
-  function_trace_forget_after_fork_in_child();
-  regions_unlock_after_fork();
-  regions_forget_after_fork_in_child();
-  database_forget_after_fork_in_child();
-  delivery_forget_after_fork_in_child();
-  sampling_forget_after_fork_in_child();  // a child is not sampled (docs/runtime.md)
-  windows_forget_after_fork_in_child();
-  gpu_forget_after_fork_in_child();
-  mpi_forget_after_fork_in_child();
-  causal_forget_after_fork_in_child();
+  auto* survivor = current_thread_if_registered();
+  const auto stages = runtime_stages();
+  for (auto stage = stages.rbegin(); stage != stages.rend(); ++stage)
+    if (stage->in_child) stage->in_child(survivor);
   globals->identity.launched = false;
   globals->identity.generation = 0;
   if (!globals->values.boolean(setting::follow_children)) {

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <kairos/plugins/backtrace/symbolizer.hpp>
+#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/plugins/database/writer.hpp>
 #include <kairos/plugins/gotcha/patcher.hpp>
 
@@ -499,7 +500,7 @@ std::string finish_profile_database(std::string_view end_reason) {
   if (!file().writer) return {};
   insert([&] {
     file().writer->set_metadata("end_reason", end_reason);
-    file().writer->set_metadata("rows_lost", std::to_string(file().counts.rows_lost));
+    file().writer->set_metadata(database::metadata_key::rows_lost, std::to_string(file().counts.rows_lost));
     file().writer->end_process(file().process_row, steady_now_ns());
     file().writer->count_window_rows();
     database::create_deferred_indexes(file().writer->database());

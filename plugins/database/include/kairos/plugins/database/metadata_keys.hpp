@@ -1,0 +1,36 @@
+#pragma once
+// The keys of the profile database's `metadata` rows that the runtime writes at the end of a run
+// and the outputs read: each spelt once, here (docs/database.md lists what each means).
+#include <string_view>
+
+namespace kairos::database::metadata_key {
+
+// Sampling: the CPU-time source used, the signal, how samples were unwound, and the whole
+// (`program_cpu_ns`) the samples' weights are a share of.
+inline constexpr std::string_view sampling_cpu_source = "sampling_cpu_source";
+inline constexpr std::string_view sampling_signal = "sampling_signal";
+inline constexpr std::string_view sampling_unwound_by_tables = "sampling_unwound_by_tables";
+inline constexpr std::string_view sampling_threads_by_ring = "sampling_threads_by_ring";
+inline constexpr std::string_view program_cpu_ns = "program_cpu_ns";
+inline constexpr std::string_view unsampled_cpu_ns = "unsampled_cpu_ns";
+inline constexpr std::string_view unsampled_threads = "unsampled_threads";
+// What was lost, by whom.
+inline constexpr std::string_view dropped_samples = "dropped.samples";
+inline constexpr std::string_view dropped_region_rows = "dropped.region_rows";
+inline constexpr std::string_view dropped_gpu_records = "dropped.gpu_records";
+inline constexpr std::string_view dropped_mpi_calls = "dropped.mpi_calls";
+inline constexpr std::string_view rows_lost = "rows_lost";
+// Instrumented functions and regions.
+inline constexpr std::string_view traced_events = "traced_events";
+// Causal profiling (docs/causal.md).
+inline constexpr std::string_view causal_experiments = "causal.experiments";
+inline constexpr std::string_view causal_experiments_too_few_visits = "causal.experiments_too_few_visits";
+inline constexpr std::string_view causal_delay_ns = "causal.delay_ns";
+inline constexpr std::string_view causal_overslept_ns = "causal.overslept_ns";
+inline constexpr std::string_view causal_addresses_unresolved = "causal.addresses_unresolved";
+// Time windows (docs/windows.md).
+inline constexpr std::string_view windows_opened = "windows.opened";
+inline constexpr std::string_view windows_skipped = "windows.skipped";
+inline constexpr std::string_view windows_edge_ns = "windows.edge_ns";
+
+}  // namespace kairos::database::metadata_key

@@ -1,0 +1,139 @@
+#include "preload/process/stages.hpp"
+
+#include <array>
+#include <string>
+
+#include <kairos/plugins/database/metadata_keys.hpp>
+
+#include "preload/causal/causal.hpp"
+#include "preload/gpu/gpu_activity.hpp"
+#include "preload/mpi/mpi_calls.hpp"
+#include "preload/pipeline/delivery.hpp"
+#include "preload/regions/function_trace.hpp"
+#include "preload/regions/regions.hpp"
+#include "preload/sampling/sampler.hpp"
+#include "preload/support/problems.hpp"
+#include "preload/support/signal_name.hpp"
+#include "preload/threads/thread_registry.hpp"
+#include "preload/windows/windows.hpp"
+
+namespace kairos::runtime {
+namespace {
+
+namespace key = database::metadata_key;
+
+// At the end, how long kairos waits for its own events of GPU work still running.
+constexpr std::int64_t gpu_drain_timeout_ns = 2'000'000'000;
+
+void add(std::string_view name, std::string value) { add_database_metadata(std::string{name}, std::move(value)); }
+template <class Number>
+void add_number(std::string_view name, Number value) {
+  add(name, std::to_string(value));
+}
+
+void sampling_metadata(const run_facts&) {
+  // Known only now: the CPU-time source turns from perf to the timer if the kernel refuses perf.
+  const auto sampling = sampling_totals();
+  add(key::sampling_cpu_source, sampling.cpu_source);
+  add(key::sampling_signal, sampling.signal_number ? signal_name(sampling.signal_number) : "");
+  add_number(key::sampling_unwound_by_tables, sampling.unwound_by_tables);
+  add_number(key::sampling_threads_by_ring, sampling.threads_by_ring);
+  add_number(key::dropped_samples, sampling.dropped);
+  add_number(key::unsampled_cpu_ns, sampling.unsampled_cpu_ns);
+  add_number(key::unsampled_threads, sampling.threads_blocking);
+  // The whole the CPU-time samples are a share of (every report states their coverage).
+  if (!sampling.cpu_source.empty()) add_number(key::program_cpu_ns, sampling.program_cpu_ns);
+}
+
+void causal_metadata(const run_facts& facts) {
+  if (!facts.causal_wanted) return;
+  const auto causal = causal_totals();
+  add_number(key::causal_experiments, causal.experiments);
+  add_number(key::causal_experiments_too_few_visits, causal.experiments_too_few_visits);
+  add_number(key::causal_delay_ns, causal.delay_ns);
+  add_number(key::causal_overslept_ns, causal.overslept_ns);
+  add_number(key::causal_addresses_unresolved, causal.addresses_unresolved);
+}
+
+void windows_metadata(const run_facts& facts) {
+  if (!facts.windows_planned) return;
+  const auto windows = windows_totals();
+  add_number(key::windows_opened, windows.opened);
+  add_number(key::windows_skipped, windows.skipped);
+  add_number(key::windows_edge_ns, windows.edge_ns);
+}
+
+void function_trace_metadata(const run_facts&) {
+  add_number(key::dropped_region_rows, traced_rows_dropped());
+  add_number(key::traced_events, traced_events());
+}
+
+void tick_reporting(const char* what, void (*work)()) { report(capture_problem(what, work)); }
+
+constexpr std::array rows{
+    stage{.name = "causal",
+          .stop = [] { stop_causal(); },
+          .add_metadata = &causal_metadata,
+          .in_child = [](thread_record*) noexcept { causal_forget_after_fork_in_child(); }},
+    stage{.name = "windows",
+          .stop = [] { stop_windows(); },
+          .add_metadata = &windows_metadata,
+          .in_child = [](thread_record*) noexcept { windows_forget_after_fork_in_child(); }},
+    stage{.name = "sampling",
+          .stop = [] { stop_sampling(); },
+          .add_metadata = &sampling_metadata,
+          .lock_for_fork = [] { sampling_lock_for_fork(); },
+          .unlock_in_parent = [] { sampling_unlock_after_fork_in_parent(); },
+          // A child is not sampled (docs/runtime.md).
+          .in_child = [](thread_record*) noexcept { sampling_forget_after_fork_in_child(); }},
+    stage{.name = "gpu",
+          .stop = [] { stop_gpu(gpu_drain_timeout_ns); },
+          .add_metadata = [](const run_facts&) {
+            if (gpu_observed()) add_number(key::dropped_gpu_records, gpu_records_dropped());
+          },
+          .tick = [] { tick_reporting("observing the GPU failed", &gpu_tick); },
+          .in_child = [](thread_record*) noexcept { gpu_forget_after_fork_in_child(); }},
+    stage{.name = "mpi",
+          .add_metadata = [](const run_facts&) {
+            if (mpi_observed()) add_number(key::dropped_mpi_calls, mpi_calls_dropped());
+          },
+          .tick = [] { tick_reporting("observing MPI failed", &mpi_tick); },
+          .in_child = [](thread_record*) noexcept { mpi_forget_after_fork_in_child(); }},
+    stage{.name = "delivery",
+          .tick = [] { tick_reporting("writing the profile database failed", [] { flush_to_database(false); }); },
+          .lock_for_fork = [] { delivery_lock_for_fork(); },
+          .unlock_in_parent = [] { delivery_unlock_after_fork_in_parent(); },
+          .in_child = [](thread_record*) noexcept { delivery_forget_after_fork_in_child(); }},
+    stage{.name = "database",
+          .lock_for_fork = [] { database_lock_for_fork(); },
+          .unlock_in_parent = [] { database_unlock_after_fork_in_parent(); },
+          .in_child = [](thread_record*) noexcept { database_forget_after_fork_in_child(); }},
+    stage{.name = "regions",
+          .lock_for_fork = [] { regions_lock_for_fork(); },
+          .unlock_in_parent = [] { regions_unlock_after_fork(); },
+          .in_child = [](thread_record*) noexcept {
+            regions_unlock_after_fork();
+            regions_forget_after_fork_in_child();
+          }},
+    // Last of the producers to stop: the calls still open are closed once nothing runs.
+    stage{.name = "function_trace",
+          .stop = [] { process_function_events(true); },
+          .add_metadata = &function_trace_metadata,
+          .lock_for_fork = [] { function_trace_lock_for_fork(); },
+          .unlock_in_parent = [] { function_trace_unlock_after_fork(); },
+          .in_child = [](thread_record*) noexcept {
+            function_trace_unlock_after_fork();
+            function_trace_forget_after_fork_in_child();
+          }},
+    // The thread registry, which every stage uses: locked last, released and adopted first.
+    stage{.name = "threads",
+          .lock_for_fork = [] { threads().lock_for_fork(); },
+          .unlock_in_parent = [] { threads().unlock_after_fork_in_parent(); },
+          .in_child = [](thread_record* survivor) noexcept { threads().adopt_after_fork_in_child(survivor); }},
+};
+
+}  // namespace
+
+std::span<const stage> runtime_stages() noexcept { return rows; }
+
+}  // namespace kairos::runtime
