@@ -28,7 +28,7 @@ namespace kairos {
 
 class backtrace_symbolizer::implementation {
  public:
-  implementation(int (*keep_descriptor)(int), source_lines lines, const void* module_without_lines)
+  implementation([[maybe_unused]] int (*keep_descriptor)(int), source_lines lines, const void* module_without_lines)
       : lines_{lines}, module_without_lines_{reinterpret_cast<std::uintptr_t>(module_without_lines)} {
 #if KAIROS_BACKTRACE_HAVE_LIBDW
     if (dw_ == nullptr) return;
@@ -86,7 +86,7 @@ class backtrace_symbolizer::implementation {
   }
 
  private:
-  backtrace_symbol lookup(std::uintptr_t address, bool inlined_call_sites = true) {
+  backtrace_symbol lookup(std::uintptr_t address, [[maybe_unused]] bool inlined_call_sites = true) {
     dl_guard inside_loader;  // dladdr and libdw's module scan: a sample here must not use libunwind
     backtrace_symbol symbol;
     symbol.address = address;
