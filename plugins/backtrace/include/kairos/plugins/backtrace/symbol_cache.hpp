@@ -38,9 +38,11 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <kairos/plugins/backtrace/symbolizer.hpp>
+#include <kairos/problem.hpp>
 
 namespace kairos {
 
@@ -127,11 +129,11 @@ class symbol_cache {
     }
   }
 
-  // Writes every module file that gained answers. "" when done, else what failed (the cache
-  // is then only incomplete: nothing else depends on it).
-  std::string save() {
+  // Writes every module file that gained answers. Empty when done, else the first thing that
+  // failed (the cache is then only incomplete: nothing else depends on it).
+  problem save() {
     if (!enabled()) return {};
-    std::string failure;
+    problem failure;
     bool created = false;
     bool directory_made = false;
     for (auto& [start, module] : modules_) {
@@ -141,7 +143,7 @@ class symbol_cache {
         std::filesystem::create_directories(directory_, unmade);
         directory_made = true;
       }
-      if (const auto problem = write(module, created); !problem.empty() && failure.empty()) failure = problem;
+      if (problem not_written = write(module, created); not_written && !failure) failure = std::move(not_written);
       module.changed = false;
       module.added.clear();
     }
@@ -405,7 +407,7 @@ class symbol_cache {
     return false;  // no end line: a file cut short
   }
 
-  std::string write(const module_entry& module, bool& created) {
+  problem write(const module_entry& module, bool& created) {
     // Full: the oldest answers give way to this run's.
     const bool full = module.answers.size() > max_addresses_per_module;
     std::string text = module.stamp + "\n";
@@ -438,7 +440,7 @@ class symbol_cache {
     const auto temporary = path.string() + "." + std::to_string(getpid()) + ".tmp";
     // The user's own: a file names the functions and source files of the programs they profile.
     const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return "cannot write " + temporary + ": " + std::strerror(errno);
+    if (fd < 0) return problem{"cannot write " + temporary + ": " + std::strerror(errno)};
     std::size_t done = 0;
     while (done < text.size()) {
       const auto wrote = ::write(fd, text.data() + done, text.size() - done);
@@ -450,7 +452,7 @@ class symbol_cache {
     if (write_error != 0 || ::rename(temporary.c_str(), path.c_str()) != 0) {
       const int error = write_error != 0 ? write_error : errno;
       ::unlink(temporary.c_str());
-      return "cannot write " + path.string() + ": " + std::strerror(error);
+      return problem{"cannot write " + path.string() + ": " + std::strerror(error)};
     }
     return {};
   }

@@ -128,7 +128,7 @@ class backtrace_symbolizer {
   // Why file:line is not resolved here ("" when it is, or when libdw was not built in).
   static std::string file_line_problem() {
 #if KAIROS_BACKTRACE_HAVE_LIBDW
-    return backtrace_detail::libdw_problem();
+    return backtrace_detail::libdw_problem().text();
 #else
     return {};
 #endif
