@@ -19,6 +19,8 @@
 #include <type_traits>
 #endif
 
+#include <kairos/problem.hpp>
+
 namespace kairos::backtrace_detail {
 
 struct libdw_functions {
@@ -62,15 +64,14 @@ struct libdw_functions {
 #if KAIROS_BACKTRACE_PRIVATE_LIBDW
 struct private_libdw {
   libdw_functions functions{};
-  bool loaded = false;
-  std::string problem;  // why it is not loaded
+  problem failure;  // why it is not loaded; empty: loaded
 
   private_libdw() {
     void* handle = dlmopen(LM_ID_NEWLM, "libdw.so.1", RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       const char* error = dlerror();
-      problem = std::string{"cannot load libdw.so.1 into a namespace of its own: "} +
-                (error ? error : "unknown error");
+      failure = problem{std::string{"cannot load libdw.so.1 into a namespace of its own: "} +
+                        (error ? error : "unknown error")};
       return;
     }
     bool all = true;
@@ -113,8 +114,7 @@ struct private_libdw {
     find(f.elf_getdata, "elf_getdata");
     find(f.gelf_getshdr, "gelf_getshdr");
     find(f.gelf_getsym, "gelf_getsym");
-    loaded = all;
-    if (!all) problem = "libdw.so.1 lacks a function kairos needs";
+    if (!all) failure = problem{"libdw.so.1 lacks a function kairos needs"};
   }
 };
 
@@ -126,9 +126,9 @@ inline private_libdw& private_libdw_instance() {
 // nullptr when libdw could not be loaded (then libdw_problem() says why).
 inline const libdw_functions* libdw() {
   auto& instance = private_libdw_instance();
-  return instance.loaded ? &instance.functions : nullptr;
+  return instance.failure ? nullptr : &instance.functions;
 }
-inline std::string libdw_problem() { return private_libdw_instance().problem; }
+inline problem libdw_problem() { return private_libdw_instance().failure; }
 #else
 inline const libdw_functions* libdw() {
   static constexpr libdw_functions linked{
@@ -142,7 +142,7 @@ inline const libdw_functions* libdw() {
       &::gelf_getshdr, &::gelf_getsym};
   return &linked;
 }
-inline std::string libdw_problem() { return {}; }
+inline problem libdw_problem() { return {}; }
 #endif
 
 }  // namespace kairos::backtrace_detail

@@ -16,6 +16,7 @@
 #include <map>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace kairos {
@@ -86,9 +87,9 @@ class symbol_cache::implementation {
     }
   }
 
-  std::string save() {
+  problem save() {
     if (!enabled()) return {};
-    std::string failure;
+    problem failure;
     bool created = false;
     bool directory_made = false;
     for (auto& [start, module] : modules_) {
@@ -98,7 +99,7 @@ class symbol_cache::implementation {
         std::filesystem::create_directories(directory_, unmade);
         directory_made = true;
       }
-      if (const auto problem = write(module, created); !problem.empty() && failure.empty()) failure = problem;
+      if (problem not_written = write(module, created); not_written && !failure) failure = std::move(not_written);
       module.changed = false;
       module.added.clear();
     }
@@ -354,7 +355,7 @@ class symbol_cache::implementation {
     return false;  // no end line: a file cut short
   }
 
-  std::string write(const module_entry& module, bool& created) {
+  problem write(const module_entry& module, bool& created) {
     // Full: the oldest answers give way to this run's.
     const bool full = module.answers.size() > max_addresses_per_module;
     std::string text = module.stamp + "\n";
@@ -387,7 +388,7 @@ class symbol_cache::implementation {
     const auto temporary = path.string() + "." + std::to_string(getpid()) + ".tmp";
     // The user's own: a file names the functions and source files of the programs they profile.
     const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return "cannot write " + temporary + ": " + std::strerror(errno);
+    if (fd < 0) return problem{"cannot write " + temporary + ": " + std::strerror(errno)};
     std::size_t done = 0;
     while (done < text.size()) {
       const auto wrote = ::write(fd, text.data() + done, text.size() - done);
@@ -399,7 +400,7 @@ class symbol_cache::implementation {
     if (write_error != 0 || ::rename(temporary.c_str(), path.c_str()) != 0) {
       const int error = write_error != 0 ? write_error : errno;
       ::unlink(temporary.c_str());
-      return "cannot write " + path.string() + ": " + std::strerror(error);
+      return problem{"cannot write " + path.string() + ": " + std::strerror(error)};
     }
     return {};
   }
@@ -432,7 +433,7 @@ bool symbol_cache::enabled() const { return implementation_->enabled(); }
 const std::filesystem::path& symbol_cache::directory() const { return implementation_->directory_; }
 std::optional<backtrace_symbol> symbol_cache::find(std::uintptr_t address) { return implementation_->find(address); }
 void symbol_cache::remember(const backtrace_symbol& symbol) { implementation_->remember(symbol); }
-std::string symbol_cache::save() { return implementation_->save(); }
+problem symbol_cache::save() { return implementation_->save(); }
 std::size_t symbol_cache::hits() const { return implementation_->hits(); }
 std::size_t symbol_cache::hits_learnt_this_run() const { return implementation_->hits_learnt_this_run(); }
 std::size_t symbol_cache::misses() const { return implementation_->misses(); }

@@ -541,7 +541,7 @@ backtrace_symbolizer::~backtrace_symbolizer() = default;
 
 std::string backtrace_symbolizer::file_line_problem() {
 #if KAIROS_BACKTRACE_HAVE_LIBDW
-  return backtrace_detail::libdw_problem();
+  return backtrace_detail::libdw_problem().text();
 #else
   return {};
 #endif

@@ -10,15 +10,16 @@
 
 #include <kairos/plugins/gpu/activity.hpp>
 #include <kairos/plugins/gpu/collector.hpp>
+#include <kairos/problem.hpp>
 
 namespace kairos::gpu::detail {
 
 struct backend {
   virtual ~backend() = default;
   virtual runtime_api api() const = 0;
-  // Tries to start observing (the runtime may have been loaded since the last try); fills `reason`
-  // when it cannot. Called under the collector's lock.
-  virtual bool start(std::string& reason) = 0;
+  // Tries to start observing (the runtime may have been loaded since the last try); the problem
+  // says why it cannot (empty: observing). Called under the collector's lock.
+  virtual problem start() = 0;
   virtual bool observing() const = 0;
   virtual void poll() = 0;                            // resolve completed work, non-blocking
   virtual void drain(std::int64_t timeout_ns) = 0;    // resolve everything launched, bounded
@@ -31,10 +32,7 @@ class unavailable_backend : public backend {
  public:
   unavailable_backend(runtime_api api, const char* reason) : api_{api}, reason_{reason} {}
   runtime_api api() const override { return api_; }
-  bool start(std::string& reason) override {
-    reason = reason_;
-    return false;
-  }
+  problem start() override { return problem{reason_}; }
   bool observing() const override { return false; }
   void poll() override {}
   void drain(std::int64_t) override {}

@@ -114,7 +114,10 @@ std::vector<backend_status> start(const collector_options& options) {
   bool started_one = false;
   for (auto* backend : backends()) {
     backend_status status{backend->api(), backend->observing(), {}};
-    if (!status.observing) started_one |= status.observing = backend->start(status.reason);
+    if (!status.observing) {
+      status.failure = backend->start();
+      started_one |= status.observing = !status.failure;
+    }
     statuses.push_back(std::move(status));
   }
   if (started_one && !s.stop_at_exit_registered)

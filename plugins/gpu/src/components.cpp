@@ -19,7 +19,7 @@ std::string unavailable_reason() {
   for (const auto& status : ensure_started()) {
     if (status.observing) return {};
     if (!reasons.empty()) reasons += "; ";
-    reasons += std::string{name_of(status.api)} + ": " + status.reason;
+    reasons += std::string{name_of(status.api)} + ": " + status.failure.text();
   }
   return reasons;
 }

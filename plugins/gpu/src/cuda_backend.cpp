@@ -425,7 +425,7 @@ class cuda : public backend {
  public:
   runtime_api api() const override { return runtime_api::cuda; }
   bool observing() const override { return observing_.load(std::memory_order_acquire); }
-  bool start(std::string& reason) override;
+  problem start() override;
   void poll() override;
   void drain(std::int64_t timeout_ns) override;
   void stop() override;
@@ -441,7 +441,7 @@ class cuda : public backend {
 
  private:
   std::string describe(CUptiResult result) const;
-  bool load_cupti(std::string& reason);
+  problem load_cupti();
   std::vector<device_info> describe_devices();
   bool measure_offset();
   std::int64_t host_ns(std::uint64_t cupti_ns) const {
@@ -451,7 +451,7 @@ class cuda : public backend {
                     std::uint32_t& correlation);
   bool pending_empty();
   std::string_view call_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
-  void enable_kinds(std::string& reason);
+  problem enable_kinds();
   void disable_kinds();
 
   cupti_functions cupti_;
@@ -520,8 +520,8 @@ bool same_layouts(std::uint32_t version) {
   return release(version) == release(CUPTI_API_VERSION);
 }
 
-bool cuda::load_cupti(std::string& reason) {
-  if (library_ != nullptr) return true;
+problem cuda::load_cupti() {
+  if (library_ != nullptr) return {};
   // Where the program's libcudart is (any soname; statically linked runtimes load only libcuda).
   const auto cudart = loaded_object("libcudart.so");
   std::vector<std::string> candidates{"libcupti.so", "libcupti.so.13", "libcupti.so.12"};
@@ -554,15 +554,14 @@ bool cuda::load_cupti(std::string& reason) {
     library_path_ = candidate;
     break;
   }
-  if (library_ == nullptr) {
-    reason = "cannot load CUPTI (libcupti.so, libcupti.so.13, libcupti.so.12, next to libcudart, "
-             "/usr/local/cuda): " + (mismatched.empty() ? not_loaded : mismatched);
-    return false;
-  }
+  if (library_ == nullptr)
+    return problem{"cannot load CUPTI (libcupti.so, libcupti.so.13, libcupti.so.12, next to libcudart, "
+                   "/usr/local/cuda): " + (mismatched.empty() ? not_loaded : mismatched)};
+  problem missing;  // the first required symbol not found
   auto find = [&](auto& pointer, const char* symbol, bool required) {
     pointer = reinterpret_cast<std::remove_reference_t<decltype(pointer)>>(dlsym(library_, symbol));
-    if (pointer == nullptr && required && reason.empty())
-      reason = "the CUPTI loaded from " + library_path_ + " has no " + symbol;
+    if (pointer == nullptr && required && !missing)
+      missing = problem{"the CUPTI loaded from " + library_path_ + " has no " + symbol};
   };
   find(cupti_.result_string, "cuptiGetResultString", true);
   find(cupti_.get_version, "cuptiGetVersion", true);
@@ -578,12 +577,11 @@ bool cuda::load_cupti(std::string& reason) {
   find(cupti_.enable_domain, "cuptiEnableDomain", true);
   find(cupti_.callback_name, "cuptiGetCallbackName", true);
   find(cupti_.set_thread_id_type, "cuptiSetThreadIdType", false);
-  if (!reason.empty()) {
+  if (missing) {
     cupti_ = {};
     library_ = nullptr;  // left loaded (a reference leaked), and tried again at the next start()
-    return false;
   }
-  return true;
+  return missing;
 }
 
 std::vector<device_info> cuda::describe_devices() {
@@ -646,7 +644,7 @@ bool cuda::measure_offset() {
   return true;
 }
 
-void cuda::enable_kinds(std::string& reason) {
+problem cuda::enable_kinds() {
   struct kind {
     CUpti_ActivityKind kind;
     const char* name;
@@ -665,10 +663,10 @@ void cuda::enable_kinds(std::string& reason) {
     if (result == CUPTI_SUCCESS) {
       enabled_kinds_.push_back(k.kind);
     } else if (k.required) {
-      reason = std::string{"cuptiActivityEnable(CUPTI_ACTIVITY_KIND_"} + k.name + "): " + describe(result);
-      return;
+      return problem{std::string{"cuptiActivityEnable(CUPTI_ACTIVITY_KIND_"} + k.name + "): " + describe(result)};
     }
   }
+  return {};
 }
 
 void cuda::disable_kinds() {
@@ -676,63 +674,54 @@ void cuda::disable_kinds() {
   enabled_kinds_.clear();
 }
 
-bool cuda::start(std::string& reason) {
-  if (forked_.load(std::memory_order_relaxed)) {
-    reason = "a fork child does not observe the CUDA runtime its parent started";
-    return false;
-  }
-  if (observing()) return true;
-  if (loaded_object("libcuda.so").empty() && loaded_object("libcudart.so").empty()) {
-    reason = "no CUDA runtime loaded";
-    return false;
-  }
-  if (!load_cupti(reason)) return false;
+problem cuda::start() {
+  if (forked_.load(std::memory_order_relaxed))
+    return problem{"a fork child does not observe the CUDA runtime its parent started"};
+  if (observing()) return {};
+  if (loaded_object("libcuda.so").empty() && loaded_object("libcudart.so").empty())
+    return problem{"no CUDA runtime loaded"};
+  if (problem unloaded = load_cupti()) return unloaded;
   std::vector<device_info> devices = describe_devices();
   if (!measure_offset()) {
     std::uint64_t ignored = 0;
-    reason = "cuptiGetTimestamp: " + describe(cupti_.get_timestamp(&ignored));
-    return false;
+    return problem{"cuptiGetTimestamp: " + describe(cupti_.get_timestamp(&ignored))};
   }
   if (cupti_.set_thread_id_type) cupti_.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
   if (!callbacks_registered_) {
     if (const CUptiResult result = cupti_.register_callbacks(on_buffer_requested, on_buffer_completed);
-        result != CUPTI_SUCCESS) {
-      reason = "cuptiActivityRegisterCallbacks: " + describe(result);
-      return false;
-    }
+        result != CUPTI_SUCCESS)
+      return problem{"cuptiActivityRegisterCallbacks: " + describe(result)};
     callbacks_registered_ = true;
   }
   // The activity first, then the callbacks: work issued in between has a record without a call site
   // (emitted with none), never a call site waiting for a record that will not come.
   keep_calls_ = options().keep_activity;
   generation_.fetch_add(1, std::memory_order_relaxed);
-  enable_kinds(reason);
-  if (!reason.empty()) {
+  if (problem not_enabled = enable_kinds()) {
     disable_kinds();
-    return false;
+    return not_enabled;
   }
   if (const CUptiResult result = cupti_.subscribe(&subscriber_, on_api_callback, nullptr);
       result != CUPTI_SUCCESS) {
     // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: another tool (Nsight Systems, ...) has CUPTI.
-    reason = "cuptiSubscribe: " + describe(result);
     subscriber_ = nullptr;
     disable_kinds();
-    return false;
+    return problem{"cuptiSubscribe: " + describe(result)};
   }
   for (const auto& [domain, name] : {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, "RUNTIME_API"},
                                     std::pair{CUPTI_CB_DOMAIN_DRIVER_API, "DRIVER_API"}}) {
     if (const CUptiResult result = cupti_.enable_domain(1, subscriber_, domain); result != CUPTI_SUCCESS) {
-      reason = std::string{"cuptiEnableDomain(CUPTI_CB_DOMAIN_"} + name + "): " + describe(result);
+      problem not_enabled{std::string{"cuptiEnableDomain(CUPTI_CB_DOMAIN_"} + name + "): " + describe(result)};
       cupti_.unsubscribe(subscriber_);
       subscriber_ = nullptr;
       disable_kinds();
-      return false;
+      return not_enabled;
     }
   }
   for (auto& device : devices) emit(std::move(device));
   last_flush_ns_ = host_now_ns();
   observing_.store(true, std::memory_order_release);
-  return true;
+  return {};
 }
 
 void cuda::on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {

@@ -201,7 +201,7 @@ class hip : public backend {
  public:
   runtime_api api() const override { return runtime_api::hip; }
   bool observing() const override { return observing_.load(std::memory_order_acquire); }
-  bool start(std::string& reason) override;
+  problem start() override;
   void poll() override;
   void drain(std::int64_t timeout_ns) override;
   void stop() override;
@@ -211,8 +211,8 @@ class hip : public backend {
   R intercept(R (*original)(Args...), Args... arguments);
 
  private:
-  bool resolve_functions(void* library, std::string& reason);
-  bool install_wrappers(std::string& reason);
+  problem resolve_functions(void* library);
+  problem install_wrappers();
   hipEvent_t take_event();  // under mutex_
   bool renew_reference(int device);  // under mutex_
   void resolve_completed(bool wait, std::int64_t deadline_ns);  // under mutex_
@@ -373,11 +373,12 @@ R hip::intercept(R (*original)(Args...), Args... arguments) {
   return result;
 }
 
-bool hip::resolve_functions(void* library, std::string& reason) {
+problem hip::resolve_functions(void* library) {
+  problem missing;  // the first required symbol not found
   auto find = [&](auto& pointer, const char* symbol, bool required) {
     pointer = reinterpret_cast<std::remove_reference_t<decltype(pointer)>>(dlsym(library, symbol));
-    if (pointer == nullptr && required && reason.empty())
-      reason = std::string{"the HIP runtime loaded here has no "} + symbol;
+    if (pointer == nullptr && required && !missing)
+      missing = problem{std::string{"the HIP runtime loaded here has no "} + symbol};
   };
   find(hip_.get_device_count, "hipGetDeviceCount", true);
   find(hip_.get_device, "hipGetDevice", true);
@@ -394,29 +395,21 @@ bool hip::resolve_functions(void* library, std::string& reason) {
   find(hip_.stream_create, "hipStreamCreateWithFlags", true);
   find(hip_.kernel_name_by_pointer, "hipKernelNameRefByPtr", false);
   find(hip_.kernel_name, "hipKernelNameRef", false);
-  return reason.empty();
+  return missing;
 }
 
-bool hip::start(std::string& reason) {
-  if (forked_) {
-    reason = "a fork child does not observe the HIP runtime its parent started";
-    return false;
-  }
+problem hip::start() {
+  if (forked_) return problem{"a fork child does not observe the HIP runtime its parent started"};
   const auto path = loaded_object("libamdhip64.so");
   void* library = path.empty() ? nullptr : dlopen(path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
-  if (library == nullptr) {
-    reason = "no HIP runtime (libamdhip64) is loaded in this process";
-    return false;
-  }
-  const bool resolved = resolve_functions(library, reason);
+  if (library == nullptr) return problem{"no HIP runtime (libamdhip64) is loaded in this process"};
+  problem unresolved = resolve_functions(library);
   dlclose(library);  // RTLD_NOLOAD took a reference; the program's own keeps it loaded
-  if (!resolved) return false;
+  if (unresolved) return unresolved;
 
   int count = 0;
-  if (const hipError_t error = hip_.get_device_count(&count); error != hipSuccess || count == 0) {
-    reason = error != hipSuccess ? describe(hip_, error) : "the HIP runtime sees no device";
-    return false;
-  }
+  if (const hipError_t error = hip_.get_device_count(&count); error != hipSuccess || count == 0)
+    return problem{error != hipSuccess ? describe(hip_, error) : "the HIP runtime sees no device"};
   int current = 0;
   if (hip_.get_device(&current) != hipSuccess) current = 0;
   for (int index = 0; index < count; ++index) {
@@ -430,28 +423,27 @@ bool hip::start(std::string& reason) {
     std::lock_guard lock{mutex_};
     references_.assign(static_cast<std::size_t>(count), {});
     reference_streams_.assign(static_cast<std::size_t>(count), nullptr);
-    if (!renew_reference(current)) {
-      reason = "cannot record a reference event on device " + std::to_string(current);
-      return false;
-    }
+    if (!renew_reference(current))
+      return problem{"cannot record a reference event on device " + std::to_string(current)};
   }
   observing_.store(true, std::memory_order_release);
-  if (!install_wrappers(reason)) {
-    observing_.store(false, std::memory_order_release);
-    return false;
-  }
-  return true;
+  problem not_wrapped = install_wrappers();
+  if (not_wrapped) observing_.store(false, std::memory_order_release);
+  return not_wrapped;
 }
 
-bool hip::install_wrappers(std::string& reason) {
+// A problem when no wrapped function is defined: the first wrapper that could not be installed,
+// else that none is defined. Some defined is enough to observe (a runtime without one call).
+problem hip::install_wrappers() {
   std::size_t defined = 0;
+  problem first_failure;
   for (const auto& function : wrapped_functions) {
     const auto status = function.wrap(function.symbol);
     if (status.defined) ++defined;
-    if (!status.installed && reason.empty()) reason = status.message;
+    if (!status.installed && !first_failure) first_failure = problem{status.message};
   }
-  if (defined == 0 && reason.empty()) reason = "none of the HIP functions kairos wraps is defined";
-  return defined > 0;
+  if (defined > 0) return {};
+  return first_failure ? first_failure : problem{"none of the HIP functions kairos wraps is defined"};
 }
 
 hipEvent_t hip::take_event() {

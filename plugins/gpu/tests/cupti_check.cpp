@@ -61,7 +61,7 @@ int main() {
     for (const auto& status : statuses)
       if (status.api == gpu::runtime_api::cuda)
         std::printf("cupti_check: the CUDA backend here: %s\n",
-                    status.observing ? "observing" : status.reason.c_str());
+                    status.observing ? "observing" : status.failure.text().c_str());
     gpu::stop(0);
     std::printf("KAIROS-TEST-SKIPPED: no CUDA device: %s\n", message);
     return 77;
@@ -77,7 +77,7 @@ int main() {
   for (const auto& status : gpu::start(options)) {
     if (status.api != gpu::runtime_api::cuda) continue;
     observing = status.observing;
-    if (!observing) std::printf("cupti_check: FAILED: the CUDA backend does not observe: %s\n", status.reason.c_str());
+    if (!observing) std::printf("cupti_check: FAILED: the CUDA backend does not observe: %s\n", status.failure.text().c_str());
   }
   if (!observing) return 1;
 
@@ -235,7 +235,7 @@ int main() {
   for (const auto& status : gpu::start(quiet))
     if (status.api == gpu::runtime_api::cuda) {
       again = status.observing;
-      expect(again, "the CUDA backend observes again after stop(): " + status.reason);
+      expect(again, "the CUDA backend observes again after stop(): " + status.failure.text());
     }
   if (again) {
     const gpu::thread_tally second_before = gpu::current_thread_tally();

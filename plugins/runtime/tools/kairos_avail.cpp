@@ -199,14 +199,14 @@ std::vector<row> counter_rows() {
   }
 #endif
 #if defined(KAIROS_AVAIL_HAS_PAPI) && defined(KAIROS_PAPI_FOUND) && KAIROS_PAPI_FOUND
-  if (!kairos::papi::library().initialized) {
+  if (const kairos::problem& failure = kairos::papi::library_problem()) {
     rows.push_back({"PAPI", "papi",
                     nlohmann::json{{"name", "PAPI"},
                                    {"available", false},
                                    {"category", "papi"},
                                    {"unit", ""},
                                    {"description", "PAPI presets"},
-                                   {"reason", kairos::papi::library().failure}}});
+                                   {"reason", failure.text()}}});
   } else {
     int code = PAPI_PRESET_MASK;
     if (PAPI_enum_event(&code, PAPI_ENUM_FIRST) == PAPI_OK) do {

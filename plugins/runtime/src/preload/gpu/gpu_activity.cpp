@@ -200,7 +200,7 @@ void gpu_forget_after_fork_in_child() noexcept {
 extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   using namespace kairos::runtime;
   if (wanted.load(std::memory_order_acquire) && !observed.load(std::memory_order_acquire))
-    report(capture_problem("observing CUDA failed", [] {
+    report(kairos::capture_problem("observing CUDA failed", [] {
       for (const auto& note : check_runtimes())
         if (verbosity() > 0) report(note);
     }));

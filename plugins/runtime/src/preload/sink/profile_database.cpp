@@ -293,9 +293,9 @@ void save_symbol_cache() {
   own_cost_timer cost{own_cost::symbols};
   auto& known = file().known_symbols;
   if (!known) return;
-  auto failure = known->save();
-  if (failure.empty()) return;
-  file().symbol_use.problem = "the symbol cache was not updated: " + failure;
+  const problem failure = known->save();
+  if (!failure) return;
+  file().symbol_use.problem = "the symbol cache was not updated: " + failure.text();
   if (state->symbol_cache_place.named_by_user)
     report(problem{file().symbol_use.problem + " (KAIROS_SYMBOL_CACHE names the directory; off: no cache)"});
 }

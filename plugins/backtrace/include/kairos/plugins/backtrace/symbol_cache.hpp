@@ -29,6 +29,7 @@
 #include <string>
 
 #include <kairos/plugins/backtrace/symbolizer.hpp>
+#include <kairos/problem.hpp>
 
 namespace kairos {
 class symbol_cache {
@@ -61,9 +62,9 @@ class symbol_cache {
   // would answer better.
   void remember(const backtrace_symbol& symbol);
 
-  // Writes every module file that gained answers. "" when done, else what failed (the cache
-  // is then only incomplete: nothing else depends on it).
-  std::string save();
+  // Writes every module file that gained answers. Empty when done, else the first thing that
+  // failed (the cache is then only incomplete: nothing else depends on it).
+  problem save();
 
   // Addresses answered by what an earlier run saved; by what this run remembered; by neither.
   std::size_t hits() const;

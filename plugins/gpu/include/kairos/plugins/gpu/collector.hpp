@@ -10,10 +10,10 @@
 // buffers.
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include <kairos/plugins/gpu/activity.hpp>
+#include <kairos/problem.hpp>
 
 namespace kairos::gpu {
 
@@ -26,7 +26,7 @@ struct collector_options {
 struct backend_status {
   runtime_api api = runtime_api::hip;
   bool observing = false;
-  std::string reason;  // why not, when not observing ("no HIP runtime loaded", "hipErrorNoDevice: ...")
+  problem failure;  // why not, when not observing ("no HIP runtime loaded", "hipErrorNoDevice: ...")
 };
 
 // Starts (or, called again, picks up runtimes loaded since) observing; returns each backend's state.

@@ -47,7 +47,7 @@ class event_counters {
   // Whether PAPI counts CPU events here: its perf_event component is enabled.
   static bool available() { return unavailable_reason().empty(); }
   static std::string unavailable_reason() {
-    if (!library().initialized) return "PAPI: " + library().failure;
+    if (const problem& failure = library_problem()) return "PAPI: " + failure.text();
     const int component = cpu_component_index();
     if (component < 0) return "PAPI: this libpapi has no perf_event component";
     const std::string disabled = component_disabled_reason(component);
@@ -95,7 +95,7 @@ class event_counters {
     std::vector<event_status> statuses;
     for (std::size_t index = 0; index < names_.size(); ++index)
       statuses.push_back({names_[index], counting(index),
-                          bind_failed(index) ? bind_reasons_[index]
+                          bind_failed(index) ? bind_failures_[index].text()
                                              : resolutions_[index].unavailable_reason});
     return statuses;
   }
@@ -107,22 +107,25 @@ class event_counters {
   };
 
   bool bind_failed(std::size_t index) const noexcept {
-    return index < bind_reasons_.size() && !bind_reasons_[index].empty();
+    return index < bind_failures_.size() && static_cast<bool>(bind_failures_[index]);
   }
 
   // Adds this counter's events to the calling thread's sets (the first start on each thread).
   void bind_to_this_thread(std::uint64_t thread) {
     bound_thread_ = thread;
     used_sets_.clear();
-    bind_reasons_.assign(names_.size(), {});
+    bind_failures_.assign(names_.size(), {});
     auto& sets = event_sets_of_this_thread();
     for (std::size_t index = 0; index < names_.size(); ++index) {
       locations_[index] = {};
       if (!resolutions_[index].available) continue;
       component_event_set& set = sets.for_component(resolutions_[index].component_index);
-      const int position = set.position_of(resolutions_[index].code, bind_reasons_[index]);
-      if (position < 0) continue;
-      locations_[index] = {&set, position};
+      auto position = set.position_of(resolutions_[index].code);
+      if (!position.has_value()) {
+        bind_failures_[index] = position.failure();
+        continue;
+      }
+      locations_[index] = {&set, position.value()};
       if (std::ranges::find(used_sets_, &set) == used_sets_.end()) used_sets_.push_back(&set);
     }
   }
@@ -138,7 +141,7 @@ class event_counters {
 
   std::vector<std::string> names_;
   std::vector<event_resolution> resolutions_;
-  std::vector<std::string> bind_reasons_;  // PAPI refused an event on the bound thread
+  std::vector<problem> bind_failures_;  // PAPI refused an event on the bound thread
   std::vector<long long> totals_;
   std::vector<location> locations_;
   std::vector<long long> at_start_;

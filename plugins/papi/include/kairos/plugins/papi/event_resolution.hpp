@@ -51,8 +51,8 @@ inline std::string disabled_components() {
 inline event_resolution resolve_event(std::string_view name) {
   event_resolution result;
   const std::string name_text{name};
-  if (!library().initialized) {
-    result.unavailable_reason = "PAPI: " + library().failure;
+  if (const problem& failure = library_problem()) {
+    result.unavailable_reason = "PAPI: " + failure.text();
     return result;
   }
   papi_used_on_this_thread();

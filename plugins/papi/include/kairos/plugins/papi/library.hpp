@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include <kairos/problem.hpp>
+
 namespace kairos::papi {
 
 inline std::string_view error_name(int code) {
@@ -49,34 +51,22 @@ inline void papi_used_on_this_thread() noexcept {
   (void)registered;
 }
 
-struct library_state {
-  bool initialized = false;
-  std::string failure;  // why not, when !initialized
-};
-
-// PAPI_library_init and PAPI_thread_init, once (a function-local static: thread-safe).
-inline const library_state& library() {
-  static const library_state state = [] {
-    library_state result;
+// PAPI_library_init and PAPI_thread_init, once (a function-local static: thread-safe). What kept
+// PAPI from starting; empty when it is ready.
+inline const problem& library_problem() {
+  static const problem failure = []() -> problem {
     const int version = PAPI_library_init(PAPI_VER_CURRENT);
-    if (version != PAPI_VER_CURRENT) {
-      result.failure = version > 0 ? "PAPI_library_init: papi.h and libpapi.so are different "
-                                     "versions"
-                                   : describe_error("PAPI_library_init", version);
-      return result;
-    }
+    if (version != PAPI_VER_CURRENT)
+      return problem{version > 0 ? "PAPI_library_init: papi.h and libpapi.so are different versions"
+                                 : describe_error("PAPI_library_init", version)};
     const int threads = PAPI_thread_init([]() -> unsigned long {
       return static_cast<unsigned long>(pthread_self());
     });
-    if (threads != PAPI_OK) {
-      result.failure = describe_error("PAPI_thread_init", threads);
-      return result;
-    }
+    if (threads != PAPI_OK) return problem{describe_error("PAPI_thread_init", threads)};
     papi_used_on_this_thread();
-    result.initialized = true;
-    return result;
+    return {};
   }();
-  return state;
+  return failure;
 }
 
 // "component perf_event disabled: Error libpfm4 no default PMU found", or empty if enabled.

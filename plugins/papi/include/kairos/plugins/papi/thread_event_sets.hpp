@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <kairos/plugins/papi/library.hpp>
+#include <kairos/problem.hpp>
 
 namespace kairos::papi {
 
@@ -36,16 +37,15 @@ class component_event_set {
 
   int component_index() const noexcept { return component_index_; }
 
-  // Position of `code` in the set, adding it if needed; -1 with `reason` set if PAPI refuses.
-  int position_of(int code, std::string& reason) {
+  // Position of `code` in the set, adding it if needed; PAPI's refusal if it refuses.
+  result<int> position_of(int code) {
     const auto found = std::ranges::find(codes_, code);
     if (found != codes_.end()) return static_cast<int>(found - codes_.begin());
     if (event_set_ == PAPI_NULL) {
       const int created = PAPI_create_eventset(&event_set_);
       if (created != PAPI_OK) {
         event_set_ = PAPI_NULL;
-        reason = "PAPI: " + describe_error("PAPI_create_eventset", created);
-        return -1;
+        return problem{"PAPI: " + describe_error("PAPI_create_eventset", created)};
       }
     }
     if (running_) {  // fold the counts so far into the base: PAPI_start restarts from zero
@@ -55,20 +55,22 @@ class component_event_set {
       running_ = false;
     }
     const int added = PAPI_add_event(event_set_, code);
+    problem refused;
     if (added == PAPI_OK) {
       codes_.push_back(code);
       base_.push_back(0);
       scratch_.push_back(0);
       cumulative_.push_back(0);
     } else {
-      reason = "PAPI: " + describe_error("PAPI_add_event", added);
+      refused = problem{"PAPI: " + describe_error("PAPI_add_event", added)};
     }
-    if (!codes_.empty()) {
+    if (!codes_.empty()) {  // restarts the events added before, even when this one was refused
       const int started = PAPI_start(event_set_);
       running_ = started == PAPI_OK;
-      if (!running_ && added == PAPI_OK) reason = "PAPI: " + describe_error("PAPI_start", started);
+      if (!running_ && added == PAPI_OK) refused = problem{"PAPI: " + describe_error("PAPI_start", started)};
     }
-    return added == PAPI_OK && running_ ? static_cast<int>(codes_.size()) - 1 : -1;
+    if (refused) return refused;
+    return static_cast<int>(codes_.size()) - 1;
   }
 
   // One PAPI_read; cumulative counts since each event was added. No allocation.
