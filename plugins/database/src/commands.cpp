@@ -83,8 +83,8 @@ class progress {
     if (!last && now - shown_ < (terminal_ ? std::chrono::milliseconds{100} : std::chrono::milliseconds{2000})) return;
     shown_ = now;
     const double seconds = std::chrono::duration<double>(now - start_).count();
-    const auto status = fmt::format("{}/{} inputs, {:.1f} M samples, {:.2f} M samples/s", done, inputs_,
-                                    samples * 1e-6, seconds > 0 ? samples * 1e-6 / seconds : 0.0);
+    const auto status = fmt::format("{}/{} inputs, {:.1f} M samples, {:.2f} M samples/s", done, inputs_, samples * 1e-6,
+                                    seconds > 0 ? samples * 1e-6 / seconds : 0.0);
     if (terminal_) {
       constexpr std::size_t width = 30;
       const std::size_t filled = inputs_ == 0 ? width : width * done / inputs_;
@@ -104,9 +104,7 @@ class progress {
     shown_ = {};
   }
 
-  double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
 
  private:
   std::ostream& errors_;
@@ -135,8 +133,10 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
   for (const auto& path : request.databases) {
     std::error_code error;
     if (!fs::is_regular_file(path, error)) {
-      errors << fmt::format("[kairos] database '{}' is not a file; kairos-report takes profile databases "
-                            "(.db files) written by kairos-run or kairos-merge\n", path);
+      errors << fmt::format(
+          "[kairos] database '{}' is not a file; kairos-report takes profile databases "
+          "(.db files) written by kairos-run or kairos-merge\n",
+          path);
       return 2;
     }
   }
@@ -144,8 +144,10 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
   if (!request.window.empty()) {
     const auto range = parse_window_range(request.window);
     if (!range) {
-      errors << fmt::format("[kairos] --window \"{}\" is not valid: expected a window ordinal K or a "
-                            "range K..L with 1 <= K <= L\n", request.window);
+      errors << fmt::format(
+          "[kairos] --window \"{}\" is not valid: expected a window ordinal K or a "
+          "range K..L with 1 <= K <= L\n",
+          request.window);
       return 2;
     }
     windows = *range;
@@ -168,9 +170,10 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
       if (!windows.all || request.compare_windows) {
         const auto count = window_count(profile);
         if (count == 0) {
-          errors << fmt::format("[kairos] {} has no time windows (its run set no KAIROS_TRACE_PERIODS "
-                                "nor KAIROS_TRACE_WINDOWS_FILE); leave out --window and --compare-windows\n",
-                                path);
+          errors << fmt::format(
+              "[kairos] {} has no time windows (its run set no KAIROS_TRACE_PERIODS "
+              "nor KAIROS_TRACE_WINDOWS_FILE); leave out --window and --compare-windows\n",
+              path);
           return 2;
         }
         if (windows.first > count) {
@@ -224,10 +227,11 @@ int run_merge(const merge_request& request, std::ostream& errors, bool terminal)
           first_launch = launch;
           first_launch_input = inputs[index];
         } else if (launch != first_launch && !request.several_launches) {
-          shown.problem(fmt::format("[kairos] the inputs hold two launches: '{}' (in '{}') and '{}' (in '{}'); their "
-                                    "times would add up as one run's. Merge each launch on its own, or give "
-                                    "--several-launches if they belong together; {} was not written",
-                                    first_launch, first_launch_input, launch, inputs[index], request.output));
+          shown.problem(
+              fmt::format("[kairos] the inputs hold two launches: '{}' (in '{}') and '{}' (in '{}'); their "
+                          "times would add up as one run's. Merge each launch on its own, or give "
+                          "--several-launches if they belong together; {} was not written",
+                          first_launch, first_launch_input, launch, inputs[index], request.output));
           merged_into.reset();
           std::error_code ignored;
           for (const char* suffix : {"", "-journal"}) fs::remove(request.output + suffix, ignored);

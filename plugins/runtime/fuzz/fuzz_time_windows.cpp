@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (data[0] % 2 == 0) {
     auto periods = parse_periods(text);
     if (periods.error) {
-      require(periods.error->find("character") != std::string::npos || periods.error->find("spec") != std::string::npos);
+      require(periods.error->find("character") != std::string::npos ||
+              periods.error->find("spec") != std::string::npos);
       return 0;
     }
     for (const auto& spec : periods.value) require(spec.duration > 0 && spec.delay >= 0 && spec.repeat >= 0);

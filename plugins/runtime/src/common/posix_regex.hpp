@@ -35,7 +35,9 @@ class posix_regex {
   bool compiled() const noexcept { return ok_; }
   const std::string& error() const noexcept { return error_; }
   // Whether the expression matches somewhere in `text` (a C string: names never hold a NUL).
-  bool search(const std::string& text) const noexcept { return ok_ && regexec(&compiled_, text.c_str(), 0, nullptr, 0) == 0; }
+  bool search(const std::string& text) const noexcept {
+    return ok_ && regexec(&compiled_, text.c_str(), 0, nullptr, 0) == 0;
+  }
 
  private:
   // glibc's regcomp copies what a '+' or a {m,n} applies to (m or n times): stacked or nested,
@@ -59,8 +61,10 @@ class posix_regex {
       if (c != '{') continue;
       double bound = 0, largest = 2;  // "{m,}" copies at least twice
       for (++i; i < pattern.size() && pattern[i] != '}'; ++i) {
-        if (pattern[i] >= '0' && pattern[i] <= '9') bound = bound * 10 + (pattern[i] - '0');
-        else bound = 0;
+        if (pattern[i] >= '0' && pattern[i] <= '9')
+          bound = bound * 10 + (pattern[i] - '0');
+        else
+          bound = 0;
         if (bound > largest) largest = bound;
       }
       product *= largest;

@@ -12,8 +12,8 @@
 namespace kairos::runtime {
 namespace {
 
-constexpr std::array<std::string_view, window_clock_count> clock_names{
-    "realtime", "monotonic", "process_cputime", "thread_cputime", "instructions"};
+constexpr std::array<std::string_view, window_clock_count> clock_names{"realtime", "monotonic", "process_cputime",
+                                                                       "thread_cputime", "instructions"};
 
 constexpr std::int64_t max_time_ns = 1'000'000'000LL * 1'000'000'000LL;  // 1e9 s, as other settings
 constexpr std::int64_t max_instructions = 1'000'000'000'000'000'000LL;
@@ -72,12 +72,15 @@ std::optional<std::int64_t> parse_amount(std::string_view field, window_clock cl
     scale = unit.empty() ? 1 : unit == "M" ? 1'000'000 : unit == "G" ? 1'000'000'000 : count_unit ? 1'000 : 0;
   } else {
     if (count_unit) {
-      why = fmt::format("{} counts instructions, but the {} clock takes {}", quoted,
-                        clock_name(clock), units_of(clock));
+      why =
+          fmt::format("{} counts instructions, but the {} clock takes {}", quoted, clock_name(clock), units_of(clock));
       return std::nullopt;
     }
-    scale = unit.empty() || unit == "s" ? 1'000'000'000 : unit == "ms" ? 1'000'000 : unit == "us" ? 1'000
-            : unit == "ns" ? 1 : 0;
+    scale = unit.empty() || unit == "s" ? 1'000'000'000
+            : unit == "ms"              ? 1'000'000
+            : unit == "us"              ? 1'000
+            : unit == "ns"              ? 1
+                                        : 0;
   }
   if (scale == 0) {
     why = fmt::format("{} has an unknown unit \"{}\"; expected {}", quoted, printable(unit, shown_bytes),
@@ -118,8 +121,10 @@ std::optional<std::int64_t> parse_repeat(std::string_view field, std::string& wh
   std::int64_t value = 0;
   bool digits = !field.empty();
   for (char c : field) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) digits = false;
-    else if (value <= max_repeat) value = value * 10 + (c - '0');
+    if (!std::isdigit(static_cast<unsigned char>(c)))
+      digits = false;
+    else if (value <= max_repeat)
+      value = value * 10 + (c - '0');
   }
   if (!digits || value > max_repeat) {
     why = fmt::format("the repeat count \"{}\" is not an integer in [0, {}] (0: until the process ends)",
@@ -203,9 +208,7 @@ std::optional<std::string> parse_spec(std::string_view text, std::size_t positio
 
 }  // namespace
 
-std::string_view clock_name(window_clock clock) noexcept {
-  return clock_names[static_cast<std::size_t>(clock)];
-}
+std::string_view clock_name(window_clock clock) noexcept { return clock_names[static_cast<std::size_t>(clock)]; }
 
 std::string_view accepted_clock_names() noexcept {
   return "realtime, monotonic, process_cputime, thread_cputime, instructions";
@@ -225,10 +228,10 @@ parsed<std::vector<period_spec>> parse_periods(std::string_view text) {
     const auto spec_text = text.substr(start, end - start);
     const auto number = result.value.size() + 1;
     if (!result.value.empty() && result.value.back().repeat == 0) {
-      result.error = fmt::format("spec {} (\"{}\", character {}) follows \"{}\", which repeats until the "
-                                 "process ends; an until-exit spec (repeat 0) must be the last",
-                                 number, printable(spec_text, shown_bytes), start + 1,
-                                 printable(result.value.back().text, shown_bytes));
+      result.error = fmt::format(
+          "spec {} (\"{}\", character {}) follows \"{}\", which repeats until the "
+          "process ends; an until-exit spec (repeat 0) must be the last",
+          number, printable(spec_text, shown_bytes), start + 1, printable(result.value.back().text, shown_bytes));
       return result;
     }
     period_spec spec;
@@ -244,7 +247,7 @@ parsed<std::vector<period_spec>> parse_periods(std::string_view text) {
 
 parsed<std::vector<fixed_window>> parse_windows_file(std::string_view content, std::string_view name) {
   parsed<std::vector<fixed_window>> result;
-  std::array<std::int64_t, window_clock_count> clock_end{};    // of the last window per clock
+  std::array<std::int64_t, window_clock_count> clock_end{};  // of the last window per clock
   std::array<std::size_t, window_clock_count> clock_line{};
   std::size_t line_number = 0, line_start = 0;
   bool header_allowed = true;
@@ -259,9 +262,10 @@ parsed<std::vector<fixed_window>> parse_windows_file(std::string_view content, s
     line = trim_blanks(line, column);
     if (line.empty()) continue;
     auto fail = [&](std::size_t at_column, const std::string& what) {
-      result.error = fmt::format("{}:{}, column {}: {}; each line is clock,start,length (clocks: {}; "
-                                 "# starts a comment)",
-                                 printable(name, shown_bytes * 2), line_number, at_column, what, accepted_clock_names());
+      result.error = fmt::format(
+          "{}:{}, column {}: {}; each line is clock,start,length (clocks: {}; "
+          "# starts a comment)",
+          printable(name, shown_bytes * 2), line_number, at_column, what, accepted_clock_names());
     };
     auto fields = split_fields(line, column, ',');
     for (auto& where : fields) where.text = trim_blanks(where.text, where.position);
@@ -305,9 +309,9 @@ parsed<std::vector<fixed_window>> parse_windows_file(std::string_view content, s
     }
     clock_end[index] = *start + *length;
     clock_line[index] = line_number;
-    result.value.push_back({*clock, *start, *length,
-                            fmt::format("{}:{}: {}", printable(name, shown_bytes * 2), line_number,
-                                        printable(line, shown_bytes))});
+    result.value.push_back(
+        {*clock, *start, *length,
+         fmt::format("{}:{}: {}", printable(name, shown_bytes * 2), line_number, printable(line, shown_bytes))});
   }
   if (result.error) result.value.clear();
   return result;

@@ -62,10 +62,9 @@ inline event_resolution resolve_event(std::string_view name) {
       throw std::invalid_argument("[kairos] papi: unknown preset '" + name_text +
                                   "'; valid presets: " + preset_names());
     const std::string disabled = disabled_components();
-    result.unavailable_reason = "PAPI: " + name_text + ": no enabled component knows it (" +
-                                describe_error("PAPI_event_name_to_code", found) +
-                                "; papi_native_avail lists the native events here)" +
-                                (disabled.empty() ? "" : "; disabled: " + disabled);
+    result.unavailable_reason =
+        "PAPI: " + name_text + ": no enabled component knows it (" + describe_error("PAPI_event_name_to_code", found) +
+        "; papi_native_avail lists the native events here)" + (disabled.empty() ? "" : "; disabled: " + disabled);
     return result;
   }
   PAPI_event_info_t info{};
