@@ -12,9 +12,9 @@ static int cube_implementation(int value) {
   volatile int result = value * value * value;
   return result;
 }
-int cube(int) __attribute__((weak, alias("__cube")));
-int cubef64(int) __attribute__((weak, alias("__cube")));
-int cubef32x(int) __attribute__((weak, alias("__cube")));
+int cube(int) __attribute__((weak, alias("__cube"), nothrow));
+int cubef64(int) __attribute__((weak, alias("__cube"), nothrow));
+int cubef32x(int) __attribute__((weak, alias("__cube"), nothrow));
 
 // A compatibility version beside the default one (libm's __hypot_finite@GLIBC_2.15 and
 // hypot@@GLIBC_2.35): the default name, though the other is shorter.
@@ -31,7 +31,7 @@ KAIROS_NOINLINE int __module_lookup(int value) {
   volatile int result = value - 1;
   return result;
 }
-int module_lookup(int) __attribute__((weak, alias("__module_lookup")));
+int module_lookup(int) __attribute__((weak, alias("__module_lookup"), nothrow));
 
 // Two local names of one length (libc's __memcpy_avx_unaligned_erms and __memmove_...): the
 // first in byte order, whatever the table's order.
@@ -40,7 +40,7 @@ static int left_copy(int value) {
   volatile int result = value * 5;
   return result;
 }
-static int copy_left(int) asm("__copy_left") __attribute__((alias("__left_copy"), used));
+static int copy_left(int) asm("__copy_left") __attribute__((alias("__left_copy"), used, nothrow));
 
 // Addresses inside each, for the test.
 [[gnu::visibility("default")]] std::uintptr_t kairos_alias_module_cube() {

@@ -158,7 +158,7 @@ causal_summary analyze_causal(connection& profile, const window_range& windows) 
     location.scope = scope;
     location.selected = selected;
     location.experiments = experiments[{scope, selected}];
-    causal_curve curve{.progress_point = name, .kind = kind};
+    causal_curve curve{.progress_point = name, .kind = kind, .estimates = {}};
     const auto found = pooled.find({name, kind});
     if (found == pooled.end() || !found->second.usable()) continue;
     const cell& baseline = found->second;

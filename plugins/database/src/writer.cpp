@@ -62,9 +62,9 @@ struct profile_writer::statements {
                         "difference) VALUES (?, ?, ?, ?, ?, ?, ?)"},
         causal_sample{database, "INSERT OR REPLACE INTO causal_sample (scope, location, count) VALUES (?, ?, ?)"} {}
 
-  statement metadata, string, process, process_end, process_rank, call_tree, mpi_call, thread, thread_end, frame, stack,
-      sample, realtime_sample, counter, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call,
-      causal_experiment, causal_progress, causal_sample;
+  statement metadata, string, process, process_end, process_rank, thread, thread_end, frame, stack, sample,
+      realtime_sample, counter, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call, call_tree,
+      mpi_call, causal_experiment, causal_progress, causal_sample;
 };
 
 profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
