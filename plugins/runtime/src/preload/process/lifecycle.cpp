@@ -296,7 +296,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
     report(fmt::format("symbols: {} address{}, {} from the symbol cache{}{}", symbols.addresses,
                        symbols.addresses == 1 ? "" : "es", symbols.from_cache,
                        symbols.directory.empty() ? " (off)" : " in " + symbols.directory,
-                       symbols.problem.empty() ? "" : "; " + symbols.problem));
+                       symbols.not_saved ? "; " + symbols.not_saved.text() : ""));
   const auto counts = database_counts_written();
   const auto regions = regions_recorded() + function_calls_recorded();
   const auto gpu_work = counts.gpu_kernels + counts.gpu_copies;
