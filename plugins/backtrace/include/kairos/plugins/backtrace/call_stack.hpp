@@ -34,7 +34,7 @@ struct backtrace {
   static bool available() noexcept { return available_at_build; }
   static std::string unavailable_reason() {
     if constexpr (available_at_build) return {};
-    else return "[kairos] backtrace: built without libunwind (libunwind.h not found at configure time; "
+    else return "backtrace: built without libunwind (libunwind.h not found at configure time; "
                 "install libunwind-dev and reconfigure)";
   }
 
