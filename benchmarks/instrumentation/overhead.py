@@ -26,7 +26,7 @@ Each configuration runs at two sizes, fib(N-2) and fib(N); a call's cost is the 
 take, over the plain build's for the same calls, per call: fixed costs (kairos's start, its
 symbolizer, the outputs) cancel out. Printed: per configuration, wall and CPU medians of fib(N) with
 their spread, and a call's cost, alone and as a ratio to a steady_clock pair's cost measured the
-same way in the same round. Tracy (not packaged in Debian) records a zone in 197 ns here, 3.7x a pair.
+same way in the same round. Peers' regions (Tracy, Caliper) are measured by benchmarks/peers/.
 
 With --baseline DIR (another build directory, or a copy of its plugins/runtime/kairos-run and
 libkairos.so under DIR/plugins/runtime), also "kairos, baseline" and "xray, kairos, baseline": the
@@ -186,7 +186,7 @@ def main():
         print(f"{name:<20} {spread(walls):<24} {spread(cpus):<24} "
               f"{'' if name in ('plain', 'clang plain') else spread(costs, 1):<24} "
               f"{'' if name in ('plain', 'clang plain', 'clock pairs') else spread(ratios, 2):<20}")
-    print("Tracy (not in Debian; current master built here, no viewer): 197 ns a zone, 3.7x a clock pair")
+    print("Peers' regions (Tracy, Caliper), built from their source: benchmarks/peers/regions_vs_peers.py")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@
 #include <link.h>
 #include <unistd.h>
 
-#include <cxxabi.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -18,6 +17,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include <kairos/demangle.hpp>
 #include <kairos/plugins/backtrace/dl_guard.hpp>
 
 #if KAIROS_BACKTRACE_HAVE_LIBDW
@@ -102,7 +102,7 @@ class backtrace_symbolizer::implementation {
                                                                              : main_program_path();
       symbol.module_offset = address - static_cast<std::uintptr_t>(object->l_addr);
       if (info.dli_sname != nullptr) {
-        symbol.function = demangle(info.dli_sname);
+        symbol.function = kairos::demangle(info.dli_sname);
         symbol.function_offset = address - reinterpret_cast<std::uintptr_t>(info.dli_saddr);
       }
     }
@@ -309,7 +309,7 @@ class backtrace_symbolizer::implementation {
     const auto after = std::upper_bound(table.begin(), table.end(), address,
                                         [](std::uintptr_t a, const indexed_symbol& s) { return a < s.start; });
     if (const auto* found = symbol_containing(table, address)) {
-      symbol.function = demangle(found->name);
+      symbol.function = kairos::demangle(found->name);  // a .symtab spells versions: "hypot@@GLIBC_2.35"
       symbol.function_offset = address - found->start;
       // Up to the symbol's end or the next symbol's start, whichever comes first: over that
       // span symbol_containing finds this one. Not for an enclosing symbol found past the
@@ -564,17 +564,6 @@ std::string backtrace_symbolizer::main_program_path() {
   std::error_code error;
   auto path = std::filesystem::read_symlink("/proc/self/exe", error);
   return error ? std::string{"[main program]"} : path.string();
-}
-
-std::string backtrace_symbolizer::demangle(const char* name) {
-  if (name == nullptr) return {};
-  std::string plain{name, std::strcspn(name, "@")};
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(plain.c_str(), nullptr, nullptr, &status);
-  if (status != 0 || demangled == nullptr) return plain;
-  std::string result{demangled};
-  std::free(demangled);
-  return result;
 }
 
 bool backtrace_symbolizer::preferred_alias(std::string_view a, bool a_exported, std::string_view b, bool b_exported) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <kairos/component_tuple.hpp>
+#include <kairos/demangle.hpp>
 #include <kairos/plugins/backtrace.hpp>
 #include <kairos/plugins/backtrace/symbolizer.hpp>
 
@@ -269,7 +270,7 @@ TEST_CASE("a module's index finds at every address the symbol libdwfl's own look
       GElf_Sym symbol{};
       if (Dwfl_Module* module = dwfl_addrmodule(reference, address))
         if (const char* name = dwfl_module_addrinfo(module, address, &offset, &symbol, nullptr, nullptr, nullptr))
-          expected = kairos::backtrace_symbolizer::demangle(name);
+          expected = kairos::demangle(name);
       const auto found = symbolizer.resolve_uncached(address);
       CHECK_MESSAGE(found.has_function() == !expected.empty(), "at ", found.module, "+", found.module_offset);
       if (!expected.empty()) {

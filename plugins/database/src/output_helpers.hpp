@@ -1,7 +1,7 @@
 #pragma once
-// What the output writers (outputs.cpp, speedscope.cpp, flamegraph.cpp, html.cpp) share: one-value
-// queries, the time-window filter, names as JSON and XML text, and the queries behind the tables
-// that several outputs show (defined in output_queries.cpp).
+// What the output writers (one file per format: formats.cpp lists them) share: one-value queries,
+// the time-window filter, names as JSON and XML text, and the queries behind the tables that
+// several outputs show (defined in output_queries.cpp).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

@@ -42,7 +42,6 @@
 
 #if KAIROS_GPU_HAVE_CUPTI
 
-#include <cxxabi.h>
 #include <dlfcn.h>
 #include <link.h>
 
@@ -54,6 +53,8 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include <kairos/demangle.hpp>
 
 #include <cupti.h>  // with the API parameters' structures (generated_cuda*_meta.h, no include guards)
 
@@ -92,15 +93,6 @@ struct driver_functions {
   decltype(&cuDeviceTotalMem_v2) total_memory = nullptr;
   decltype(&cuDeviceGetAttribute) get_attribute = nullptr;
 };
-
-std::string demangled(const char* symbol) {
-  if (symbol == nullptr) return {};
-  int status = 0;
-  char* readable = abi::__cxa_demangle(symbol, nullptr, nullptr, &status);
-  std::string name = status == 0 && readable ? readable : symbol;
-  std::free(readable);
-  return name;
-}
 
 // What an API call issues, from its callback id and parameters (read at its entry).
 enum class work_kind : std::uint8_t { call, kernel, copy };
@@ -850,7 +842,7 @@ void cuda::consume(std::uint8_t* buffer, std::size_t valid_bytes) {
         if (issued) resolve(work.ledger, static_cast<std::int64_t>(k->end - k->start));
         const auto to_u32 = [](std::int32_t v) { return static_cast<std::uint32_t>(v < 0 ? 0 : v); };
         emit(kernel_activity{runtime_api::cuda, static_cast<int>(k->deviceId), k->streamId,
-                             demangled(k->name), 0, host_ns(k->start), host_ns(k->end),
+                             demangle(k->name), 0, host_ns(k->start), host_ns(k->end),
                              {to_u32(k->gridX), to_u32(k->gridY), to_u32(k->gridZ)},
                              {to_u32(k->blockX), to_u32(k->blockY), to_u32(k->blockZ)},
                              to_u32(k->staticSharedMemory) + to_u32(k->dynamicSharedMemory),

@@ -13,7 +13,6 @@
 
 #if KAIROS_GPU_HAVE_HIP_HEADERS
 
-#include <cxxabi.h>
 #include <dlfcn.h>
 
 #include <atomic>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include <hip/hip_runtime_api.h>
+#include <kairos/demangle.hpp>
 #include <kairos/plugins/gotcha.hpp>
 
 namespace kairos::gpu::detail {
@@ -50,15 +50,6 @@ struct hip_functions {
   const char* (*kernel_name_by_pointer)(const void*, hipStream_t) = nullptr;  // optional
   const char* (*kernel_name)(hipFunction_t) = nullptr;                        // optional
 };
-
-std::string demangled(const char* symbol) {
-  if (symbol == nullptr) return {};
-  int status = 0;
-  char* readable = abi::__cxa_demangle(symbol, nullptr, nullptr, &status);
-  std::string name = status == 0 && readable ? readable : symbol;
-  std::free(readable);
-  return name;
-}
 
 // "hipErrorNoDevice: no ROCm-capable device is detected"; HIP 5.2's error string is the name
 // itself, said once.
@@ -231,7 +222,7 @@ class hip : public backend {
   std::string demangled_once(const std::string& mangled) {
     if (mangled.empty()) return {};
     auto [found, added] = demangled_names_.try_emplace(mangled);
-    if (added) found->second = demangled(mangled.c_str());
+    if (added) found->second = demangle(mangled);
     return found->second;
   }
 };

@@ -117,10 +117,6 @@ class backtrace_symbolizer {
   // How a module is named when the loader gives it no name: the program's own file.
   static std::string main_program_path();
 
-  // Demangled, without a symbol version: a separate debug file's .symtab spells versioned
-  // symbols "hypot@@GLIBC_2.35" or "__hypot_finite@GLIBC_2.15", and no one searches for that.
-  static std::string demangle(const char* name);
-
   // Among aliases (symbols at one address), whether `a`'s name is the one a user searches for
   // rather than `b`'s. In order: a name exported from the module (global or weak alike: glibc
   // makes the documented name weak and its internal one global: write, __write) over a local
