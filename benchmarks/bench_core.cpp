@@ -33,10 +33,10 @@ void raw_getrusage_pair(benchmark::State& state) {
     rusage begin{}, end{};
     getrusage(RUSAGE_SELF, &begin);
     getrusage(RUSAGE_SELF, &end);
-    user_us += (end.ru_utime.tv_sec - begin.ru_utime.tv_sec) * 1'000'000 +
-               (end.ru_utime.tv_usec - begin.ru_utime.tv_usec);
-    system_us += (end.ru_stime.tv_sec - begin.ru_stime.tv_sec) * 1'000'000 +
-                 (end.ru_stime.tv_usec - begin.ru_stime.tv_usec);
+    user_us +=
+        (end.ru_utime.tv_sec - begin.ru_utime.tv_sec) * 1'000'000 + (end.ru_utime.tv_usec - begin.ru_utime.tv_usec);
+    system_us +=
+        (end.ru_stime.tv_sec - begin.ru_stime.tv_sec) * 1'000'000 + (end.ru_stime.tv_usec - begin.ru_stime.tv_usec);
     peak_kib += end.ru_maxrss - begin.ru_maxrss;
     benchmark::DoNotOptimize(user_us);
     benchmark::DoNotOptimize(system_us);
@@ -58,8 +58,7 @@ BENCHMARK(component_tuple_three_rusage);
 }  // namespace
 
 int main(int argc, char** argv) {
-  return kairos::benchmarks::run_and_print_ratios(
-      argc, argv,
-      {{"component_tuple_wall_clock", "raw_steady_clock_pair", 1.05},
-       {"component_tuple_three_rusage", "raw_getrusage_pair", 1.10}});
+  return kairos::benchmarks::run_and_print_ratios(argc, argv,
+                                                  {{"component_tuple_wall_clock", "raw_steady_clock_pair", 1.05},
+                                                   {"component_tuple_three_rusage", "raw_getrusage_pair", 1.10}});
 }

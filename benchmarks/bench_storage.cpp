@@ -68,8 +68,8 @@ void print_growth() {
   auto elapsed_ns = std::chrono::duration<double, std::nano>(clock::now() - begin).count();
   auto heap_after = heap_in_use();
   const auto deep_nodes = kairos::this_thread_graph().nodes().size() - 1;
-  fmt::print("depth 10,000 recursion (new nodes): {:.0f} ns per region, {:.0f} bytes per node\n",
-             elapsed_ns / 10'000, static_cast<double>(heap_after - heap_before) / (deep_nodes - 1));
+  fmt::print("depth 10,000 recursion (new nodes): {:.0f} ns per region, {:.0f} bytes per node\n", elapsed_ns / 10'000,
+             static_cast<double>(heap_after - heap_before) / (deep_nodes - 1));
   begin = clock::now();
   nest(10'000);
   elapsed_ns = std::chrono::duration<double, std::nano>(clock::now() - begin).count();
@@ -83,8 +83,8 @@ void print_growth() {
   for (const auto& label : labels) kairos::auto_tuple<kairos::wall_clock> region{label};
   elapsed_ns = std::chrono::duration<double, std::nano>(clock::now() - begin).count();
   heap_after = heap_in_use();
-  fmt::print("100,000 distinct labels (new nodes): {:.0f} ns per region, {:.0f} bytes per node\n",
-             elapsed_ns / 100'000, static_cast<double>(heap_after - heap_before) / 100'000);
+  fmt::print("100,000 distinct labels (new nodes): {:.0f} ns per region, {:.0f} bytes per node\n", elapsed_ns / 100'000,
+             static_cast<double>(heap_after - heap_before) / 100'000);
   begin = clock::now();
   for (const auto& label : labels) kairos::auto_tuple<kairos::wall_clock> region{label};
   elapsed_ns = std::chrono::duration<double, std::nano>(clock::now() - begin).count();
@@ -100,9 +100,8 @@ void print_growth() {
 
 int main(int argc, char** argv) {
   print_growth();
-  return kairos::benchmarks::run_and_print_ratios(
-      argc, argv,
-      {{"auto_tuple_wall_clock_stored", "raw_steady_clock_pair", 2.0},
-       {"kairos_region_macro", "raw_steady_clock_pair", 2.0},
-       {"auto_tuple_among_64_siblings", "raw_steady_clock_pair", 3.0}});
+  return kairos::benchmarks::run_and_print_ratios(argc, argv,
+                                                  {{"auto_tuple_wall_clock_stored", "raw_steady_clock_pair", 2.0},
+                                                   {"kairos_region_macro", "raw_steady_clock_pair", 2.0},
+                                                   {"auto_tuple_among_64_siblings", "raw_steady_clock_pair", 3.0}});
 }

@@ -26,10 +26,14 @@ class median_collector : public ::benchmark::ConsoleReporter {
 
   static double nanoseconds_per_unit(::benchmark::TimeUnit unit) {
     switch (unit) {
-      case ::benchmark::kSecond: return 1e9;
-      case ::benchmark::kMillisecond: return 1e6;
-      case ::benchmark::kMicrosecond: return 1e3;
-      default: return 1.0;
+      case ::benchmark::kSecond:
+        return 1e9;
+      case ::benchmark::kMillisecond:
+        return 1e6;
+      case ::benchmark::kMicrosecond:
+        return 1e3;
+      default:
+        return 1.0;
     }
   }
 
@@ -37,8 +41,7 @@ class median_collector : public ::benchmark::ConsoleReporter {
     for (const auto& run : runs) {
       if (run.run_type != Run::RT_Aggregate) continue;
       if (run.aggregate_name == "median")
-        median_ns[run.run_name.function_name] =
-            run.GetAdjustedRealTime() * nanoseconds_per_unit(run.time_unit);
+        median_ns[run.run_name.function_name] = run.GetAdjustedRealTime() * nanoseconds_per_unit(run.time_unit);
       else if (run.aggregate_name == "cv")
         spread[run.run_name.function_name] = run.real_accumulated_time;
     }
@@ -57,15 +60,14 @@ struct ratio_claim {
 // prints MISSING and fails the program, since a broken benchmark must not pass for a fast one.
 // A claim over its limit is data, not a failure.
 inline bool print_ratios(const median_collector& reporter, const std::vector<ratio_claim>& claims) {
-  fmt::print("\n{:<52} {:>10} {:>6} {:>10} {:>6} {:>8} {:>8}\n", "ratio (median of repetitions)",
-             "ns", "cv", "base ns", "cv", "ratio", "limit");
+  fmt::print("\n{:<52} {:>10} {:>6} {:>10} {:>6} {:>8} {:>8}\n", "ratio (median of repetitions)", "ns", "cv", "base ns",
+             "cv", "ratio", "limit");
   bool all_printed = true;
   for (const auto& claim : claims) {
     const auto measured = reporter.median_ns.find(claim.measured);
     const auto baseline = reporter.median_ns.find(claim.baseline);
     const std::string name = claim.measured + " / " + claim.baseline;
-    if (measured == reporter.median_ns.end() || baseline == reporter.median_ns.end() ||
-        !(baseline->second > 0)) {
+    if (measured == reporter.median_ns.end() || baseline == reporter.median_ns.end() || !(baseline->second > 0)) {
       fmt::print("{:<52} MISSING: a side did not run (skipped or failed, see above)\n", name);
       all_printed = false;
       continue;
@@ -75,9 +77,9 @@ inline bool print_ratios(const median_collector& reporter, const std::vector<rat
       return found == reporter.spread.end() ? 0.0 : found->second * 100.0;
     };
     const double ratio = measured->second / baseline->second;
-    fmt::print("{:<52} {:>10.2f} {:>5.1f}% {:>10.2f} {:>5.1f}% {:>8.3f} {:>8.2f} {}\n", name,
-               measured->second, spread_of(claim.measured), baseline->second,
-               spread_of(claim.baseline), ratio, claim.limit, ratio <= claim.limit ? "ok" : "OVER");
+    fmt::print("{:<52} {:>10.2f} {:>5.1f}% {:>10.2f} {:>5.1f}% {:>8.3f} {:>8.2f} {}\n", name, measured->second,
+               spread_of(claim.measured), baseline->second, spread_of(claim.baseline), ratio, claim.limit,
+               ratio <= claim.limit ? "ok" : "OVER");
   }
   return all_printed;
 }
@@ -86,10 +88,8 @@ inline bool print_ratios(const median_collector& reporter, const std::vector<rat
 // command line says otherwise), and prints the claims' ratios; returns the program's exit status.
 inline int run_and_print_ratios(int argc, char** argv, const std::vector<ratio_claim>& claims) {
   std::vector<char*> arguments(argv, argv + argc);
-  std::vector<std::string> options = {"--benchmark_repetitions=15",
-                                      "--benchmark_enable_random_interleaving=true",
-                                      "--benchmark_report_aggregates_only=true",
-                                      "--benchmark_min_time=0.05"};
+  std::vector<std::string> options = {"--benchmark_repetitions=15", "--benchmark_enable_random_interleaving=true",
+                                      "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.05"};
   for (auto& option : options) arguments.insert(arguments.begin() + 1, option.data());
   // Smoke: appended last, so they win over the defaults and the command line.
   std::vector<std::string> smoke = {"--benchmark_repetitions=3", "--benchmark_min_time=0.001"};

@@ -49,7 +49,6 @@ int main() {
   std::remove(path);
 
   fmt::print("{}: read {} bytes in {:.3f} ms wall, peak RSS grew {:.2f} MiB\n", bundle.label(),
-             bundle.get<bytes_read>(), bundle.get<kairos::wall_clock>(),
-             bundle.get<kairos::peak_rss>());
+             bundle.get<bytes_read>(), bundle.get<kairos::wall_clock>(), bundle.get<kairos::peak_rss>());
   return data.size() == bundle.get<bytes_read>() ? 0 : 1;
 }

@@ -24,6 +24,6 @@ int main() {
   region.stop();
 
   const auto [wall_ms, cpu_ms, peak_rss_mib] = region.get();
-  fmt::print("{}: wall {:.2f} ms, cpu {:.2f} ms, peak_rss +{:.1f} MiB (result {:.6g})\n",
-             region.label(), wall_ms, cpu_ms, peak_rss_mib, result);
+  fmt::print("{}: wall {:.2f} ms, cpu {:.2f} ms, peak_rss +{:.1f} MiB (result {:.6g})\n", region.label(), wall_ms,
+             cpu_ms, peak_rss_mib, result);
 }

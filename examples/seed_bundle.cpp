@@ -21,11 +21,11 @@ struct spam {
 int main() {
   auto bundle = kairos::component_tuple<foo, bar, spam>{"main"};
   std::puts("A");
-  bundle.start();     // only spam has start()
+  bundle.start();  // only spam has start()
   std::puts("B");
   bundle.sample(10);  // foo::sample() (no int taken), then bar::sample(int)
   std::puts("C");
-  bundle.sample();    // bar::sample(int) cannot be called without an int
+  bundle.sample();  // bar::sample(int) cannot be called without an int
   std::puts("D");
   bundle.stop();
 }

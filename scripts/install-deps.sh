@@ -11,6 +11,7 @@ packages=(
   g++ cmake ninja-build pkg-config            # toolchain
   libboost-dev libfmt-dev nlohmann-json3-dev  # core: Boost.Hana, fmt, nlohmann_json
   doctest-dev libbenchmark-dev python3        # tests (python3 drives the end-to-end ones), benchmarks
+  clang-format-14                             # the style test (.clang-format)
 )
 for list in "$root"/plugins/*/debian-packages.txt "$@"; do
   [ -f "$list" ] || continue

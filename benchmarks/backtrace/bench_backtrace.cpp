@@ -41,7 +41,7 @@ glibc_backtrace_function glibc_backtrace = nullptr;  // from libc.so.6 itself (l
   at_depth(depth - 1, work);
   asm volatile("" ::: "memory");
 }
-constexpr int chain_depth = 13;          // + the lambda, std::function, main, libc: 20 frames
+constexpr int chain_depth = 13;           // + the lambda, std::function, main, libc: 20 frames
 constexpr int benchmark_chain_depth = 5;  // Google Benchmark's runner adds 8 more frames
 
 int capture_kairos() {
@@ -195,7 +195,8 @@ double seconds_for(Work&& work) {
 
 void print_capture_ratios() {
   constexpr int rounds = 11, captures = 20000;
-  std::vector<double> vs_libgcc, vs_glibc, kairos_ns, walk_vs_libgcc, walk_ns, tables_vs_libgcc, tables_ns, libunwind_ns;
+  std::vector<double> vs_libgcc, vs_glibc, kairos_ns, walk_vs_libgcc, walk_ns, tables_vs_libgcc, tables_ns,
+      libunwind_ns;
   int frames = 0, libgcc_frames = 0, walked_frames = 0, table_frames = 0;
   at_depth(chain_depth, [&] {
     frames = capture_kairos();
@@ -203,12 +204,24 @@ void print_capture_ratios() {
     walked_frames = capture_frame_pointers();
     table_frames = capture_tables();
     for (int round = 0; round < rounds; ++round) {
-      const double kairos = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_kairos()); });
-      const double libgcc = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_libgcc()); });
-      const double glibc = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_glibc()); });
-      const double walk = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_frame_pointers()); });
-      const double tables = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_tables()); });
-      const double libunwind = seconds_for([] { for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_libunwind()); });
+      const double kairos = seconds_for([] {
+        for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_kairos());
+      });
+      const double libgcc = seconds_for([] {
+        for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_libgcc());
+      });
+      const double glibc = seconds_for([] {
+        for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_glibc());
+      });
+      const double walk = seconds_for([] {
+        for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_frame_pointers());
+      });
+      const double tables = seconds_for([] {
+        for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_tables());
+      });
+      const double libunwind = seconds_for([] {
+        for (int i = 0; i < captures; ++i) benchmark::DoNotOptimize(capture_libunwind());
+      });
       libunwind_ns.push_back(libunwind / captures * 1e9);
       kairos_ns.push_back(kairos / captures * 1e9);
       walk_ns.push_back(walk / captures * 1e9);
@@ -219,9 +232,11 @@ void print_capture_ratios() {
       tables_vs_libgcc.push_back(tables / libgcc);
     }
   });
-  std::printf("capture of a %d-frame stack: kairos::backtrace %.0f ns by its %s path, libunwind's unw_backtrace %.0f ns (median of %d)\n",
-              frames, median(kairos_ns), std::string(kairos::to_string(kairos::backtrace<64>::record().path())).c_str(),
-              median(libunwind_ns), rounds);
+  std::printf(
+      "capture of a %d-frame stack: kairos::backtrace %.0f ns by its %s path, libunwind's unw_backtrace %.0f ns "
+      "(median of %d)\n",
+      frames, median(kairos_ns), std::string(kairos::to_string(kairos::backtrace<64>::record().path())).c_str(),
+      median(libunwind_ns), rounds);
   std::printf("ratio kairos::backtrace vs libgcc _Unwind_Backtrace: %.3f (median of %d)\n", median(vs_libgcc), rounds);
   std::printf("ratio kairos::backtrace vs glibc backtrace(): %.3f (median of %d)\n", median(vs_glibc), rounds);
   std::printf("frame-pointer walk: %.0f ns for %d of the %d frames libgcc finds (median of %d)\n", median(walk_ns),
@@ -247,14 +262,19 @@ void print_symbolization_ratios() {
   }
   std::vector<double> uncached_vs_cached, cached_us, uncached_us;
   for (int round = 0; round < rounds; ++round) {
-    const double cached = seconds_for([&] { for (const auto a : addresses) benchmark::DoNotOptimize(symbolizer.resolve(a).line); });
-    const double uncached = seconds_for([&] { for (const auto a : addresses) benchmark::DoNotOptimize(symbolizer.resolve_uncached(a).line); });
+    const double cached = seconds_for([&] {
+      for (const auto a : addresses) benchmark::DoNotOptimize(symbolizer.resolve(a).line);
+    });
+    const double uncached = seconds_for([&] {
+      for (const auto a : addresses) benchmark::DoNotOptimize(symbolizer.resolve_uncached(a).line);
+    });
     cached_us.push_back(cached * 1e6);
     uncached_us.push_back(uncached * 1e6);
     uncached_vs_cached.push_back(uncached / cached);
   }
-  std::printf("symbolization of %zu distinct addresses (%zu named, %zu with file:line): cached %.0f us, uncached %.0f us\n",
-              addresses.size(), with_function, with_source, median(cached_us), median(uncached_us));
+  std::printf(
+      "symbolization of %zu distinct addresses (%zu named, %zu with file:line): cached %.0f us, uncached %.0f us\n",
+      addresses.size(), with_function, with_source, median(cached_us), median(uncached_us));
   std::printf("ratio symbolization uncached vs cached: %.1f (median of %d)\n", median(uncached_vs_cached), rounds);
 }
 

@@ -61,10 +61,8 @@ int main(int argc, char** argv) {
   for (const char* suffix : {"", "-wal"})
     if (std::filesystem::exists(path + suffix)) bytes += std::filesystem::file_size(path + suffix);
 
-  fmt::print("ingest: {} samples in {:.2f} s = {:.0f} samples/s\n", samples, ingest_seconds,
-             samples / ingest_seconds);
-  fmt::print("size: {:.1f} MB, {:.1f} MB per million samples\n", bytes / 1e6,
-             bytes / 1e6 / (samples / 1e6));
+  fmt::print("ingest: {} samples in {:.2f} s = {:.0f} samples/s\n", samples, ingest_seconds, samples / ingest_seconds);
+  fmt::print("size: {:.1f} MB, {:.1f} MB per million samples\n", bytes / 1e6, bytes / 1e6 / (samples / 1e6));
 
   auto profile = db::open_profile(path);
   using writer = void (*)(db::connection&, std::ostream&);

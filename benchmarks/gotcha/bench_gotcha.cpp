@@ -74,8 +74,7 @@ BENCHMARK(wrapped_call_wall_clock);
 
 int count_loaded_objects() {
   int objects = 0;
-  dl_iterate_phdr([](dl_phdr_info*, std::size_t, void* count) { return ++*static_cast<int*>(count), 0; },
-                  &objects);
+  dl_iterate_phdr([](dl_phdr_info*, std::size_t, void* count) { return ++*static_cast<int*>(count), 0; }, &objects);
   return objects;
 }
 
@@ -110,6 +109,5 @@ int main(int argc, char** argv) {
   benchmark::DoNotOptimize(bench_caller_1(1));  // the generated libraries are really used
   return kairos::benchmarks::run_and_print_ratios(
       argc, argv,
-      {{"wrapped_call_empty_bundle", "unwrapped_call", 5.0},
-       {"wrapped_call_wall_clock", "hand_timed_call", 1.5}});
+      {{"wrapped_call_empty_bundle", "unwrapped_call", 5.0}, {"wrapped_call_wall_clock", "hand_timed_call", 1.5}});
 }

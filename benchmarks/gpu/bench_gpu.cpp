@@ -65,8 +65,8 @@ void launch_loop(benchmark::State& state, bool observed, bool stacks) {
   if (observed) observer.emplace(stacks);
   std::uint64_t call = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(hipLaunchKernel(reinterpret_cast<const void*>(&simulated_kernel), dim3(1),
-                                             dim3(64), arguments, 0, holder.stream));
+    benchmark::DoNotOptimize(hipLaunchKernel(reinterpret_cast<const void*>(&simulated_kernel), dim3(1), dim3(64),
+                                             arguments, 0, holder.stream));
     if (observed) observing::every_1024(++call);
   }
   (void)hipStreamSynchronize(holder.stream);
@@ -107,9 +107,8 @@ int main(int argc, char** argv) {
   kairos::backtrace_detail::prewarm_process();
   kairos::unwind_tables_register_thread();
   kairos::build_unwind_tables(true);
-  return kairos::benchmarks::run_and_print_ratios(
-      argc, argv,
-      {{"launch_wrapped", "launch_unwrapped", 15.0},
-       {"launch_wrapped_with_stack", "launch_unwrapped", 100.0},
-       {"memcpy_async_wrapped", "memcpy_async_unwrapped", 15.0}});
+  return kairos::benchmarks::run_and_print_ratios(argc, argv,
+                                                  {{"launch_wrapped", "launch_unwrapped", 15.0},
+                                                   {"launch_wrapped_with_stack", "launch_unwrapped", 100.0},
+                                                   {"memcpy_async_wrapped", "memcpy_async_unwrapped", 15.0}});
 }

@@ -5,13 +5,15 @@
 // Usage: json_workload [objects (2000)]
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 int main(int argc, char** argv) {
   const int objects = argc > 1 ? std::atoi(argv[1]) : 2000;
   nlohmann::json document = nlohmann::json::array();
   for (int i = 0; i < objects; ++i)
-    document.push_back({{"id", i}, {"name", "object " + std::to_string(i)}, {"values", {i, i * 2, i * 3}},
+    document.push_back({{"id", i},
+                        {"name", "object " + std::to_string(i)},
+                        {"values", {i, i * 2, i * 3}},
                         {"nested", {{"flag", i % 2 == 0}, {"ratio", i / 7.0}}}});
   const auto text = document.dump();
   const auto parsed = nlohmann::json::parse(text);

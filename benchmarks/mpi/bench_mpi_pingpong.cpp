@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   start = MPI_Wtime();
   for (int i = 0; i < calls; ++i) MPI_Allreduce(&message, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
   const double allreduce_s = MPI_Wtime() - start;
-  if (rank == 0) std::printf("pingpong_ns %.1f allreduce_ns %.1f\n", pingpong_s * 1e9 / (2.0 * calls), allreduce_s * 1e9 / calls);
+  if (rank == 0)
+    std::printf("pingpong_ns %.1f allreduce_ns %.1f\n", pingpong_s * 1e9 / (2.0 * calls), allreduce_s * 1e9 / calls);
   MPI_Finalize();
   return 0;
 }

@@ -27,8 +27,7 @@ constexpr const char* work_items_event = "sde:::kairos_bench::work_items";
 [[maybe_unused]] const bool sde_counter_registered = [] {
 #if KAIROS_BENCH_WITH_SDE
   papi_handle_t handle = papi_sde_init("kairos_bench");
-  papi_sde_register_counter(handle, "work_items", PAPI_SDE_RO | PAPI_SDE_DELTA,
-                            PAPI_SDE_long_long, &work_items);
+  papi_sde_register_counter(handle, "work_items", PAPI_SDE_RO | PAPI_SDE_DELTA, PAPI_SDE_long_long, &work_items);
   return true;
 #else
   return false;
@@ -80,9 +79,7 @@ template <class Operation>
 double nanoseconds_per_call(Operation operation, int calls) {
   const auto begin = std::chrono::steady_clock::now();
   for (int call = 0; call < calls; ++call) operation();
-  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - begin)
-             .count() /
-         calls;
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - begin).count() / calls;
 }
 
 using kairos::benchmarks::median;
@@ -121,7 +118,12 @@ void print_side_by_side() {
       kairos::papi_vector counters{work_items_event};
       counters.start();  // the first start creates and starts the thread's set: not timed
       counters.stop();
-      phase = nanoseconds_per_call([&] { counters.start(); counters.stop(); }, calls);
+      phase = nanoseconds_per_call(
+          [&] {
+            counters.start();
+            counters.stop();
+          },
+          calls);
     }}.join();
     raw_ns.push_back(raw);
     phase_ns.push_back(phase);
@@ -131,12 +133,13 @@ void print_side_by_side() {
     return std::make_pair(*std::min_element(values.begin(), values.end()),
                           *std::max_element(values.begin(), values.end()));
   };
-  std::printf("raw PAPI_read, 1 sde event: %.1f ns (%.1f–%.1f); papi_vector start+stop: %.1f ns "
-              "(%.1f–%.1f) (medians (min–max) of %d interleaved rounds of %d calls)\n",
-              median(raw_ns), spread(raw_ns).first, spread(raw_ns).second, median(phase_ns),
-              spread(phase_ns).first, spread(phase_ns).second, rounds, calls);
-  std::printf("ratio papi_vector start+stop vs two raw PAPI_read: %.2f (%.2f–%.2f) (median of %d)\n",
-              median(ratio), spread(ratio).first, spread(ratio).second, rounds);
+  std::printf(
+      "raw PAPI_read, 1 sde event: %.1f ns (%.1f–%.1f); papi_vector start+stop: %.1f ns "
+      "(%.1f–%.1f) (medians (min–max) of %d interleaved rounds of %d calls)\n",
+      median(raw_ns), spread(raw_ns).first, spread(raw_ns).second, median(phase_ns), spread(phase_ns).first,
+      spread(phase_ns).second, rounds, calls);
+  std::printf("ratio papi_vector start+stop vs two raw PAPI_read: %.2f (%.2f–%.2f) (median of %d)\n", median(ratio),
+              spread(ratio).first, spread(ratio).second, rounds);
 }
 
 }  // namespace

@@ -23,8 +23,7 @@ std::vector<int> event_indices(std::initializer_list<std::string_view> names) {
 }
 
 const std::vector<int>& four_software_events() {
-  static const auto indices =
-      event_indices({"task-clock", "context-switches", "page-faults", "cpu-migrations"});
+  static const auto indices = event_indices({"task-clock", "context-switches", "page-faults", "cpu-migrations"});
   return indices;
 }
 
@@ -48,8 +47,7 @@ void raw_read_same_fd(benchmark::State& state) {
 BENCHMARK(raw_read_same_fd);
 
 void start_stop_4_software(benchmark::State& state) {
-  kairos::perf_counters counters{"task-clock", "context-switches", "page-faults",
-                                 "cpu-migrations"};
+  kairos::perf_counters counters{"task-clock", "context-switches", "page-faults", "cpu-migrations"};
   for (auto _ : state) {
     counters.start();
     counters.stop();
@@ -108,28 +106,31 @@ void print_side_by_side_ratios() {
   auto& set = kairos::perf::event_set_for_this_thread(four_software_events());
   kairos::perf::event_snapshot snapshot;
   std::array<std::uint64_t, 3 + 4> buffer;
-  kairos::perf_counters counters{"task-clock", "context-switches", "page-faults",
-                                 "cpu-migrations"};
+  kairos::perf_counters counters{"task-clock", "context-switches", "page-faults", "cpu-migrations"};
   std::vector<double> group_ns, raw_ns, start_stop_ns, read_ratio, start_stop_ratio;
   for (int round = 0; round < rounds; ++round) {
     const double group = nanoseconds_per_call([&] { set.read(snapshot); }, calls);
     const double raw = nanoseconds_per_call(
-        [&] { benchmark::DoNotOptimize(::read(set.leader_fd(0), buffer.data(), sizeof(buffer))); },
+        [&] { benchmark::DoNotOptimize(::read(set.leader_fd(0), buffer.data(), sizeof(buffer))); }, calls);
+    const double phase = nanoseconds_per_call(
+        [&] {
+          counters.start();
+          counters.stop();
+        },
         calls);
-    const double phase = nanoseconds_per_call([&] { counters.start(); counters.stop(); }, calls);
     group_ns.push_back(group);
     raw_ns.push_back(raw);
     start_stop_ns.push_back(phase);
     read_ratio.push_back(group / raw);
     start_stop_ratio.push_back(phase / raw);
   }
-  std::printf("perf group read, 4 software events: %.0f ns; raw read() of the same fd: %.0f ns; "
-              "start+stop: %.0f ns (medians of %d rounds of %d calls)\n",
-              median(group_ns), median(raw_ns), median(start_stop_ns), rounds, calls);
-  std::printf("ratio perf group read vs raw read() on the same fd: %.2f (median of %d)\n",
-              median(read_ratio), rounds);
-  std::printf("ratio perf_counters start+stop vs one raw read(): %.2f (median of %d)\n",
-              median(start_stop_ratio), rounds);
+  std::printf(
+      "perf group read, 4 software events: %.0f ns; raw read() of the same fd: %.0f ns; "
+      "start+stop: %.0f ns (medians of %d rounds of %d calls)\n",
+      median(group_ns), median(raw_ns), median(start_stop_ns), rounds, calls);
+  std::printf("ratio perf group read vs raw read() on the same fd: %.2f (median of %d)\n", median(read_ratio), rounds);
+  std::printf("ratio perf_counters start+stop vs one raw read(): %.2f (median of %d)\n", median(start_stop_ratio),
+              rounds);
 }
 
 }  // namespace

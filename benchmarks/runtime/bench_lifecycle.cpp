@@ -36,8 +36,7 @@ long long query(const std::string& path, const char* sql) {
   long long value = -1;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
     sqlite3_stmt* statement = nullptr;
-    if (sqlite3_prepare_v2(db, sql, -1, &statement, nullptr) == SQLITE_OK &&
-        sqlite3_step(statement) == SQLITE_ROW)
+    if (sqlite3_prepare_v2(db, sql, -1, &statement, nullptr) == SQLITE_OK && sqlite3_step(statement) == SQLITE_ROW)
       value = sqlite3_column_int64(statement, 0);
     sqlite3_finalize(statement);
   }
@@ -46,8 +45,8 @@ long long query(const std::string& path, const char* sql) {
 }
 
 struct thread_census {
-  int most_kairos = 0;        // kairos's own threads at once
-  int most_over_bound = 0;    // kairos's threads beyond 2 + ⌈live/8⌉, at worst
+  int most_kairos = 0;      // kairos's own threads at once
+  int most_over_bound = 0;  // kairos's threads beyond 2 + ⌈live/8⌉, at worst
   int polls_over_bound = 0;
   int polls = 0;
 };
@@ -85,7 +84,8 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 7;
   const long churn_threads = argc > 2 ? std::atol(argv[2]) : 100000;
   const std::string program = KAIROS_SAMPLED_PROGRAM_PATH, kairos_run = KAIROS_RUN_PATH;
-  const auto directory = std::filesystem::temp_directory_path() / ("kairos-bench-lifecycle-" + std::to_string(getpid()));
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("kairos-bench-lifecycle-" + std::to_string(getpid()));
   std::filesystem::create_directories(directory);
   const std::string output = "KAIROS_OUTPUT_PATH=" + (directory / "out-%pid%").string();
 
@@ -108,13 +108,11 @@ int main(int argc, char** argv) {
     const auto count = std::to_string(churn_threads);
     // Both sides are polled alike, so the poll's own cost falls on both.
     thread_census bare_census;
-    churn_bare.push_back(run_process({program, "churn", count, "8"}, {},
-                                     [&](pid_t pid) { count_threads(pid, bare_census); })
-                             .wall_s);
+    churn_bare.push_back(
+        run_process({program, "churn", count, "8"}, {}, [&](pid_t pid) { count_threads(pid, bare_census); }).wall_s);
     const auto stem = (directory / ("churn-" + std::to_string(round))).string();
     churn_kairos.push_back(run_process({kairos_run, "-o", stem, "--formats", "db", "--", program, "churn", count, "8"},
-                                       {"KAIROS_SAMPLING_DELAY=0"},
-                                       [&](pid_t pid) { count_threads(pid, census); })
+                                       {"KAIROS_SAMPLING_DELAY=0"}, [&](pid_t pid) { count_threads(pid, census); })
                                .wall_s);
     threads_missing += churn_threads + 1 - query(stem + ".db", "SELECT COUNT(*) FROM thread");
     std::filesystem::remove(stem + ".db");
@@ -132,10 +130,10 @@ int main(int argc, char** argv) {
   std::printf("  %-44s %9.3f (goal <= 1.5)\n", "ratio of medians", median(churn_kairos) / median(churn_bare));
   // A writer retires within a pass of its last thread's end, so a poll can catch the moment
   // between a thread's end and its writer's retirement: how often is printed, not hidden.
-  std::printf("  kairos's own threads at most %d; over the bound 2 + ceil(live/8) by at most %d, in %d of "
-              "%d polls\n",
-              census.most_kairos, std::max(census.most_over_bound, 0), census.polls_over_bound,
-              census.polls);
+  std::printf(
+      "  kairos's own threads at most %d; over the bound 2 + ceil(live/8) by at most %d, in %d of "
+      "%d polls\n",
+      census.most_kairos, std::max(census.most_over_bound, 0), census.polls_over_bound, census.polls);
   std::printf("  threads missing from the databases: %lld\n", threads_missing);
   std::filesystem::remove_all(directory);
   return threads_missing == 0 ? 0 : 1;

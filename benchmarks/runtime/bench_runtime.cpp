@@ -24,10 +24,10 @@
 
 #include <benchmark/benchmark.h>
 
+#include <kairos/user.h>
 #include <kairos/component_tuple.hpp>
 #include <kairos/components/wall_clock.hpp>
 #include <kairos/storage/stored.hpp>
-#include <kairos/user.h>
 
 #include "ratio_report.hpp"
 
@@ -41,9 +41,7 @@ int run_process(std::vector<const char*> argv) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
   pid_t pid = 0;
-  if (posix_spawnp(&pid, argv[0], &actions, nullptr, const_cast<char* const*>(argv.data()),
-                   environ) != 0)
-    return -1;
+  if (posix_spawnp(&pid, argv[0], &actions, nullptr, const_cast<char* const*>(argv.data()), environ) != 0) return -1;
   posix_spawn_file_actions_destroy(&actions);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -120,8 +118,9 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("stored_region", stored_region);
     benchmark::RegisterBenchmark("progress_with_kairos", progress_with_kairos);
     benchmark::RegisterBenchmark("relaxed_atomic_add", relaxed_atomic_add);
-    return run_and_print_ratios(argc, argv, {{"user_api_with_kairos", "stored_region", 3.0},
-                                             {"progress_with_kairos", "relaxed_atomic_add", 4.0}});
+    return run_and_print_ratios(
+        argc, argv,
+        {{"user_api_with_kairos", "stored_region", 3.0}, {"progress_with_kairos", "relaxed_atomic_add", 4.0}});
   }
   benchmark::RegisterBenchmark("process_true", process_true)->Apply(per_process);
   benchmark::RegisterBenchmark("process_kairos_run_true", process_kairos_run_true)->Apply(per_process);
@@ -135,11 +134,10 @@ int main(int argc, char** argv) {
   setenv("KAIROS_OUTPUT_PATH", (scratch_directory + "/true-%pid%").c_str(), 1);
   // No promise is made for a whole process (it is milliseconds of set-up and database files, see
   // docs/performance.md); the limit only flags a regression of that order.
-  const int status = run_and_print_ratios(
-      argc, argv,
-      {{"process_kairos_run_true", "process_true", 100.0},
-       {"user_api_without_kairos", "empty_function_calls", 2.0},
-       {"progress_without_kairos", "empty_function_call", 2.0}});
+  const int status = run_and_print_ratios(argc, argv,
+                                          {{"process_kairos_run_true", "process_true", 100.0},
+                                           {"user_api_without_kairos", "empty_function_calls", 2.0},
+                                           {"progress_without_kairos", "empty_function_call", 2.0}});
   std::fflush(stdout);
   // Part 2 needs libkairos.so loaded: this program again, under kairos-run, with the same options.
   setenv("BENCH_RUNTIME_CHILD", "1", 1);
@@ -151,10 +149,8 @@ int main(int argc, char** argv) {
   child.push_back(nullptr);
   pid_t pid = 0;
   int child_status = 0;
-  if (posix_spawn(&pid, KAIROS_RUN_PATH, nullptr, nullptr, const_cast<char* const*>(child.data()),
-                  environ) != 0 ||
-      waitpid(pid, &child_status, 0) != pid || !WIFEXITED(child_status) ||
-      WEXITSTATUS(child_status) != 0) {
+  if (posix_spawn(&pid, KAIROS_RUN_PATH, nullptr, nullptr, const_cast<char* const*>(child.data()), environ) != 0 ||
+      waitpid(pid, &child_status, 0) != pid || !WIFEXITED(child_status) || WEXITSTATUS(child_status) != 0) {
     std::fprintf(stderr, "bench_runtime: the run under kairos-run failed (status %d)\n", child_status);
     return 1;
   }

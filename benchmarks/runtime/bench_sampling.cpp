@@ -40,8 +40,8 @@ run_result run(std::vector<std::string> command, const std::vector<std::string>&
   const auto process = kairos::benchmarks::run_process(command, extra_environment, {}, output);
   long long three_quarters = 0, one_quarter = 0;
   FILE* printed = std::fopen(output.c_str(), "r");
-  const bool read = printed && std::fscanf(printed, "cpu_ns three_quarters=%lld one_quarter=%lld",
-                                           &three_quarters, &one_quarter) == 2;
+  const bool read = printed && std::fscanf(printed, "cpu_ns three_quarters=%lld one_quarter=%lld", &three_quarters,
+                                           &one_quarter) == 2;
   if (printed) std::fclose(printed);
   if (!read) {
     std::fprintf(stderr, "bench_sampling: %s printed no CPU times\n", command.front().c_str());
@@ -111,31 +111,35 @@ int main(int argc, char** argv) {
       (is_default ? weighed_default : weighed_1khz).push_back(weight_ns / 1e9 / result.program_cpu_s);
     }
   }
-  std::printf("CPU-bound 2-thread program (%s s of CPU), medians (min–max) of %d rounds, each round "
-              "plain, 300 Hz, 1 kHz\n", with_spread(cpu, "%.3f").c_str(), runs);
+  std::printf(
+      "CPU-bound 2-thread program (%s s of CPU), medians (min–max) of %d rounds, each round "
+      "plain, 300 Hz, 1 kHz\n",
+      with_spread(cpu, "%.3f").c_str(), runs);
   std::printf("  plain             %s s\n", with_spread(plain, "%.3f").c_str());
-  std::printf("  kairos 300 Hz     %s s   ratio to plain in the same round %s\n"
-              "                    samples delivered/requested %s   weights/CPU time %s\n",
-              with_spread(at_default, "%.3f").c_str(), with_spread(ratio_default, "%.3f").c_str(),
-              with_spread(delivered_default, "%.3f").c_str(), with_spread(weighed_default, "%.3f").c_str());
-  std::printf("  kairos 1 kHz      %s s   ratio to plain in the same round %s\n"
-              "                    samples delivered/requested %s   weights/CPU time %s\n",
-              with_spread(at_1khz, "%.3f").c_str(), with_spread(ratio_1khz, "%.3f").c_str(),
-              with_spread(delivered_1khz, "%.3f").c_str(), with_spread(weighed_1khz, "%.3f").c_str());
+  std::printf(
+      "  kairos 300 Hz     %s s   ratio to plain in the same round %s\n"
+      "                    samples delivered/requested %s   weights/CPU time %s\n",
+      with_spread(at_default, "%.3f").c_str(), with_spread(ratio_default, "%.3f").c_str(),
+      with_spread(delivered_default, "%.3f").c_str(), with_spread(weighed_default, "%.3f").c_str());
+  std::printf(
+      "  kairos 1 kHz      %s s   ratio to plain in the same round %s\n"
+      "                    samples delivered/requested %s   weights/CPU time %s\n",
+      with_spread(at_1khz, "%.3f").c_str(), with_spread(ratio_1khz, "%.3f").c_str(),
+      with_spread(delivered_1khz, "%.3f").c_str(), with_spread(weighed_1khz, "%.3f").c_str());
 
   // Ingest and memory: a long run at 20 kHz per thread, short vs long, same settings.
   for (double seconds : {5.0, 25.0}) {
     if (smoke) break;
     const auto stem = (directory / ("long-" + std::to_string(static_cast<int>(seconds)))).string();
-    const auto result = run({kairos_run, "--freq", "20000", "-o", stem, "--formats", "db", "--", program, "split",
-                             std::to_string(seconds)},
-                            {"KAIROS_SAMPLING_DELAY=0"}, output);
+    const auto result = run(
+        {kairos_run, "--freq", "20000", "-o", stem, "--formats", "db", "--", program, "split", std::to_string(seconds)},
+        {"KAIROS_SAMPLING_DELAY=0"}, output);
     const auto samples = query(stem + ".db", "SELECT COUNT(*) FROM sample");
     const auto bytes = std::filesystem::file_size(stem + ".db");
-    std::printf("  %2.0f s of CPU at 20 kHz: %lld samples, peak RSS %ld KB, database %.1f MB (%.1f MB per million "
-                "samples), %.0f samples/s produced and ingested\n",
-                seconds, samples, result.max_rss_kb, bytes / 1e6, bytes / 1e6 / (samples / 1e6),
-                samples / result.wall_s);
+    std::printf(
+        "  %2.0f s of CPU at 20 kHz: %lld samples, peak RSS %ld KB, database %.1f MB (%.1f MB per million "
+        "samples), %.0f samples/s produced and ingested\n",
+        seconds, samples, result.max_rss_kb, bytes / 1e6, bytes / 1e6 / (samples / 1e6), samples / result.wall_s);
   }
   std::filesystem::remove_all(directory);
   return 0;

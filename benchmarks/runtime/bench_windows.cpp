@@ -52,8 +52,9 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : smoke_or(1, 5);
   const std::string seconds = argc > 2 ? argv[2] : (smoke_run() ? "0.2" : "1");
   if (rounds < 1 || std::atof(seconds.c_str()) <= 0) {
-    std::fprintf(stderr, "bench_windows: rounds (\"%s\") must be a whole number ≥ 1 and seconds per phase "
-                         "(\"%s\") a number > 0; usage: bench_windows [rounds] [seconds per phase]\n",
+    std::fprintf(stderr,
+                 "bench_windows: rounds (\"%s\") must be a whole number ≥ 1 and seconds per phase "
+                 "(\"%s\") a number > 0; usage: bench_windows [rounds] [seconds per phase]\n",
                  argc > 1 ? argv[1] : "", seconds.c_str());
     return 2;
   }
@@ -68,7 +69,8 @@ int main(int argc, char** argv) {
       const auto stem = (directory / (std::string{name} + std::to_string(round))).string();
       auto environment = sampling;
       environment.insert(environment.end(), extra.begin(), extra.end());
-      const auto wall = run_process({kairos_run, "-o", stem, "--formats", "db", "--", program, seconds}, environment).wall_s;
+      const auto wall =
+          run_process({kairos_run, "-o", stem, "--formats", "db", "--", program, seconds}, environment).wall_s;
       return std::pair{wall, stem + ".db"};
     };
     const double plain = run_process({program, seconds}).wall_s;
@@ -86,8 +88,10 @@ int main(int argc, char** argv) {
     const auto opened = std::atof(metadata(some_db, "windows.opened").c_str());
     if (opened > 0) edge_us.push_back(std::atof(metadata(some_db, "windows.edge_ns").c_str()) / (2 * opened) / 1e3);
   }
-  std::printf("time windows: CPU-bound program, 3 phases of %s s of CPU, sampling at 1 kHz; medians of %d "
-              "interleaved rounds [lowest–highest]\n", seconds.c_str(), rounds);
+  std::printf(
+      "time windows: CPU-bound program, 3 phases of %s s of CPU, sampling at 1 kHz; medians of %d "
+      "interleaved rounds [lowest–highest]\n",
+      seconds.c_str(), rounds);
   print("bare", spread_of(bare), "s ", 1);
   print("full sampling", spread_of(full), "s ", 1);
   print("1-in-10 window (10 ms every 100 ms)", spread_of(windowed), "s ", 1);

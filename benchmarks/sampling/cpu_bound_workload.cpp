@@ -76,8 +76,7 @@ worker_result worker(long units) {
   const int fd = empty_handler_hz > 0 ? sample_this_thread(empty_handler_hz) : -1;
   // 75% of this thread's work in heavy_function, 25% in light_function, interleaved.
   worker_result result;
-  for (long round = 0; round < units; ++round)
-    result.checksum += heavy_function(3) + light_function(1);
+  for (long round = 0; round < units; ++round) result.checksum += heavy_function(3) + light_function(1);
   if (fd >= 0) close(fd);
   timespec cpu_time{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_time);
@@ -115,9 +114,8 @@ int main(int argc, char** argv) {
   std::vector<worker_result> results(static_cast<std::size_t>(threads));
   std::vector<std::thread> others;
   for (long index = 1; index < threads; ++index)
-    others.emplace_back([&results, index, units, threads] {
-      results[static_cast<std::size_t>(index)] = worker(units / threads);
-    });
+    others.emplace_back(
+        [&results, index, units, threads] { results[static_cast<std::size_t>(index)] = worker(units / threads); });
   results[0] = worker(units - (threads - 1) * (units / threads));
   for (auto& other : others) other.join();
 
@@ -126,6 +124,5 @@ int main(int argc, char** argv) {
     cpu_seconds += result.cpu_seconds;
     checksum += result.checksum;
   }
-  std::printf("cpu_seconds %.4f signals %ld checksum %.6g\n", cpu_seconds, handled_signals.load(),
-              checksum);
+  std::printf("cpu_seconds %.4f signals %ld checksum %.6g\n", cpu_seconds, handled_signals.load(), checksum);
 }

@@ -33,7 +33,7 @@ using region_bundle = component_tuple<wall_clock>;
 #define KAIROS_DETAIL_CONCAT(a, b) KAIROS_DETAIL_CONCAT_(a, b)
 
 // A region from here to the end of the enclosing scope, recorded with the file and line.
-#define KAIROS_REGION(name)                                                               \
+#define KAIROS_REGION(name)                                                                      \
   ::kairos::auto_tuple<::kairos::region_bundle> KAIROS_DETAIL_CONCAT(kairos_region_, __LINE__) { \
     name, ::kairos::storage_options { ::kairos::default_storage_mode(), __FILE__, __LINE__ }     \
   }

@@ -25,21 +25,18 @@ struct component_index;
 
 template <class... Components>
 struct component_index<std::tuple<Components...>> {
-  static constexpr std::array<std::string_view (*)(), sizeof...(Components)> labels{
-      &label_of<Components>...};
-  static constexpr std::array<bool (*)(), sizeof...(Components)> available{
-      &available_now<Components>...};
+  static constexpr std::array<std::string_view (*)(), sizeof...(Components)> labels{&label_of<Components>...};
+  static constexpr std::array<bool (*)(), sizeof...(Components)> available{&available_now<Components>...};
 };
 
 }  // namespace detail
 
 template <class... Components>
 class component_list
-    : public detail::basic_bundle<
-          detail::member_switches<std::tuple_size_v<component_set_t<Components...>>>,
-          Components...> {
-  using base = detail::basic_bundle<
-      detail::member_switches<std::tuple_size_v<component_set_t<Components...>>>, Components...>;
+    : public detail::basic_bundle<detail::member_switches<std::tuple_size_v<component_set_t<Components...>>>,
+                                  Components...> {
+  using base =
+      detail::basic_bundle<detail::member_switches<std::tuple_size_v<component_set_t<Components...>>>, Components...>;
   using index = detail::component_index<typename base::component_types>;
 
  public:
@@ -50,15 +47,22 @@ class component_list
     for (std::size_t i = 0; i < base::size; ++i) this->switches_.on[i] = index::available[i]();
   }
   // Only the named members are on; an unknown name throws std::invalid_argument.
-  component_list(std::string_view label, std::initializer_list<std::string_view> names)
-      : base{label} {
+  component_list(std::string_view label, std::initializer_list<std::string_view> names) : base{label} {
     for (auto name : names) enable(name);
   }
-  template <detail::temporary_string String> component_list(String&&) = delete;
+  template <detail::temporary_string String>
+  component_list(String&&) = delete;
 
-  template <class Component> bool enable() { return set(position<Component>(), true); }
-  template <class Component> void disable() { set(position<Component>(), false); }
-  template <class Component> bool enabled() const {
+  template <class Component>
+  bool enable() {
+    return set(position<Component>(), true);
+  }
+  template <class Component>
+  void disable() {
+    set(position<Component>(), false);
+  }
+  template <class Component>
+  bool enabled() const {
     return this->switches_.on[position<Component>()];
   }
 
@@ -80,7 +84,8 @@ class component_list
       std::size_t index = base::size;
       ((std::is_same_v<Component, std::tuple_element_t<I, component_types>> ? index = I : 0), ...);
       return index;
-    }(std::make_index_sequence<base::size>{});
+    }
+    (std::make_index_sequence<base::size>{});
     static_assert(found < base::size, "this component is not a member of the list");
     return found;
   }
@@ -90,9 +95,8 @@ class component_list
       if (index::labels[i]() == name) return i;
     std::string known;
     for (auto label : names()) known += (known.empty() ? "" : ", ") + std::string{label};
-    throw std::invalid_argument("[kairos] unknown component '" + std::string{name} +
-                                "' in bundle '" + std::string{this->label()} +
-                                "'; known components: " + known);
+    throw std::invalid_argument("[kairos] unknown component '" + std::string{name} + "' in bundle '" +
+                                std::string{this->label()} + "'; known components: " + known);
   }
 
   bool set(std::size_t index_of_member, bool on) {

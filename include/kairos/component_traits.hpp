@@ -14,7 +14,7 @@ template <class Component>
 struct is_available_at_build : std::bool_constant<true> {};
 
 template <class Component>
-  requires requires { Component::available_at_build; }
+requires requires { Component::available_at_build; }
 struct is_available_at_build<Component> : std::bool_constant<Component::available_at_build> {};
 
 template <class Component>
@@ -68,6 +68,8 @@ std::string unavailable_reason_of() {
 // Components that share one reading per operation (several getrusage fields, say) name the
 // reading's type; a bundle reads it once and hands it to each of them.
 template <class Component>
-concept uses_cache = requires { typename Component::cache_type; };
+concept uses_cache = requires {
+  typename Component::cache_type;
+};
 
 }  // namespace kairos

@@ -16,8 +16,7 @@ namespace kairos {
 
 // The built-in components, in display order: the one list kairos-avail, the runtime's regions
 // and the KAIROS_COMPONENTS setting's accepted names are built from.
-using builtin_components = std::tuple<wall_clock, cpu_clock, thread_cpu_clock, user_clock,
-                                      system_clock, peak_rss, page_rss, page_faults,
-                                      context_switches>;
+using builtin_components = std::tuple<wall_clock, cpu_clock, thread_cpu_clock, user_clock, system_clock, peak_rss,
+                                      page_rss, page_faults, context_switches>;
 
 }  // namespace kairos

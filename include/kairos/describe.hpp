@@ -24,7 +24,7 @@ struct bundle_description {
     std::string_view component;
     std::string reached;  // "start(int)", "start()", or empty when not reached
   };
-  std::string arguments;    // "(int)"
+  std::string arguments;  // "(int)"
   std::vector<std::string_view> components;
   std::vector<call> calls;  // for each operation, for each component in declaration order
 
@@ -41,28 +41,24 @@ struct bundle_description {
     std::string lines;
     for (const auto& entry : calls)
       if (entry.component == component)
-        lines += fmt::format("{}: {}\n", entry.operation,
-                             entry.reached.empty() ? "not reached" : entry.reached);
+        lines += fmt::format("{}: {}\n", entry.operation, entry.reached.empty() ? "not reached" : entry.reached);
     return lines;
   }
 
   // A table: an operation a row, a component a column.
   std::string table() const {
     std::vector<std::size_t> widths;
-    for (auto component : components)
-      widths.push_back(component.size() > 11 ? component.size() : 11);
+    for (auto component : components) widths.push_back(component.size() > 11 ? component.size() : 11);
     for (std::size_t i = 0; i < calls.size(); ++i) {
       auto& width = widths[i % components.size()];
       if (calls[i].reached.size() > width) width = calls[i].reached.size();
     }
     std::string text = fmt::format("bundle called with {}\n{:<10}", arguments, "operation");
-    for (std::size_t c = 0; c < components.size(); ++c)
-      text += fmt::format("  {:<{}}", components[c], widths[c]);
+    for (std::size_t c = 0; c < components.size(); ++c) text += fmt::format("  {:<{}}", components[c], widths[c]);
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const auto column = i % components.size();
       if (column == 0) text += fmt::format("\n{:<10}", calls[i].operation);
-      text += fmt::format("  {:<{}}", calls[i].reached.empty() ? "not reached" : calls[i].reached,
-                          widths[column]);
+      text += fmt::format("  {:<{}}", calls[i].reached.empty() ? "not reached" : calls[i].reached, widths[column]);
     }
     return text + "\n";
   }
@@ -103,15 +99,13 @@ constexpr reach_entry reach_entry_of() {
 }
 
 template <class Operation, class... Args, class... Components>
-constexpr std::array<reach_entry, sizeof...(Components)> operation_entries(
-    std::tuple<Components...>*) {
+constexpr std::array<reach_entry, sizeof...(Components)> operation_entries(std::tuple<Components...>*) {
   return {reach_entry_of<Operation, Components, Args...>()...};
 }
 
 // A constant: a bundle's description instantiates no code per member and operation.
 template <class Operation, class Members, class... Args>
-inline constexpr auto reach_entries =
-    operation_entries<Operation, Args...>(static_cast<Members*>(nullptr));
+inline constexpr auto reach_entries = operation_entries<Operation, Args...>(static_cast<Members*>(nullptr));
 
 // "start(int)", "start()", or empty when not reached.
 inline std::string reached_text(const reach_entry& entry, const std::string& caller_arguments) {
@@ -119,8 +113,10 @@ inline std::string reached_text(const reach_entry& entry, const std::string& cal
     case reach::with_arguments:
       return std::string{entry.operation} +
              (entry.cache_arguments != nullptr ? entry.cache_arguments() : caller_arguments);
-    case reach::without_arguments: return std::string{entry.operation} + "()";
-    case reach::none: break;
+    case reach::without_arguments:
+      return std::string{entry.operation} + "()";
+    case reach::none:
+      break;
   }
   return {};
 }
@@ -145,10 +141,9 @@ bundle_description describe() {
   bundle_description description{detail::argument_list<Args...>(), {}, {}};
   detail::list_components(description, static_cast<members*>(nullptr));
   [&]<class... Operations>(std::tuple<Operations...>*) {
-    (detail::add_calls(description, detail::reach_entries<Operations, members, Args...>.data()),
-     ...);
-  }(static_cast<std::tuple<op::record, op::start, op::stop, op::sample, op::audit, op::mark,
-                           op::store, op::get>*>(nullptr));
+    (detail::add_calls(description, detail::reach_entries<Operations, members, Args...>.data()), ...);
+  }(static_cast<std::tuple<op::record, op::start, op::stop, op::sample, op::audit, op::mark, op::store, op::get>*>(
+      nullptr));
   return description;
 }
 

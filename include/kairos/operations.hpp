@@ -7,15 +7,14 @@
 namespace kairos {
 
 // Arguments reach every member in turn, so each member sees them as lvalues (never moved-from).
-#define KAIROS_OPERATION(member, reads_value)                                              \
-  struct member {                                                                          \
-    static constexpr std::string_view name = #member;                                      \
-    static constexpr bool reads_measurement = reads_value;                                 \
-    template <class Component, class... Args>                                              \
-    constexpr auto operator()(Component& component, Args&... args) const                  \
-        -> decltype(component.member(args...)) {                                           \
-      return component.member(args...);                                                    \
-    }                                                                                      \
+#define KAIROS_OPERATION(member, reads_value)                                                                     \
+  struct member {                                                                                                 \
+    static constexpr std::string_view name = #member;                                                             \
+    static constexpr bool reads_measurement = reads_value;                                                        \
+    template <class Component, class... Args>                                                                     \
+    constexpr auto operator()(Component& component, Args&... args) const -> decltype(component.member(args...)) { \
+      return component.member(args...);                                                                           \
+    }                                                                                                             \
   }
 
 // `reads_measurement`: the operation takes a reading, so members that share a cache (getrusage)
@@ -37,16 +36,17 @@ enum class reach { with_arguments, without_arguments, none };
 // How `Operation` reaches a `Component` given `Args`.
 template <class Operation, class Component, class... Args>
 constexpr reach reach_of() noexcept {
-  if constexpr (requires(Component& c, Args&... a) { Operation{}(c, a...); })
+  if constexpr (requires(Component & c, Args & ... a) { Operation{}(c, a...); })
     return reach::with_arguments;
-  else if constexpr (requires(Component& c) { Operation{}(c); })
+  else if constexpr (requires(Component & c) { Operation{}(c); })
     return reach::without_arguments;
   else
     return reach::none;
 }
 
 template <class Operation, class Component, class... Args>
-concept reaches = reach_of<Operation, Component, Args...>() != reach::none;
+concept reaches = reach_of<Operation, Component, Args...>()
+!= reach::none;
 
 // The best-match call. Returns what the member returns (void when nothing is reached).
 template <class Operation, class Component, class... Args>
@@ -59,7 +59,6 @@ constexpr decltype(auto) invoke_best(Component& component, Args&... args) {
 }
 
 template <class Operation, class Component, class... Args>
-using invoke_result_t =
-    decltype(invoke_best<Operation>(std::declval<Component&>(), std::declval<Args&>()...));
+using invoke_result_t = decltype(invoke_best<Operation>(std::declval<Component&>(), std::declval<Args&>()...));
 
 }  // namespace kairos

@@ -22,15 +22,16 @@ inline std::size_t utf8_sequence(std::string_view text, std::size_t i) noexcept 
   const auto lead = byte(i);
   std::size_t length = 0;
   unsigned char low = 0x80, high = 0xbf;  // the allowed range of the second byte
-  if (lead >= 0xc2 && lead <= 0xdf) length = 2;
+  if (lead >= 0xc2 && lead <= 0xdf)
+    length = 2;
   else if (lead >= 0xe0 && lead <= 0xef) {
     length = 3;
-    if (lead == 0xe0) low = 0xa0;         // no overlong forms
-    if (lead == 0xed) high = 0x9f;        // no surrogates
+    if (lead == 0xe0) low = 0xa0;   // no overlong forms
+    if (lead == 0xed) high = 0x9f;  // no surrogates
   } else if (lead >= 0xf0 && lead <= 0xf4) {
     length = 4;
     if (lead == 0xf0) low = 0x90;
-    if (lead == 0xf4) high = 0x8f;        // nothing above U+10FFFF
+    if (lead == 0xf4) high = 0x8f;  // nothing above U+10FFFF
   }
   if (length == 0 || i + length > text.size()) return 0;
   if (byte(i + 1) < low || byte(i + 1) > high) return 0;

@@ -9,9 +9,7 @@ namespace kairos {
 
 class reentry_guard {
  public:
-  explicit reentry_guard(bool& inside) noexcept : inside_{inside}, already_inside_{inside} {
-    inside = true;
-  }
+  explicit reentry_guard(bool& inside) noexcept : inside_{inside}, already_inside_{inside} { inside = true; }
   ~reentry_guard() { inside_ = already_inside_; }
   reentry_guard(const reentry_guard&) = delete;
   reentry_guard& operator=(const reentry_guard&) = delete;

@@ -106,8 +106,7 @@ class report_builder {
     const auto& source = graph.nodes();
     // (graph node, report parent) pairs still to visit; iterative: recursion may be 10,000 deep.
     std::vector<std::pair<std::uint32_t, std::int64_t>> pending;
-    for (auto it = source[Graph::root].children.rbegin();
-         it != source[Graph::root].children.rend(); ++it)
+    for (auto it = source[Graph::root].children.rbegin(); it != source[Graph::root].children.rend(); ++it)
       pending.emplace_back(*it, -1);
     while (!pending.empty()) {
       const auto [graph_index, parent] = pending.back();
@@ -118,8 +117,7 @@ class report_builder {
         auto& value = value_for(target, slot.component, slot.value_index);
         value.stats.merge(slot.stats);
       }
-      for (auto it = node.children.rbegin(); it != node.children.rend(); ++it)
-        pending.emplace_back(*it, target);
+      for (auto it = node.children.rbegin(); it != node.children.rend(); ++it) pending.emplace_back(*it, target);
     }
   }
 
@@ -137,8 +135,7 @@ class report_builder {
       node.depth = parent < 0 ? 0 : tree.nodes[static_cast<std::size_t>(parent)].depth + 1;
       if (parent >= 0) tree.nodes[static_cast<std::size_t>(parent)].children.push_back(position);
       const auto children = std::move(children_[index]);
-      for (auto it = children.rbegin(); it != children.rend(); ++it)
-        pending.emplace_back(*it, position);
+      for (auto it = children.rbegin(); it != children.rend(); ++it) pending.emplace_back(*it, position);
     }
     for (auto& node : tree.nodes) node.children.shrink_to_fit();
     compute_self(tree, components);
@@ -217,8 +214,8 @@ struct report_options {
 namespace detail {
 
 template <class = void>
-std::string format_tree_table(const report_data& data, const report_tree& tree,
-                              std::uint32_t component, std::uint32_t value_index) {
+std::string format_tree_table(const report_data& data, const report_tree& tree, std::uint32_t component,
+                              std::uint32_t value_index) {
   const auto& info = data.components[component];
   std::size_t label_width = 5;
   bool any = false;
@@ -233,30 +230,27 @@ std::string format_tree_table(const report_data& data, const report_tree& tree,
   const std::string name = info.value_labels.size() > 1 || info.value_labels[0] != info.label
                                ? fmt::format("{} {}", info.label, info.value_labels[value_index])
                                : info.label;
-  std::string text = fmt::format("{}{}\n{:<{}} {:>9} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>7}\n",
-                                 name, unit, "LABEL", label_width, "COUNT", "DEPTH", "SUM", "MEAN",
-                                 "MIN", "MAX", "STDDEV", "% SELF");
+  std::string text =
+      fmt::format("{}{}\n{:<{}} {:>9} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>7}\n", name, unit, "LABEL",
+                  label_width, "COUNT", "DEPTH", "SUM", "MEAN", "MIN", "MAX", "STDDEV", "% SELF");
   for (const auto& node : tree.nodes) {
     const auto* value = node.value(component, value_index);
     if (value == nullptr) continue;
     const auto& stats = value->stats;
     const std::string self =
-        info.additive && stats.sum != 0 ? fmt::format("{:.1f}", 100.0 * value->self_sum / stats.sum)
-                                        : "-";
+        info.additive && stats.sum != 0 ? fmt::format("{:.1f}", 100.0 * value->self_sum / stats.sum) : "-";
     text += fmt::format("{:<{}} {:>9} {:>5} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7}\n",
-                        std::string(2 * node.depth, ' ') + printable(node.label), label_width, stats.count,
-                        node.depth, stats.sum, stats.mean, stats.min, stats.max, stats.stddev(), self);
+                        std::string(2 * node.depth, ' ') + printable(node.label), label_width, stats.count, node.depth,
+                        stats.sum, stats.mean, stats.min, stats.max, stats.stddev(), self);
   }
   return text;
 }
 
 template <class = void>
-std::string format_tree(const report_data& data, const report_tree& tree,
-                        const std::string& title) {
+std::string format_tree(const report_data& data, const report_tree& tree, const std::string& title) {
   std::string text;
   for (std::uint32_t component = 0; component < data.components.size(); ++component)
-    for (std::uint32_t value_index = 0;
-         value_index < data.components[component].value_labels.size(); ++value_index) {
+    for (std::uint32_t value_index = 0; value_index < data.components[component].value_labels.size(); ++value_index) {
       const auto table = format_tree_table(data, tree, component, value_index);
       if (!table.empty()) text += fmt::format("{}{}\n", title, table);
     }
@@ -271,8 +265,8 @@ std::string format_report(const report_data& data, const report_options& options
   std::string text = detail::format_tree(data, data.process, "");
   if (options.per_thread)
     for (const auto& thread : data.threads)
-      text += detail::format_tree(
-          data, thread, fmt::format("thread {} (tid {}): ", thread.thread_index, thread.os_thread_id));
+      text += detail::format_tree(data, thread,
+                                  fmt::format("thread {} (tid {}): ", thread.thread_index, thread.os_thread_id));
   return text;
 }
 

@@ -66,9 +66,8 @@ void register_exit_report(exit_report_options options, json_report_writer write_
 template <class = void>
 void report_at_exit(exit_report_options options = {}) {
   if (!options.json_path.empty())
-    throw std::invalid_argument(
-        "[kairos] report_at_exit cannot write JSON to '" + options.json_path +
-        "' here: include <kairos/report_json.hpp> in the file that calls it");
+    throw std::invalid_argument("[kairos] report_at_exit cannot write JSON to '" + options.json_path +
+                                "' here: include <kairos/report_json.hpp> in the file that calls it");
   detail::register_exit_report(std::move(options), nullptr);
 }
 

@@ -25,8 +25,8 @@ inline constexpr int report_json_version = 1;
 
 namespace detail {
 
-inline nlohmann::json node_json(const report_data& data, const report_tree& tree,
-                                const report_node& node, std::size_t index) {
+inline nlohmann::json node_json(const report_data& data, const report_tree& tree, const report_node& node,
+                                std::size_t index) {
   nlohmann::json values = nlohmann::json::array();
   for (const auto& value : node.values) {
     const auto& info = data.components[value.component];
@@ -43,15 +43,19 @@ inline nlohmann::json node_json(const report_data& data, const report_tree& tree
                       {"squared_deviations", stats.squared_deviations},
                       {"self_sum", value.self_sum}});
   }
-  return {{"id", index},        {"label", printable(node.label)}, {"parent", node.parent},
-          {"depth", node.depth}, {"file", node.file},   {"line", node.line},
-          {"thread", tree.thread_index}, {"values", std::move(values)}};
+  return {{"id", index},
+          {"label", printable(node.label)},
+          {"parent", node.parent},
+          {"depth", node.depth},
+          {"file", node.file},
+          {"line", node.line},
+          {"thread", tree.thread_index},
+          {"values", std::move(values)}};
 }
 
 inline nlohmann::json tree_json(const report_data& data, const report_tree& tree) {
   nlohmann::json flat = nlohmann::json::array();
-  for (std::size_t i = 0; i < tree.nodes.size(); ++i)
-    flat.push_back(node_json(data, tree, tree.nodes[i], i));
+  for (std::size_t i = 0; i < tree.nodes.size(); ++i) flat.push_back(node_json(data, tree, tree.nodes[i], i));
   // Nested form: built bottom-up (nodes are in depth-first order, children after parents).
   std::vector<nlohmann::json> nested(tree.nodes.size());
   nlohmann::json top = nlohmann::json::array();
@@ -64,8 +68,10 @@ inline nlohmann::json tree_json(const report_data& data, const report_tree& tree
   }
   for (std::size_t i = 0; i < tree.nodes.size(); ++i)
     if (tree.nodes[i].parent < 0) top.push_back(std::move(nested[i]));
-  return {{"thread", tree.thread_index}, {"os_thread_id", tree.os_thread_id},
-          {"nodes", std::move(flat)}, {"tree", std::move(top)}};
+  return {{"thread", tree.thread_index},
+          {"os_thread_id", tree.os_thread_id},
+          {"nodes", std::move(flat)},
+          {"tree", std::move(top)}};
 }
 
 inline report_tree read_tree(const nlohmann::json& json, const report_data& data) {
@@ -129,15 +135,12 @@ inline report_data read_json(const nlohmann::json& json) {
   const auto version = json.at("kairos_report_version").get<int>();
   if (version != report_json_version)
     throw std::runtime_error("[kairos] report JSON version " + std::to_string(version) +
-                             " is not supported; this kairos reads version " +
-                             std::to_string(report_json_version));
+                             " is not supported; this kairos reads version " + std::to_string(report_json_version));
   report_data data;
   for (const auto& entry : json.at("components"))
-    data.components.push_back({entry.at("label").get<std::string>(),
-                               entry.at("unit").get<std::string>(),
+    data.components.push_back({entry.at("label").get<std::string>(), entry.at("unit").get<std::string>(),
                                entry.at("description").get<std::string>(),
-                               entry.at("values").get<std::vector<std::string>>(),
-                               entry.at("additive").get<bool>()});
+                               entry.at("values").get<std::vector<std::string>>(), entry.at("additive").get<bool>()});
   data.process = detail::read_tree(json.at("process"), data);
   for (const auto& thread : json.at("threads")) data.threads.push_back(detail::read_tree(thread, data));
   return data;

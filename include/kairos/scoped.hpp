@@ -17,8 +17,8 @@ class scoped : public Bundle {
     this->start();
   }
   // component_list's "only these names on" form, which a braced list cannot deduce through Args.
-  scoped(std::string_view label, std::initializer_list<std::string_view> names)
-    requires std::is_constructible_v<Bundle, std::string_view, std::initializer_list<std::string_view>>
+  scoped(std::string_view label, std::initializer_list<std::string_view> names) requires
+      std::is_constructible_v<Bundle, std::string_view, std::initializer_list<std::string_view>>
       : Bundle(label, names) {
     this->start();
   }

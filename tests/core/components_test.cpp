@@ -54,8 +54,7 @@ constexpr std::size_t mib = 1024 * 1024;
 }  // namespace
 
 TEST_CASE("a 50 ms sleep shows in wall_clock, in ms, within the span the monotonic clock saw, and not in cpu_clock") {
-  kairos::component_tuple<kairos::wall_clock, kairos::cpu_clock, kairos::thread_cpu_clock> bundle{
-      "sleep"};
+  kairos::component_tuple<kairos::wall_clock, kairos::cpu_clock, kairos::thread_cpu_clock> bundle{"sleep"};
   const double outer_begin = clock_ms(CLOCK_MONOTONIC);
   bundle.start();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -68,9 +67,8 @@ TEST_CASE("a 50 ms sleep shows in wall_clock, in ms, within the span the monoton
 }
 
 TEST_CASE("a 60 ms CPU spin shows in cpu_clock, thread_cpu_clock and user_clock, in ms, within what the clocks saw") {
-  kairos::component_tuple<kairos::wall_clock, kairos::cpu_clock, kairos::thread_cpu_clock,
-                          kairos::user_clock>
-      bundle{"spin"};
+  kairos::component_tuple<kairos::wall_clock, kairos::cpu_clock, kairos::thread_cpu_clock, kairos::user_clock> bundle{
+      "spin"};
   const double wall_begin = clock_ms(CLOCK_MONOTONIC);
   const double process_cpu_begin = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
   bundle.start();

@@ -4,7 +4,8 @@
 
 TEST_CASE("demangle gives C++ names as people read them") {
   CHECK(kairos::demangle("_ZN6solver4stepEi") == "solver::step(int)");
-  CHECK(kairos::demangle("_ZNSt6vectorIiSaIiEE9push_backEOi") == "std::vector<int, std::allocator<int> >::push_back(int&&)");
+  CHECK(kairos::demangle("_ZNSt6vectorIiSaIiEE9push_backEOi") ==
+        "std::vector<int, std::allocator<int> >::push_back(int&&)");
 }
 
 TEST_CASE("demangle drops a symbol version and keeps other names as given") {

@@ -36,8 +36,7 @@ TEST_CASE("the description names the call each member receives for given argumen
 }
 
 TEST_CASE("the description prints as a table, an operation a row, a component a column") {
-  const std::string table =
-      kairos::describe<kairos::component_tuple<kairos::wall_clock, kairos::peak_rss>>().table();
+  const std::string table = kairos::describe<kairos::component_tuple<kairos::wall_clock, kairos::peak_rss>>().table();
   CHECK(table.find("operation   wall_clock") != std::string::npos);
   CHECK(table.find("start       start()") != std::string::npos);
   // peak_rss shares the bundle's getrusage reading.

@@ -62,8 +62,7 @@ TEST_CASE("members are called in declaration order") {
   kairos::component_tuple<takes_nothing, takes_int, has_no_sample> bundle{"order"};
   bundle.sample(7);
   bundle.start();
-  CHECK(calls == std::vector<std::string>{"takes_nothing::sample()", "takes_int::sample(7)",
-                                          "has_no_sample::start()"});
+  CHECK(calls == std::vector<std::string>{"takes_nothing::sample()", "takes_int::sample(7)", "has_no_sample::start()"});
 }
 
 TEST_CASE("start(int) is not called by start() and is called by start(7)") {

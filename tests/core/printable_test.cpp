@@ -12,10 +12,10 @@ TEST_CASE("printable keeps ASCII and well-formed UTF-8 as they are") {
 TEST_CASE("printable escapes control characters, invalid UTF-8 and the backslash byte by byte") {
   CHECK(kairos::printable("a\nb\tc") == "a\\x0ab\\x09c");
   CHECK(kairos::printable("\xff\xfe x") == "\\xff\\xfe x");
-  CHECK(kairos::printable("\xc3") == "\\xc3");                  // cut short
-  CHECK(kairos::printable("\xc0\xaf") == "\\xc0\\xaf");          // overlong
+  CHECK(kairos::printable("\xc3") == "\\xc3");                    // cut short
+  CHECK(kairos::printable("\xc0\xaf") == "\\xc0\\xaf");           // overlong
   CHECK(kairos::printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
-  CHECK(kairos::printable("a\\x0a") == "a\\\\x0a");              // never mistaken for an escape
+  CHECK(kairos::printable("a\\x0a") == "a\\\\x0a");               // never mistaken for an escape
   CHECK(kairos::printable(std::string("a\0b", 3)) == "a\\x00b");
 }
 

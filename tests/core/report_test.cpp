@@ -82,8 +82,7 @@ TEST_CASE("write_json writes a file the reader accepts and names a path it canno
 }
 
 TEST_CASE("the reader rejects another version by name") {
-  CHECK_THROWS_WITH(kairos::read_json(nlohmann::json{{"kairos_report_version", 99}}),
-                    doctest::Contains("version 99"));
+  CHECK_THROWS_WITH(kairos::read_json(nlohmann::json{{"kairos_report_version", 99}}), doctest::Contains("version 99"));
 }
 
 TEST_CASE("report_at_exit in a file without report_json.hpp refuses a JSON path, naming the header") {

@@ -52,9 +52,9 @@ TEST_CASE("nested regions form a tree with inclusive and self values") {
   kairos::thread_graphs::instance().clear();
   kairos::testing::scripted_clock::play({0, 10, 12, 20, 21, 100});  // start/stop times in ms
   {
-    kairos::auto_tuple<kairos::testing::scripted_clock> outer{"outer"};        // 0 .. 100
-    { kairos::auto_tuple<kairos::testing::scripted_clock> inner{"inner"}; }   // 10 .. 12
-    { kairos::auto_tuple<kairos::testing::scripted_clock> inner{"inner"}; }   // 20 .. 21
+    kairos::auto_tuple<kairos::testing::scripted_clock> outer{"outer"};      // 0 .. 100
+    { kairos::auto_tuple<kairos::testing::scripted_clock> inner{"inner"}; }  // 10 .. 12
+    { kairos::auto_tuple<kairos::testing::scripted_clock> inner{"inner"}; }  // 20 .. 21
   }
   const auto data = kairos::report();
   const auto& outer = value_of(data, data.process, "outer", "scripted_clock");
@@ -164,16 +164,14 @@ TEST_CASE("plain bundles touch no storage") {
   plain.stop();
   {
     kairos::scoped<kairos::component_tuple<kairos::wall_clock>> scoped_plain{"scoped"};
-  }  // stopped here, before the report is taken
-  CHECK(plain.get<kairos::wall_clock>() > 0.0);  // both measured...
+  }                                               // stopped here, before the report is taken
+  CHECK(plain.get<kairos::wall_clock>() > 0.0);   // both measured...
   CHECK(kairos::report().process.nodes.empty());  // ...and nothing was stored
 }
 
 TEST_CASE("a stored component_list records only its switched-on members") {
   kairos::thread_graphs::instance().clear();
-  {
-    kairos::auto_list<kairos::wall_clock, kairos::page_faults> list{"listed", {"page_faults"}};
-  }
+  { kairos::auto_list<kairos::wall_clock, kairos::page_faults> list{"listed", {"page_faults"}}; }
   const auto data = kairos::report();
   const auto* node = data.process.find("listed");
   REQUIRE(node != nullptr);

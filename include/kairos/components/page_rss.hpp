@@ -15,9 +15,7 @@ struct page_rss {
   using value_type = std::int64_t;  // bytes
 
   static constexpr std::string_view label() { return "page_rss"; }
-  static constexpr std::string_view description() {
-    return "change of the process's current resident memory";
-  }
+  static constexpr std::string_view description() { return "change of the process's current resident memory"; }
   static constexpr std::string_view unit() { return "MiB"; }
 
   static value_type record() noexcept {

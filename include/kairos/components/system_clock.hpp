@@ -14,9 +14,7 @@ struct system_clock : rusage_component<system_clock, std::int64_t> {
   }
   static constexpr std::string_view unit() { return "ms"; }
 
-  static std::int64_t read(const rusage_cache& cache) noexcept {
-    return rusage_cache::to_ns(cache.usage.ru_stime);
-  }
+  static std::int64_t read(const rusage_cache& cache) noexcept { return rusage_cache::to_ns(cache.usage.ru_stime); }
   double get() const noexcept { return static_cast<double>(total()) * 1e-6; }
 };
 

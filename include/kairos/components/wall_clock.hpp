@@ -16,9 +16,7 @@ struct wall_clock {
   static constexpr std::string_view description() { return "real (wall-clock) time, steady clock"; }
   static constexpr std::string_view unit() { return "ms"; }
 
-  static value_type record() noexcept {
-    return std::chrono::steady_clock::now().time_since_epoch().count();
-  }
+  static value_type record() noexcept { return std::chrono::steady_clock::now().time_since_epoch().count(); }
   void start() noexcept { phase.begin(record()); }
   void stop() noexcept { phase.end(record()); }
 

@@ -26,7 +26,10 @@ struct always_on {
 template <class Caches>
 struct eager_caches {
   Caches readings{};  // each cache takes its reading when constructed
-  template <class Cache> constexpr Cache& get() { return std::get<Cache>(readings); }
+  template <class Cache>
+  constexpr Cache& get() {
+    return std::get<Cache>(readings);
+  }
 };
 
 template <class Caches>
@@ -35,7 +38,8 @@ struct lazy_caches;
 template <class... Cache>
 struct lazy_caches<std::tuple<Cache...>> {
   std::tuple<std::optional<Cache>...> readings;
-  template <class One> One& get() {
+  template <class One>
+  One& get() {
     auto& reading = std::get<std::optional<One>>(readings);
     if (!reading) reading.emplace();
     return *reading;
@@ -56,8 +60,7 @@ constexpr auto fresh_caches() {
 template <class Operation, class Component, class Caches, class... Args>
 constexpr decltype(auto) call_member(Component& component, Caches& caches, Args&... args) {
   if constexpr (Operation::reads_measurement && uses_cache<Component>)
-    return invoke_best<Operation>(
-        component, caches.template get<typename Component::cache_type>());
+    return invoke_best<Operation>(component, caches.template get<typename Component::cache_type>());
   else
     return invoke_best<Operation>(component, args...);
 }
@@ -74,33 +77,54 @@ class basic_bundle {
 
   explicit constexpr basic_bundle(std::string_view label) noexcept : label_{label} {}
   // The bundle keeps a view of its label: a temporary string would dangle.
-  template <temporary_string String> basic_bundle(String&&) = delete;
+  template <temporary_string String>
+  basic_bundle(String&&) = delete;
 
-  template <class... Args> constexpr void start(Args&&... args) { apply<op::start>(args...); }
-  template <class... Args> constexpr void stop(Args&&... args) {
+  template <class... Args>
+  constexpr void start(Args&&... args) {
+    apply<op::start>(args...);
+  }
+  template <class... Args>
+  constexpr void stop(Args&&... args) {
     apply<op::stop>(args...);
     ++laps_;
   }
-  template <class... Args> constexpr void sample(Args&&... args) { apply<op::sample>(args...); }
-  template <class... Args> constexpr void audit(Args&&... args) { apply<op::audit>(args...); }
-  template <class... Args> constexpr void mark(Args&&... args) { apply<op::mark>(args...); }
-  template <class... Args> constexpr void store(Args&&... args) { apply<op::store>(args...); }
+  template <class... Args>
+  constexpr void sample(Args&&... args) {
+    apply<op::sample>(args...);
+  }
+  template <class... Args>
+  constexpr void audit(Args&&... args) {
+    apply<op::audit>(args...);
+  }
+  template <class... Args>
+  constexpr void mark(Args&&... args) {
+    apply<op::mark>(args...);
+  }
+  template <class... Args>
+  constexpr void store(Args&&... args) {
+    apply<op::store>(args...);
+  }
 
   // The instantaneous readings of the members that have `record()`, as a tuple.
-  template <class... Args> constexpr auto record(Args&&... args) {
+  template <class... Args>
+  constexpr auto record(Args&&... args) {
     return collect<op::record>(args...);
   }
   // The results of the members that have `get()`, as a tuple (of optionals for switched members).
   constexpr auto get() { return collect<op::get>(); }
-  template <class Component> constexpr decltype(auto) get() {
+  template <class Component>
+  constexpr decltype(auto) get() {
     static_assert(reaches<op::get, Component>, "this component has no get()");
     return component<Component>().get();
   }
 
-  template <class Component> constexpr Component& component() noexcept {
+  template <class Component>
+  constexpr Component& component() noexcept {
     return std::get<Component>(members_);
   }
-  template <class Component> constexpr const Component& component() const noexcept {
+  template <class Component>
+  constexpr const Component& component() const noexcept {
     return std::get<Component>(members_);
   }
   constexpr component_types& components() noexcept { return members_; }
@@ -117,10 +141,9 @@ class basic_bundle {
   constexpr void apply(Args&... args) {
     auto caches = fresh_caches<Operation, component_types, Switches>();
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((switches_.is_on(I) ? void(call_member<Operation>(std::get<I>(members_), caches, args...))
-                           : void()),
-       ...);
-    }(std::make_index_sequence<size>{});
+      ((switches_.is_on(I) ? void(call_member<Operation>(std::get<I>(members_), caches, args...)) : void()), ...);
+    }
+    (std::make_index_sequence<size>{});
   }
 
   template <class Operation, std::size_t I, class Caches, class... Args>
@@ -130,13 +153,11 @@ class basic_bundle {
     if constexpr (!reaches<Operation, member, Args...> || std::is_void_v<result>) {
       return std::tuple<>{};
     } else if constexpr (std::is_same_v<Switches, always_on>) {
-      return std::tuple<std::decay_t<result>>{
-          call_member<Operation>(std::get<I>(members_), caches, args...)};
+      return std::tuple<std::decay_t<result>>{call_member<Operation>(std::get<I>(members_), caches, args...)};
     } else {
       using optional = std::optional<std::decay_t<result>>;
-      return std::tuple<optional>{switches_.is_on(I) ? optional{call_member<Operation>(
-                                                           std::get<I>(members_), caches, args...)}
-                                                     : std::nullopt};
+      return std::tuple<optional>{
+          switches_.is_on(I) ? optional{call_member<Operation>(std::get<I>(members_), caches, args...)} : std::nullopt};
     }
   }
 
@@ -145,10 +166,10 @@ class basic_bundle {
     auto caches = fresh_caches<Operation, component_types, Switches>();
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       // Braced initialization evaluates the members in declaration order.
-      std::tuple<decltype(piece<Operation, I>(caches, args...))...> pieces{
-          piece<Operation, I>(caches, args...)...};
+      std::tuple<decltype(piece<Operation, I>(caches, args...))...> pieces{piece<Operation, I>(caches, args...)...};
       return std::apply([](auto&... part) { return std::tuple_cat(std::move(part)...); }, pieces);
-    }(std::make_index_sequence<size>{});
+    }
+    (std::make_index_sequence<size>{});
   }
 
   std::string_view label_;

@@ -23,7 +23,9 @@ namespace hana = boost::hana;
 
 // A bundle is anything exposing its members as `component_types = std::tuple<...>`.
 template <class T>
-concept bundle_type = requires { typename T::component_types; };
+concept bundle_type = requires {
+  typename T::component_types;
+};
 
 template <class Component>
 constexpr auto expand(hana::basic_type<Component>);
@@ -53,21 +55,17 @@ constexpr auto without_duplicates = [](auto types) {
 template <class... Components>
 constexpr auto normalize() {
   auto flat = expand_all(hana::type_c<std::tuple<Components...>>);
-  auto buildable = hana::filter(flat, [](auto type) {
-    return hana::bool_c<is_available_at_build_v<typename decltype(type)::type>>;
-  });
+  auto buildable = hana::filter(
+      flat, [](auto type) { return hana::bool_c<is_available_at_build_v<typename decltype(type)::type>>; });
   return without_duplicates(buildable);
 }
 
 template <class... Components>
 constexpr auto caches_of(hana::basic_type<std::tuple<Components...>>) {
-  auto cached = hana::filter(hana::tuple_t<Components...>, [](auto type) {
-    return hana::bool_c<uses_cache<typename decltype(type)::type>>;
-  });
+  auto cached = hana::filter(hana::tuple_t<Components...>,
+                             [](auto type) { return hana::bool_c<uses_cache<typename decltype(type)::type>>; });
   return without_duplicates(
-      hana::transform(cached, [](auto type) {
-        return hana::type_c<typename decltype(type)::type::cache_type>;
-      }));
+      hana::transform(cached, [](auto type) { return hana::type_c<typename decltype(type)::type::cache_type>; }));
 }
 
 template <class Types>
@@ -83,7 +81,6 @@ using component_set_t = detail::as_std_tuple<decltype(detail::normalize<Componen
 
 // std::tuple of the distinct caches that the members of `ComponentTuple` share.
 template <class ComponentTuple>
-using cache_set_t = detail::as_std_tuple<decltype(detail::caches_of(
-    boost::hana::type_c<ComponentTuple>))>;
+using cache_set_t = detail::as_std_tuple<decltype(detail::caches_of(boost::hana::type_c<ComponentTuple>))>;
 
 }  // namespace kairos

@@ -59,11 +59,9 @@ class call_graph {
 
   // Enters the node `label` below the current one (tree), below the root (flat), or a new node
   // (timeline); returns its index, to be given back to pop().
-  std::uint32_t push(std::string_view label, storage_mode mode, const char* file = nullptr,
-                     std::uint32_t line = 0) {
+  std::uint32_t push(std::string_view label, storage_mode mode, const char* file = nullptr, std::uint32_t line = 0) {
     const std::uint32_t parent = mode == storage_mode::flat ? root : stack_.back();
-    std::uint32_t node = mode == storage_mode::timeline ? add_node(parent, label, true)
-                                                        : find_or_add(parent, label);
+    std::uint32_t node = mode == storage_mode::timeline ? add_node(parent, label, true) : find_or_add(parent, label);
     if (file != nullptr && nodes_[node].line == 0) {
       nodes_[node].file = file;
       nodes_[node].line = line;
@@ -122,8 +120,7 @@ class call_graph {
         if (!nodes_[child].timeline_instance && nodes_[child].label == label) return child;
       return add_node(parent, label, false);
     }
-    if (const auto found = index_.find(child_key{parent, label}); found != index_.end())
-      return found->second;
+    if (const auto found = index_.find(child_key{parent, label}); found != index_.end()) return found->second;
     return add_node(parent, label, false);
   }
 
@@ -139,8 +136,7 @@ class call_graph {
     if (timeline_instance) return index;
     if (siblings.size() == scan_limit + 1) {  // switch this parent to the index
       for (auto sibling : siblings)
-        if (!nodes_[sibling].timeline_instance)
-          index_.emplace(child_key{parent, nodes_[sibling].label}, sibling);
+        if (!nodes_[sibling].timeline_instance) index_.emplace(child_key{parent, nodes_[sibling].label}, sibling);
     } else if (siblings.size() > scan_limit + 1) {
       index_.emplace(child_key{parent, node.label}, index);
     }

@@ -29,16 +29,17 @@ struct component_info {
 template <class Result>
 inline constexpr std::size_t recorded_value_count = std::is_arithmetic_v<Result> ? 1 : 0;
 template <class Element, std::size_t Size>
-  requires std::is_arithmetic_v<Element>
+requires std::is_arithmetic_v<Element>
 inline constexpr std::size_t recorded_value_count<std::array<Element, Size>> = Size;
 
 template <class Component>
 concept recordable = requires(const Component& component) {
-  { component.get() };
-} && recorded_value_count<std::decay_t<decltype(std::declval<const Component&>().get())>> > 0;
+  {component.get()};
+}
+&&recorded_value_count<std::decay_t<decltype(std::declval<const Component&>().get())>> > 0;
 
 template <class Component>
-  requires recordable<Component>
+requires recordable<Component>
 inline constexpr std::size_t value_count_of =
     recorded_value_count<std::decay_t<decltype(std::declval<const Component&>().get())>>;
 
@@ -71,8 +72,11 @@ class component_registry {
 
 template <class Component>
 component_info info_of() {
-  component_info info{std::string{label_of<Component>()}, std::string{unit_of<Component>()},
-                      std::string{description_of<Component>()}, {}, true};
+  component_info info{std::string{label_of<Component>()},
+                      std::string{unit_of<Component>()},
+                      std::string{description_of<Component>()},
+                      {},
+                      true};
   if constexpr (requires { Component::value_labels(); }) {
     for (auto value_label : Component::value_labels()) info.value_labels.emplace_back(value_label);
   } else {

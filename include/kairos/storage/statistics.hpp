@@ -36,8 +36,7 @@ struct statistics {
     const double total = static_cast<double>(count + other.count);
     const double delta = other.mean - mean;
     squared_deviations += other.squared_deviations +
-                          delta * delta * static_cast<double>(count) *
-                              static_cast<double>(other.count) / total;
+                          delta * delta * static_cast<double>(count) * static_cast<double>(other.count) / total;
     mean += delta * static_cast<double>(other.count) / total;
     count += other.count;
     sum += other.sum;
@@ -46,9 +45,7 @@ struct statistics {
   }
 
   // Sample variance (n - 1 in the denominator) of the recorded values; 0 for fewer than two.
-  double variance() const noexcept {
-    return count > 1 ? squared_deviations / static_cast<double>(count - 1) : 0.0;
-  }
+  double variance() const noexcept { return count > 1 ? squared_deviations / static_cast<double>(count - 1) : 0.0; }
   double stddev() const noexcept { return __builtin_sqrt(variance()); }
 
   friend bool operator==(const statistics&, const statistics&) = default;

@@ -40,11 +40,9 @@ class stored : public Bundle {
   using members = typename Bundle::component_types;
 
  public:
-  explicit stored(std::string_view label, storage_options options = {})
-      : Bundle{label}, options_{options} {}
-  stored(std::string_view label, std::initializer_list<std::string_view> names,
-         storage_options options = {})
-    requires std::is_constructible_v<Bundle, std::string_view, std::initializer_list<std::string_view>>
+  explicit stored(std::string_view label, storage_options options = {}) : Bundle{label}, options_{options} {}
+  stored(std::string_view label, std::initializer_list<std::string_view> names, storage_options options = {}) requires
+      std::is_constructible_v<Bundle, std::string_view, std::initializer_list<std::string_view>>
       : Bundle{label, names}, options_{options} {}
 
   template <class... Args>
@@ -79,17 +77,15 @@ class stored : public Bundle {
   // Where member I's values start in last_.
   template <std::size_t I>
   static constexpr std::size_t offset_of() {
-    return []<std::size_t... J>(std::index_sequence<J...>) {
-      return (std::size_t{0} + ... + values_of<J>());
-    }(std::make_index_sequence<I>{});
+    return []<std::size_t... J>(std::index_sequence<J...>) { return (std::size_t{0} + ... + values_of<J>()); }
+    (std::make_index_sequence<I>{});
   }
   static constexpr std::size_t value_total = offset_of<member_count>();
 
   // Components accumulate over laps; a node receives what this phase added.
   void record_phase() {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (record_member<I>(), ...);
-    }(std::make_index_sequence<member_count>{});
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (record_member<I>(), ...); }
+    (std::make_index_sequence<member_count>{});
   }
 
   template <std::size_t I>
@@ -103,14 +99,12 @@ class stored : public Bundle {
         record_value(id, 0, offset_of<I>(), static_cast<double>(result));
       } else {
         for (std::size_t k = 0; k < result.size(); ++k)
-          record_value(id, static_cast<std::uint32_t>(k), offset_of<I>() + k,
-                       static_cast<double>(result[k]));
+          record_value(id, static_cast<std::uint32_t>(k), offset_of<I>() + k, static_cast<double>(result[k]));
       }
     }
   }
 
-  void record_value(std::uint32_t component, std::uint32_t value_index, std::size_t offset,
-                    double total) {
+  void record_value(std::uint32_t component, std::uint32_t value_index, std::size_t offset, double total) {
     graph_->record(node_, component, value_index, total - last_[offset]);
     last_[offset] = total;
   }

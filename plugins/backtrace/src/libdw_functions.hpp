@@ -131,15 +131,40 @@ inline const libdw_functions* libdw() {
 inline problem libdw_problem() { return private_libdw_instance().failure; }
 #else
 inline const libdw_functions* libdw() {
-  static constexpr libdw_functions linked{
-      &::dwfl_begin, &::dwfl_end, &::dwfl_linux_proc_find_elf, &::dwfl_build_id_find_debuginfo,
-      &::dwfl_report_begin, &::dwfl_linux_proc_maps_report, &::dwfl_report_end, &::dwfl_addrmodule,
-      &::dwfl_module_addrinfo, &::dwfl_module_getsymtab, &::dwfl_module_getsym_info, &::dwfl_module_info,
-      &::dwfl_module_getsrc, &::dwfl_lineinfo, &::dwfl_module_addrdie,
-      &::dwfl_module_getdwarf, &::dwarf_attr, &::dwarf_formudata, &::dwarf_getsrcfiles, &::dwarf_filesrc, &::dwarf_child,
-      &::dwarf_siblingof, &::dwarf_tag, &::dwarf_haspc, &::dwarf_ranges, &::dwfl_module_nextcu, &::dwarf_getsrc_die,
-      &::dwarf_lineno, &::dwarf_linesrc, &::elf_nextscn, &::elf_getscn, &::elf_getdata,
-      &::gelf_getshdr, &::gelf_getsym};
+  static constexpr libdw_functions linked{&::dwfl_begin,
+                                          &::dwfl_end,
+                                          &::dwfl_linux_proc_find_elf,
+                                          &::dwfl_build_id_find_debuginfo,
+                                          &::dwfl_report_begin,
+                                          &::dwfl_linux_proc_maps_report,
+                                          &::dwfl_report_end,
+                                          &::dwfl_addrmodule,
+                                          &::dwfl_module_addrinfo,
+                                          &::dwfl_module_getsymtab,
+                                          &::dwfl_module_getsym_info,
+                                          &::dwfl_module_info,
+                                          &::dwfl_module_getsrc,
+                                          &::dwfl_lineinfo,
+                                          &::dwfl_module_addrdie,
+                                          &::dwfl_module_getdwarf,
+                                          &::dwarf_attr,
+                                          &::dwarf_formudata,
+                                          &::dwarf_getsrcfiles,
+                                          &::dwarf_filesrc,
+                                          &::dwarf_child,
+                                          &::dwarf_siblingof,
+                                          &::dwarf_tag,
+                                          &::dwarf_haspc,
+                                          &::dwarf_ranges,
+                                          &::dwfl_module_nextcu,
+                                          &::dwarf_getsrc_die,
+                                          &::dwarf_lineno,
+                                          &::dwarf_linesrc,
+                                          &::elf_nextscn,
+                                          &::elf_getscn,
+                                          &::elf_getdata,
+                                          &::gelf_getshdr,
+                                          &::gelf_getsym};
   return &linked;
 }
 inline problem libdw_problem() { return {}; }

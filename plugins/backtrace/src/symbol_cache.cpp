@@ -134,15 +134,15 @@ class symbol_cache::implementation {
     // Its loaded segments' span, in the process, holes included: dladdr places an address in a
     // hole inside the object too (the loader maps the span whole).
     std::uintptr_t start = 0, end = 0;
-    std::uintptr_t bias = 0;            // load bias: address - bias is the module offset
-    std::string path;                   // as the symbolizer names it
-    std::string build_id;               // hexadecimal
+    std::uintptr_t bias = 0;  // load bias: address - bias is the module offset
+    std::string path;         // as the symbolizer names it
+    std::string build_id;     // hexadecimal
     bool loaded = false, changed = false;
-    std::string stamp;                  // the header line this module's file must carry
-    bool separate_debug_file = false;   // one exists where the symbolizer looks
+    std::string stamp;                 // the header line this module's file must carry
+    bool separate_debug_file = false;  // one exists where the symbolizer looks
     std::unordered_map<std::uintptr_t, answer> answers;
     std::map<std::uintptr_t, answer_span> spans;  // by begin; from answers with a span
-    std::vector<std::uintptr_t> added;  // this run's, in order
+    std::vector<std::uintptr_t> added;            // this run's, in order
   };
 
   static void add_span(module_entry& module, const answer& stored) {
@@ -202,8 +202,9 @@ class symbol_cache::implementation {
           }
           if (module.start >= module.end) return 0;
           module.build_id = build_id_of(*object);
-          module.path = object->dlpi_name != nullptr && object->dlpi_name[0] != '\0' ? std::string{object->dlpi_name}
-                                                                                     : backtrace_symbolizer::main_program_path();
+          module.path = object->dlpi_name != nullptr && object->dlpi_name[0] != '\0'
+                            ? std::string{object->dlpi_name}
+                            : backtrace_symbolizer::main_program_path();
           static_cast<std::map<std::uintptr_t, module_entry>*>(argument)->emplace(module.start, std::move(module));
           return 0;
         },
@@ -319,7 +320,8 @@ class symbol_cache::implementation {
     return error == std::errc{} && end == text.data() + text.size();
   }
 
-  static bool parse(std::string_view text, std::string_view stamp, std::unordered_map<std::uintptr_t, answer>& answers) {
+  static bool parse(std::string_view text, std::string_view stamp,
+                    std::unordered_map<std::uintptr_t, answer>& answers) {
     auto next_line = [&text](std::string_view& line) {
       const auto newline = text.find('\n');
       if (newline == std::string_view::npos) return false;
@@ -345,8 +347,8 @@ class symbol_cache::implementation {
       stored.saved_by_earlier_run = true;
       if (!number(fields[0], offset, 16) || !number(fields[1], stored.function_offset, 16) ||
           !number(fields[2], stored.span_begin, 16) || !number(fields[3], stored.span_end, 16) ||
-          !number(fields[4], stored.line, 10) || (stored.span_begin < stored.span_end &&
-                                                  (offset < stored.span_begin || offset >= stored.span_end)))
+          !number(fields[4], stored.line, 10) ||
+          (stored.span_begin < stored.span_end && (offset < stored.span_begin || offset >= stored.span_end)))
         return false;
       stored.function = fields[5];
       stored.file = fields[6];

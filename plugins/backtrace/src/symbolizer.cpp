@@ -6,7 +6,6 @@
 #include <link.h>
 #include <unistd.h>
 
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -95,11 +94,12 @@ class backtrace_symbolizer::implementation {
 
     Dl_info info{};
     link_map* object = nullptr;
-    const bool in_object = dladdr1(reinterpret_cast<void*>(address), &info, reinterpret_cast<void**>(&object),
-                                   RTLD_DL_LINKMAP) != 0 && object != nullptr;
+    const bool in_object =
+        dladdr1(reinterpret_cast<void*>(address), &info, reinterpret_cast<void**>(&object), RTLD_DL_LINKMAP) != 0 &&
+        object != nullptr;
     if (in_object) {
-      symbol.module = object->l_name != nullptr && object->l_name[0] != '\0' ? std::string{object->l_name}
-                                                                             : main_program_path();
+      symbol.module =
+          object->l_name != nullptr && object->l_name[0] != '\0' ? std::string{object->l_name} : main_program_path();
       symbol.module_offset = address - static_cast<std::uintptr_t>(object->l_addr);
       if (info.dli_sname != nullptr) {
         symbol.function = kairos::demangle(info.dli_sname);
@@ -158,16 +158,15 @@ class backtrace_symbolizer::implementation {
     return policy;
   }
   static int keep(int fd) { return fd >= 0 && kept_descriptor_policy() ? kept_descriptor_policy()(fd) : fd; }
-  static int find_elf_kept(Dwfl_Module* module, void** user_data, const char* name, Dwarf_Addr base,
-                           char** file_name, Elf** elf) {
-    return keep(backtrace_detail::libdw()->dwfl_linux_proc_find_elf(module, user_data, name, base,
-                                                                     file_name, elf));
+  static int find_elf_kept(Dwfl_Module* module, void** user_data, const char* name, Dwarf_Addr base, char** file_name,
+                           Elf** elf) {
+    return keep(backtrace_detail::libdw()->dwfl_linux_proc_find_elf(module, user_data, name, base, file_name, elf));
   }
-  static int find_debuginfo_kept(Dwfl_Module* module, void** user_data, const char* name,
-                                 Dwarf_Addr base, const char* file_name, const char* debuglink,
-                                 GElf_Word crc, char** debuginfo_file_name) {
-    return keep(backtrace_detail::libdw()->dwfl_build_id_find_debuginfo(
-        module, user_data, name, base, file_name, debuglink, crc, debuginfo_file_name));
+  static int find_debuginfo_kept(Dwfl_Module* module, void** user_data, const char* name, Dwarf_Addr base,
+                                 const char* file_name, const char* debuglink, GElf_Word crc,
+                                 char** debuginfo_file_name) {
+    return keep(backtrace_detail::libdw()->dwfl_build_id_find_debuginfo(module, user_data, name, base, file_name,
+                                                                        debuglink, crc, debuginfo_file_name));
   }
 
   // The compilation unit holding `address`. libdw finds it through .debug_aranges, which clang
@@ -289,7 +288,8 @@ class backtrace_symbolizer::implementation {
             return true;
           }
           break;
-        default: break;
+        default:
+          break;
       }
     } while (dw_->dwarf_siblingof(&child, &child) == 0);
     return false;
@@ -342,10 +342,10 @@ class backtrace_symbolizer::implementation {
 
   // A module's symbols sorted by address, read once.
   struct indexed_symbol {
-    GElf_Addr start = 0;  // in the process
-    GElf_Xword size = 0;  // 0: unknown (extends to the next symbol)
-    bool exported = false;  // global or weak binding, not local
-    int index = 0;         // in the table
+    GElf_Addr start = 0;         // in the process
+    GElf_Xword size = 0;         // 0: unknown (extends to the next symbol)
+    bool exported = false;       // global or weak binding, not local
+    int index = 0;               // in the table
     const char* name = nullptr;  // in libdw's copy of the string table, valid while the module is
   };
   // The name's bytes are not read here: touching every name faults in the whole string table (a
@@ -401,7 +401,8 @@ class backtrace_symbolizer::implementation {
     // The first and last symbols kept, as libdwfl reads them: same file, same address.
     for (const auto* kept : {&table.front(), &table.back()}) {
       Elf* kept_elf = nullptr;
-      if (dw_->dwfl_module_getsym_info(module, kept->index, &elf_symbol, &start, nullptr, &kept_elf, nullptr) == nullptr ||
+      if (dw_->dwfl_module_getsym_info(module, kept->index, &elf_symbol, &start, nullptr, &kept_elf, nullptr) ==
+              nullptr ||
           kept_elf != elf || start != kept->start)
         return false;
     }
@@ -450,8 +451,7 @@ class backtrace_symbolizer::implementation {
   }
 
   // The symbol whose extent holds `address`; else the nearest unsized one before it; else none.
-  static const indexed_symbol* symbol_containing(const std::vector<indexed_symbol>& table,
-                                                 std::uintptr_t address) {
+  static const indexed_symbol* symbol_containing(const std::vector<indexed_symbol>& table, std::uintptr_t address) {
     auto after = std::upper_bound(table.begin(), table.end(), address,
                                   [](std::uintptr_t a, const indexed_symbol& s) { return a < s.start; });
     if (after == table.begin()) return nullptr;
@@ -525,7 +525,7 @@ class backtrace_symbolizer::implementation {
   Dwfl* dwfl_ = nullptr;
   std::unordered_map<Dwfl_Module*, std::vector<std::pair<Dwarf_Die*, Dwarf_Addr>>> units_without_ranges_;
   std::unordered_map<const void*, std::vector<function_range>> unit_functions_;  // by the unit DIE's address
-  std::unordered_map<Dwfl_Module*, std::optional<symbol_index>> symbols_;  // built on first use
+  std::unordered_map<Dwfl_Module*, std::optional<symbol_index>> symbols_;        // built on first use
 #endif
   symbol_table_reads table_reads_;
   source_lines lines_;
@@ -547,7 +547,9 @@ std::string backtrace_symbolizer::file_line_problem() {
 #endif
 }
 
-const backtrace_symbol& backtrace_symbolizer::resolve(std::uintptr_t address) { return implementation_->resolve(address); }
+const backtrace_symbol& backtrace_symbolizer::resolve(std::uintptr_t address) {
+  return implementation_->resolve(address);
+}
 backtrace_symbol backtrace_symbolizer::resolve_uncached(std::uintptr_t address) {
   return implementation_->resolve_uncached(address);
 }

@@ -21,8 +21,8 @@ constinit unwind_registry unwind_tables;
 
 namespace {
 
-std::mutex building;           // one builder at a time
-unwind_table_counts built;     // under `building`
+std::mutex building;        // one builder at a time
+unwind_table_counts built;  // under `building`
 
 // Reads DWARF's encodings from a bounded range; a read past `end` clears `ok` and returns 0.
 struct cfi_reader {
@@ -76,22 +76,47 @@ struct cfi_reader {
     const auto field = reinterpret_cast<std::uintptr_t>(at);
     std::uintptr_t value = 0;
     switch (encoding & 0x0f) {
-      case 0x00: value = fixed<std::uint64_t>(); break;                               // absptr
-      case 0x01: value = uleb(); break;                                               // uleb128
-      case 0x02: value = fixed<std::uint16_t>(); break;                               // udata2
-      case 0x03: value = fixed<std::uint32_t>(); break;                               // udata4
-      case 0x04: value = fixed<std::uint64_t>(); break;                               // udata8
-      case 0x09: value = static_cast<std::uintptr_t>(sleb()); break;                  // sleb128
-      case 0x0a: value = static_cast<std::uintptr_t>(fixed<std::int16_t>()); break;  // sdata2
-      case 0x0b: value = static_cast<std::uintptr_t>(fixed<std::int32_t>()); break;  // sdata4
-      case 0x0c: value = static_cast<std::uintptr_t>(fixed<std::int64_t>()); break;  // sdata8
-      default: return fail<std::uintptr_t>();
+      case 0x00:
+        value = fixed<std::uint64_t>();
+        break;  // absptr
+      case 0x01:
+        value = uleb();
+        break;  // uleb128
+      case 0x02:
+        value = fixed<std::uint16_t>();
+        break;  // udata2
+      case 0x03:
+        value = fixed<std::uint32_t>();
+        break;  // udata4
+      case 0x04:
+        value = fixed<std::uint64_t>();
+        break;  // udata8
+      case 0x09:
+        value = static_cast<std::uintptr_t>(sleb());
+        break;  // sleb128
+      case 0x0a:
+        value = static_cast<std::uintptr_t>(fixed<std::int16_t>());
+        break;  // sdata2
+      case 0x0b:
+        value = static_cast<std::uintptr_t>(fixed<std::int32_t>());
+        break;  // sdata4
+      case 0x0c:
+        value = static_cast<std::uintptr_t>(fixed<std::int64_t>());
+        break;  // sdata8
+      default:
+        return fail<std::uintptr_t>();
     }
     switch (encoding & 0x70) {
-      case 0x00: break;                         // absolute
-      case 0x10: value += field; break;         // pcrel
-      case 0x30: value += data_base; break;     // datarel (eh_frame_hdr's table)
-      default: return fail<std::uintptr_t>();
+      case 0x00:
+        break;  // absolute
+      case 0x10:
+        value += field;
+        break;  // pcrel
+      case 0x30:
+        value += data_base;
+        break;  // datarel (eh_frame_hdr's table)
+      default:
+        return fail<std::uintptr_t>();
     }
     return value;  // DW_EH_PE_indirect (0x80) is only used for personality routines, never read
   }
@@ -123,11 +148,11 @@ struct cfi_state {
       result.rule = unwind_rule::end_of_stack;
       return result;
     }
-    const bool cfa_known = !cfa_is_expression && (cfa_register == 6 || cfa_register == 7) && cfa_offset >= 0 &&
-                           cfa_offset <= INT16_MAX;
+    const bool cfa_known =
+        !cfa_is_expression && (cfa_register == 6 || cfa_register == 7) && cfa_offset >= 0 && cfa_offset <= INT16_MAX;
     const bool return_address_known = return_address == saved::at_offset && return_address_offset == -8;
-    const bool rbp_known = rbp == saved::unchanged ||
-                           (rbp == saved::at_offset && rbp_offset != 0 && rbp_offset >= INT8_MIN && rbp_offset <= INT8_MAX);
+    const bool rbp_known = rbp == saved::unchanged || (rbp == saved::at_offset && rbp_offset != 0 &&
+                                                       rbp_offset >= INT8_MIN && rbp_offset <= INT8_MAX);
     if (!cfa_known || !return_address_known || !rbp_known) return result;
     result.rule = cfa_register == 7 ? unwind_rule::cfa_from_rsp : unwind_rule::cfa_from_rbp;
     result.cfa_offset = static_cast<std::int16_t>(cfa_offset);
@@ -169,12 +194,22 @@ bool read_cie(const std::uint8_t* at, const std::uint8_t* section_end, common_in
     const std::uint8_t* data_end = reader.at + data_length;
     for (std::size_t i = 1; i < augmentation_length && reader.ok; ++i) {
       switch (augmentation[i]) {
-        case 'R': cie.pointer_encoding = reader.fixed<std::uint8_t>(); break;
-        case 'L': reader.fixed<std::uint8_t>(); break;
-        case 'P': reader.encoded(reader.fixed<std::uint8_t>() & 0x7f); break;  // skipped, never dereferenced
-        case 'S': cie.signal_frame = true; break;
-        case 'B': break;
-        default: return false;
+        case 'R':
+          cie.pointer_encoding = reader.fixed<std::uint8_t>();
+          break;
+        case 'L':
+          reader.fixed<std::uint8_t>();
+          break;
+        case 'P':
+          reader.encoded(reader.fixed<std::uint8_t>() & 0x7f);
+          break;  // skipped, never dereferenced
+        case 'S':
+          cie.signal_frame = true;
+          break;
+        case 'B':
+          break;
+        default:
+          return false;
       }
     }
     if (!reader.ok || data_end > reader.end) return false;
@@ -198,7 +233,8 @@ bool run_cfa_program(cfi_reader& reader, const common_information_entry& cie, cf
   int remembered_count = 0;
   auto set_offset = [&](std::uint64_t reg, std::int64_t offset) {
     if (reg == 6) state.rbp = cfi_state::saved::at_offset, state.rbp_offset = offset;
-    if (reg == cie.return_address_register) state.return_address = cfi_state::saved::at_offset, state.return_address_offset = offset;
+    if (reg == cie.return_address_register)
+      state.return_address = cfi_state::saved::at_offset, state.return_address_offset = offset;
   };
   auto set_rule = [&](std::uint64_t reg, cfi_state::saved rule) {
     if (reg == 6) state.rbp = rule;
@@ -217,30 +253,50 @@ bool run_cfa_program(cfi_reader& reader, const common_information_entry& cie, cf
     const std::uint8_t opcode = reader.fixed<std::uint8_t>();
     const std::uint8_t operand = opcode & 0x3f;
     switch (opcode >> 6) {
-      case 1: advance(operand); continue;                                                  // advance_loc
-      case 2: set_offset(operand, static_cast<std::int64_t>(reader.uleb()) * cie.data_alignment); continue;  // offset
-      case 3: restore(operand); continue;                                                  // restore
-      default: break;
+      case 1:
+        advance(operand);
+        continue;  // advance_loc
+      case 2:
+        set_offset(operand, static_cast<std::int64_t>(reader.uleb()) * cie.data_alignment);
+        continue;  // offset
+      case 3:
+        restore(operand);
+        continue;  // restore
+      default:
+        break;
     }
     switch (opcode) {
-      case 0x00: break;                                                                    // nop
-      case 0x01: {                                                                         // set_loc
+      case 0x00:
+        break;      // nop
+      case 0x01: {  // set_loc
         emit(location, state);
         location = reader.encoded(cie.pointer_encoding);
         break;
       }
-      case 0x02: advance(reader.fixed<std::uint8_t>()); break;   // advance_loc1
-      case 0x03: advance(reader.fixed<std::uint16_t>()); break;  // advance_loc2
-      case 0x04: advance(reader.fixed<std::uint32_t>()); break;  // advance_loc4
-      case 0x05: {                                               // offset_extended
+      case 0x02:
+        advance(reader.fixed<std::uint8_t>());
+        break;  // advance_loc1
+      case 0x03:
+        advance(reader.fixed<std::uint16_t>());
+        break;  // advance_loc2
+      case 0x04:
+        advance(reader.fixed<std::uint32_t>());
+        break;      // advance_loc4
+      case 0x05: {  // offset_extended
         const auto reg = reader.uleb();
         set_offset(reg, static_cast<std::int64_t>(reader.uleb()) * cie.data_alignment);
         break;
       }
-      case 0x06: restore(reader.uleb()); break;                                 // restore_extended
-      case 0x07: set_rule(reader.uleb(), cfi_state::saved::undefined); break;   // undefined
-      case 0x08: set_rule(reader.uleb(), cfi_state::saved::unchanged); break;   // same_value
-      case 0x09: {                                                              // register
+      case 0x06:
+        restore(reader.uleb());
+        break;  // restore_extended
+      case 0x07:
+        set_rule(reader.uleb(), cfi_state::saved::undefined);
+        break;  // undefined
+      case 0x08:
+        set_rule(reader.uleb(), cfi_state::saved::unchanged);
+        break;      // same_value
+      case 0x09: {  // register
         set_rule(reader.uleb(), cfi_state::saved::other);
         reader.uleb();
         break;
@@ -259,11 +315,19 @@ bool run_cfa_program(cfi_reader& reader, const common_information_entry& cie, cf
         state.cfa_offset = static_cast<std::int64_t>(reader.uleb());
         state.cfa_is_expression = false;
         break;
-      case 0x0d: state.cfa_register = reader.uleb(); state.cfa_is_expression = false; break;  // def_cfa_register
-      case 0x0e: state.cfa_offset = static_cast<std::int64_t>(reader.uleb()); break;         // def_cfa_offset
-      case 0x0f: state.cfa_is_expression = true; reader.skip(reader.uleb()); break;          // def_cfa_expression
-      case 0x10:                                                                              // expression
-      case 0x16: {                                                                            // val_expression
+      case 0x0d:
+        state.cfa_register = reader.uleb();
+        state.cfa_is_expression = false;
+        break;  // def_cfa_register
+      case 0x0e:
+        state.cfa_offset = static_cast<std::int64_t>(reader.uleb());
+        break;  // def_cfa_offset
+      case 0x0f:
+        state.cfa_is_expression = true;
+        reader.skip(reader.uleb());
+        break;      // def_cfa_expression
+      case 0x10:    // expression
+      case 0x16: {  // val_expression
         set_rule(reader.uleb(), cfi_state::saved::other);
         reader.skip(reader.uleb());
         break;
@@ -278,8 +342,10 @@ bool run_cfa_program(cfi_reader& reader, const common_information_entry& cie, cf
         state.cfa_offset = reader.sleb() * cie.data_alignment;
         state.cfa_is_expression = false;
         break;
-      case 0x13: state.cfa_offset = reader.sleb() * cie.data_alignment; break;  // def_cfa_offset_sf
-      case 0x14:                                                                 // val_offset
+      case 0x13:
+        state.cfa_offset = reader.sleb() * cie.data_alignment;
+        break;    // def_cfa_offset_sf
+      case 0x14:  // val_offset
         set_rule(reader.uleb(), cfi_state::saved::other);
         reader.uleb();
         break;
@@ -287,24 +353,26 @@ bool run_cfa_program(cfi_reader& reader, const common_information_entry& cie, cf
         set_rule(reader.uleb(), cfi_state::saved::other);
         reader.sleb();
         break;
-      case 0x2e: reader.uleb(); break;  // GNU_args_size
-      case 0x2f: {                      // GNU_negative_offset_extended
+      case 0x2e:
+        reader.uleb();
+        break;      // GNU_args_size
+      case 0x2f: {  // GNU_negative_offset_extended
         const auto reg = reader.uleb();
         set_offset(reg, -static_cast<std::int64_t>(reader.uleb()) * cie.data_alignment);
         break;
       }
-      default: return false;  // an opcode of another architecture or a newer DWARF
+      default:
+        return false;  // an opcode of another architecture or a newer DWARF
     }
   }
   return reader.ok;
 }
 
-
 // Compiles the FDE at `at` into `rows` (cleared first). Returns the function's end, an offset
 // from `bias`; `rows` is left empty when the walk cannot follow the function, and the end is 0
 // when the FDE cannot be read at all.
 std::uint32_t compile_fde(const std::uint8_t* at, const std::uint8_t* section_begin, const std::uint8_t* section_end,
-                                 std::uintptr_t bias, std::vector<unwind_row>& rows) {
+                          std::uintptr_t bias, std::vector<unwind_row>& rows) {
   rows.clear();
   cfi_reader reader{at, section_end};
   std::uint64_t length = reader.fixed<std::uint32_t>();
@@ -363,7 +431,9 @@ struct frame_table {
   std::uintptr_t count = 0;
 
   std::uintptr_t function_start(std::uintptr_t i) const { return data_base + entry(i, 0); }
-  const std::uint8_t* fde(std::uintptr_t i) const { return reinterpret_cast<const std::uint8_t*>(data_base + entry(i, 1)); }
+  const std::uint8_t* fde(std::uintptr_t i) const {
+    return reinterpret_cast<const std::uint8_t*>(data_base + entry(i, 1));
+  }
 
  private:
   std::uintptr_t entry(std::uintptr_t i, int field) const {
@@ -406,11 +476,10 @@ std::uintptr_t module_map_start(const dl_phdr_info& module) {
   return module.dlpi_addr + (lowest & ~(page - 1));
 }
 
-
 // Registers a module: its function starts copied, nothing compiled. False when it has no
 // searchable table or the registry is full. Under `building`.
 bool register_module(const dl_phdr_info& module, const frame_table& table, std::uintptr_t map_start,
-                            std::uintptr_t eh_frame_hdr) {
+                     std::uintptr_t eh_frame_hdr) {
   auto& registry = unwind_tables;
   const int index = registry.published.load(std::memory_order_relaxed);
   if (index == unwind_registry::capacity || table.count == 0 || table.count > UINT32_MAX) return false;
@@ -439,7 +508,7 @@ bool register_module(const dl_phdr_info& module, const frame_table& table, std::
 
 // Compiles one function of a registered module (never again once compiled). Under `building`.
 void compile_function(const module_entry& entry, const frame_table& table, std::uint32_t index,
-                             std::vector<unwind_row>& scratch) {
+                      std::vector<unwind_row>& scratch) {
   if (index >= entry.count || entry.functions[index].load(std::memory_order_relaxed) != nullptr) return;
   const auto* fde = table.fde(index);
   std::uint32_t end = 0;
@@ -478,7 +547,8 @@ void build_wanted(bool everything) {
         if (index < 0) {
           bool wanted = pass_state.everything;
           for (auto& slot : registry.wanted_modules)
-            if (slot.load(std::memory_order_relaxed) == eh_frame_hdr) wanted = true, slot.store(0, std::memory_order_relaxed);
+            if (slot.load(std::memory_order_relaxed) == eh_frame_hdr)
+              wanted = true, slot.store(0, std::memory_order_relaxed);
           if (!wanted || !register_module(*module, table, map_start, eh_frame_hdr)) return 0;
           index = registry.published.load(std::memory_order_relaxed) - 1;
         }
@@ -525,8 +595,10 @@ void build_unwind_tables(bool everything) {
 #if KAIROS_BACKTRACE_HAVE_UNWIND_TABLES
   auto& registry = backtrace_detail::unwind_tables;
   std::lock_guard lock{backtrace_detail::building};
-  if (everything) registry.in_use.store(true, std::memory_order_relaxed);
-  else if (!registry.wanted.load(std::memory_order_relaxed)) return;
+  if (everything)
+    registry.in_use.store(true, std::memory_order_relaxed);
+  else if (!registry.wanted.load(std::memory_order_relaxed))
+    return;
   backtrace_detail::build_wanted(everything);
 #else
   (void)everything;

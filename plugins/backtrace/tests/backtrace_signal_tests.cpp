@@ -43,10 +43,18 @@ void on_sampling_signal(int, siginfo_t*, void* context) {
   kairos::backtrace<64> stack;
   stack.sample(static_cast<const ucontext_t*>(context));
   switch (stack.path()) {
-    case kairos::backtrace_path::libunwind: ++counts.by_libunwind; break;
-    case kairos::backtrace_path::libgcc: ++counts.by_libgcc; break;
-    case kairos::backtrace_path::tables: ++counts.by_tables; break;
-    case kairos::backtrace_path::none: ++counts.empty; break;
+    case kairos::backtrace_path::libunwind:
+      ++counts.by_libunwind;
+      break;
+    case kairos::backtrace_path::libgcc:
+      ++counts.by_libgcc;
+      break;
+    case kairos::backtrace_path::tables:
+      ++counts.by_tables;
+      break;
+    case kairos::backtrace_path::none:
+      ++counts.empty;
+      break;
   }
   counts.frames += static_cast<long>(stack.size());
   errno = saved_errno;
@@ -355,8 +363,8 @@ TEST_CASE("unwind tables give libgcc's frames for stacks through the program, li
   const auto built = kairos::unwind_table_counts();
   MESSAGE("tables: " << built.modules << " modules, " << built.functions << " functions, " << built.rows
                      << " rows; samples: " << tables::equal.load() << " equal, " << tables::different.load()
-                     << " different, " << tables::unfinished.load() << " left to libgcc, " << tables::libgcc_empty.load()
-                     << " empty by libgcc");
+                     << " different, " << tables::unfinished.load() << " left to libgcc, "
+                     << tables::libgcc_empty.load() << " empty by libgcc");
   CHECK(tables::different.load() == 0);
   CHECK(tables::equal.load() >= 200);
   CHECK(tables::equal.load() >= 9 * tables::unfinished.load());  // once the modules are compiled

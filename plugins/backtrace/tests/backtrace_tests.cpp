@@ -6,8 +6,8 @@
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <link.h>
-#include <unistd.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -56,7 +56,8 @@ int call_line = 0;
   asm volatile("" ::: "memory");
 }
 [[gnu::noinline]] void outer() {
-  call_line = __LINE__; inner();  // clang-format off: the call site must share the line
+  call_line = __LINE__;
+  inner();  // clang-format off: the call site must share the line
   asm volatile("" ::: "memory");
 }
 }  // namespace inlined
@@ -324,7 +325,8 @@ TEST_CASE("symbolization is cached per address") {
   CHECK(symbolizer.cached_addresses() == cached);
   REQUIRE(again.size() == first.size());
   for (std::size_t i = 0; i < first.size(); ++i) CHECK(again[i].function == first[i].function);
-  CHECK(&symbolizer.resolve(chain::captured.lookup_address(0)) == &symbolizer.resolve(chain::captured.lookup_address(0)));
+  CHECK(&symbolizer.resolve(chain::captured.lookup_address(0)) ==
+        &symbolizer.resolve(chain::captured.lookup_address(0)));
 }
 
 TEST_CASE("a nested capture on the same thread (inside the dynamic loader guard) takes the libgcc path") {
@@ -447,8 +449,7 @@ TEST_CASE("linking kairos::backtrace leaves C++ exceptions on libgcc's unwinder,
   CHECK(std::string{info.dli_fname}.find("libgcc_s") != std::string::npos);
   // And that unwinder runs the cleanups of every frame it crosses and delivers the exception whole.
   int cleanups = 0;
-  CHECK_THROWS_WITH_AS(throw_through_frames(3, cleanups), "thrown through 3 frames",
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(throw_through_frames(3, cleanups), "thrown through 3 frames", std::runtime_error);
   CHECK(cleanups == 3);
 }
 

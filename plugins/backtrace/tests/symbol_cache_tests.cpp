@@ -106,7 +106,7 @@ TEST_CASE("a later cache answers every address it kept exactly as the symbolizer
     }
     CHECK_FALSE(first_run.save());
   }
-  CHECK(resolved[0].has_source());  // the test module carries its DWARF: lines are kept too
+  CHECK(resolved[0].has_source());       // the test module carries its DWARF: lines are kept too
   CHECK(directory.files().size() >= 3);  // this program, the test module, libc at least
 
   kairos::symbol_cache second_run{directory.path, "own"};

@@ -91,11 +91,11 @@ TEST_CASE("libc's functions are named as their manual names them, without a vers
   loaded_module libc{"libc.so.6"};
   kairos::backtrace_symbolizer symbolizer;
   CHECK(name_at(symbolizer, libc.inside("__libc_start_main")) == "__libc_start_main");  // not @@GLIBC_2.34
-  CHECK(name_at(symbolizer, libc.inside("write")) == "write");          // not __write, __libc_write
-  CHECK(name_at(symbolizer, libc.inside("pwrite")) == "pwrite");        // not __libc_pwrite, pwrite64
-  CHECK(name_at(symbolizer, libc.inside("nanosleep")) == "nanosleep");  // not __nanosleep
-  CHECK(name_at(symbolizer, libc.inside("malloc")) == "malloc");        // not __libc_malloc
-  CHECK(name_at(symbolizer, libc.inside("free")) == "free");            // not cfree@GLIBC_2.2.5
+  CHECK(name_at(symbolizer, libc.inside("write")) == "write");                          // not __write, __libc_write
+  CHECK(name_at(symbolizer, libc.inside("pwrite")) == "pwrite");                        // not __libc_pwrite, pwrite64
+  CHECK(name_at(symbolizer, libc.inside("nanosleep")) == "nanosleep");                  // not __nanosleep
+  CHECK(name_at(symbolizer, libc.inside("malloc")) == "malloc");                        // not __libc_malloc
+  CHECK(name_at(symbolizer, libc.inside("free")) == "free");                            // not cfree@GLIBC_2.2.5
 }
 
 TEST_CASE("a stripped module's local function is named from its MiniDebugInfo (.gnu_debugdata)") {

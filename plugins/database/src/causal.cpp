@@ -148,8 +148,8 @@ causal_summary analyze_causal(connection& profile, const window_range& windows) 
   std::map<cell_key, std::map<int, cell>> curves;
   auto rows = profile.prepare(cells_sql(windows, false));
   while (rows.step())
-    curves[{std::string{rows.text(0)}, std::string{rows.text(1)}, std::string{rows.text(2)},
-            std::string{rows.text(3)}}][static_cast<int>(rows.integer(4))] = read_cell(rows);
+    curves[{std::string{rows.text(0)}, std::string{rows.text(1)}, std::string{rows.text(2)}, std::string{rows.text(3)}}]
+          [static_cast<int>(rows.integer(4))] = read_cell(rows);
 
   std::map<std::pair<std::string, std::string>, causal_location> locations;
   for (const auto& [key, cells] : curves) {
@@ -188,8 +188,8 @@ causal_summary analyze_causal(connection& profile, const window_range& windows) 
 
 void require_causal_experiments(connection& profile) {
   if (scalar(profile, "SELECT COUNT(*) FROM causal_experiment") == 0)
-    throw database_error(fmt::format("{} has no causal experiments: run the program under kairos-causal",
-                                     profile.path()));
+    throw database_error(
+        fmt::format("{} has no causal experiments: run the program under kairos-causal", profile.path()));
 }
 
 }  // namespace kairos::database

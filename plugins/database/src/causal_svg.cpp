@@ -73,9 +73,10 @@ void write_chart(std::ostream& out, const causal_location& location, std::size_t
   }
   out << fmt::format("<text class=\"axis\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">line speedup</text>\n",
                      plot_left + width / 2, chart_height - 8);
-  out << fmt::format("<text class=\"axis\" transform=\"translate(14,{:.1f}) rotate(-90)\" "
-                     "text-anchor=\"middle\">program speedup</text>\n",
-                     plot_top + height / 2);
+  out << fmt::format(
+      "<text class=\"axis\" transform=\"translate(14,{:.1f}) rotate(-90)\" "
+      "text-anchor=\"middle\">program speedup</text>\n",
+      plot_top + height / 2);
   std::size_t index = 0;
   for (const auto& curve : location.curves) {
     const auto color = colors[index % std::size(colors)];
@@ -91,17 +92,18 @@ void write_chart(std::ostream& out, const causal_location& location, std::size_t
       if (!std::isnan(point.interval)) {
         const double y_low = y_of(point.program_speedup - point.interval),
                      y_high = y_of(point.program_speedup + point.interval);
-        out << fmt::format("<path class=\"interval\" d=\"M{0:.1f},{1:.1f}V{2:.1f}M{3:.1f},{1:.1f}H{4:.1f}M{3:.1f},"
-                           "{2:.1f}H{4:.1f}\"/>\n",
-                           x, y_low, y_high, x - 4, x + 4);
+        out << fmt::format(
+            "<path class=\"interval\" d=\"M{0:.1f},{1:.1f}V{2:.1f}M{3:.1f},{1:.1f}H{4:.1f}M{3:.1f},"
+            "{2:.1f}H{4:.1f}\"/>\n",
+            x, y_low, y_high, x - 4, x + 4);
       }
-      out << fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\"><title>{}: line {} -> program {:+.1f}%{} "
-                         "({} experiments, {} visits)</title></circle>\n",
-                         x, y, xml_text(curve.progress_point), percent_label(point.line_speedup),
-                         point.program_speedup * 100,
-                         std::isnan(point.interval) ? std::string{", no interval"}
-                                                    : fmt::format(" \u00b1 {:.1f}", point.interval * 100),
-                         point.experiments, point.visits);
+      out << fmt::format(
+          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\"><title>{}: line {} -> program {:+.1f}%{} "
+          "({} experiments, {} visits)</title></circle>\n",
+          x, y, xml_text(curve.progress_point), percent_label(point.line_speedup), point.program_speedup * 100,
+          std::isnan(point.interval) ? std::string{", no interval"}
+                                     : fmt::format(" \u00b1 {:.1f}", point.interval * 100),
+          point.experiments, point.visits);
     }
     out << "</g>\n";
     // Top left, where a rising curve leaves room; a style, since the stylesheet's text fill beats an attribute.
@@ -122,9 +124,10 @@ void write_causal_svg(connection& profile, std::ostream& out, std::size_t locati
   const auto rows = (shown + charts_per_row - 1) / charts_per_row;
   const double total_width = charts_per_row * chart_width + (charts_per_row + 1) * gap;
   const double total_height = header_height + static_cast<double>(rows) * (chart_height + gap) + gap;
-  out << fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-                     "width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n",
-                     total_width, total_height);
+  out << fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n",
+      total_width, total_height);
   out << "<style>\n"
          "text { font-family: sans-serif; font-size: 11px; fill: #333; }\n"
          ".heading { font-size: 15px; font-weight: bold; } .title { font-size: 13px; font-weight: bold; }\n"
@@ -132,13 +135,15 @@ void write_causal_svg(connection& profile, std::ostream& out, std::size_t locati
          ".frame { fill: #fff; stroke: #ccc; } .grid { stroke: #eee; } .zero { stroke: #888; stroke-dasharray: 4 3; }\n"
          ".curve polyline { stroke-width: 1.5; } .interval { fill: none; stroke-width: 1.2; }\n"
          "</style>\n<rect width=\"100%\" height=\"100%\" fill=\"#fafafa\"/>\n";
-  out << fmt::format("<text class=\"heading\" x=\"{}\" y=\"22\">kairos causal profile: {} experiments, {} of {} "
-                     "locations shown, by impact</text>\n",
-                     gap, summary.experiments, shown, summary.locations.size());
-  out << fmt::format("<text class=\"note\" x=\"{}\" y=\"38\">Program speedup predicted by virtually speeding up "
-                     "each location; bars: 95% intervals; impact: mean program speedup over the line speedups "
-                     "tried{}</text>\n",
-                     gap, shown == 0 ? ". No location had 5 visits of a progress point beside a baseline" : "");
+  out << fmt::format(
+      "<text class=\"heading\" x=\"{}\" y=\"22\">kairos causal profile: {} experiments, {} of {} "
+      "locations shown, by impact</text>\n",
+      gap, summary.experiments, shown, summary.locations.size());
+  out << fmt::format(
+      "<text class=\"note\" x=\"{}\" y=\"38\">Program speedup predicted by virtually speeding up "
+      "each location; bars: 95% intervals; impact: mean program speedup over the line speedups "
+      "tried{}</text>\n",
+      gap, shown == 0 ? ". No location had 5 visits of a progress point beside a baseline" : "");
   for (std::size_t index = 0; index < shown; ++index)
     write_chart(out, summary.locations[index], index + 1,
                 gap + static_cast<double>(index % charts_per_row) * (chart_width + gap),

@@ -15,11 +15,11 @@
 
 #include <fmt/format.h>
 
-#include <kairos/problem.hpp>
 #include <kairos/plugins/database/causal.hpp>
 #include <kairos/plugins/database/merge.hpp>
 #include <kairos/plugins/database/outputs.hpp>
 #include <kairos/plugins/database/schema.hpp>
+#include <kairos/problem.hpp>
 
 namespace kairos::database {
 
@@ -89,8 +89,8 @@ class progress {
     if (!last && now - shown_ < (terminal_ ? std::chrono::milliseconds{100} : std::chrono::milliseconds{2000})) return;
     shown_ = now;
     const double seconds = std::chrono::duration<double>(now - start_).count();
-    const auto status = fmt::format("{}/{} inputs, {:.1f} M samples, {:.2f} M samples/s", done, inputs_,
-                                    samples * 1e-6, seconds > 0 ? samples * 1e-6 / seconds : 0.0);
+    const auto status = fmt::format("{}/{} inputs, {:.1f} M samples, {:.2f} M samples/s", done, inputs_, samples * 1e-6,
+                                    seconds > 0 ? samples * 1e-6 / seconds : 0.0);
     if (terminal_) {
       constexpr std::size_t width = 30;
       const std::size_t filled = inputs_ == 0 ? width : width * done / inputs_;
@@ -110,9 +110,7 @@ class progress {
     shown_ = {};
   }
 
-  double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
 
  private:
   std::ostream& errors_;
@@ -134,15 +132,16 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
     std::vector<std::string_view> several;
     for (const auto& row : formats)
       if (row.from_database && row.several_databases) several.push_back(row.name);
-    error_line(errors, fmt::format("--format {} takes one database at a time ({} given); {} take several",
-                                   format->name, request.databases.size(), fmt::join(several, " and ")));
+    error_line(errors, fmt::format("--format {} takes one database at a time ({} given); {} take several", format->name,
+                                   request.databases.size(), fmt::join(several, " and ")));
     return 2;
   }
   for (const auto& path : request.databases) {
     std::error_code error;
     if (!fs::is_regular_file(path, error)) {
       error_line(errors, fmt::format("database '{}' is not a file; kairos-report takes profile databases "
-                                     "(.db files) written by kairos-run or kairos-merge", path));
+                                     "(.db files) written by kairos-run or kairos-merge",
+                                     path));
       return 2;
     }
   }
@@ -151,7 +150,8 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
     const auto range = parse_window_range(request.window);
     if (!range) {
       error_line(errors, fmt::format("--window \"{}\" is not valid: expected a window ordinal K or a "
-                                     "range K..L with 1 <= K <= L", request.window));
+                                     "range K..L with 1 <= K <= L",
+                                     request.window));
       return 2;
     }
     windows = *range;
@@ -229,10 +229,11 @@ int run_merge(const merge_request& request, std::ostream& errors, bool terminal)
           first_launch = launch;
           first_launch_input = inputs[index];
         } else if (launch != first_launch && !request.several_launches) {
-          shown.problem(fmt::format("the inputs hold two launches: '{}' (in '{}') and '{}' (in '{}'); their "
-                                    "times would add up as one run's. Merge each launch on its own, or give "
-                                    "--several-launches if they belong together; {} was not written",
-                                    first_launch, first_launch_input, launch, inputs[index], request.output));
+          shown.problem(
+              fmt::format("the inputs hold two launches: '{}' (in '{}') and '{}' (in '{}'); their "
+                          "times would add up as one run's. Merge each launch on its own, or give "
+                          "--several-launches if they belong together; {} was not written",
+                          first_launch, first_launch_input, launch, inputs[index], request.output));
           merged_into.reset();
           std::error_code ignored;
           for (const char* suffix : {"", "-journal"}) fs::remove(request.output + suffix, ignored);
@@ -251,10 +252,10 @@ int run_merge(const merge_request& request, std::ostream& errors, bool terminal)
     error_line(errors, problem.what());
     return 1;
   }
-  error_line(errors, fmt::format("{}: {} of {} inputs merged ({} processes, {} samples) in {:.1f} s{}",
-                                 request.output, merged, inputs.size(), merged_into->processes(),
-                                 merged_into->samples(), shown.seconds(),
-                                 skipped == 0 ? "" : fmt::format("; {} skipped, named above", skipped)));
+  error_line(errors,
+             fmt::format("{}: {} of {} inputs merged ({} processes, {} samples) in {:.1f} s{}", request.output, merged,
+                         inputs.size(), merged_into->processes(), merged_into->samples(), shown.seconds(),
+                         skipped == 0 ? "" : fmt::format("; {} skipped, named above", skipped)));
   errors.flush();
   if (merged == 0) return 1;
   return skipped == 0 || request.keep_going ? 0 : 1;

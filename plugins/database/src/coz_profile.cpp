@@ -17,7 +17,8 @@ namespace {
 // A value inside a record: a tab or line break would end its field or record early.
 std::string field(std::string_view text) {
   std::string value{text};
-  std::replace_if(value.begin(), value.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
+  std::replace_if(
+      value.begin(), value.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
   return value;
 }
 
@@ -55,8 +56,9 @@ void write_coz_profile(connection& profile, std::ostream& out, const window_rang
       out << fmt::format("throughput-point\tname={}\tdelta={}\n", field(rows.text(5)), rows.integer(7));
   }
   out << fmt::format("runtime\ttime={}\n", end_ns - startup_ns);
-  auto samples = profile.prepare("SELECT location, SUM(count) FROM causal_sample GROUP BY scope, location "
-                                 "ORDER BY scope, location");
+  auto samples = profile.prepare(
+      "SELECT location, SUM(count) FROM causal_sample GROUP BY scope, location "
+      "ORDER BY scope, location");
   while (samples.step())
     out << fmt::format("samples\tlocation={}\tcount={}\n", field(samples.text(0)), samples.integer(1));
 }

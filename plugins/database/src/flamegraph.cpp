@@ -270,7 +270,8 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
     // Without the script (printed, a viewer that runs none) the all-threads graph alone shows.
     body << fmt::format(R"(<g class="graph" id="g{}" data-name="{}" data-depth="{}"{}>)", index,
                         xml_text(graphs[index].name), writer.graph_depth, index == 0 ? "" : R"( style="display:none")")
-         << "\n" << frames.str() << "</g>\n";
+         << "\n"
+         << frames.str() << "</g>\n";
   }
   summary.graphs = graphs.size();
 
@@ -279,7 +280,8 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
       R"(<?xml version="1.0" standalone="no"?>)"
       "\n"
       R"(<svg version="1.1" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" xmlns="http://www.w3.org/2000/svg">)"
-      "\n<style>text {{ font: 12px monospace; fill: #000; }} g.f text {{ pointer-events: none; }} g.f {{ cursor: pointer; }}"
+      "\n<style>text {{ font: 12px monospace; fill: #000; }} g.f text {{ pointer-events: none; }} g.f {{ cursor: "
+      "pointer; }}"
       " .button {{ font: 13px sans-serif; fill: #1a4f8a; cursor: pointer; }} .choose {{ font: 12px sans-serif;"
       " fill: #1a4f8a; cursor: pointer; }} rect.background {{ fill: #fdfaf3; }}</style>\n"
       R"(<rect class="background" width="100%" height="100%"/>)"
@@ -297,15 +299,21 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
     // "thread 2" from "thread 2 (tid 4243, worker)": the full name is the graph's title.
     const auto& name = graphs[index].name;
     const auto label = index == 0 ? name : name.substr(0, name.find(" ("));
-    out << fmt::format(R"(<text class="choose" data-graph="g{}" x="{:.0f}" y="38">{}</text>)", index, x, xml_text(label))
+    out << fmt::format(R"(<text class="choose" data-graph="g{}" x="{:.0f}" y="38">{}</text>)", index, x,
+                       xml_text(label))
         << "\n";
     x += 8.0 * static_cast<double>(label.size()) + 12;
   }
   out << body.str();
-  out << fmt::format(R"(<text id="coverage" x="10" y="{:.0f}" style="font: 11px sans-serif">{:.3f} s of CPU time shown ({}); {} frames narrower than {:.2f}% merged ({:.2f}% of the time) into [narrow frames]</text>)",
-                     height - 8, summary.total_ns * 1e-9, xml_text(coverage_text(coverage_of(profile))), summary.merged_frames, 100.0 * minimum_width_fraction,
-                     summary.total_ns > 0 ? 100.0 * static_cast<double>(summary.merged_ns) / static_cast<double>(summary.total_ns) : 0.0)
-      << "\n" << script << "</svg>\n";
+  out << fmt::format(
+             R"(<text id="coverage" x="10" y="{:.0f}" style="font: 11px sans-serif">{:.3f} s of CPU time shown ({}); {} frames narrower than {:.2f}% merged ({:.2f}% of the time) into [narrow frames]</text>)",
+             height - 8, summary.total_ns * 1e-9, xml_text(coverage_text(coverage_of(profile))), summary.merged_frames,
+             100.0 * minimum_width_fraction,
+             summary.total_ns > 0
+                 ? 100.0 * static_cast<double>(summary.merged_ns) / static_cast<double>(summary.total_ns)
+                 : 0.0)
+      << "\n"
+      << script << "</svg>\n";
   return summary;
 }
 

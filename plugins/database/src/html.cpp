@@ -75,14 +75,16 @@ struct thread_timeline {
 struct time_span {
   std::int64_t origin_ns = 0, span_ns = 1;
   double x(std::int64_t ns) const {
-    return timeline_label_width + timeline_plot_width * static_cast<double>(ns - origin_ns) / static_cast<double>(span_ns);
+    return timeline_label_width +
+           timeline_plot_width * static_cast<double>(ns - origin_ns) / static_cast<double>(span_ns);
   }
 };
 
 // One pass over the regions feeds both the call graph and the timeline's lanes.
 void read_regions(connection& profile, const window_range& range, const time_span& span, region_node& root,
                   std::map<std::int64_t, thread_timeline>& timelines) {
-  const std::int64_t merge_ns = std::max<std::int64_t>(1, span.span_ns / static_cast<std::int64_t>(timeline_plot_width));
+  const std::int64_t merge_ns =
+      std::max<std::int64_t>(1, span.span_ns / static_cast<std::int64_t>(timeline_plot_width));
   // A thread's regions come latest first: a lane's runs grow backwards, and are turned round once read.
   root = region_call_graph(profile, range, [&](const region_visit& region) {
     if (region.depth >= static_cast<std::size_t>(timeline_lanes)) return;
@@ -94,7 +96,8 @@ void read_regions(connection& profile, const window_range& range, const time_spa
       ++run.count;
       if (run.name != region.name) run.mixed = true;
     } else {
-      lane.push_back({region.start_ns, region.end_ns, region.end_ns - region.start_ns, 1, std::string{region.name}, false});
+      lane.push_back(
+          {region.start_ns, region.end_ns, region.end_ns - region.start_ns, 1, std::string{region.name}, false});
     }
   });
   for (auto& [thread, timeline] : timelines)
@@ -180,8 +183,8 @@ void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timel
                        R"(<title>window {} ({}): {}</title></rect>)"
                        R"(<text x="{:.1f}" y="{:.0f}" class="axis">w{}</text>)"
                        "\n",
-                       x, w, height - 20, window.ordinal, xml_text(window.spec), duration(window.end_ns - window.start_ns),
-                       x + 2, height - 6, window.ordinal);
+                       x, w, height - 20, window.ordinal, xml_text(window.spec),
+                       duration(window.end_ns - window.start_ns), x + 2, height - 6, window.ordinal);
   }
   const double bin_ns = static_cast<double>(span.span_ns) / timeline_bins;
   double y = rows_top;
@@ -207,7 +210,7 @@ void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timel
       const double lane_y = y + density_height + 2 + static_cast<double>(depth) * lane_height;
       for (const auto& run : timeline.lanes[depth]) {
         const double x = span.x(run.start_ns), w = std::max(1.0, span.x(run.end_ns) - x);
-        const auto what = run.mixed ? fmt::format("{} regions of several names", run.count)
+        const auto what = run.mixed       ? fmt::format("{} regions of several names", run.count)
                           : run.count > 1 ? fmt::format("{} x {}", run.count, printable(run.name))
                                           : std::string{printable(run.name)};
         const auto fitted_chars = static_cast<std::size_t>(std::max(0.0, (w - 4) / 6));
@@ -216,10 +219,9 @@ void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timel
                            x, lane_y, w, lane_height - 1, run.mixed ? "#b9b9b9" : "#8fb8de", xml_text(what),
                            duration(run.busy_ns), duration(run.end_ns - run.start_ns));
         if (!run.mixed && fitted_chars >= 3)
-          out << fmt::format(R"(<text x="{:.1f}" y="{:.1f}" class="region-name">{}</text>)", x + 2,
-                             lane_y + lane_height - 3,
-                             xml_text(run.name.size() <= fitted_chars ? run.name
-                                                                      : run.name.substr(0, fitted_chars - 2) + ".."));
+          out << fmt::format(
+              R"(<text x="{:.1f}" y="{:.1f}" class="region-name">{}</text>)", x + 2, lane_y + lane_height - 3,
+              xml_text(run.name.size() <= fitted_chars ? run.name : run.name.substr(0, fitted_chars - 2) + ".."));
         out << "</g>\n";
       }
     }
@@ -289,11 +291,12 @@ void write_function_table(std::ostream& out, const std::vector<function_row>& ro
          R"(<th>total ms</th><th>function</th></tr></thead><tbody>)"
       << "\n";
   for (const auto& row : rows)
-    out << "<tr>" << number_cell(percent(row.self_ns, weight_ns), fmt::format("{:.1f}", percent(row.self_ns, weight_ns)))
+    out << "<tr>"
+        << number_cell(percent(row.self_ns, weight_ns), fmt::format("{:.1f}", percent(row.self_ns, weight_ns)))
         << number_cell(row.self_ns * 1e-6, milliseconds(row.self_ns))
         << number_cell(percent(row.total_ns, weight_ns), fmt::format("{:.1f}", percent(row.total_ns, weight_ns)))
-        << number_cell(row.total_ns * 1e-6, milliseconds(row.total_ns)) << R"(<td class="name">)"
-        << xml_text(row.name) << "</td></tr>\n";
+        << number_cell(row.total_ns * 1e-6, milliseconds(row.total_ns)) << R"(<td class="name">)" << xml_text(row.name)
+        << "</td></tr>\n";
   out << "</tbody></table>\n";
 }
 
@@ -335,11 +338,14 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   // The timeline spans the process and whatever was recorded (a database from an older kairos
   // started its process row late).
   time_span span;
-  const auto first_event = scalar(profile, "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample UNION ALL "
-                                           "SELECT MIN(start_ns) FROM region_block)");
-  const auto last_event = scalar(profile, "SELECT MAX(t) FROM (SELECT MAX(time_ns) AS t FROM sample UNION ALL "
-                                          "SELECT MAX(end_ns) FROM region_block)");
-  span.origin_ns = process_start > 0 ? std::min(process_start, first_event > 0 ? first_event : process_start) : first_event;
+  const auto first_event = scalar(profile,
+                                  "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample UNION ALL "
+                                  "SELECT MIN(start_ns) FROM region_block)");
+  const auto last_event = scalar(profile,
+                                 "SELECT MAX(t) FROM (SELECT MAX(time_ns) AS t FROM sample UNION ALL "
+                                 "SELECT MAX(end_ns) FROM region_block)");
+  span.origin_ns =
+      process_start > 0 ? std::min(process_start, first_event > 0 ? first_event : process_start) : first_event;
   const std::int64_t end_ns = std::max(process_end, last_event);
   span.span_ns = std::max<std::int64_t>(1, end_ns - span.origin_ns);
 
@@ -348,7 +354,8 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   read_regions(profile, range, span, regions, timelines);
   for_each_sample(profile, range, [&](const sample_fields& sample) {
     const auto offset = static_cast<__int128>(std::max<std::int64_t>(0, sample.time_ns - span.origin_ns));
-    const auto bin = std::min<std::int64_t>(timeline_bins - 1, static_cast<std::int64_t>(offset * timeline_bins / span.span_ns));
+    const auto bin =
+        std::min<std::int64_t>(timeline_bins - 1, static_cast<std::int64_t>(offset * timeline_bins / span.span_ns));
     timelines[sample.thread].cpu_ns[static_cast<std::size_t>(bin)] += sample.weight_ns;
   });
   std::int64_t program_threads = 0;
@@ -356,8 +363,8 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
     if (thread.sequent_id < kairos_threads_from) ++program_threads;
     if (const auto found = timelines.find(thread.id); found != timelines.end())
       found->second.label = thread_name(thread.rank, thread.sequent_id),
-      found->second.detail = fmt::format("tid {}{}{}", thread.tid, thread.name.empty() ? "" : ", ",
-                                         printable(thread.name).substr(0, 24));
+      found->second.detail =
+          fmt::format("tid {}{}{}", thread.tid, thread.name.empty() ? "" : ", ", printable(thread.name).substr(0, 24));
   }
 
   const auto executable = command.substr(0, command.find(' '));
@@ -383,8 +390,8 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   // First: the shares below are of what was sampled, which may be far from all the program ran.
   const auto coverage = coverage_of(profile);
   const bool partial = coverage.sampled_fraction() < 0.9 || coverage.dropped_regions > 0 || coverage.rows_lost > 0;
-  out << fmt::format("<tr id=\"coverage\"{}><th>coverage</th><td>{}</td></tr>\n",
-                     partial ? R"( class="partial")" : "", xml_text(coverage_text(coverage)));
+  out << fmt::format("<tr id=\"coverage\"{}><th>coverage</th><td>{}</td></tr>\n", partial ? R"( class="partial")" : "",
+                     xml_text(coverage_text(coverage)));
   row("command", fmt::format(R"(<span class="name">{}</span>)", xml_text(command)));
   row("host", xml_text(host));
   row("pid", std::to_string(pid));
@@ -395,13 +402,14 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   if (process_end > process_start && process_start > 0) row("duration", duration(process_end - process_start));
   row("ended by", xml_text(metadata_value(metadata, "end_reason")));
   if (!range.all) row("shown", fmt::format("time windows {} to {} only", range.first, range.last));
-  row("threads", fmt::format("{} of the program's, {} of them sampled", program_threads,
-                             std::count_if(threads.begin(), threads.end(), [](const thread_row& t) { return t.samples > 0; })));
+  row("threads",
+      fmt::format("{} of the program's, {} of them sampled", program_threads,
+                  std::count_if(threads.begin(), threads.end(), [](const thread_row& t) { return t.samples > 0; })));
   const auto frequency = metadata_value(metadata, "setting.KAIROS_SAMPLING_FREQ");
   const auto source = metadata_value(metadata, metadata_key::sampling_cpu_source);
-  row("samples", fmt::format("{} standing for {} of CPU time{}", samples, duration(weight_ns),
-                             source.empty() ? std::string{}
-                                            : fmt::format(" ({}, {} Hz)", xml_text(source), xml_text(frequency))));
+  row("samples",
+      fmt::format("{} standing for {} of CPU time{}", samples, duration(weight_ns),
+                  source.empty() ? std::string{} : fmt::format(" ({}, {} Hz)", xml_text(source), xml_text(frequency))));
   row("regions", std::to_string(region_count));
   std::string lost;
   for (const auto& [key, value] : metadata)
@@ -409,8 +417,8 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
       lost += fmt::format("{}{} {}", lost.empty() ? "" : ", ", xml_text(value), xml_text(key));
   // What was never sampled is not a loss of rows: the coverage row above says it.
   row("dropped", lost.empty() ? std::string{"no sample or row dropped"} : lost);
-  row("written by", fmt::format("{}, database schema {}", xml_text(generator),
-                                xml_text(metadata_value(metadata, "schema_version"))));
+  row("written by",
+      fmt::format("{}, database schema {}", xml_text(generator), xml_text(metadata_value(metadata, "schema_version"))));
   out << "</table>\n</section>\n";
 
   // --- top functions
@@ -418,9 +426,10 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   if (samples == 0) {
     out << "<p>No samples were recorded.</p>\n";
   } else {
-    out << fmt::format("<p class=\"note\">By CPU time sampled, all threads; the {} heaviest by self time. Click a "
-                       "header to sort.</p>\n",
-                       functions_shown);
+    out << fmt::format(
+        "<p class=\"note\">By CPU time sampled, all threads; the {} heaviest by self time. Click a "
+        "header to sort.</p>\n",
+        functions_shown);
     write_function_table(out, weigh_functions(profile, functions_shown, range).overall, weight_ns);
   }
   out << "</section>\n";
@@ -459,9 +468,10 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
     write_region_rows(out, regions, 0, top_level_ns, rows_left, rows_cut);
     out << "</tbody></table>\n";
     if (rows_cut > 0)
-      out << fmt::format("<p class=\"note\">{} more rows are left out; the database has every region "
-                         "(view <code>regions</code>).</p>\n",
-                         rows_cut);
+      out << fmt::format(
+          "<p class=\"note\">{} more rows are left out; the database has every region "
+          "(view <code>regions</code>).</p>\n",
+          rows_cut);
   }
   out << "</section>\n";
 
@@ -470,10 +480,11 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   if (timelines.empty()) {
     out << "<p>Nothing was recorded over time.</p>\n";
   } else {
-    out << fmt::format("<p class=\"note\">Each thread's CPU use (orange, from the samples: full height is a "
-                       "thread that ran all along) and its regions by depth (blue; grey where regions of "
-                       "several names lie closer than a pixel). {} from the start of the process.</p>\n",
-                       duration(span.span_ns));
+    out << fmt::format(
+        "<p class=\"note\">Each thread's CPU use (orange, from the samples: full height is a "
+        "thread that ran all along) and its regions by depth (blue; grey where regions of "
+        "several names lie closer than a pixel). {} from the start of the process.</p>\n",
+        duration(span.span_ns));
     write_timeline(out, timelines, windows, span);
   }
   out << "</section>\n";
@@ -481,19 +492,19 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   // --- time windows
   if (!windows.empty()) {
     const auto window_functions = functions_by_window(profile, 1, range);
-    out << "<section id=\"windows\">\n<h2>Time windows</h2>\n<table class=\"sortable\" id=\"window-table\"><thead><tr><th>window</th>"
+    out << "<section id=\"windows\">\n<h2>Time windows</h2>\n<table class=\"sortable\" "
+           "id=\"window-table\"><thead><tr><th>window</th>"
            "<th>spec</th><th>clock</th><th>opened at</th><th>length</th><th>samples</th><th>CPU ms</th>"
            "<th>top function</th></tr></thead><tbody>\n";
     for (const auto& window : windows) {
       const auto top = window_functions.find(window.ordinal);
       out << "<tr>" << number_cell(static_cast<double>(window.ordinal), std::to_string(window.ordinal))
           << fmt::format(R"(<td class="name">{}</td><td>{}</td>)", xml_text(window.spec), xml_text(window.clock))
-          << (window.opened
-                  ? number_cell(static_cast<double>(window.start_ns - span.origin_ns),
-                                duration(window.start_ns - span.origin_ns)) +
-                        number_cell(static_cast<double>(window.end_ns - window.start_ns),
-                                    duration(window.end_ns - window.start_ns))
-                  : std::string{R"(<td colspan="2">never opened</td>)"})
+          << (window.opened ? number_cell(static_cast<double>(window.start_ns - span.origin_ns),
+                                          duration(window.start_ns - span.origin_ns)) +
+                                  number_cell(static_cast<double>(window.end_ns - window.start_ns),
+                                              duration(window.end_ns - window.start_ns))
+                            : std::string{R"(<td colspan="2">never opened</td>)"})
           << number_cell(static_cast<double>(window.samples), std::to_string(window.samples))
           << number_cell(window.weight_ns * 1e-6, milliseconds(window.weight_ns)) << R"(<td class="name">)"
           << (top != window_functions.end() && !top->second.empty() ? xml_text(top->second.front().name) : "")
@@ -506,16 +517,17 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   if (have_gpu) {
     out << "<section id=\"gpu\">\n<h2>GPU</h2>\n";
     for (const auto& device : gpu["devices"])
-      out << fmt::format("<p>{} device {}: {} ({}, {} multiprocessors, {:.1f} GiB)</p>\n",
-                         xml_text(device["api"].get<std::string>()), device["index"].get<std::int64_t>(),
-                         xml_text(device["name"].get<std::string>()), xml_text(device["architecture"].get<std::string>()),
-                         device["multiprocessors"].get<std::int64_t>(),
-                         device["memory_bytes"].get<std::int64_t>() / double(1 << 30));
+      out << fmt::format(
+          "<p>{} device {}: {} ({}, {} multiprocessors, {:.1f} GiB)</p>\n", xml_text(device["api"].get<std::string>()),
+          device["index"].get<std::int64_t>(), xml_text(device["name"].get<std::string>()),
+          xml_text(device["architecture"].get<std::string>()), device["multiprocessors"].get<std::int64_t>(),
+          device["memory_bytes"].get<std::int64_t>() / double(1 << 30));
     if (!gpu["top_kernels"].empty()) {
-      out << fmt::format("<h3>Top kernels</h3>\n<p class=\"note\">The {} kernels with the most device time.</p>\n"
-                         "<table class=\"sortable\" id=\"kernel-table\"><thead><tr><th>total ms</th><th>launches</th><th>mean µs</th>"
-                         "<th>max µs</th><th>kernel</th></tr></thead><tbody>\n",
-                         kernels_shown);
+      out << fmt::format(
+          "<h3>Top kernels</h3>\n<p class=\"note\">The {} kernels with the most device time.</p>\n"
+          "<table class=\"sortable\" id=\"kernel-table\"><thead><tr><th>total ms</th><th>launches</th><th>mean µs</th>"
+          "<th>max µs</th><th>kernel</th></tr></thead><tbody>\n",
+          kernels_shown);
       for (const auto& kernel : gpu["top_kernels"]) {
         const auto total = kernel["total_ns"].get<std::int64_t>(), launches = kernel["launches"].get<std::int64_t>();
         const double mean_us = total * 1e-3 / static_cast<double>(std::max<std::int64_t>(1, launches));
@@ -529,7 +541,8 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
       out << "</tbody></table>\n";
     }
     if (!gpu["copies"].empty()) {
-      out << "<h3>Copies and memsets</h3>\n<table class=\"sortable\" id=\"copy-table\"><thead><tr><th>kind</th><th>count</th>"
+      out << "<h3>Copies and memsets</h3>\n<table class=\"sortable\" "
+             "id=\"copy-table\"><thead><tr><th>kind</th><th>count</th>"
              "<th>MB</th><th>total ms</th><th>GB/s</th></tr></thead><tbody>\n";
       for (const auto& copy : gpu["copies"]) {
         const auto bytes = copy["bytes"].get<std::int64_t>(), ns = copy["total_ns"].get<std::int64_t>();
@@ -537,8 +550,9 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
         out << fmt::format("<tr><td>{}</td>", xml_text(copy["kind"].get<std::string>()))
             << number_cell(static_cast<double>(copy["count"].get<std::int64_t>()),
                            std::to_string(copy["count"].get<std::int64_t>()))
-            << number_cell(bytes * 1e-6, fmt::format("{:.3f}", bytes * 1e-6)) << number_cell(ns * 1e-6, milliseconds(ns))
-            << number_cell(rate, ns > 0 ? fmt::format("{:.2f}", rate) : "-") << "</tr>\n";
+            << number_cell(bytes * 1e-6, fmt::format("{:.3f}", bytes * 1e-6))
+            << number_cell(ns * 1e-6, milliseconds(ns)) << number_cell(rate, ns > 0 ? fmt::format("{:.2f}", rate) : "-")
+            << "</tr>\n";
       }
       out << "</tbody></table>\n";
     }

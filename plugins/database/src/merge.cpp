@@ -50,7 +50,8 @@ std::vector<copy_step> copy_steps() {
        "p.start_ns, p.end_ns, " +
        std::string{launch_id_sql} + " FROM input.process AS p"},
       {"INSERT INTO main.thread (id, process, internal_id, sequent_id, tid, name, start_ns, end_ns) "
-       "SELECT t.id + :thread, t.process + :process, t.internal_id, t.sequent_id, t.tid, merged_string(t.name), t.start_ns, "
+       "SELECT t.id + :thread, t.process + :process, t.internal_id, t.sequent_id, t.tid, merged_string(t.name), "
+       "t.start_ns, "
        "t.end_ns FROM input.thread AS t"},
       {"INSERT INTO main.window (process, ordinal, spec, clock, planned_start, planned_end, actual_start, "
        "actual_end, start_ns, end_ns, samples, regions) "
@@ -87,7 +88,8 @@ std::vector<copy_step> copy_steps() {
       {"INSERT INTO main.gpu_memcpy (process, device, stream, kind, bytes, start_ns, end_ns, asynchronous, "
        "correlation, thread, call_ns, stack, window) "
        "SELECT c.process + :process, c.device + :gpu_device, c.stream, c.kind, c.bytes, "
-       "c.start_ns, c.end_ns, c.asynchronous, c.correlation, c.thread + :thread, c.call_ns, merged_stack(c.stack), c.window "
+       "c.start_ns, c.end_ns, c.asynchronous, c.correlation, c.thread + :thread, c.call_ns, merged_stack(c.stack), "
+       "c.window "
        "FROM input.gpu_memcpy AS c"},
       {"INSERT INTO main.gpu_api_call (process, api, name, thread, start_ns, end_ns, correlation, window) "
        "SELECT a.process + :process, a.api, merged_string(a.name), a.thread + :thread, a.start_ns, "
@@ -147,8 +149,7 @@ class id_map {
   void set(std::int64_t old_id, std::int64_t new_id) { ids_.at(static_cast<std::size_t>(old_id)) = new_id; }
   // 0: not in the input.
   std::int64_t operator[](std::int64_t old_id) const {
-    return old_id >= 0 && static_cast<std::size_t>(old_id) < ids_.size() ? ids_[static_cast<std::size_t>(old_id)]
-                                                                         : 0;
+    return old_id >= 0 && static_cast<std::size_t>(old_id) < ids_.size() ? ids_[static_cast<std::size_t>(old_id)] : 0;
   }
 
  private:
@@ -177,8 +178,9 @@ struct merger::state {
   explicit state(const std::string& output)
       : database{create_profile(output)},
         insert_string{database, "INSERT INTO main.string (value) VALUES (?)"},
-        insert_frame{database,
-                     "INSERT INTO main.frame (address, module, offset, function, file, line) VALUES (?, ?, ?, ?, ?, ?)"},
+        insert_frame{
+            database,
+            "INSERT INTO main.frame (address, module, offset, function, file, line) VALUES (?, ?, ?, ?, ?, ?)"},
         insert_stack{database, "INSERT INTO main.stack (parent, frame, depth) VALUES (?, ?, ?)"},
         copies{copy_steps()} {
     // A rollback journal: pages appended past the file's end are not journaled, so each merged
@@ -209,7 +211,8 @@ namespace {
 // changes their widths: each block is decoded and encoded again (region_block.hpp).
 void copy_region_blocks(connection& database, const id_map& strings, const id_map& frames, const std::string& input,
                         std::int64_t thread_shift) {
-  auto blocks = database.prepare("SELECT " + std::string{region_block_columns} + " FROM input.region_block ORDER BY id");
+  auto blocks =
+      database.prepare("SELECT " + std::string{region_block_columns} + " FROM input.region_block ORDER BY id");
   statement insert{database, region_block_insert_sql("main.region_block")};
   std::vector<region_fields> rows;
   encoded_region_block encoded;
@@ -274,20 +277,20 @@ merged_input merger::add(const std::string& input) {
       shift[table] = scalar(s.database, fmt::format("SELECT COALESCE(MAX(id), 0) FROM main.{}", shifted_tables[table]));
 
     // Each process is merged once: a second copy would count its time twice.
-    auto processes = s.database.prepare(
-        "SELECT p.pid, COALESCE(h.value, ''), COALESCE(p.start_ns, 0), " + std::string{launch_id_sql} +
-        " FROM input.process AS p LEFT JOIN input.string AS h ON h.id = p.hostname");
+    auto processes = s.database.prepare("SELECT p.pid, COALESCE(h.value, ''), COALESCE(p.start_ns, 0), " +
+                                        std::string{launch_id_sql} +
+                                        " FROM input.process AS p LEFT JOIN input.string AS h ON h.id = p.hostname");
     while (processes.step()) {
       const auto launch_id = processes.text(3);
-      auto identity = processes.is_null(3)
-                          ? fmt::format("pid {} on host '{}' started at {} ns", processes.integer(0), processes.text(1),
-                                        processes.integer(2))
-                          : fmt::format("pid {} on host '{}' of launch '{}'", processes.integer(0), processes.text(1),
-                                        launch_id);
+      auto identity = processes.is_null(3) ? fmt::format("pid {} on host '{}' started at {} ns", processes.integer(0),
+                                                         processes.text(1), processes.integer(2))
+                                           : fmt::format("pid {} on host '{}' of launch '{}'", processes.integer(0),
+                                                         processes.text(1), launch_id);
       if (const auto found = s.identities.find(identity); found != s.identities.end())
-        throw database_error(fmt::format("'{}': its process ({}) is already merged, from '{}'; each "
-                                         "process is merged once: leave out the input given twice",
-                                         input, identity, found->second));
+        throw database_error(
+            fmt::format("'{}': its process ({}) is already merged, from '{}'; each "
+                        "process is merged once: leave out the input given twice",
+                        input, identity, found->second));
       s.identities.emplace(identity, input);
       identities_added.push_back(std::move(identity));
       ++added.processes;
@@ -309,16 +312,15 @@ merged_input merger::add(const std::string& input) {
     }
 
     auto& frames = s.input_frames = id_map{scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM input.frame")};
-    auto input_frames =
-        s.database.prepare("SELECT id, address, module, offset, function, file, line FROM input.frame");
+    auto input_frames = s.database.prepare("SELECT id, address, module, offset, function, file, line FROM input.frame");
     while (input_frames.step()) {
       const bool has_module = !input_frames.is_null(2);
-      const frame_key key{strings[input_frames.integer(2)], input_frames.integer(3), strings[input_frames.integer(4)],
-                          strings[input_frames.integer(5)], input_frames.integer(6),
-                          has_module ? 0 : input_frames.integer(1)};
+      const frame_key key{strings[input_frames.integer(2)], input_frames.integer(3),
+                          strings[input_frames.integer(4)], strings[input_frames.integer(5)],
+                          input_frames.integer(6),          has_module ? 0 : input_frames.integer(1)};
       if (key.function == 0 || (has_module && key.module == 0))
-        throw database_error(fmt::format("'{}' is corrupt: frame {} names a missing string", input,
-                                         input_frames.integer(0)));
+        throw database_error(
+            fmt::format("'{}' is corrupt: frame {} names a missing string", input, input_frames.integer(0)));
       auto found = s.frames.find(key);
       if (found == s.frames.end()) {
         auto& insert = s.insert_frame;
@@ -341,8 +343,10 @@ merged_input merger::add(const std::string& input) {
       const std::int64_t parent = input_stacks.is_null(1) ? 0 : stacks[input_stacks.integer(1)];
       const auto frame = frames[input_stacks.integer(2)];
       if (frame == 0 || (parent == 0 && !input_stacks.is_null(1)))
-        throw database_error(fmt::format("'{}' is corrupt: stack node {} points to a missing frame or "
-                                         "parent", input, input_stacks.integer(0)));
+        throw database_error(
+            fmt::format("'{}' is corrupt: stack node {} points to a missing frame or "
+                        "parent",
+                        input, input_stacks.integer(0)));
       auto found = s.stacks.find({parent, frame});
       if (found == s.stacks.end()) {
         parent == 0 ? s.insert_stack.bind_null(1) : s.insert_stack.bind(1, parent);

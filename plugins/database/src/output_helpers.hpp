@@ -55,12 +55,23 @@ inline std::string xml_text(std::string_view text) {
   std::string escaped;
   for (const char c : printable(text)) {
     switch (c) {
-      case '&': escaped += "&amp;"; break;
-      case '<': escaped += "&lt;"; break;
-      case '>': escaped += "&gt;"; break;
-      case '"': escaped += "&quot;"; break;
-      case '\'': escaped += "&#39;"; break;
-      default: escaped += c;
+      case '&':
+        escaped += "&amp;";
+        break;
+      case '<':
+        escaped += "&lt;";
+        break;
+      case '>':
+        escaped += "&gt;";
+        break;
+      case '"':
+        escaped += "&quot;";
+        break;
+      case '\'':
+        escaped += "&#39;";
+        break;
+      default:
+        escaped += c;
     }
   }
   return escaped;
@@ -202,7 +213,8 @@ struct region_visit {
 // time: an output never holds every region (a sort of them all cost the text report 0.4 us a
 // region and 100 bytes of memory).
 // The blocks of `skipped_threads` are not read.
-void for_each_region(connection& profile, const window_range& windows, const std::function<void(const region_visit&)>& visit,
+void for_each_region(connection& profile, const window_range& windows,
+                     const std::function<void(const region_visit&)>& visit,
                      const std::set<std::int64_t>& skipped_threads = {});
 // The call graph in the windows: each thread's counted calls (the call_tree table: every call, short
 // ones too), or, for a thread that has none (its program was killed), its regions read in

@@ -108,7 +108,8 @@ std::map<std::int64_t, std::map<std::string, function_row>> weigh_functions_by(
       "ORDER BY stack.id");
   while (nodes.step()) trie.push_back({nodes.integer(0), nodes.integer(1), nodes.integer(2)});
   auto find = [&trie](std::int64_t id) -> const node* {
-    const auto at = std::lower_bound(trie.begin(), trie.end(), id, [](const node& n, std::int64_t v) { return n.id < v; });
+    const auto at =
+        std::lower_bound(trie.begin(), trie.end(), id, [](const node& n, std::int64_t v) { return n.id < v; });
     return at != trie.end() && at->id == id ? &*at : nullptr;
   };
   std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> stack_weights;  // (group, stack) -> weight
@@ -175,10 +176,10 @@ namespace {
 // A number the runtime stored in the metadata: summed over a merged database's processes, else the
 // profile's own; 0 when absent.
 double metadata_number(connection& profile, std::string_view key, bool summed) {
-  auto query = profile.prepare(fmt::format(
-      "SELECT COALESCE((SELECT {0}(CAST(value AS REAL)) FROM process_metadata WHERE key = ?1), "
-      "(SELECT CAST(value AS REAL) FROM metadata WHERE key = ?1), 0)",
-      summed ? "SUM" : "MAX"));
+  auto query = profile.prepare(
+      fmt::format("SELECT COALESCE((SELECT {0}(CAST(value AS REAL)) FROM process_metadata WHERE key = ?1), "
+                  "(SELECT CAST(value AS REAL) FROM metadata WHERE key = ?1), 0)",
+                  summed ? "SUM" : "MAX"));
   query.bind(1, key);
   return query.step() ? query.real(0) : 0;
 }
@@ -191,7 +192,9 @@ bool worth_saying(std::int64_t ns) { return ns >= 1'000'000; }
 
 sampling_coverage coverage_of(connection& profile) {
   sampling_coverage coverage;
-  const auto integer = [&](std::string_view key) { return static_cast<std::int64_t>(metadata_number(profile, key, true)); };
+  const auto integer = [&](std::string_view key) {
+    return static_cast<std::int64_t>(metadata_number(profile, key, true));
+  };
   coverage.sampled_ns = scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample");
   coverage.program_cpu_ns = integer(metadata_key::program_cpu_ns);
   coverage.blocked_ns = integer(metadata_key::unsampled_cpu_ns);
@@ -203,7 +206,8 @@ sampling_coverage coverage_of(connection& profile) {
   coverage.duration_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DURATION", false);
   coverage.windows = scalar(profile, "SELECT COUNT(*) FROM window") > 0;
   if (coverage.program_cpu_ns > 0)
-    coverage.outside_ns = std::max<std::int64_t>(0, coverage.program_cpu_ns - coverage.sampled_ns - coverage.blocked_ns);
+    coverage.outside_ns =
+        std::max<std::int64_t>(0, coverage.program_cpu_ns - coverage.sampled_ns - coverage.blocked_ns);
   return coverage;
 }
 
@@ -221,7 +225,8 @@ std::string coverage_text(const sampling_coverage& coverage) {
                                  coverage.blocked_threads, coverage.blocked_threads == 1 ? "" : "s"));
   if (worth_saying(coverage.outside_ns)) {
     std::string when;
-    if (coverage.delay_s > 0) when += fmt::format("before the sampling delay (KAIROS_SAMPLING_DELAY={:g} s), ", coverage.delay_s);
+    if (coverage.delay_s > 0)
+      when += fmt::format("before the sampling delay (KAIROS_SAMPLING_DELAY={:g} s), ", coverage.delay_s);
     if (coverage.duration_s > 0) when += fmt::format("after KAIROS_SAMPLING_DURATION={:g} s, ", coverage.duration_s);
     if (coverage.windows) when += "outside the time windows, ";
     unseen.push_back(fmt::format("{} {}{}after a thread's last sample", seconds(coverage.outside_ns), when,
@@ -264,7 +269,8 @@ std::vector<window_row> windows_in(connection& profile, const window_range& wind
       "       MAX(window.actual_start IS NOT NULL), COALESCE(MIN(window.actual_start), 0), "
       "       COALESCE(MAX(COALESCE(window.actual_end, window.actual_start)), 0), COALESCE(MIN(window.start_ns), 0), "
       "       COALESCE(MAX(COALESCE(window.end_ns, window.start_ns)), 0) "
-      "FROM window WHERE 1" + in_windows(windows, "window.ordinal") + " GROUP BY window.ordinal ORDER BY window.ordinal");
+      "FROM window WHERE 1" +
+      in_windows(windows, "window.ordinal") + " GROUP BY window.ordinal ORDER BY window.ordinal");
   while (query.step())
     rows.push_back({query.integer(0), std::string{query.text(1)}, std::string{query.text(2)}, query.integer(3),
                     query.integer(4), query.integer(5) != 0, query.integer(6), query.integer(7), query.integer(8),
@@ -310,10 +316,9 @@ nlohmann::json gpu_json(connection& profile, const window_range& range) {
                               {"architecture", devices.text(3)},
                               {"memory_bytes", devices.integer(4)},
                               {"multiprocessors", devices.integer(5)}});
-  auto kernels = profile.prepare(
-      "SELECT name, COUNT(*), SUM(duration_ns), MAX(duration_ns) FROM gpu_kernels WHERE 1" +
-      in_windows(range, "window") + " GROUP BY name ORDER BY SUM(duration_ns) DESC LIMIT " +
-      std::to_string(kernels_shown));
+  auto kernels = profile.prepare("SELECT name, COUNT(*), SUM(duration_ns), MAX(duration_ns) FROM gpu_kernels WHERE 1" +
+                                 in_windows(range, "window") + " GROUP BY name ORDER BY SUM(duration_ns) DESC LIMIT " +
+                                 std::to_string(kernels_shown));
   while (kernels.step())
     gpu["top_kernels"].push_back({{"name", printable(kernels.text(0))},
                                   {"launches", kernels.integer(1)},
@@ -330,7 +335,8 @@ nlohmann::json gpu_json(connection& profile, const window_range& range) {
 }
 
 void for_each_region(connection& profile, const window_range& windows,
-                     const std::function<void(const region_visit&)>& visit, const std::set<std::int64_t>& skipped_threads) {
+                     const std::function<void(const region_visit&)>& visit,
+                     const std::set<std::int64_t>& skipped_threads) {
   // Each thread's blocks by id (a few bytes a block of 4,096 regions; the rows' text stays on
   // disk), read back newest first.
   std::map<std::int64_t, std::vector<std::int64_t>> blocks_of_thread;

@@ -21,14 +21,21 @@ void restrict_to_rank(connection& profile, std::int64_t rank) {
   const auto processes = fmt::format("(SELECT id FROM main.process WHERE rank = {})", rank);
   const auto threads = "(SELECT id FROM main.thread WHERE process IN " + processes + ")";
   const std::pair<const char*, std::string> filters[] = {
-      {"process", "id IN " + processes},          {"process_metadata", "process IN " + processes},
-      {"thread", "process IN " + processes},      {"sample", "thread IN " + threads},
-      {"realtime_sample", "thread IN " + threads}, {"region_block", "thread IN " + threads},
-      {"mpi_call", "thread IN " + threads},       {"counter", "process IN " + processes},
+      {"process", "id IN " + processes},
+      {"process_metadata", "process IN " + processes},
+      {"thread", "process IN " + processes},
+      {"sample", "thread IN " + threads},
+      {"realtime_sample", "thread IN " + threads},
+      {"region_block", "thread IN " + threads},
+      {"mpi_call", "thread IN " + threads},
+      {"counter", "process IN " + processes},
       {"call_tree", "thread IN " + threads},
-      {"window", "process IN " + processes},      {"gpu_device", "process IN " + processes},
-      {"gpu_kernel", "process IN " + processes},  {"gpu_memcpy", "process IN " + processes},
-      {"gpu_api_call", "process IN " + processes}, {"causal_experiment", "process IN " + processes},
+      {"window", "process IN " + processes},
+      {"gpu_device", "process IN " + processes},
+      {"gpu_kernel", "process IN " + processes},
+      {"gpu_memcpy", "process IN " + processes},
+      {"gpu_api_call", "process IN " + processes},
+      {"causal_experiment", "process IN " + processes},
       {"causal_sample", "process IN " + processes},
       {"causal_progress", "experiment IN (SELECT id FROM main.causal_experiment WHERE process IN " + processes + ")"}};
   for (const auto& [table, filter] : filters)
@@ -41,8 +48,6 @@ void restrict_to_rank(connection& profile, std::int64_t rank) {
   for (auto& sql : views) profile.execute("CREATE TEMP " + sql.substr(std::string_view{"CREATE "}.size()));
 }
 
-std::int64_t window_count(connection& profile) {
-  return scalar(profile, "SELECT COUNT(DISTINCT ordinal) FROM window");
-}
+std::int64_t window_count(connection& profile) { return scalar(profile, "SELECT COUNT(DISTINCT ordinal) FROM window"); }
 
 }  // namespace kairos::database

@@ -68,8 +68,8 @@ void check_schema_version(connection& database, const std::string& path) {
     throw database_error("'" + path + "' is not a kairos profile database");
   }
   if (found != std::to_string(schema_version))
-    throw database_error("'" + path + "' has schema version '" + found +
-                         "'; this kairos reads version " + std::to_string(schema_version));
+    throw database_error("'" + path + "' has schema version '" + found + "'; this kairos reads version " +
+                         std::to_string(schema_version));
 }
 
 // A writer killed during a commit leaves its journal hot (its header whole); a read-only connection

@@ -83,11 +83,20 @@ void encode_region_block(std::span<const region_fields> rows, encoded_region_blo
     return std::array<std::int64_t, region_stored_fields>{
         static_cast<std::int64_t>(static_cast<std::uint64_t>(row.start_ns) - static_cast<std::uint64_t>(out.start_ns)),
         static_cast<std::int64_t>(static_cast<std::uint64_t>(row.end_ns) - static_cast<std::uint64_t>(row.start_ns)),
-        row.name, row.depth, row.window, row.clipped, row.frame};
+        row.name,
+        row.depth,
+        row.window,
+        row.clipped,
+        row.frame};
   };
   const std::uint64_t spans[region_stored_fields]{
       static_cast<std::uint64_t>(last_start_ns) - static_cast<std::uint64_t>(start_ns),
-      static_cast<std::int64_t>(lengths) < 0 ? lengths : longest, names, depths, windows, clipped, frames};
+      static_cast<std::int64_t>(lengths) < 0 ? lengths : longest,
+      names,
+      depths,
+      windows,
+      clipped,
+      frames};
   std::size_t stride = 0;
   for (std::size_t i = 0; i < region_stored_fields; ++i) {
     if (static_cast<std::int64_t>(spans[i]) >= 0) {
@@ -151,7 +160,8 @@ std::string region_block_insert_sql(std::string_view table) {
 
 void insert_region_block(statement& insert, std::int64_t thread, const encoded_region_block& block) {
   insert.bind(1, thread).bind(2, block.start_ns).bind(3, block.end_ns).bind(4, block.count);
-  for (std::size_t i = 0; i < region_stored_fields; ++i) insert.bind(static_cast<int>(5 + i), std::int64_t{block.digits[i]});
+  for (std::size_t i = 0; i < region_stored_fields; ++i)
+    insert.bind(static_cast<int>(5 + i), std::int64_t{block.digits[i]});
   insert.bind(12, std::string_view{block.rows}).run();
 }
 

@@ -20,8 +20,7 @@ namespace kairos::database {
 
 using namespace output_helpers;
 
-void write_speedscope(connection& profile, std::ostream& out, const window_range& range,
-                      std::string_view exporter) {
+void write_speedscope(connection& profile, std::ostream& out, const window_range& range, std::string_view exporter) {
   // Stack nodes in id order: a node is inserted after its parent, so its parent's path is known.
   struct node {
     std::int64_t parent = -1;
@@ -39,7 +38,8 @@ void write_speedscope(connection& profile, std::ostream& out, const window_range
     auto [found, added] = frame_of.try_emplace(name, frames.size());
     if (added) {
       std::string frame = fmt::format(R"({{"name":{})", json_string(name));
-      if (!stacks.text(3).empty()) frame += fmt::format(R"(,"file":{},"line":{})", json_string(stacks.text(3)), stacks.integer(4));
+      if (!stacks.text(3).empty())
+        frame += fmt::format(R"(,"file":{},"line":{})", json_string(stacks.text(3)), stacks.integer(4));
       frames.push_back(frame + '}');
     }
     nodes[stacks.integer(0)] = {stacks.is_null(1) ? -1 : stacks.integer(1), found->second};
@@ -55,10 +55,11 @@ void write_speedscope(connection& profile, std::ostream& out, const window_range
     auto query = profile.prepare("SELECT value FROM metadata WHERE key = 'command'");
     return query.step() ? std::string{query.text(0)} : std::string{};
   }();
-  out << R"({"$schema":"https://www.speedscope.app/file-format-schema.json","exporter":)"
-      << json_string(exporter) << R"(,"name":)"
+  out << R"({"$schema":"https://www.speedscope.app/file-format-schema.json","exporter":)" << json_string(exporter)
+      << R"(,"name":)"
       // speedscope's title: the shares it shows are of what was sampled, so the title says how much that is.
-      << json_string(fmt::format("{} ({})", command.empty() ? "kairos profile" : command, coverage_text(coverage_of(profile))))
+      << json_string(
+             fmt::format("{} ({})", command.empty() ? "kairos profile" : command, coverage_text(coverage_of(profile))))
       << R"(,"activeProfileIndex":0,"shared":{"frames":[)";
   for (std::size_t i = 0; i < frames.size(); ++i) out << (i ? "," : "") << frames[i];
   out << R"(]},"profiles":[)";
@@ -79,8 +80,7 @@ void write_speedscope(connection& profile, std::ostream& out, const window_range
     else
       thread.stacks.emplace_back(sum.stack, sum.weight_ns);
   }
-  for (auto& thread : by_thread)
-    std::sort(thread.stacks.begin(), thread.stacks.end());
+  for (auto& thread : by_thread) std::sort(thread.stacks.begin(), thread.stacks.end());
   std::stable_sort(by_thread.begin(), by_thread.end(),
                    [](const thread_stacks& a, const thread_stacks& b) { return a.weight_ns > b.weight_ns; });
   auto thread_row = profile.prepare(

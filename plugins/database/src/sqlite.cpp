@@ -18,16 +18,14 @@ connection::connection(const std::string& path, mode open_mode) : path_{path} {
   sqlite3_extended_result_codes(handle_, 1);
 }
 
-connection::connection(connection&& other) noexcept
-    : handle_{other.handle_}, path_{std::move(other.path_)} {
+connection::connection(connection&& other) noexcept : handle_{other.handle_}, path_{std::move(other.path_)} {
   other.handle_ = nullptr;
 }
 
 connection::~connection() { sqlite3_close_v2(handle_); }
 
 void connection::fail(std::string_view what) const {
-  throw database_error("database '" + path_ + "': " + std::string{what} + ": " +
-                       sqlite3_errmsg(handle_));
+  throw database_error("database '" + path_ + "': " + std::string{what} + ": " + sqlite3_errmsg(handle_));
 }
 
 void connection::execute(std::string_view sql) {
@@ -35,8 +33,7 @@ void connection::execute(std::string_view sql) {
   if (sqlite3_exec(handle_, std::string{sql}.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
     const std::string message = error != nullptr ? error : "unknown error";
     sqlite3_free(error);
-    throw database_error("database '" + path_ + "': " + message + " (in: " +
-                         std::string{sql.substr(0, 80)} + ")");
+    throw database_error("database '" + path_ + "': " + message + " (in: " + std::string{sql.substr(0, 80)} + ")");
   }
 }
 
@@ -46,8 +43,8 @@ std::int64_t connection::last_insert_id() const { return sqlite3_last_insert_row
 std::int64_t connection::changes() const { return sqlite3_changes64(handle_); }
 
 statement::statement(connection& owner, std::string_view sql) : owner_{&owner} {
-  if (sqlite3_prepare_v3(owner.handle(), sql.data(), static_cast<int>(sql.size()),
-                         SQLITE_PREPARE_PERSISTENT, &handle_, nullptr) != SQLITE_OK)
+  if (sqlite3_prepare_v3(owner.handle(), sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &handle_,
+                         nullptr) != SQLITE_OK)
     owner.fail("cannot prepare '" + std::string{sql.substr(0, 80)} + "'");
 }
 
@@ -66,8 +63,7 @@ statement& statement::bind(int index, double value) {
   return *this;
 }
 statement& statement::bind(int index, std::string_view value) {
-  if (sqlite3_bind_text(handle_, index, value.data(), static_cast<int>(value.size()),
-                        SQLITE_TRANSIENT) != SQLITE_OK)
+  if (sqlite3_bind_text(handle_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT) != SQLITE_OK)
     owner_->fail("bind");
   return *this;
 }
@@ -100,12 +96,9 @@ double statement::real(int column) const { return sqlite3_column_double(handle_,
 std::string_view statement::text(int column) const {
   const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(handle_, column));
   return text == nullptr ? std::string_view{}
-                         : std::string_view{text, static_cast<std::size_t>(
-                                                      sqlite3_column_bytes(handle_, column))};
+                         : std::string_view{text, static_cast<std::size_t>(sqlite3_column_bytes(handle_, column))};
 }
-bool statement::is_null(int column) const {
-  return sqlite3_column_type(handle_, column) == SQLITE_NULL;
-}
+bool statement::is_null(int column) const { return sqlite3_column_type(handle_, column) == SQLITE_NULL; }
 
 transaction::transaction(connection& owner) : owner_{owner} { owner_.execute("BEGIN"); }
 transaction::~transaction() {

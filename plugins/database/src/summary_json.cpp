@@ -70,13 +70,14 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
                       {"total_percent", percent(row.total_ns, whole)}});
     return rows;
   };
-  nlohmann::json summary{{"schema_version", schema_version},
-                         {"samples", scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"))},
-                         {"weight_ns", weight_ns},
-                         {"coverage", coverage_json(coverage_of(profile))},
-                         {"top_functions", functions_json(weights.overall, weight_ns)},
-                         {"threads", nlohmann::json::array()},
-                         {"windows", nlohmann::json::array()}};
+  nlohmann::json summary{
+      {"schema_version", schema_version},
+      {"samples", scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"))},
+      {"weight_ns", weight_ns},
+      {"coverage", coverage_json(coverage_of(profile))},
+      {"top_functions", functions_json(weights.overall, weight_ns)},
+      {"threads", nlohmann::json::array()},
+      {"windows", nlohmann::json::array()}};
   auto window_functions = functions_by_window(profile, options.functions, range);
   for (const auto& window : windows_in(profile, range)) {
     nlohmann::json entry{{"ordinal", window.ordinal},
@@ -97,7 +98,8 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
     summary["windows"].push_back(std::move(entry));
   }
   std::int64_t call_graph_left_out = 0;
-  summary["call_graph"] = call_graph_json(region_call_graph(profile, range), call_graph_nodes_in_json, call_graph_left_out);
+  summary["call_graph"] =
+      call_graph_json(region_call_graph(profile, range), call_graph_nodes_in_json, call_graph_left_out);
   summary["call_graph_left_out"] = call_graph_left_out;
   summary["gpu"] = gpu_json(profile, range);
   auto metadata = profile.prepare("SELECT key, value FROM metadata ORDER BY key");

@@ -26,12 +26,11 @@ using namespace output_helpers;
 
 void write_table(std::ostream& out, const std::string& title, const std::vector<function_row>& rows,
                  std::int64_t weight_ns) {
-  out << fmt::format("{}\n{:>7} {:>12} {:>7} {:>12}  {}\n", title, "SELF %", "SELF ms", "TOTAL %",
-                     "TOTAL ms", "FUNCTION");
+  out << fmt::format("{}\n{:>7} {:>12} {:>7} {:>12}  {}\n", title, "SELF %", "SELF ms", "TOTAL %", "TOTAL ms",
+                     "FUNCTION");
   for (const auto& row : rows)
     out << fmt::format("{:>7.1f} {:>12.3f} {:>7.1f} {:>12.3f}  {}\n", percent(row.self_ns, weight_ns),
-                       row.self_ns * 1e-6, percent(row.total_ns, weight_ns), row.total_ns * 1e-6,
-                       printable(row.name));
+                       row.self_ns * 1e-6, percent(row.total_ns, weight_ns), row.total_ns * 1e-6, printable(row.name));
   out << '\n';
 }
 
@@ -53,8 +52,8 @@ std::string describe_window(const window_row& window) {
                                    amount(window.clock, window.planned_end));
   if (!window.opened) return text + "never opened (" + planned + ")";
   return text + fmt::format("{} {} to {} ({}), {} samples, {:.3f} s of CPU time", window.clock,
-                            amount(window.clock, window.actual_start), amount(window.clock, window.actual_end),
-                            planned, window.samples, window.weight_ns * 1e-9);
+                            amount(window.clock, window.actual_start), amount(window.clock, window.actual_end), planned,
+                            window.samples, window.weight_ns * 1e-9);
 }
 
 void write_window_sections(connection& profile, std::ostream& out, const window_range& range) {
@@ -83,11 +82,11 @@ void write_gpu_sections(connection& profile, std::ostream& out, const window_ran
   const auto copies = scalar(profile, "SELECT COUNT(*) FROM gpu_memcpy WHERE 1" + in_windows(range, "window"));
   if (kernels == 0 && copies == 0) return;
   if (kernels > 0) {
-    const auto total_ns = scalar(profile, "SELECT COALESCE(SUM(duration_ns), 0) FROM gpu_kernels WHERE 1" +
-                                              in_windows(range, "window"));
+    const auto total_ns =
+        scalar(profile, "SELECT COALESCE(SUM(duration_ns), 0) FROM gpu_kernels WHERE 1" + in_windows(range, "window"));
     out << fmt::format("\ntop kernels: {} launches, {:.3f} ms of device time\n", kernels, total_ns * 1e-6);
-    out << fmt::format("{:>10} {:>7} {:>9} {:>10} {:>10}  {}\n", "total ms", "%", "launches", "mean us",
-                       "max us", "kernel");
+    out << fmt::format("{:>10} {:>7} {:>9} {:>10} {:>10}  {}\n", "total ms", "%", "launches", "mean us", "max us",
+                       "kernel");
     auto rows = profile.prepare(
         "SELECT name, COUNT(*), SUM(duration_ns), AVG(duration_ns), MAX(duration_ns) FROM gpu_kernels WHERE 1" +
         in_windows(range, "window") + " GROUP BY name ORDER BY SUM(duration_ns) DESC LIMIT " +
@@ -100,15 +99,12 @@ void write_gpu_sections(connection& profile, std::ostream& out, const window_ran
   if (copies > 0) {
     out << fmt::format("\ntop copies: {} copies and memsets\n", copies);
     out << fmt::format("{:>10} {:>7} {:>12} {:>9}  {}\n", "total ms", "copies", "MB", "GB/s", "kind");
-    auto rows = profile.prepare(
-        "SELECT kind, COUNT(*), SUM(bytes), SUM(end_ns - start_ns) FROM gpu_memcpy WHERE 1" +
-        in_windows(range, "window") + " GROUP BY kind ORDER BY SUM(end_ns - start_ns) DESC");
+    auto rows = profile.prepare("SELECT kind, COUNT(*), SUM(bytes), SUM(end_ns - start_ns) FROM gpu_memcpy WHERE 1" +
+                                in_windows(range, "window") + " GROUP BY kind ORDER BY SUM(end_ns - start_ns) DESC");
     while (rows.step()) {
       const auto ns = rows.integer(3);
-      out << fmt::format("{:>10.3f} {:>7} {:>12.3f} {:>9}  {}\n", ns * 1e-6, rows.integer(1),
-                         rows.integer(2) * 1e-6,
-                         ns > 0 ? fmt::format("{:.2f}", static_cast<double>(rows.integer(2)) / ns) : "-",
-                         rows.text(0));
+      out << fmt::format("{:>10.3f} {:>7} {:>12.3f} {:>9}  {}\n", ns * 1e-6, rows.integer(1), rows.integer(2) * 1e-6,
+                         ns > 0 ? fmt::format("{:.2f}", static_cast<double>(rows.integer(2)) / ns) : "-", rows.text(0));
     }
   }
 }
@@ -118,8 +114,9 @@ void write_gpu_sections(connection& profile, std::ostream& out, const window_ran
 std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", fraction * 100); }
 
 std::string with_interval(const causal_estimate& point) {
-  return signed_percent(point.program_speedup) +
-         (std::isnan(point.interval) ? std::string{" (no interval)"} : fmt::format(" \u00b1 {:.1f}", point.interval * 100));
+  return signed_percent(point.program_speedup) + (std::isnan(point.interval)
+                                                      ? std::string{" (no interval)"}
+                                                      : fmt::format(" \u00b1 {:.1f}", point.interval * 100));
 }
 
 // What the curve's largest line speedup predicts, in words: a reader's conclusion. A latency
@@ -151,9 +148,10 @@ void write_causal_section(connection& profile, std::ostream& out, const window_r
                      summary.progress_points.empty() ? "none (no progress point was reached)"
                                                      : fmt::format("{}", fmt::join(summary.progress_points, ", ")));
   if (summary.locations.empty()) {
-    out << fmt::format("no location had {} visits of a progress point at a speedup and at a baseline: run longer, "
-                       "or put progress points where the work completes more often\n\n",
-                       causal_minimum_visits);
+    out << fmt::format(
+        "no location had {} visits of a progress point at a speedup and at a baseline: run longer, "
+        "or put progress points where the work completes more often\n\n",
+        causal_minimum_visits);
     return;
   }
   out << "program speedup predicted for each line speedup, with 95% intervals, against every 0% experiment together; "
@@ -177,9 +175,10 @@ void write_causal_section(connection& profile, std::ostream& out, const window_r
     out << fmt::format("... {} more locations: kairos-report --format causal-svg draws them all\n",
                        summary.locations.size() - shown);
   if (summary.locations_without_curve > 0)
-    out << fmt::format("{} more locations were tried with fewer than {} visits of any progress point at a speedup "
-                       "or at its baseline\n",
-                       summary.locations_without_curve, causal_minimum_visits);
+    out << fmt::format(
+        "{} more locations were tried with fewer than {} visits of any progress point at a speedup "
+        "or at its baseline\n",
+        summary.locations_without_curve, causal_minimum_visits);
   out << '\n';
 }
 
@@ -213,8 +212,8 @@ std::vector<spread_row> spread_across(const std::map<std::string, std::map<std::
     std::sort(values.begin(), values.end());
     row.min = values.front();
     row.max = values.back();
-    row.median = values.size() % 2 ? values[values.size() / 2]
-                                    : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
+    row.median =
+        values.size() % 2 ? values[values.size() / 2] : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
     for (const auto value : values) row.mean += value / static_cast<double>(values.size());
     rows.push_back(std::move(row));
   }
@@ -270,10 +269,13 @@ void write_rank_sections(connection& profile, std::ostream& out, const window_ra
   auto mpi = profile.prepare(
       "SELECT p.rank, SUM(p.end_ns - p.start_ns), "
       "(SELECT COALESCE(SUM(m.duration_ns), 0) FROM mpi_calls AS m JOIN threads AS t ON t.id = m.thread "
-      " WHERE t.rank = p.rank" + output_helpers::in_windows(range, "m.window") + "), "
+      " WHERE t.rank = p.rank" +
+      output_helpers::in_windows(range, "m.window") +
+      "), "
       "(SELECT COALESCE(SUM(m.duration_ns), 0) FROM mpi_calls AS m JOIN threads AS t ON t.id = m.thread "
       " WHERE t.rank = p.rank AND (m.name LIKE 'MPI_Wait%' OR m.name = 'MPI_Barrier')" +
-      output_helpers::in_windows(range, "m.window") + ") "
+      output_helpers::in_windows(range, "m.window") +
+      ") "
       "FROM process AS p WHERE p.rank IS NOT NULL GROUP BY p.rank ORDER BY p.rank");
   std::string rows;
   std::int64_t total_mpi = 0;
@@ -335,7 +337,8 @@ void write_mpi_sections(connection& profile, std::ostream& out, const window_ran
       "FROM process AS p JOIN thread AS t ON t.process = p.id JOIN mpi_call AS m ON m.thread = t.id WHERE 1" +
       in_windows(range, "m.window") + " GROUP BY p.id ORDER BY p.rank, p.pid, p.id");
   const bool several_processes = scalar(profile, "SELECT COUNT(*) FROM process") > 1;
-  constexpr const char* waiting = " AND name IN ('MPI_Wait', 'MPI_Waitall', 'MPI_Waitany', 'MPI_Waitsome', 'MPI_Barrier')";
+  constexpr const char* waiting =
+      " AND name IN ('MPI_Wait', 'MPI_Waitall', 'MPI_Waitany', 'MPI_Waitsome', 'MPI_Barrier')";
   std::int64_t shown = 0, left_out = 0;
   while (processes.step()) {
     if (++shown > mpi_sections_shown) {
@@ -343,9 +346,8 @@ void write_mpi_sections(connection& profile, std::ostream& out, const window_ran
       continue;
     }
     const auto calls = processes.integer(6), elapsed_ns = processes.integer(5);
-    const auto of_process =
-        fmt::format(" AND thread IN (SELECT id FROM thread WHERE process = {}){}", processes.integer(0),
-                    in_windows(range, "window"));
+    const auto of_process = fmt::format(" AND thread IN (SELECT id FROM thread WHERE process = {}){}",
+                                        processes.integer(0), in_windows(range, "window"));
     const auto total_ns = scalar(profile, "SELECT COALESCE(SUM(duration_ns), 0) FROM mpi_calls WHERE 1" + of_process);
     const auto waiting_ns =
         scalar(profile, "SELECT COALESCE(SUM(duration_ns), 0) FROM mpi_calls WHERE 1" + of_process + waiting);
@@ -356,14 +358,16 @@ void write_mpi_sections(connection& profile, std::ostream& out, const window_ran
                         processes.is_null(4) ? std::string{} : " (launch " + printable(processes.text(4)) + ")");
     else if (several_processes)
       who = fmt::format(", pid {}", processes.integer(1));
-    out << fmt::format("\nMPI{}: {} calls, {:.3f} s in MPI of {:.3f} s elapsed ({:.1f}%): communication {:.3f} s "
-                       "({:.1f}%), waiting {:.3f} s ({:.1f}%)\n",
-                       who, calls, total_ns * 1e-9, elapsed_ns * 1e-9, percent(total_ns, elapsed_ns),
-                       (total_ns - waiting_ns) * 1e-9, percent(total_ns - waiting_ns, elapsed_ns), waiting_ns * 1e-9,
-                       percent(waiting_ns, elapsed_ns));
+    out << fmt::format(
+        "\nMPI{}: {} calls, {:.3f} s in MPI of {:.3f} s elapsed ({:.1f}%): communication {:.3f} s "
+        "({:.1f}%), waiting {:.3f} s ({:.1f}%)\n",
+        who, calls, total_ns * 1e-9, elapsed_ns * 1e-9, percent(total_ns, elapsed_ns), (total_ns - waiting_ns) * 1e-9,
+        percent(total_ns - waiting_ns, elapsed_ns), waiting_ns * 1e-9, percent(waiting_ns, elapsed_ns));
     out << fmt::format("{:>10} {:>7} {:>9} {:>12}  {}\n", "total ms", "%", "calls", "MB", "call");
-    auto rows = profile.prepare("SELECT name, COUNT(*), SUM(duration_ns), COALESCE(SUM(bytes), 0) FROM mpi_calls "
-                                "WHERE 1" + of_process + " GROUP BY name ORDER BY SUM(duration_ns) DESC");
+    auto rows = profile.prepare(
+        "SELECT name, COUNT(*), SUM(duration_ns), COALESCE(SUM(bytes), 0) FROM mpi_calls "
+        "WHERE 1" +
+        of_process + " GROUP BY name ORDER BY SUM(duration_ns) DESC");
     while (rows.step())
       out << fmt::format("{:>10.3f} {:>6.1f}% {:>9} {:>12.3f}  {}\n", rows.integer(2) * 1e-6,
                          percent(rows.integer(2), elapsed_ns), rows.integer(1), rows.integer(3) * 1e-6,
@@ -384,10 +388,9 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   const auto weight_ns =
       scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE 1" + in_windows(range, "window"));
   const auto threads = sampled_threads(profile, range);
-  out << fmt::format("kairos profile: {} samples standing for {:.3f} s of CPU time, {} threads{}\n",
-                     samples, weight_ns * 1e-9, threads.size(),
-                     range.all ? std::string{}
-                               : fmt::format(" (time windows {} to {})", range.first, range.last));
+  out << fmt::format("kairos profile: {} samples standing for {:.3f} s of CPU time, {} threads{}\n", samples,
+                     weight_ns * 1e-9, threads.size(),
+                     range.all ? std::string{} : fmt::format(" (time windows {} to {})", range.first, range.last));
   out << fmt::format("coverage (whole run): {}\n\n", coverage_text(coverage_of(profile)));
   write_causal_section(profile, out, range, options.causal_locations);
   write_rank_sections(profile, out, range, options.functions);
@@ -413,7 +416,7 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   const bool several_processes = process_weight_ns.size() > 1;
   for (const auto& thread : threads) {
     if (thread.samples == 0) continue;
-    const auto whole = thread.rank          ? fmt::format("rank {}'s", *thread.rank)
+    const auto whole = thread.rank         ? fmt::format("rank {}'s", *thread.rank)
                        : several_processes ? fmt::format("pid {}'s", thread.pid)
                                            : std::string{"the"};
     write_table(out,
@@ -428,9 +431,10 @@ void write_window_comparison(connection& profile, std::ostream& out, std::size_t
   auto windows = windows_in(profile, {});
   std::erase_if(windows, [](const window_row& window) { return window.weight_ns == 0; });
   if (windows.size() < 2) {
-    out << fmt::format("{} time window{} samples: nothing to compare (set KAIROS_TRACE_PERIODS with "
-                       "repeated or several windows)\n",
-                       windows.size(), windows.size() == 1 ? " has" : "s have");
+    out << fmt::format(
+        "{} time window{} samples: nothing to compare (set KAIROS_TRACE_PERIODS with "
+        "repeated or several windows)\n",
+        windows.size(), windows.size() == 1 ? " has" : "s have");
     return;
   }
   const auto with_samples = windows.size();
@@ -461,13 +465,13 @@ void write_window_comparison(connection& profile, std::ostream& out, std::size_t
     const auto [low, high] = std::minmax_element(share.begin(), share.end());
     changes.push_back({name, *high - *low, &share});
   }
-  std::sort(changes.begin(), changes.end(), [](const change& a, const change& b) {
-    return std::tie(b.spread, a.name) < std::tie(a.spread, b.name);
-  });
+  std::sort(changes.begin(), changes.end(),
+            [](const change& a, const change& b) { return std::tie(b.spread, a.name) < std::tie(a.spread, b.name); });
   if (changes.size() > functions) changes.resize(functions);
-  out << fmt::format("functions whose share of the CPU time changed most between time windows "
-                     "(total %, {} of {} windows with samples)\n",
-                     windows.size(), with_samples);
+  out << fmt::format(
+      "functions whose share of the CPU time changed most between time windows "
+      "(total %, {} of {} windows with samples)\n",
+      windows.size(), with_samples);
   out << fmt::format("{:>7}", "CHANGE");
   for (const auto& window : windows) out << fmt::format(" {:>7}", fmt::format("w{}", window.ordinal));
   out << "  FUNCTION\n";

@@ -44,7 +44,7 @@ using namespace output_helpers;
 template <class Separator>
 void write_gpu_tracks(connection& profile, std::ostream& out, const window_range& range, std::int64_t origin_ns,
                       std::int64_t pid, Separator& separator) {
-  constexpr std::int64_t first_gpu_track = 1'000'000'000;  // above any tid
+  constexpr std::int64_t first_gpu_track = 1'000'000'000;                // above any tid
   std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> tracks;  // (device row, stream) → tid
   auto track_of = [&](std::int64_t device, std::int64_t stream, std::string_view device_name) {
     const auto [found, added] =
@@ -63,7 +63,8 @@ void write_gpu_tracks(connection& profile, std::ostream& out, const window_range
       "gpu_kernel.end_ns, COALESCE(gpu_device.name, '?'), gpu_kernel.grid_x, gpu_kernel.grid_y, gpu_kernel.grid_z, "
       "gpu_kernel.block_x, gpu_kernel.block_y, gpu_kernel.block_z, gpu_kernel.shared_bytes, gpu_kernel.correlation "
       "FROM gpu_kernel JOIN string ON string.id = gpu_kernel.name "
-      "LEFT JOIN gpu_device ON gpu_device.id = gpu_kernel.device WHERE 1" + in_windows(range, "gpu_kernel.window") +
+      "LEFT JOIN gpu_device ON gpu_device.id = gpu_kernel.device WHERE 1" +
+      in_windows(range, "gpu_kernel.window") +
       " UNION ALL SELECT 'copy', COALESCE(gpu_memcpy.device, -1), gpu_memcpy.stream, gpu_memcpy.kind, "
       "gpu_memcpy.start_ns, gpu_memcpy.end_ns, COALESCE(gpu_device.name, '?'), gpu_memcpy.bytes, 0, 0, 0, 0, 0, 0, "
       "gpu_memcpy.correlation FROM gpu_memcpy LEFT JOIN gpu_device ON gpu_device.id = gpu_memcpy.device WHERE 1" +
@@ -76,9 +77,8 @@ void write_gpu_tracks(connection& profile, std::ostream& out, const window_range
                        work.text(0), json_string(work.text(3)), pid, tid, (work.integer(4) - origin_ns) * 1e-3,
                        (work.integer(5) - work.integer(4)) * 1e-3);
     if (kernel)
-      out << fmt::format(R"("grid":[{},{},{}],"block":[{},{},{}],"shared_bytes":{},)", work.integer(7),
-                         work.integer(8), work.integer(9), work.integer(10), work.integer(11), work.integer(12),
-                         work.integer(13));
+      out << fmt::format(R"("grid":[{},{},{}],"block":[{},{},{}],"shared_bytes":{},)", work.integer(7), work.integer(8),
+                         work.integer(9), work.integer(10), work.integer(11), work.integer(12), work.integer(13));
     else
       out << fmt::format(R"("bytes":{},)", work.integer(7));
     out << fmt::format(R"("correlation":{}}}}})", work.integer(14));
@@ -128,8 +128,8 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
   auto threads = profile.prepare("SELECT pid, tid, COALESCE(name, ''), sequent_id FROM threads");
   while (threads.step()) {
     out << separator();
-    const auto name = threads.text(2).empty() ? fmt::format("thread {}", threads.integer(3))
-                                              : std::string{threads.text(2)};
+    const auto name =
+        threads.text(2).empty() ? fmt::format("thread {}", threads.integer(3)) : std::string{threads.text(2)};
     out << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
                        threads.integer(0), threads.integer(1), json_string(name));
   }
@@ -174,7 +174,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
       owner = found == pid_tid.end() ? std::string{}
                                      : fmt::format(R"(,"pid":{},"tid":{})", found->second.first, found->second.second);
     }
-    if (owner.empty()) return;  // as the view's JOIN with threads
+    if (owner.empty()) return;                     // as the view's JOIN with threads
     if (region.name.data() != last_name.data()) {  // names come in runs, each from one stable string
       auto found = quoted.find(region.name);
       if (found == quoted.end()) found = quoted.emplace(std::string{region.name}, json_string(region.name)).first;
@@ -223,8 +223,8 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
   // them by time made SQLite hold every sample (output_helpers.hpp, "samples").
   auto samples = profile.prepare(
       "SELECT samples.leaf, threads.pid, threads.tid, samples.time_ns, samples.stack, samples.weight "
-      "FROM samples JOIN threads ON threads.id = samples.thread WHERE 1" + in_windows(range, "samples.window") +
-      " ORDER BY samples.id");
+      "FROM samples JOIN threads ON threads.id = samples.thread WHERE 1" +
+      in_windows(range, "samples.window") + " ORDER BY samples.id");
   while (samples.step()) {
     out << separator();
     const auto leaf = samples.is_null(0) ? std::string_view{"<no stack>"} : samples.text(0);

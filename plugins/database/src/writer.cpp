@@ -25,13 +25,11 @@ struct profile_writer::statements {
               "INSERT INTO frame (address, module, offset, function, file, line) "
               "VALUES (?, ?, ?, ?, ?, ?)"},
         stack{database, "INSERT INTO stack (parent, frame, depth) VALUES (?, ?, ?)"},
-        sample{database,
-               "INSERT INTO sample (thread, time_ns, weight_ns, stack, window) VALUES (?, ?, ?, ?, ?)"},
+        sample{database, "INSERT INTO sample (thread, time_ns, weight_ns, stack, window) VALUES (?, ?, ?, ?, ?)"},
         realtime_sample{database,
                         "INSERT INTO realtime_sample (thread, time_ns, weight_ns, stack, window) "
                         "VALUES (?, ?, ?, ?, ?)"},
-        counter{database,
-                "INSERT INTO counter (thread, time_ns, name, value, window) VALUES (?, ?, ?, ?, ?)"},
+        counter{database, "INSERT INTO counter (thread, time_ns, name, value, window) VALUES (?, ?, ?, ?, ?)"},
         region_block{database, region_block_insert_sql("region_block")},
         window{database,
                "INSERT OR REPLACE INTO window (ordinal, spec, clock, planned_start, planned_end, "
@@ -62,12 +60,11 @@ struct profile_writer::statements {
         causal_progress{database,
                         "INSERT INTO causal_progress (experiment, name, kind, delta, arrivals, departures, "
                         "difference) VALUES (?, ?, ?, ?, ?, ?, ?)"},
-        causal_sample{database,
-                      "INSERT OR REPLACE INTO causal_sample (scope, location, count) VALUES (?, ?, ?)"} {}
+        causal_sample{database, "INSERT OR REPLACE INTO causal_sample (scope, location, count) VALUES (?, ?, ?)"} {}
 
   statement metadata, string, process, process_end, process_rank, call_tree, mpi_call, thread, thread_end, frame, stack,
-      sample, realtime_sample, counter, region_block, window, gpu_device, gpu_kernel, gpu_memcpy,
-      gpu_api_call, causal_experiment, causal_progress, causal_sample;
+      sample, realtime_sample, counter, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call,
+      causal_experiment, causal_progress, causal_sample;
 };
 
 profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
@@ -146,8 +143,7 @@ void profile_writer::roll_back() noexcept {
 }
 
 std::int64_t profile_writer::intern(std::string_view text) {
-  if (const auto found = strings_.find(text); found != strings_.end())
-    return found->second;
+  if (const auto found = strings_.find(text); found != strings_.end()) return found->second;
   ensure_transaction();
   statements_->string.bind(1, text).run();
   const auto id = newest_.string = database_.last_insert_id();
@@ -198,7 +194,7 @@ void profile_writer::add_mpi_call(std::int64_t thread, std::string_view name, st
 }
 
 std::int64_t profile_writer::add_causal_experiment(const causal_experiment_info& experiment,
-                                                  std::span<const causal_progress_info> progress) {
+                                                   std::span<const causal_progress_info> progress) {
   ensure_transaction();
   statements_->causal_experiment.bind(1, experiment.scope)
       .bind(2, experiment.selected)
@@ -261,8 +257,9 @@ profile_writer::frame_entry profile_writer::frame_entry_for(std::uint64_t addres
   // address (a stripped library's thread start routine, a row per return address), and say
   // what is missing; the frame keeps its module and offset.
   if (info.function.empty())
-    info.function = info.module.empty() ? fmt::format("0x{:x}", address)
-                                        : fmt::format("{} (no symbols)", info.module.substr(info.module.rfind('/') + 1));
+    info.function = info.module.empty()
+                        ? fmt::format("0x{:x}", address)
+                        : fmt::format("{} (no symbols)", info.module.substr(info.module.rfind('/') + 1));
   const auto module = info.module.empty() ? -1 : intern(info.module);
   const auto function = intern(info.function);
   const auto file = info.file.empty() ? -1 : intern(info.file);
@@ -281,8 +278,7 @@ profile_writer::frame_entry profile_writer::frame_entry_for(std::uint64_t addres
 }
 
 std::int64_t profile_writer::add_stack(std::span<const std::uint64_t> addresses_leaf_first) {
-  if (const auto found = whole_stacks_.find(addresses_leaf_first); found != whole_stacks_.end())
-    return found->second;
+  if (const auto found = whole_stacks_.find(addresses_leaf_first); found != whole_stacks_.end()) return found->second;
   std::int64_t parent = -1;  // the trie's root: no node
   std::int64_t depth = 0;
   for (auto it = addresses_leaf_first.rbegin(); it != addresses_leaf_first.rend(); ++it, ++depth) {
@@ -303,8 +299,8 @@ std::int64_t profile_writer::add_stack(std::span<const std::uint64_t> addresses_
   return parent;
 }
 
-void profile_writer::add_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns,
-                                std::int64_t stack, std::int64_t window) {
+void profile_writer::add_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns, std::int64_t stack,
+                                std::int64_t window) {
   ensure_transaction();
   auto& insert = statements_->sample;
   insert.bind(1, thread).bind(2, time_ns).bind(3, weight_ns);
@@ -312,9 +308,8 @@ void profile_writer::add_sample(std::int64_t thread, std::int64_t time_ns, std::
   insert.bind(5, window).run();
 }
 
-void profile_writer::add_realtime_sample(std::int64_t thread, std::int64_t time_ns,
-                                         std::int64_t weight_ns, std::int64_t stack,
-                                         std::int64_t window) {
+void profile_writer::add_realtime_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns,
+                                         std::int64_t stack, std::int64_t window) {
   ensure_transaction();
   auto& insert = statements_->realtime_sample;
   insert.bind(1, thread).bind(2, time_ns).bind(3, weight_ns);
@@ -322,26 +317,35 @@ void profile_writer::add_realtime_sample(std::int64_t thread, std::int64_t time_
   insert.bind(5, window).run();
 }
 
-void profile_writer::add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name,
-                                 double value, std::int64_t window) {
+void profile_writer::add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name, double value,
+                                 std::int64_t window) {
   const auto name_id = intern(name);
   ensure_transaction();
   statements_->counter.bind(1, thread).bind(2, time_ns).bind(3, name_id).bind(4, value).bind(5, window).run();
 }
 
-void profile_writer::add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
-                                std::int64_t end_ns, std::int64_t depth, std::int64_t window,
-                                std::int64_t clipped) {
-  const region_input region{name, 0, start_ns, end_ns, static_cast<std::int32_t>(depth),
-                            static_cast<std::int32_t>(window), static_cast<std::int32_t>(clipped)};
+void profile_writer::add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+                                std::int64_t depth, std::int64_t window, std::int64_t clipped) {
+  const region_input region{name,
+                            0,
+                            start_ns,
+                            end_ns,
+                            static_cast<std::int32_t>(depth),
+                            static_cast<std::int32_t>(window),
+                            static_cast<std::int32_t>(clipped)};
   add_regions(thread, {&region, 1});
 }
 
-void profile_writer::add_function_region(std::int64_t thread, std::uint64_t function_address,
-                                         std::int64_t start_ns, std::int64_t end_ns, std::int64_t depth,
-                                         std::int64_t window, std::int64_t clipped) {
-  const region_input region{{}, function_address, start_ns, end_ns, static_cast<std::int32_t>(depth),
-                            static_cast<std::int32_t>(window), static_cast<std::int32_t>(clipped)};
+void profile_writer::add_function_region(std::int64_t thread, std::uint64_t function_address, std::int64_t start_ns,
+                                         std::int64_t end_ns, std::int64_t depth, std::int64_t window,
+                                         std::int64_t clipped) {
+  const region_input region{{},
+                            function_address,
+                            start_ns,
+                            end_ns,
+                            static_cast<std::int32_t>(depth),
+                            static_cast<std::int32_t>(window),
+                            static_cast<std::int32_t>(clipped)};
   add_regions(thread, {&region, 1});
 }
 
@@ -435,8 +439,7 @@ void profile_writer::add_gpu_kernel(std::optional<std::int64_t> device, const gp
   std::string symbolized;
   if (kernel.name.empty() && kernel.function_address != 0 && symbolize_)
     symbolized = symbolize_(kernel.function_address).function;
-  if (kernel.name.empty() && symbolized.empty())
-    symbolized = fmt::format("kernel@{:#x}", kernel.function_address);
+  if (kernel.name.empty() && symbolized.empty()) symbolized = fmt::format("kernel@{:#x}", kernel.function_address);
   const auto name_id = intern(kernel.name.empty() ? std::string_view{symbolized} : kernel.name);
   ensure_transaction();
   auto& insert = statements_->gpu_kernel;

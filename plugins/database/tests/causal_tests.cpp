@@ -55,9 +55,14 @@ std::string write_experiments(const std::string& name, const std::vector<synthet
         const double period_ns = 1e6 * (1 - location.slope * speedup) * (1 + sign * location.noise);
         const auto duration_ns = static_cast<std::int64_t>(std::llround(period_ns * visits));
         const db::causal_progress_info done[] = {{.name = "done", .kind = "throughput", .delta = visits}};
-        writer.add_causal_experiment({.scope = "line", .selected = location.selected, .speedup = speedup,
-                                      .start_ns = start_ns, .duration_ns = duration_ns, .delay_ns = 1'000,
-                                      .selected_samples = 10, .window = 0},
+        writer.add_causal_experiment({.scope = "line",
+                                      .selected = location.selected,
+                                      .speedup = speedup,
+                                      .start_ns = start_ns,
+                                      .duration_ns = duration_ns,
+                                      .delay_ns = 1'000,
+                                      .selected_samples = 10,
+                                      .window = 0},
                                      done);
         start_ns += duration_ns + 1'000;
       }
@@ -124,8 +129,7 @@ TEST_CASE("locations are ranked by impact, the steepest first") {
 }
 
 TEST_CASE("noisier experiments give wider intervals, which still hold the true speedup") {
-  auto profile = db::open_profile(
-      write_experiments("noise", {{"quiet.cpp:1", 0.4, 0.01}, {"noisy.cpp:2", 0.4, 0.10}}));
+  auto profile = db::open_profile(write_experiments("noise", {{"quiet.cpp:1", 0.4, 0.01}, {"noisy.cpp:2", 0.4, 0.10}}));
   const auto summary = db::analyze_causal(profile);
   const auto& quiet = find(summary, "quiet.cpp:1").curves.front().estimates;
   const auto& noisy = find(summary, "noisy.cpp:2").curves.front().estimates;
@@ -145,7 +149,9 @@ TEST_CASE("a single experiment at a speedup gives an estimate without an interva
     writer.add_process({1, 0, std::nullopt, "host", "app", 0});
     const db::causal_progress_info done[] = {{.name = "done", .kind = "throughput", .delta = 100}};
     for (const double speedup : {0.0, 0.5})
-      writer.add_causal_experiment({.scope = "line", .selected = "one.cpp:1", .speedup = speedup,
+      writer.add_causal_experiment({.scope = "line",
+                                    .selected = "one.cpp:1",
+                                    .speedup = speedup,
                                     .duration_ns = static_cast<std::int64_t>(1e8 * (1 - speedup / 2))},
                                    done);
   }
@@ -159,8 +165,8 @@ TEST_CASE("a single experiment at a speedup gives an estimate without an interva
 }
 
 TEST_CASE("every location is measured against every 0% experiment together, its own 0% cell or none") {
-  auto profile = db::open_profile(
-      write_experiments("pooled", {{"base.cpp:1", 0.0}, {"orphan.cpp:2", 0.5, 0.0, false}}));
+  auto profile =
+      db::open_profile(write_experiments("pooled", {{"base.cpp:1", 0.0}, {"orphan.cpp:2", 0.5, 0.0, false}}));
   const auto summary = db::analyze_causal(profile);
   const auto& curve = find(summary, "orphan.cpp:2").curves.front();
   REQUIRE(curve.estimates.size() == 4);
@@ -176,9 +182,8 @@ TEST_CASE("cells with fewer than 5 visits are left out") {
     writer.add_process({1, 0, std::nullopt, "host", "app", 0});
     for (const auto& [speedup, count] : std::vector<std::pair<double, std::int64_t>>{{0.0, 50}, {0.5, 4}, {1.0, 50}}) {
       const db::causal_progress_info done[] = {{.name = "done", .kind = "throughput", .delta = count}};
-      writer.add_causal_experiment({.scope = "line", .selected = "rare.cpp:1", .speedup = speedup,
-                                    .duration_ns = 50'000'000},
-                                   done);
+      writer.add_causal_experiment(
+          {.scope = "line", .selected = "rare.cpp:1", .speedup = speedup, .duration_ns = 50'000'000}, done);
     }
   }
   auto profile = db::open_profile(path);
@@ -199,9 +204,8 @@ TEST_CASE("a latency point's speedup is its mean latency's by Little's law, posi
       for (int repeat = 0; repeat < 3; ++repeat) {
         const db::causal_progress_info query[] = {
             {.name = "query", .kind = "latency", .arrivals = 100, .departures = 100, .difference = in_flight}};
-        writer.add_causal_experiment({.scope = "function", .selected = "parse", .speedup = speedup,
-                                      .duration_ns = 100'000'000},
-                                     query);
+        writer.add_causal_experiment(
+            {.scope = "function", .selected = "parse", .speedup = speedup, .duration_ns = 100'000'000}, query);
       }
   }
   auto profile = db::open_profile(path);
@@ -211,7 +215,8 @@ TEST_CASE("a latency point's speedup is its mean latency's by Little's law, posi
   REQUIRE(curve.estimates.size() == 3);
   CHECK(curve.estimates[1].program_speedup == doctest::Approx(0.25));
   CHECK(curve.estimates[2].program_speedup == doctest::Approx(0.5));
-  CHECK(text_report(profile).find("speeding up parse by 100% would shorten query's latency by 50.0% \u00b1 0.0 (query)") !=
+  CHECK(text_report(profile).find(
+            "speeding up parse by 100% would shorten query's latency by 50.0% \u00b1 0.0 (query)") !=
         std::string::npos);
 }
 
@@ -250,15 +255,25 @@ TEST_CASE("profile.coz parses back to the database's numbers, in coz's records")
   {
     db::profile_writer writer{path, {}};
     const auto process = writer.add_process({1, 0, std::nullopt, "host", "app", 1'000});
-    const db::causal_progress_info first[] = {{.name = "done", .kind = "throughput", .delta = 40},
-                                              {.name = "query", .kind = "latency", .arrivals = 12, .departures = 11,
-                                               .difference = 3}};
-    writer.add_causal_experiment({.scope = "line", .selected = "app.cpp:42", .speedup = 0.25, .start_ns = 2'000,
-                                  .duration_ns = 500'000, .delay_ns = 700, .selected_samples = 77},
+    const db::causal_progress_info first[] = {
+        {.name = "done", .kind = "throughput", .delta = 40},
+        {.name = "query", .kind = "latency", .arrivals = 12, .departures = 11, .difference = 3}};
+    writer.add_causal_experiment({.scope = "line",
+                                  .selected = "app.cpp:42",
+                                  .speedup = 0.25,
+                                  .start_ns = 2'000,
+                                  .duration_ns = 500'000,
+                                  .delay_ns = 700,
+                                  .selected_samples = 77},
                                  first);
     const db::causal_progress_info second[] = {{.name = "done", .kind = "throughput", .delta = 9}};
-    writer.add_causal_experiment({.scope = "line", .selected = "app.cpp:43", .speedup = 0.0, .start_ns = 600'000,
-                                  .duration_ns = 300'000, .delay_ns = 0, .selected_samples = 5},
+    writer.add_causal_experiment({.scope = "line",
+                                  .selected = "app.cpp:43",
+                                  .speedup = 0.0,
+                                  .start_ns = 600'000,
+                                  .duration_ns = 300'000,
+                                  .delay_ns = 0,
+                                  .selected_samples = 5},
                                  second);
     writer.add_causal_samples("line", "app.cpp:42", 300);
     writer.end_process(process, 1'001'000);
@@ -274,13 +289,15 @@ TEST_CASE("profile.coz parses back to the database's numbers, in coz's records")
     std::string type, field;
     std::getline(fields, type, '\t');
     std::map<std::string, std::string> values;
-    while (std::getline(fields, field, '\t')) values[field.substr(0, field.find('='))] = field.substr(field.find('=') + 1);
+    while (std::getline(fields, field, '\t'))
+      values[field.substr(0, field.find('='))] = field.substr(field.find('=') + 1);
     records.emplace_back(type, values);
   }
   using fields = std::map<std::string, std::string>;
   const std::vector<std::pair<std::string, fields>> expected{
       {"startup", {{"time", "1000"}}},
-      {"experiment", {{"selected", "app.cpp:42"}, {"speedup", "0.25"}, {"duration", "500000"}, {"selected-samples", "77"}}},
+      {"experiment",
+       {{"selected", "app.cpp:42"}, {"speedup", "0.25"}, {"duration", "500000"}, {"selected-samples", "77"}}},
       {"throughput-point", {{"name", "done"}, {"delta", "40"}}},
       {"latency-point", {{"name", "query"}, {"arrivals", "12"}, {"departures", "11"}, {"difference", "3"}}},
       {"experiment", {{"selected", "app.cpp:43"}, {"speedup", "0"}, {"duration", "300000"}, {"selected-samples", "5"}}},
@@ -325,8 +342,11 @@ TEST_CASE("with time windows, the causal outputs keep only their experiments") {
     const db::causal_progress_info done[] = {{.name = "done", .kind = "throughput", .delta = 100}};
     for (const std::int64_t window : {1, 2})
       for (const double speedup : {0.0, 0.5})
-        writer.add_causal_experiment({.scope = "line", .selected = fmt::format("window{}.cpp:1", window),
-                                      .speedup = speedup, .duration_ns = 1'000'000, .window = window},
+        writer.add_causal_experiment({.scope = "line",
+                                      .selected = fmt::format("window{}.cpp:1", window),
+                                      .speedup = speedup,
+                                      .duration_ns = 1'000'000,
+                                      .window = window},
                                      done);
   }
   auto profile = db::open_profile(path);

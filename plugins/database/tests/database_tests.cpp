@@ -87,7 +87,8 @@ TEST_CASE("a new profile holds exactly the schema's tables and views, set for wr
   auto profile = db::create_profile(path);
   auto objects = [](db::connection& database) {
     std::vector<std::string> found;
-    auto rows = database.prepare("SELECT type || ' ' || name || ': ' || COALESCE(sql, '') FROM sqlite_master ORDER BY name");
+    auto rows =
+        database.prepare("SELECT type || ' ' || name || ': ' || COALESCE(sql, '') FROM sqlite_master ORDER BY name");
     while (rows.step()) found.emplace_back(rows.text(0));
     return found;
   };
@@ -246,7 +247,9 @@ TEST_CASE("every output that shows shares states how much of the program's CPU t
   CHECK(json["text"].get<std::string>().starts_with(coverage));
   db::write_html(profile, html);
   // First in the summary, marked as partial.
-  CHECK(html.str().find(R"(<table class="summary" id="summary-table">)" "\n" R"(<tr id="coverage" class="partial"><th>coverage</th><td>samples stand for 0.200 s)") !=
+  CHECK(html.str().find(R"(<table class="summary" id="summary-table">)"
+                        "\n"
+                        R"(<tr id="coverage" class="partial"><th>coverage</th><td>samples stand for 0.200 s)") !=
         std::string::npos);
   db::write_flamegraph(profile, flamegraph);
   CHECK(flamegraph.str().find("1.000 s of CPU time (20.0%); not sampled: 0.700 s") != std::string::npos);
@@ -271,7 +274,8 @@ TEST_CASE("the HTML report holds the summary, the tables, the flame graph and th
   CHECK(page.find("<th>command</th><td><span class=\"name\">app --fast</span></td>") != std::string::npos);
   CHECK(page.find("200 standing for 200.0 ms of CPU time") != std::string::npos);
   // Top functions: write's 50% self, sortable by value.
-  CHECK(page.find(R"(<td class="n" data-v="50">50.0</td><td class="n" data-v="100">100.000</td>)") != std::string::npos);
+  CHECK(page.find(R"(<td class="n" data-v="50">50.0</td><td class="n" data-v="100">100.000</td>)") !=
+        std::string::npos);
   CHECK(page.find("<?xml") == std::string::npos);  // the flame graph inline, without its declaration
   CHECK(page.find(R"(<g class="graph" id="g0" data-name="all threads")") != std::string::npos);
   CHECK(page.find("write &quot;quoted&quot; region") != std::string::npos);  // names escaped
@@ -307,7 +311,8 @@ TEST_CASE("a block of regions decodes to what was encoded, in C++ and through th
       db::insert_region_block(insert, 1, encoded);
     }
     db::encode_region_block(blocks[0], encoded);
-    CHECK(encoded.digits == std::array<int, 7>{2, 2, 1, 1, 0, 0, 0});  // starts 1, 21, 0 and lengths 10, 5, 31: two places each
+    CHECK(encoded.digits ==
+          std::array<int, 7>{2, 2, 1, 1, 0, 0, 0});  // starts 1, 21, 0 and lengths 10, 5, 31: two places each
     CHECK(encoded.rows == R"(["011010","210511","003120"])");
     db::encode_region_block(blocks[2], encoded);
     CHECK(encoded.rows.find('-') != std::string::npos);
@@ -339,7 +344,8 @@ TEST_CASE("random blocks of regions decode to what was encoded") {
   const auto value = [&](bool signs) {
     const auto digits = next() % 20;
     std::int64_t magnitude = 1;
-    for (std::uint64_t i = 0; i < digits && magnitude < std::numeric_limits<std::int64_t>::max() / 10; ++i) magnitude *= 10;
+    for (std::uint64_t i = 0; i < digits && magnitude < std::numeric_limits<std::int64_t>::max() / 10; ++i)
+      magnitude *= 10;
     auto result = static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(magnitude));
     return signs && next() % 2 ? -result : result;
   };
@@ -373,15 +379,15 @@ TEST_CASE("a block of regions not as kairos writes it is refused, not misread") 
   };
   CHECK(decodes(encoded.count, encoded.digits, encoded.rows));
   CHECK_FALSE(decodes(encoded.count + 1, encoded.digits, encoded.rows));  // a row too many
-  CHECK_FALSE(decodes(0, encoded.digits, "[]"));                            // blocks are never empty
+  CHECK_FALSE(decodes(0, encoded.digits, "[]"));                          // blocks are never empty
   auto wider = encoded.digits;
   wider[3] += 1;
   CHECK_FALSE(decodes(encoded.count, wider, encoded.rows));  // the widths do not add up to the rows
   CHECK_FALSE(decodes(1, {21, 0, 0, 0, 0, 0, 0}, "[\"" + std::string(21, '1') + "\"]"));
   CHECK_FALSE(decodes(2, {20, 0, 0, 0, 0, 0, 0},
                       "[\"" + std::string(20, '9') + "\",\"" + std::string(20, '9') + "\"]"));  // 20 digits, no sign
-  for (const std::size_t at : {std::size_t{0}, std::size_t{1}, std::size_t{3}, encoded.rows.size() / 2 + 1,
-                               encoded.rows.size() - 1}) {
+  for (const std::size_t at :
+       {std::size_t{0}, std::size_t{1}, std::size_t{3}, encoded.rows.size() / 2 + 1, encoded.rows.size() - 1}) {
     auto broken = encoded.rows;
     broken[at] = broken[at] == 'x' ? 'y' : 'x';
     CHECK_FALSE(decodes(encoded.count, encoded.digits, broken));
@@ -419,17 +425,20 @@ TEST_CASE("the outputs read regions from their blocks as the regions view does")
   }
   auto profile = db::open_profile(path);
   for (const auto range : {db::window_range{}, db::window_range::only(0, 1), db::window_range::only(1, 1)}) {
-    using region = std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;  // name tid ts dur clipped (ns)
+    using region = std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t,
+                              std::int64_t>;  // name tid ts dur clipped (ns)
     std::vector<region> viewed;
-    auto origin = profile.prepare("SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample UNION ALL "
-                                  "SELECT MIN(start_ns) FROM regions)");
+    auto origin = profile.prepare(
+        "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample UNION ALL "
+        "SELECT MIN(start_ns) FROM regions)");
     REQUIRE(origin.step());
     const auto origin_ns = origin.integer(0);
     auto rows = profile.prepare(
         "SELECT regions.name, threads.tid, regions.start_ns, regions.duration_ns, regions.clipped FROM regions "
         "JOIN threads ON threads.id = regions.thread" +
-        std::string{range.all ? "" : " WHERE regions.window BETWEEN " + std::to_string(range.first) + " AND " +
-                                         std::to_string(range.last)});
+        std::string{range.all ? ""
+                              : " WHERE regions.window BETWEEN " + std::to_string(range.first) + " AND " +
+                                    std::to_string(range.last)});
     while (rows.step())
       viewed.emplace_back(std::string{rows.text(0)}, rows.integer(1), rows.integer(2) - origin_ns, rows.integer(3),
                           rows.integer(4));
@@ -477,13 +486,30 @@ TEST_CASE("the call graphs count every call a thread counted, and read rows only
     const auto rows_only = writer.add_thread(process, {1, 1, 4243, "worker", 0});
     // main (0x100) calls solve (0x200) 21,891 times inside a region "phase"; only solve's one long
     // call made a row (the minimum duration's), as did main and the region.
-    const db::profile_writer::call_tree_input tree[] = {
-        {.node = 1, .parent = 0, .function_address = 0x100, .calls = 1, .total_ns = 90'000'000,
-         .min_ns = 90'000'000, .max_ns = 90'000'000, .sum_squares_ms = 8100},
-        {.node = 2, .parent = 1, .name = "phase", .calls = 1, .total_ns = 80'000'000, .min_ns = 80'000'000,
-         .max_ns = 80'000'000, .sum_squares_ms = 6400},
-        {.node = 3, .parent = 2, .function_address = 0x200, .calls = 21'891, .total_ns = 60'000'000, .min_ns = 100,
-         .max_ns = 20'000'000, .sum_squares_ms = 500}};
+    const db::profile_writer::call_tree_input tree[] = {{.node = 1,
+                                                         .parent = 0,
+                                                         .function_address = 0x100,
+                                                         .calls = 1,
+                                                         .total_ns = 90'000'000,
+                                                         .min_ns = 90'000'000,
+                                                         .max_ns = 90'000'000,
+                                                         .sum_squares_ms = 8100},
+                                                        {.node = 2,
+                                                         .parent = 1,
+                                                         .name = "phase",
+                                                         .calls = 1,
+                                                         .total_ns = 80'000'000,
+                                                         .min_ns = 80'000'000,
+                                                         .max_ns = 80'000'000,
+                                                         .sum_squares_ms = 6400},
+                                                        {.node = 3,
+                                                         .parent = 2,
+                                                         .function_address = 0x200,
+                                                         .calls = 21'891,
+                                                         .total_ns = 60'000'000,
+                                                         .min_ns = 100,
+                                                         .max_ns = 20'000'000,
+                                                         .sum_squares_ms = 500}};
     writer.add_call_tree(counted, tree);
     writer.add_function_region(counted, 0x200, 1'010'000'000, 1'030'000'000, 2);
     writer.add_region(counted, "phase", 1'000'000'000, 1'080'000'000, 1);
@@ -614,7 +640,8 @@ TEST_CASE("the HTML report stays bounded however many regions there are") {
   CHECK(page.size() < 512 * 1024);
   const auto table = page.substr(page.find("id=\"region-table\""));
   std::size_t rows = 0;
-  for (auto at = table.find("<tr>"); at != std::string::npos && at < table.find("</table>"); at = table.find("<tr>", at + 1))
+  for (auto at = table.find("<tr>"); at != std::string::npos && at < table.find("</table>");
+       at = table.find("<tr>", at + 1))
     ++rows;
   CHECK(rows == 1 + 500);  // the header and the rows shown
   CHECK(page.find("more rows are left out") != std::string::npos);
@@ -731,8 +758,9 @@ TEST_CASE("a failed commit forgets what it held, and a writer opened again goes 
   CHECK(count(profile, "SELECT COUNT(*) FROM frame") == 3);
   CHECK(count(profile, "SELECT COUNT(*) FROM stack") == 3);
   CHECK(count(profile, "SELECT COUNT(*) FROM string WHERE value = 'main'") == 1);
-  CHECK(count(profile, "SELECT COUNT(*) FROM sample WHERE stack NOT IN (SELECT id FROM stack) "
-                       "OR thread NOT IN (SELECT id FROM thread)") == 0);
+  CHECK(count(profile,
+              "SELECT COUNT(*) FROM sample WHERE stack NOT IN (SELECT id FROM stack) "
+              "OR thread NOT IN (SELECT id FROM thread)") == 0);
   CHECK(count(profile, "SELECT COUNT(*) FROM samples WHERE leaf = 'step'") == 1);
   CHECK(count(profile, "SELECT COUNT(*) FROM samples WHERE leaf = 'solve'") == 2);
   CHECK(count(profile, "SELECT COUNT(*) FROM thread WHERE name = (SELECT id FROM string WHERE value = 'lost')") == 0);
@@ -777,16 +805,19 @@ TEST_CASE("after a failed commit the same writer goes on, and no row refers to o
   }
   auto profile = db::open_profile(path);
   CHECK(count(profile, "SELECT COUNT(*) FROM sample") == 4);
-  CHECK(count(profile, "SELECT COUNT(*) FROM sample WHERE stack NOT IN (SELECT id FROM stack) "
-                       "OR thread NOT IN (SELECT id FROM thread)") == 0);
-  CHECK(count(profile, "SELECT COUNT(*) FROM stack WHERE frame NOT IN (SELECT id FROM frame) "
-                       "OR (parent IS NOT NULL AND parent NOT IN (SELECT id FROM stack))") == 0);
+  CHECK(count(profile,
+              "SELECT COUNT(*) FROM sample WHERE stack NOT IN (SELECT id FROM stack) "
+              "OR thread NOT IN (SELECT id FROM thread)") == 0);
+  CHECK(count(profile,
+              "SELECT COUNT(*) FROM stack WHERE frame NOT IN (SELECT id FROM frame) "
+              "OR (parent IS NOT NULL AND parent NOT IN (SELECT id FROM stack))") == 0);
   CHECK(count(profile, "SELECT COUNT(*) FROM frame WHERE function NOT IN (SELECT id FROM string)") == 0);
   CHECK(count(profile, "SELECT COUNT(*) FROM stack") == 4);  // main, main;solve, main;solve;step, main;write
   CHECK(count(profile, "SELECT COUNT(*) FROM samples WHERE leaf = 'step'") == 1);
   CHECK(count(profile, "SELECT COUNT(*) FROM samples WHERE leaf = 'write'") == 1);
-  CHECK(count(profile, "SELECT COUNT(*) FROM samples JOIN thread ON thread.id = samples.thread "
-                       "JOIN string ON string.id = thread.name WHERE string.value = 'later'") == 2);
+  CHECK(count(profile,
+              "SELECT COUNT(*) FROM samples JOIN thread ON thread.id = samples.thread "
+              "JOIN string ON string.id = thread.name WHERE string.value = 'later'") == 2);
 }
 
 TEST_CASE("a profile its program still writes is named as locked, not as foreign") {
@@ -867,9 +898,14 @@ TEST_CASE("a causal experiment is stored with its progress points, a latency poi
     const db::causal_progress_info progress[] = {
         {.name = "requests", .kind = "throughput", .delta = 40},
         {.name = "query", .kind = "latency", .arrivals = 12, .departures = 11, .difference = 3}};
-    id = writer.add_causal_experiment({.scope = "line", .selected = "app.cpp:42", .speedup = 0.25,
-                                       .start_ns = 1'000, .duration_ns = 500'000'000,
-                                       .delay_ns = 20'000'000, .selected_samples = 77, .window = 0},
+    id = writer.add_causal_experiment({.scope = "line",
+                                       .selected = "app.cpp:42",
+                                       .speedup = 0.25,
+                                       .start_ns = 1'000,
+                                       .duration_ns = 500'000'000,
+                                       .delay_ns = 20'000'000,
+                                       .selected_samples = 77,
+                                       .window = 0},
                                       progress);
     writer.add_causal_samples("line", "app.cpp:42", 300);
     writer.add_causal_samples("line", "app.cpp:43", 5);
@@ -934,19 +970,22 @@ TEST_CASE("the outputs' function weights are the top_functions_by_thread view's,
   using weights = std::map<std::pair<std::int64_t, std::string>, std::pair<std::int64_t, std::int64_t>>;
   auto rows_of = [](const nlohmann::json& functions, std::int64_t key, weights& into) {
     for (const auto& row : functions)
-      into[{key, row["name"].get<std::string>()}] = {row["self_ns"].get<std::int64_t>(), row["total_ns"].get<std::int64_t>()};
+      into[{key, row["name"].get<std::string>()}] = {row["self_ns"].get<std::int64_t>(),
+                                                     row["total_ns"].get<std::int64_t>()};
   };
   db::text_options in_two_windows;
   in_two_windows.windows = db::window_range::only(1, 2);
   for (const auto& [options, filter] : {std::pair{db::text_options{}, std::string{}},
-                                         std::pair{in_two_windows, std::string{" WHERE window BETWEEN 1 AND 2"}}}) {
+                                        std::pair{in_two_windows, std::string{" WHERE window BETWEEN 1 AND 2"}}}) {
     weights expected;  // key -1: all threads; else the thread's sequent id
-    auto overall = profile.prepare("SELECT name, SUM(self), SUM(total) FROM top_functions_by_thread" + filter +
-                                   " GROUP BY name");
+    auto overall =
+        profile.prepare("SELECT name, SUM(self), SUM(total) FROM top_functions_by_thread" + filter + " GROUP BY name");
     while (overall.step()) expected[{-1, std::string{overall.text(0)}}] = {overall.integer(1), overall.integer(2)};
     auto by_thread = profile.prepare(
-        "SELECT thread.sequent_id, weights.name, SUM(weights.self), SUM(weights.total) FROM top_functions_by_thread AS weights "
-        "JOIN thread ON thread.id = weights.thread" + filter + " GROUP BY thread.sequent_id, weights.name");
+        "SELECT thread.sequent_id, weights.name, SUM(weights.self), SUM(weights.total) FROM top_functions_by_thread AS "
+        "weights "
+        "JOIN thread ON thread.id = weights.thread" +
+        filter + " GROUP BY thread.sequent_id, weights.name");
     while (by_thread.step())
       expected[{by_thread.integer(0), std::string{by_thread.text(1)}}] = {by_thread.integer(2), by_thread.integer(3)};
     std::ostringstream out;
@@ -954,7 +993,8 @@ TEST_CASE("the outputs' function weights are the top_functions_by_thread view's,
     const auto summary = nlohmann::json::parse(out.str());
     weights found;
     rows_of(summary["top_functions"], -1, found);
-    for (const auto& thread : summary["threads"]) rows_of(thread["top_functions"], thread["sequent_id"].get<std::int64_t>(), found);
+    for (const auto& thread : summary["threads"])
+      rows_of(thread["top_functions"], thread["sequent_id"].get<std::int64_t>(), found);
     CHECK(expected.size() == 16);  // four functions, overall and on each of three threads
     CHECK(found == expected);
   }

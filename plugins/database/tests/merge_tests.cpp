@@ -39,21 +39,24 @@ std::string write_rank(const std::string& name, std::int64_t rank, std::int64_t 
                               const auto index = (address - base) / 0x10;
                               info.module = index < 4 ? "/usr/lib/libshared.so" : "/usr/bin/rank";
                               info.offset = index * 0x10;
-                              info.function = index < 4 ? fmt::format("shared_{}", index)
-                                                        : fmt::format("rank{}_{}", rank, index);
+                              info.function =
+                                  index < 4 ? fmt::format("shared_{}", index) : fmt::format("rank{}_{}", rank, index);
                               info.file = "app.cpp";
                               info.line = static_cast<std::uint32_t>(index);
                               return info;
                             }};
   writer.set_metadata("command", fmt::format("app --rank {}", rank));
   writer.set_metadata("host", "node");
-  const auto process = writer.add_process({pid == 0 ? 100 + rank : pid, 1, rank, "node", "app", 5, std::nullopt, launch_id});
+  const auto process =
+      writer.add_process({pid == 0 ? 100 + rank : pid, 1, rank, "node", "app", 5, std::nullopt, launch_id});
   const auto main_thread = writer.add_thread(process, {0, 0, 100 + rank, "main", 5});
   const auto worker = writer.add_thread(process, {1, 1, 200 + rank, "worker", 6});
   const auto at = [&](std::uint64_t index) { return base + index * 0x10; };
-  const std::vector<std::vector<std::uint64_t>> stacks{
-      {at(1), at(0)}, {at(2), at(1), at(0)}, {at(4), at(2), at(0)}, {at(5 + rank % 3), at(4), at(0)},
-      {at(3), at(3), at(0)}};
+  const std::vector<std::vector<std::uint64_t>> stacks{{at(1), at(0)},
+                                                       {at(2), at(1), at(0)},
+                                                       {at(4), at(2), at(0)},
+                                                       {at(5 + rank % 3), at(4), at(0)},
+                                                       {at(3), at(3), at(0)}};
   std::vector<std::int64_t> ids;
   for (const auto& addresses : stacks) ids.push_back(writer.add_stack(addresses));
   for (std::int64_t sample = 0; sample < 40 + rank; ++sample)
@@ -69,9 +72,14 @@ std::string write_rank(const std::string& name, std::int64_t rank, std::int64_t 
     const db::causal_progress_info progress[] = {
         {.name = "done", .kind = "throughput", .delta = 10 + rank},
         {.name = "request", .kind = "latency", .arrivals = 8, .departures = 7 + rank % 2, .difference = rank}};
-    writer.add_causal_experiment({.scope = "line", .selected = fmt::format("app.cpp:{}", 10 + rank), .speedup = speedup,
-                                  .start_ns = 1'000, .duration_ns = 50'000 + rank, .delay_ns = 100,
-                                  .selected_samples = 3, .window = 0},
+    writer.add_causal_experiment({.scope = "line",
+                                  .selected = fmt::format("app.cpp:{}", 10 + rank),
+                                  .speedup = speedup,
+                                  .start_ns = 1'000,
+                                  .duration_ns = 50'000 + rank,
+                                  .delay_ns = 100,
+                                  .selected_samples = 3,
+                                  .window = 0},
                                  progress);
   }
   writer.add_causal_samples("line", fmt::format("app.cpp:{}", 10 + rank), 6 + rank);
@@ -160,13 +168,16 @@ struct question {
 // Asked of inputs and merged databases alike; every answer names the rank it is about.
 const question questions[] = {
     {"top functions per process", "SELECT rank, name, self, total FROM top_functions_by_process", 4},
-    {"regions", "SELECT regions.rank, regions.name, regions.kind, thread.tid, regions.start_ns, regions.end_ns, "
-                "regions.depth FROM regions JOIN thread ON thread.id = regions.thread", 7},
+    {"regions",
+     "SELECT regions.rank, regions.name, regions.kind, thread.tid, regions.start_ns, regions.end_ns, "
+     "regions.depth FROM regions JOIN thread ON thread.id = regions.thread",
+     7},
     {"instrumented functions' frames",
      "SELECT process.rank, module.value, frame.offset, function.value, region.start_ns FROM region "
      "JOIN frame ON frame.id = region.frame JOIN string AS module ON module.id = frame.module "
      "JOIN string AS function ON function.id = frame.function JOIN thread ON thread.id = region.thread "
-     "JOIN process ON process.id = thread.process", 5},
+     "JOIN process ON process.id = thread.process",
+     5},
     {"sample stacks as function paths",
      "WITH RECURSIVE up (sample, node, path) AS ("
      "  SELECT sample.id, stack.parent, string.value FROM sample JOIN stack ON stack.id = sample.stack"
@@ -175,23 +186,34 @@ const question questions[] = {
      "  JOIN stack ON stack.id = up.node JOIN frame ON frame.id = stack.frame"
      "  JOIN string ON string.id = frame.function) "
      "SELECT samples.rank, thread.tid, samples.time_ns, samples.weight, up.path FROM up "
-     "JOIN samples ON samples.id = up.sample JOIN thread ON thread.id = samples.thread WHERE up.node IS NULL", 5},
-    {"real-time samples", "SELECT realtime_samples.rank, thread.tid, leaf, weight FROM realtime_samples "
-                          "JOIN thread ON thread.id = realtime_samples.thread", 4},
+     "JOIN samples ON samples.id = up.sample JOIN thread ON thread.id = samples.thread WHERE up.node IS NULL",
+     5},
+    {"real-time samples",
+     "SELECT realtime_samples.rank, thread.tid, leaf, weight FROM realtime_samples "
+     "JOIN thread ON thread.id = realtime_samples.thread",
+     4},
     {"threads", "SELECT rank, pid, tid, name FROM threads", 4},
-    {"counters", "SELECT process.rank, thread.tid, counter.time_ns, string.value, counter.value FROM counter "
-                 "JOIN process ON process.id = counter.process LEFT JOIN thread ON thread.id = counter.thread "
-                 "JOIN string ON string.id = counter.name", 5},
-    {"windows", "SELECT process.rank, window.ordinal, window.spec, window.start_ns FROM window "
-                "JOIN process ON process.id = window.process", 4},
+    {"counters",
+     "SELECT process.rank, thread.tid, counter.time_ns, string.value, counter.value FROM counter "
+     "JOIN process ON process.id = counter.process LEFT JOIN thread ON thread.id = counter.thread "
+     "JOIN string ON string.id = counter.name",
+     5},
+    {"windows",
+     "SELECT process.rank, window.ordinal, window.spec, window.start_ns FROM window "
+     "JOIN process ON process.id = window.process",
+     4},
     {"causal experiments with their progress points",
      "SELECT process.rank, e.scope, e.selected, e.speedup, e.duration_ns, e.delay_ns, p.name, p.kind, p.delta, "
      "p.arrivals, p.departures, p.difference FROM causal_progress AS p "
-     "JOIN causal_experiment AS e ON e.id = p.experiment JOIN process ON process.id = e.process", 12},
-    {"causal samples", "SELECT process.rank, s.scope, s.location, s.count FROM causal_sample AS s "
-                       "JOIN process ON process.id = s.process", 4},
-    {"frames", "SELECT DISTINCT module.value, frame.offset, function.value, frame.line FROM frame "
-               "JOIN string AS module ON module.id = frame.module JOIN string AS function ON function.id = frame.function",
+     "JOIN causal_experiment AS e ON e.id = p.experiment JOIN process ON process.id = e.process",
+     12},
+    {"causal samples",
+     "SELECT process.rank, s.scope, s.location, s.count FROM causal_sample AS s "
+     "JOIN process ON process.id = s.process",
+     4},
+    {"frames",
+     "SELECT DISTINCT module.value, frame.offset, function.value, frame.line FROM frame "
+     "JOIN string AS module ON module.id = frame.module JOIN string AS function ON function.id = frame.function",
      4},
 };
 
@@ -243,8 +265,9 @@ TEST_CASE("a merged database answers every question as the union of its inputs' 
   }
   // Shared functions are stored once, however many processes call them.
   CHECK(count(merged, "SELECT COUNT(*) FROM string WHERE value = 'shared_1'") == 1);
-  CHECK(count(merged, "SELECT COUNT(*) FROM frame JOIN string ON string.id = frame.function "
-                      "WHERE string.value = 'shared_1'") == 1);
+  CHECK(count(merged,
+              "SELECT COUNT(*) FROM frame JOIN string ON string.id = frame.function "
+              "WHERE string.value = 'shared_1'") == 1);
   CHECK(count(merged, "SELECT COUNT(*) FROM process") == 3);
 }
 
@@ -276,9 +299,11 @@ TEST_CASE("each process keeps its profile's metadata") {
   auto merged = db::open_profile(merge("metadata", inputs));
   CHECK(answer(merged,
                "SELECT process.rank, key, value FROM process_metadata JOIN process ON process.id = "
-               "process_metadata.process", 3) ==
-        rows{{"0", "command", "app --rank 0"}, {"0", "host", "node"}, {"1", "command", "app --rank 1"},
-             {"1", "host", "node"}});
+               "process_metadata.process",
+               3) == rows{{"0", "command", "app --rank 0"},
+                          {"0", "host", "node"},
+                          {"1", "command", "app --rank 1"},
+                          {"1", "host", "node"}});
   CHECK(answer(merged, "SELECT key FROM metadata", 1) == rows{{"schema_version"}});
 }
 
@@ -293,8 +318,9 @@ TEST_CASE("a merge of merges equals one merge of every input") {
     INFO(std::string{asked.what});
     CHECK(answer(of_merges, asked.sql, asked.columns) == answer(at_once, asked.sql, asked.columns));
   }
-  const char* metadata = "SELECT process.rank, key, value FROM process_metadata JOIN process ON process.id = "
-                         "process_metadata.process";
+  const char* metadata =
+      "SELECT process.rank, key, value FROM process_metadata JOIN process ON process.id = "
+      "process_metadata.process";
   CHECK(answer(of_merges, metadata, 3) == answer(at_once, metadata, 3));
 }
 
@@ -331,8 +357,7 @@ TEST_CASE("with launch ids, the same pid on the same host in two launches is two
   merger.add(second);
   // Another start time, the same launch: the same process (a launch id names it without one).
   CHECK(refusal(merger, second_again).find("of launch 'job-2'") != std::string::npos);
-  CHECK(answer(merger.database(), "SELECT pid, launch_id FROM process", 2) ==
-        rows{{"777", "job-1"}, {"777", "job-2"}});
+  CHECK(answer(merger.database(), "SELECT pid, launch_id FROM process", 2) == rows{{"777", "job-1"}, {"777", "job-2"}});
 }
 
 TEST_CASE("a corrupt input is named and skipped, and nothing of it is kept") {

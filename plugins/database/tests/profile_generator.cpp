@@ -45,8 +45,8 @@ void write_profile(const std::string& path, std::int64_t samples, unsigned seed)
   const auto process = writer.add_process({1, 0, 0, "node-0", "app --generated", 1'000'000});
   std::vector<std::int64_t> thread_rows;
   for (int thread = 0; thread < threads; ++thread)
-    thread_rows.push_back(writer.add_thread(process, {thread, thread, 1 + thread, fmt::format("worker-{}", thread),
-                                                      1'000'000}));
+    thread_rows.push_back(
+        writer.add_thread(process, {thread, thread, 1 + thread, fmt::format("worker-{}", thread), 1'000'000}));
   // Every stack starts at main (function 0); the callees are drawn from the program's functions.
   std::vector<std::int64_t> stacks;
   std::uniform_int_distribution<std::uint64_t> function{1, functions - 1};
@@ -62,8 +62,8 @@ void write_profile(const std::string& path, std::int64_t samples, unsigned seed)
   for (std::int64_t sample = 0; sample < samples; ++sample) {
     const auto thread = thread_rows[static_cast<std::size_t>(sample % threads)];
     const auto time_ns = 1'000'000 + sample * 250'000;
-    writer.add_sample(thread, time_ns, weight(random), stacks[static_cast<std::size_t>(heaviest_first(random)) %
-                                                             stacks.size()]);
+    writer.add_sample(thread, time_ns, weight(random),
+                      stacks[static_cast<std::size_t>(heaviest_first(random)) % stacks.size()]);
     if (sample % 100 == 0) {
       writer.add_region(thread, fmt::format("phase_{}", sample / 100 % 10), time_ns, time_ns + 20'000'000, 0);
       writer.add_counter(thread, time_ns, "thread_cpu_time_ns", static_cast<double>(time_ns));
@@ -103,18 +103,17 @@ int main(int argc, char** argv) {
     }
     for (std::int64_t rank = 0; rank < count; ++rank) {
       const auto path = directory / fmt::format("rank-{:05}.db", rank);
-      fs::copy_file(templates[static_cast<std::size_t>(rank % distinct)], path,
-                    fs::copy_options::overwrite_existing);
+      fs::copy_file(templates[static_cast<std::size_t>(rank % distinct)], path, fs::copy_options::overwrite_existing);
       db::connection copy{path.string(), db::connection::mode::create};
       copy.execute("PRAGMA synchronous = OFF");  // a benchmark's input: no sync per file
-      auto update = copy.prepare(
-          "UPDATE process SET pid = ?, rank = ?, start_ns = ?, launch_id = NULLIF(?, '')");
+      auto update = copy.prepare("UPDATE process SET pid = ?, rank = ?, start_ns = ?, launch_id = NULLIF(?, '')");
       update.bind(1, 10'000 + rank).bind(2, rank).bind(3, 1'000'000 + rank).bind(4, std::string_view{launch_id}).run();
       // The host: interned if new, its row then pointed at.
-      copy.execute(fmt::format("INSERT OR IGNORE INTO string (value) VALUES ('node-{0}');"
-                               "UPDATE process SET hostname = (SELECT id FROM string WHERE value = 'node-{0}');"
-                               "INSERT OR REPLACE INTO metadata (key, value) VALUES ('pid', '{1}');",
-                               rank / 64, 10'000 + rank));
+      copy.execute(
+          fmt::format("INSERT OR IGNORE INTO string (value) VALUES ('node-{0}');"
+                      "UPDATE process SET hostname = (SELECT id FROM string WHERE value = 'node-{0}');"
+                      "INSERT OR REPLACE INTO metadata (key, value) VALUES ('pid', '{1}');",
+                      rank / 64, 10'000 + rank));
     }
     for (const auto& path : templates) fs::remove(path);
   } catch (const std::exception& error) {

@@ -42,14 +42,13 @@ class elf_object {
   std::string_view version_of(std::uint32_t symbol_index) const noexcept;
 
   template <class Visit>
-  void scan(const ElfW(Rela)* first, std::size_t bytes, Visit& visit) const {
+  void scan(const ElfW(Rela) * first, std::size_t bytes, Visit& visit) const {
     if (first == nullptr) return;
     const std::size_t count = bytes / sizeof(ElfW(Rela));
     for (std::size_t i = 0; i < count; ++i) {
       const ElfW(Rela)& relocation = first[i];
       const unsigned type = ELF64_R_TYPE(relocation.r_info);
-      if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT && type != R_X86_64_64)
-        continue;
+      if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT && type != R_X86_64_64) continue;
       // An absolute pointer with an addend points inside something, not at a function's entry.
       if (type == R_X86_64_64 && relocation.r_addend != 0) continue;
       const std::uint32_t index = ELF64_R_SYM(relocation.r_info);
@@ -64,18 +63,18 @@ class elf_object {
 
   ElfW(Addr) base_ = 0;
   std::string_view name_;
-  const ElfW(Phdr)* program_headers_ = nullptr;
+  const ElfW(Phdr) * program_headers_ = nullptr;
   std::size_t program_header_count_ = 0;
-  const ElfW(Sym)* symbols_ = nullptr;
+  const ElfW(Sym) * symbols_ = nullptr;
   const char* strings_ = nullptr;
-  const ElfW(Rela)* jump_relocations_ = nullptr;
+  const ElfW(Rela) * jump_relocations_ = nullptr;
   std::size_t jump_relocations_bytes_ = 0;
-  const ElfW(Rela)* relocations_ = nullptr;
+  const ElfW(Rela) * relocations_ = nullptr;
   std::size_t relocations_bytes_ = 0;
-  const ElfW(Versym)* version_indices_ = nullptr;
-  const ElfW(Verneed)* versions_needed_ = nullptr;
+  const ElfW(Versym) * version_indices_ = nullptr;
+  const ElfW(Verneed) * versions_needed_ = nullptr;
   std::size_t versions_needed_count_ = 0;
-  const ElfW(Verdef)* versions_defined_ = nullptr;
+  const ElfW(Verdef) * versions_defined_ = nullptr;
   std::size_t versions_defined_count_ = 0;
 };
 

@@ -22,8 +22,7 @@ extern "C" {
 [[gnu::visibility("hidden")]] dlsym_function kairos_gotcha_real_dlsym = &::dlsym;
 [[gnu::visibility("hidden")]] dlvsym_function kairos_gotcha_real_dlvsym = &::dlvsym;
 [[gnu::visibility("hidden")]] void* kairos_gotcha_dlsym_lookup(void* handle, const char* name);
-[[gnu::visibility("hidden")]] void* kairos_gotcha_dlvsym_lookup(void* handle, const char* name,
-                                                               const char* version);
+[[gnu::visibility("hidden")]] void* kairos_gotcha_dlvsym_lookup(void* handle, const char* name, const char* version);
 [[gnu::visibility("hidden")]] void kairos_gotcha_dlsym_entry();
 [[gnu::visibility("hidden")]] void kairos_gotcha_dlvsym_entry();
 }
@@ -66,14 +65,13 @@ namespace {
 
 // Reached by a jump from the entry: the return address is the caller of dlsym.
 void* caller_scope_lookup(void* handle, const char* name, const char* version, void* caller) {
-  void* found = version != nullptr ? kairos_gotcha_real_dlvsym(handle, name, version)
-                                   : kairos_gotcha_real_dlsym(handle, name);
+  void* found =
+      version != nullptr ? kairos_gotcha_real_dlvsym(handle, name, version) : kairos_gotcha_real_dlsym(handle, name);
   if (found == nullptr && handle == RTLD_DEFAULT) {
     // RTLD_DEFAULT also searches the caller's own dependencies when it was loaded RTLD_LOCAL.
     Dl_info info{};
     link_map* caller_map = nullptr;
-    if (::dladdr1(caller, &info, reinterpret_cast<void**>(&caller_map), RTLD_DL_LINKMAP) != 0 &&
-        caller_map != nullptr)
+    if (::dladdr1(caller, &info, reinterpret_cast<void**>(&caller_map), RTLD_DL_LINKMAP) != 0 && caller_map != nullptr)
       found = version != nullptr ? kairos_gotcha_real_dlvsym(caller_map, name, version)
                                  : kairos_gotcha_real_dlsym(caller_map, name);
   }
@@ -93,19 +91,17 @@ std::string executable_path() {
 }
 
 // First existing `file` in the ':'-separated `directories`, with $ORIGIN expanded.
-std::string search_directories(std::string_view directories, std::string_view origin,
-                               const char* file) {
+std::string search_directories(std::string_view directories, std::string_view origin, const char* file) {
   while (!directories.empty()) {
     const auto colon = directories.find(':');
     std::string directory{directories.substr(0, colon)};
-    directories = colon == std::string_view::npos ? std::string_view{}
-                                                  : directories.substr(colon + 1);
+    directories = colon == std::string_view::npos ? std::string_view{} : directories.substr(colon + 1);
     for (std::string_view token : {std::string_view{"${ORIGIN}"}, std::string_view{"$ORIGIN"}})
       for (auto at = directory.find(token); at != std::string::npos; at = directory.find(token))
         directory.replace(at, token.size(), origin);
     if (directory.empty()) continue;
     std::string candidate = directory + "/" + file;
-    struct stat status{};
+    struct stat status {};
     if (::stat(candidate.c_str(), &status) == 0 && S_ISREG(status.st_mode)) return candidate;
   }
   return {};
@@ -118,8 +114,8 @@ std::string path_as_seen_by(const char* file, void* caller) {
   if (file == nullptr || std::strchr(file, '/') != nullptr) return {};
   Dl_info info{};
   link_map* map = nullptr;
-  if (::dladdr1(caller, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 ||
-      map == nullptr || map->l_ld == nullptr)
+  if (::dladdr1(caller, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 || map == nullptr ||
+      map->l_ld == nullptr)
     return {};
   const char* strings = nullptr;
   ElfW(Addr) runpath = 0, rpath = 0;
@@ -137,9 +133,8 @@ std::string path_as_seen_by(const char* file, void* caller) {
     }
   }
   if (strings == nullptr || (!has_runpath && !has_rpath)) return {};
-  const std::string origin =
-      directory_of(map->l_name != nullptr && map->l_name[0] != '\0' ? std::string_view{map->l_name}
-                                                                     : executable_path());
+  const std::string origin = directory_of(
+      map->l_name != nullptr && map->l_name[0] != '\0' ? std::string_view{map->l_name} : executable_path());
   if (!has_runpath) return search_directories(strings + rpath, origin, file);
   if (const char* library_path = std::getenv("LD_LIBRARY_PATH"))
     if (!search_directories(library_path, origin, file).empty()) return {};
@@ -155,8 +150,7 @@ extern "C" void* kairos_gotcha_dlsym_lookup(void* handle, const char* name) {
   return detail::caller_scope_lookup(handle, name, nullptr, __builtin_return_address(0));
 }
 
-extern "C" void* kairos_gotcha_dlvsym_lookup(void* handle, const char* name,
-                                              const char* version) {
+extern "C" void* kairos_gotcha_dlvsym_lookup(void* handle, const char* name, const char* version) {
   return detail::caller_scope_lookup(handle, name, version, __builtin_return_address(0));
 }
 
@@ -168,8 +162,7 @@ void* dlopen_then_patch(const char* file, int flags) {
     inside_kairos_scope guard;
     return detail::path_as_seen_by(file, caller);
   }();
-  auto* real = reinterpret_cast<dlopen_function>(
-      detail::dlopen_hook().next.load(std::memory_order_acquire));
+  auto* real = reinterpret_cast<dlopen_function>(detail::dlopen_hook().next.load(std::memory_order_acquire));
   void* handle = real(path.empty() ? file : path.c_str(), flags);
   // Constructors of the new objects have run unwrapped; everything they bind is patched now.
   if (handle != nullptr) reapply();

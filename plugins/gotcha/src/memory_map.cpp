@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cerrno>
+#include <cstdlib>
 #include <string>
 
 namespace kairos::gotcha_patcher::detail {
@@ -71,12 +71,11 @@ bool store_without_fault(void** slot, void* value) {
 
 }  // namespace
 
-std::size_t apply_writes(std::vector<slot_write>& writes, std::uintptr_t relro_begin,
-                         std::uintptr_t relro_end, memory_map& map) {
+std::size_t apply_writes(std::vector<slot_write>& writes, std::uintptr_t relro_begin, std::uintptr_t relro_end,
+                         memory_map& map) {
   if (writes.empty()) return 0;
   if (!map.loaded()) map.load();
-  std::sort(writes.begin(), writes.end(),
-            [](const slot_write& a, const slot_write& b) { return a.slot < b.slot; });
+  std::sort(writes.begin(), writes.end(), [](const slot_write& a, const slot_write& b) { return a.slot < b.slot; });
   const auto page_size = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   std::size_t written = 0;
   for (std::size_t i = 0; i < writes.size();) {
@@ -93,8 +92,7 @@ std::size_t apply_writes(std::vector<slot_write>& writes, std::uintptr_t relro_b
     } else if ((protection & PROT_WRITE) && !in_relro) {
       for (std::size_t k = i; k <= last; ++k, ++written) store(writes[k].slot, writes[k].value);
     } else if (protection & PROT_WRITE) {
-      for (std::size_t k = i; k <= last; ++k)
-        written += store_without_fault(writes[k].slot, writes[k].value) ? 1 : 0;
+      for (std::size_t k = i; k <= last; ++k) written += store_without_fault(writes[k].slot, writes[k].value) ? 1 : 0;
     } else if (in_relro) {
       // Writable only for the stores, then back to what the loader set.
       void* start = reinterpret_cast<void*>(page);

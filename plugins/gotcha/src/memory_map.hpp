@@ -31,7 +31,7 @@ struct slot_write {
 
 // Applies `writes` (sorted by address here) inside one object whose RELRO range is
 // [relro_begin, relro_end). Returns how many were written.
-std::size_t apply_writes(std::vector<slot_write>& writes, std::uintptr_t relro_begin,
-                         std::uintptr_t relro_end, memory_map& map);
+std::size_t apply_writes(std::vector<slot_write>& writes, std::uintptr_t relro_begin, std::uintptr_t relro_end,
+                         memory_map& map);
 
 }  // namespace kairos::gotcha_patcher::detail

@@ -32,10 +32,10 @@ namespace {
 struct chain {
   std::string name;
   std::string version;
-  void* original = nullptr;       // null while no loaded object defines it
-  std::vector<binding*> stack;    // back() is outermost: the slots point at its wrapper
-  std::vector<void*> retired;     // wrappers taken out whose slots the next pass gives back
-  std::size_t slots_on_top = 0;   // counted by the last pass
+  void* original = nullptr;      // null while no loaded object defines it
+  std::vector<binding*> stack;   // back() is outermost: the slots point at its wrapper
+  std::vector<void*> retired;    // wrappers taken out whose slots the next pass gives back
+  std::size_t slots_on_top = 0;  // counted by the last pass
 
   void* top() const { return stack.empty() ? original : stack.back()->wrapper; }
   bool owns(void* value) const {
@@ -80,8 +80,8 @@ std::string key_of(std::string_view name, std::string_view version) {
 void* resolve(registry& r, const std::string& name, const std::string& version) {
   const std::string key = key_of(name, version);
   if (auto found = r.resolved.find(key); found != r.resolved.end()) return found->second;
-  void* address = version.empty() ? ::dlsym(RTLD_DEFAULT, name.c_str())
-                                  : ::dlvsym(RTLD_DEFAULT, name.c_str(), version.c_str());
+  void* address =
+      version.empty() ? ::dlsym(RTLD_DEFAULT, name.c_str()) : ::dlvsym(RTLD_DEFAULT, name.c_str(), version.c_str());
   r.resolved.emplace(key, address);
   return address;
 }
@@ -97,8 +97,7 @@ bool is_excluded(const registry& r, const dl_phdr_info& info) {
   // The dynamic linker and the vDSO call nothing through slots worth wrapping.
   if (info.dlpi_addr != 0 && info.dlpi_addr == ::getauxval(AT_BASE)) return true;
   if (info.dlpi_addr != 0 && info.dlpi_addr == ::getauxval(AT_SYSINFO_EHDR)) return true;
-  return std::find(r.excluded_bases.begin(), r.excluded_bases.end(), info.dlpi_addr) !=
-         r.excluded_bases.end();
+  return std::find(r.excluded_bases.begin(), r.excluded_bases.end(), info.dlpi_addr) != r.excluded_bases.end();
 }
 
 struct pass {
@@ -123,8 +122,7 @@ void visit_object(pass& p, const dl_phdr_info& info) {
     object.for_each_function_slot([&](const function_slot& slot) {
       if (slot.symbol != p.census_symbol) return;
       ++p.census.binding_symbol;
-      if (__atomic_load_n(slot.address, __ATOMIC_ACQUIRE) == p.census_value)
-        ++p.census.holding_value;
+      if (__atomic_load_n(slot.address, __ATOMIC_ACQUIRE) == p.census_value) ++p.census.holding_value;
     });
     return;
   }
@@ -192,9 +190,7 @@ void run_pass_locked(registry& r) {
     for (auto& [name, version] : p.unresolved) resolve(r, name, version);
   }
   for (auto& c : r.chains) c->retired.clear();
-  std::erase_if(r.chains, [](const std::unique_ptr<chain>& c) {
-    return c->stack.empty() && c->retired.empty();
-  });
+  std::erase_if(r.chains, [](const std::unique_ptr<chain>& c) { return c->stack.empty() && c->retired.empty(); });
 }
 
 chain* chain_holding(registry& r, const binding& b) {
@@ -358,8 +354,7 @@ void exclude_object(const void* address_in_object) {
   registry& r = the_registry();
   std::lock_guard lock{r.mutex};
   Dl_info info{};
-  if (::dladdr(address_in_object, &info) != 0)
-    r.excluded_bases.push_back(reinterpret_cast<ElfW(Addr)>(info.dli_fbase));
+  if (::dladdr(address_in_object, &info) != 0) r.excluded_bases.push_back(reinterpret_cast<ElfW(Addr)>(info.dli_fbase));
 }
 
 bool available() noexcept { return true; }

@@ -17,5 +17,4 @@ int kgt_countdown_step(int n) { return kgt_countdown(n); }
 int kgt_add_inside_library(int a, int b) { return kgt_add(a, b); }
 
 int kgt_called_by_nobody(int a) { return a; }
-
 }

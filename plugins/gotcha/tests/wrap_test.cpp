@@ -167,8 +167,7 @@ TEST_CASE("unwrapping restores every slot and the original behaviour") {
   CHECK(wrapped.holding_value == wrapped.binding_symbol);
   CHECK(logged::unwrap<0>());
   CHECK(kairos::gotcha_patcher::count_slots("kgt_add", wrapper).holding_value == 0);
-  CHECK(kairos::gotcha_patcher::count_slots("kgt_add", original).holding_value ==
-        wrapped.binding_symbol);
+  CHECK(kairos::gotcha_patcher::count_slots("kgt_add", original).holding_value == wrapped.binding_symbol);
   call_log::reset();
   CHECK(kgt_add(1, 2) == 3);
   CHECK(call_log::events.empty());
@@ -278,8 +277,7 @@ TEST_CASE("a versioned symbol wraps the version it names (pthread_cond_wait@GLIB
   // Looked up before wrapping: afterwards dlvsym returns the wrapper.
   void* current = dlvsym(RTLD_DEFAULT, "pthread_cond_wait", "GLIBC_2.3.2");
   void* old = dlvsym(RTLD_DEFAULT, "pthread_cond_wait", "GLIBC_2.2.5");
-  const auto status = waits::wrap<0, int(pthread_cond_t*, pthread_mutex_t*)>(
-      "pthread_cond_wait@GLIBC_2.3.2");
+  const auto status = waits::wrap<0, int(pthread_cond_t*, pthread_mutex_t*)>("pthread_cond_wait@GLIBC_2.3.2");
   REQUIRE(status.defined);
   CHECK(dlvsym(RTLD_DEFAULT, "pthread_cond_wait", "GLIBC_2.3.2") == waits::wrapper_address<0>());
   CHECK(dlvsym(RTLD_DEFAULT, "pthread_cond_wait", "GLIBC_2.2.5") == old);  // another version

@@ -21,8 +21,8 @@ struct backend {
   // says why it cannot (empty: observing). Called under the collector's lock.
   virtual problem start() = 0;
   virtual bool observing() const = 0;
-  virtual void poll() = 0;                            // resolve completed work, non-blocking
-  virtual void drain(std::int64_t timeout_ns) = 0;    // resolve everything launched, bounded
+  virtual void poll() = 0;                          // resolve completed work, non-blocking
+  virtual void drain(std::int64_t timeout_ns) = 0;  // resolve everything launched, bounded
   virtual void stop() = 0;
   virtual void forget_after_fork() noexcept = 0;
 };
@@ -86,7 +86,7 @@ void tally_api(std::int64_t ns) noexcept;
 struct ledger_entry {
   void* ledger = nullptr;  // the issuing thread's; nullptr when device times are not retained
   std::uint64_t ordinal = 0;
-  bool copy = false;       // a copy's ordinal (tally_copy), else a kernel's
+  bool copy = false;  // a copy's ordinal (tally_copy), else a kernel's
 };
 ledger_entry tally_kernel();
 ledger_entry tally_copy(copy_kind kind, std::uint64_t bytes);

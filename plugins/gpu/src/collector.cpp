@@ -9,11 +9,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <utility>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "backend.hpp"
 
@@ -50,9 +50,7 @@ std::atomic<int> device_time_users{0};  // 1 once any thread asked for its ledge
 thread_local thread_tally tally{};
 thread_local device_ledger* ledger = nullptr;
 
-std::array<detail::backend*, 2> backends() {
-  return {&detail::hip_backend(), &detail::cuda_backend()};
-}
+std::array<detail::backend*, 2> backends() { return {&detail::hip_backend(), &detail::cuda_backend()}; }
 
 device_ledger* this_thread_ledger() {
   if (device_time_users.load(std::memory_order_relaxed) == 0) return nullptr;
@@ -213,9 +211,7 @@ call_site capture_call_site(std::int64_t call_ns) {
   return site;
 }
 
-std::uint64_t next_correlation() noexcept {
-  return correlations.fetch_add(1, std::memory_order_relaxed) + 1;
-}
+std::uint64_t next_correlation() noexcept { return correlations.fetch_add(1, std::memory_order_relaxed) + 1; }
 
 void tally_api(std::int64_t ns) noexcept { tally.api_ns += ns; }
 

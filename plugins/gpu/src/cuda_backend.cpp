@@ -61,9 +61,9 @@
 namespace kairos::gpu::detail {
 namespace {
 
-constexpr std::size_t buffer_bytes = 8u << 20;            // each activity buffer: 8 MiB
-constexpr std::size_t buffer_alignment = 8;               // CUPTI's ACTIVITY_RECORD_ALIGNMENT
-constexpr std::int64_t flush_interval_ns = 100'000'000;   // poll(): a non-forced flush at most every 100 ms
+constexpr std::size_t buffer_bytes = 8u << 20;           // each activity buffer: 8 MiB
+constexpr std::size_t buffer_alignment = 8;              // CUPTI's ACTIVITY_RECORD_ALIGNMENT
+constexpr std::int64_t flush_interval_ns = 100'000'000;  // poll(): a non-forced flush at most every 100 ms
 
 std::atomic<std::uint64_t> dropped_records{0};
 
@@ -104,11 +104,16 @@ struct work {
 
 copy_kind kind_of(cudaMemcpyKind kind) {
   switch (kind) {
-    case cudaMemcpyHostToDevice: return copy_kind::host_to_device;
-    case cudaMemcpyDeviceToHost: return copy_kind::device_to_host;
-    case cudaMemcpyDeviceToDevice: return copy_kind::device_to_device;
-    case cudaMemcpyHostToHost: return copy_kind::host_to_host;
-    default: return copy_kind::unknown;  // cudaMemcpyDefault: known from the activity record only
+    case cudaMemcpyHostToDevice:
+      return copy_kind::host_to_device;
+    case cudaMemcpyDeviceToHost:
+      return copy_kind::device_to_host;
+    case cudaMemcpyDeviceToDevice:
+      return copy_kind::device_to_device;
+    case cudaMemcpyHostToHost:
+      return copy_kind::host_to_host;
+    default:
+      return copy_kind::unknown;  // cudaMemcpyDefault: known from the activity record only
   }
 }
 
@@ -122,16 +127,22 @@ copy_kind kind_of(CUmemorytype source, CUmemorytype destination) {
 copy_kind kind_of_activity(std::uint8_t kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return copy_kind::host_to_device;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+      return copy_kind::host_to_device;
     case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return copy_kind::device_to_host;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+      return copy_kind::device_to_host;
     case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
     case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
     case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return copy_kind::device_to_device;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return copy_kind::host_to_host;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return copy_kind::peer;
-    default: return copy_kind::unknown;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+      return copy_kind::device_to_device;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return copy_kind::host_to_host;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return copy_kind::peer;
+    default:
+      return copy_kind::unknown;
   }
 }
 
@@ -202,8 +213,7 @@ work describe_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_v4000:
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_ptsz_v7000: {
       const cudaMemcpy3DPeerParms* p = params_of<cudaMemcpy3DPeer_v4000_params>(data).p;
-      return copy(copy_kind::peer,
-                  p ? std::uint64_t{p->extent.width} * p->extent.height * p->extent.depth : 0);
+      return copy(copy_kind::peer, p ? std::uint64_t{p->extent.width} * p->extent.height * p->extent.depth : 0);
     }
     // Arrays and batches: counted as copies of unknown kind and size (the records tell them).
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArray_v3020:
@@ -257,7 +267,8 @@ work describe_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
       const cudaExtent& e = params_of<cudaMemset3D_v3020_params>(data).extent;
       return copy(copy_kind::memset, std::uint64_t{e.width} * e.height * e.depth);
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -318,8 +329,7 @@ work describe_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2_ptsz: {
       const CUDA_MEMCPY3D* p = params_of<cuMemcpy3D_v2_params>(data).pCopy;
       if (p == nullptr) return copy(copy_kind::unknown, 0);
-      return copy(kind_of(p->srcMemoryType, p->dstMemoryType),
-                  std::uint64_t{p->WidthInBytes} * p->Height * p->Depth);
+      return copy(kind_of(p->srcMemoryType, p->dstMemoryType), std::uint64_t{p->WidthInBytes} * p->Height * p->Depth);
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA_v2_ptds:
@@ -388,7 +398,8 @@ work describe_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
       const auto& p = params_of<cuMemsetD2D32_v2_params>(data);
       return copy(copy_kind::memset, std::uint64_t{p.Width} * p.Height * 4);
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -401,11 +412,11 @@ struct pending_work {
 
 // What the calling thread is inside of (the callback API's entries and exits on this thread).
 struct thread_calls {
-  std::uint32_t generation = 0;        // the subscription these were counted under
+  std::uint32_t generation = 0;  // the subscription these were counted under
   int depth = 0;
-  std::int64_t enter_ns = 0;           // the outermost call's
-  std::uint32_t correlation = 0;       // the outermost call's
-  bool work = false;                   // the outermost call issues a kernel or copy
+  std::int64_t enter_ns = 0;      // the outermost call's
+  std::uint32_t correlation = 0;  // the outermost call's
+  bool work = false;              // the outermost call issues a kernel or copy
 };
 thread_local thread_calls calls;
 
@@ -439,8 +450,7 @@ class cuda : public backend {
   std::int64_t host_ns(std::uint64_t cupti_ns) const {
     return static_cast<std::int64_t>(cupti_ns) + offset_ns_.load(std::memory_order_relaxed);
   }
-  bool take_pending(std::uint32_t first, std::uint32_t second, pending_work& taken,
-                    std::uint32_t& correlation);
+  bool take_pending(std::uint32_t first, std::uint32_t second, pending_work& taken, std::uint32_t& correlation);
   bool pending_empty();
   std::string_view call_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
   problem enable_kinds();
@@ -484,8 +494,8 @@ void CUPTIAPI on_buffer_requested(std::uint8_t** buffer, std::size_t* size, std:
   *max_records = 0;                    // as many as fit
 }
 
-void CUPTIAPI on_buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer,
-                                  std::size_t, std::size_t valid_bytes) {
+void CUPTIAPI on_buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer, std::size_t,
+                                  std::size_t valid_bytes) {
   if (buffer && valid_bytes > 0) the_backend().consume(buffer, valid_bytes);
   the_backend().count_dropped(context, stream);
   std::free(buffer);
@@ -536,8 +546,7 @@ problem cuda::load_cupti() {
     if (get_version == nullptr || get_version(&version) != CUPTI_SUCCESS || !same_layouts(version)) {
       if (mismatched.empty())
         mismatched = candidate + " is CUPTI API version " + std::to_string(version) +
-                     ", kairos was built with CUPTI's headers of version " +
-                     std::to_string(CUPTI_API_VERSION);
+                     ", kairos was built with CUPTI's headers of version " + std::to_string(CUPTI_API_VERSION);
       dlclose(library);  // nothing of it ran but cuptiGetVersion
 
       continue;
@@ -547,8 +556,10 @@ problem cuda::load_cupti() {
     break;
   }
   if (library_ == nullptr)
-    return problem{"cannot load CUPTI (libcupti.so, libcupti.so.13, libcupti.so.12, next to libcudart, "
-                   "/usr/local/cuda): " + (mismatched.empty() ? not_loaded : mismatched)};
+    return problem{
+        "cannot load CUPTI (libcupti.so, libcupti.so.13, libcupti.so.12, next to libcudart, "
+        "/usr/local/cuda): " +
+        (mismatched.empty() ? not_loaded : mismatched)};
   problem missing;  // the first required symbol not found
   auto find = [&](auto& pointer, const char* symbol, bool required) {
     pointer = reinterpret_cast<std::remove_reference_t<decltype(pointer)>>(dlsym(library_, symbol));
@@ -586,13 +597,10 @@ std::vector<device_info> cuda::describe_devices() {
   driver_.get_count = reinterpret_cast<decltype(driver_.get_count)>(dlsym(library, "cuDeviceGetCount"));
   driver_.get = reinterpret_cast<decltype(driver_.get)>(dlsym(library, "cuDeviceGet"));
   driver_.get_name = reinterpret_cast<decltype(driver_.get_name)>(dlsym(library, "cuDeviceGetName"));
-  driver_.total_memory =
-      reinterpret_cast<decltype(driver_.total_memory)>(dlsym(library, "cuDeviceTotalMem_v2"));
-  driver_.get_attribute =
-      reinterpret_cast<decltype(driver_.get_attribute)>(dlsym(library, "cuDeviceGetAttribute"));
+  driver_.total_memory = reinterpret_cast<decltype(driver_.total_memory)>(dlsym(library, "cuDeviceTotalMem_v2"));
+  driver_.get_attribute = reinterpret_cast<decltype(driver_.get_attribute)>(dlsym(library, "cuDeviceGetAttribute"));
   dlclose(library);  // RTLD_NOLOAD took a reference; the program's keeps it loaded
-  if (!driver_.get_count || !driver_.get || !driver_.get_name || !driver_.total_memory ||
-      !driver_.get_attribute)
+  if (!driver_.get_count || !driver_.get || !driver_.get_name || !driver_.total_memory || !driver_.get_attribute)
     return devices;
   int count = 0;
   if (driver_.get_count(&count) != CUDA_SUCCESS) return devices;  // CUDA_ERROR_NOT_INITIALIZED, typically
@@ -609,9 +617,8 @@ std::vector<device_info> cuda::describe_devices() {
     driver_.get_attribute(&multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
     driver_.get_attribute(&clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device);
     driver_.get_attribute(&memory_clock_khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, device);
-    devices.push_back(device_info{runtime_api::cuda, index, name,
-                                  "sm_" + std::to_string(major) + std::to_string(minor), memory,
-                                  multiprocessors, clock_khz, memory_clock_khz});
+    devices.push_back(device_info{runtime_api::cuda, index, name, "sm_" + std::to_string(major) + std::to_string(minor),
+                                  memory, multiprocessors, clock_khz, memory_clock_khz});
   }
   return devices;
 }
@@ -693,15 +700,14 @@ problem cuda::start() {
     disable_kinds();
     return not_enabled;
   }
-  if (const CUptiResult result = cupti_.subscribe(&subscriber_, on_api_callback, nullptr);
-      result != CUPTI_SUCCESS) {
+  if (const CUptiResult result = cupti_.subscribe(&subscriber_, on_api_callback, nullptr); result != CUPTI_SUCCESS) {
     // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: another tool (Nsight Systems, ...) has CUPTI.
     subscriber_ = nullptr;
     disable_kinds();
     return problem{"cuptiSubscribe: " + describe(result)};
   }
-  for (const auto& [domain, name] : {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, "RUNTIME_API"},
-                                    std::pair{CUPTI_CB_DOMAIN_DRIVER_API, "DRIVER_API"}}) {
+  for (const auto& [domain, name] :
+       {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, "RUNTIME_API"}, std::pair{CUPTI_CB_DOMAIN_DRIVER_API, "DRIVER_API"}}) {
     if (const CUptiResult result = cupti_.enable_domain(1, subscriber_, domain); result != CUPTI_SUCCESS) {
       problem not_enabled{std::string{"cuptiEnableDomain(CUPTI_CB_DOMAIN_"} + name + "): " + describe(result)};
       cupti_.unsubscribe(subscriber_);
@@ -728,8 +734,8 @@ void cuda::on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpt
       // Nested in a call of the program's (the runtime's own driver calls): if it issues the outer
       // call's work under another correlation id, that id is aliased to the outer one.
       if (!thread.work || data->correlationId == thread.correlation) return;
-      const work issued = domain == CUPTI_CB_DOMAIN_DRIVER_API ? describe_driver(cbid, data)
-                                                                : describe_runtime(cbid, data);
+      const work issued =
+          domain == CUPTI_CB_DOMAIN_DRIVER_API ? describe_driver(cbid, data) : describe_runtime(cbid, data);
       if (issued.kind == work_kind::call) return;
       std::lock_guard lock{mutex_};
       const auto outer = pending_.find(thread.correlation);
@@ -741,8 +747,8 @@ void cuda::on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpt
     }
     thread.enter_ns = host_now_ns();
     thread.correlation = data->correlationId;
-    const work issued = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? describe_runtime(cbid, data)
-                                                               : describe_driver(cbid, data);
+    const work issued =
+        domain == CUPTI_CB_DOMAIN_RUNTIME_API ? describe_runtime(cbid, data) : describe_driver(cbid, data);
     thread.work = issued.kind != work_kind::call;
     if (!thread.work) return;
     pending_work entry{capture_call_site(thread.enter_ns),
@@ -774,8 +780,7 @@ void cuda::on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpt
   if (found) resolve(failed.ledger, 0);
 }
 
-bool cuda::take_pending(std::uint32_t first, std::uint32_t second, pending_work& taken,
-                        std::uint32_t& correlation) {
+bool cuda::take_pending(std::uint32_t first, std::uint32_t second, pending_work& taken, std::uint32_t& correlation) {
   std::lock_guard lock{mutex_};
   for (const std::uint32_t id : {first, second}) {
     if (id == 0) continue;
@@ -805,15 +810,13 @@ std::string_view cuda::call_name(CUpti_CallbackDomain domain, CUpti_CallbackId c
   if (added) {
     const char* name = nullptr;
     if (cupti_.callback_name(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) {
-      entry->second = (domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "cuda runtime call " : "cuda driver call ") +
-                      std::to_string(cbid);
+      entry->second =
+          (domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "cuda runtime call " : "cuda driver call ") + std::to_string(cbid);
     } else {
       std::string_view text{name};
-      if (const auto suffix = text.rfind("_v"); domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-                                                suffix != std::string_view::npos && suffix > 0 &&
-                                                suffix + 2 < text.size() &&
-                                                text.find_first_not_of("0123456789", suffix + 2) ==
-                                                    std::string_view::npos)
+      if (const auto suffix = text.rfind("_v");
+          domain == CUPTI_CB_DOMAIN_RUNTIME_API && suffix != std::string_view::npos && suffix > 0 &&
+          suffix + 2 < text.size() && text.find_first_not_of("0123456789", suffix + 2) == std::string_view::npos)
         text = text.substr(0, suffix);
       entry->second = text;
     }
@@ -841,12 +844,18 @@ void cuda::consume(std::uint8_t* buffer, std::size_t valid_bytes) {
         if (!timed) break;  // its device time is unknown: its ledger entry stays unresolved
         if (issued) resolve(work.ledger, static_cast<std::int64_t>(k->end - k->start));
         const auto to_u32 = [](std::int32_t v) { return static_cast<std::uint32_t>(v < 0 ? 0 : v); };
-        emit(kernel_activity{runtime_api::cuda, static_cast<int>(k->deviceId), k->streamId,
-                             demangle(k->name), 0, host_ns(k->start), host_ns(k->end),
+        emit(kernel_activity{runtime_api::cuda,
+                             static_cast<int>(k->deviceId),
+                             k->streamId,
+                             demangle(k->name),
+                             0,
+                             host_ns(k->start),
+                             host_ns(k->end),
                              {to_u32(k->gridX), to_u32(k->gridY), to_u32(k->gridZ)},
                              {to_u32(k->blockX), to_u32(k->blockY), to_u32(k->blockZ)},
                              to_u32(k->staticSharedMemory) + to_u32(k->dynamicSharedMemory),
-                             correlation, std::move(work.site)});
+                             correlation,
+                             std::move(work.site)});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -857,10 +866,9 @@ void cuda::consume(std::uint8_t* buffer, std::size_t valid_bytes) {
         const bool timed = m->start != 0 && m->end >= m->start;
         if (!timed) break;
         if (issued) resolve(work.ledger, static_cast<std::int64_t>(m->end - m->start));
-        emit(copy_activity{runtime_api::cuda, static_cast<int>(m->deviceId), m->streamId,
-                           kind_of_activity(m->copyKind), m->bytes, host_ns(m->start), host_ns(m->end),
-                           (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0, correlation,
-                           std::move(work.site)});
+        emit(copy_activity{runtime_api::cuda, static_cast<int>(m->deviceId), m->streamId, kind_of_activity(m->copyKind),
+                           m->bytes, host_ns(m->start), host_ns(m->end),
+                           (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0, correlation, std::move(work.site)});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -871,17 +879,15 @@ void cuda::consume(std::uint8_t* buffer, std::size_t valid_bytes) {
         const bool timed = m->start != 0 && m->end >= m->start;
         if (!timed) break;
         if (issued) resolve(work.ledger, static_cast<std::int64_t>(m->end - m->start));
-        emit(copy_activity{runtime_api::cuda, static_cast<int>(m->deviceId), m->streamId,
-                           copy_kind::memset, m->bytes, host_ns(m->start), host_ns(m->end),
-                           (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0, correlation,
-                           std::move(work.site)});
+        emit(copy_activity{runtime_api::cuda, static_cast<int>(m->deviceId), m->streamId, copy_kind::memset, m->bytes,
+                           host_ns(m->start), host_ns(m->end), (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0,
+                           correlation, std::move(work.site)});
         break;
       }
       case CUPTI_ACTIVITY_KIND_DEVICE: {
         const auto* d = reinterpret_cast<const CUpti_ActivityDevice5*>(record);
         emit(device_info{runtime_api::cuda, static_cast<int>(d->id), d->name ? d->name : "",
-                         "sm_" + std::to_string(d->computeCapabilityMajor) +
-                             std::to_string(d->computeCapabilityMinor),
+                         "sm_" + std::to_string(d->computeCapabilityMajor) + std::to_string(d->computeCapabilityMinor),
                          d->globalMemorySize, static_cast<int>(d->numMultiprocessors),
                          static_cast<int>(d->coreClockRate), 0});
         break;
@@ -889,13 +895,14 @@ void cuda::consume(std::uint8_t* buffer, std::size_t valid_bytes) {
       case CUPTI_ACTIVITY_KIND_RUNTIME:
       case CUPTI_ACTIVITY_KIND_DRIVER: {
         const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
-        const auto domain = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
-                                                                         : CUPTI_CB_DOMAIN_DRIVER_API;
+        const auto domain =
+            record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
         emit(api_call{runtime_api::cuda, call_name(domain, a->cbid), host_ns(a->start), host_ns(a->end),
                       a->correlationId, static_cast<std::int64_t>(a->threadId)});
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
 }
@@ -960,8 +967,7 @@ std::uint64_t cuda_dropped_records() { return dropped_records.load(std::memory_o
 
 namespace kairos::gpu::detail {
 backend& cuda_backend() {
-  static unavailable_backend kept{runtime_api::cuda,
-                                  "kairos was built without the CUDA toolkit (CUPTI)"};
+  static unavailable_backend kept{runtime_api::cuda, "kairos was built without the CUDA toolkit (CUPTI)"};
   return kept;
 }
 std::uint64_t cuda_dropped_records() { return 0; }

@@ -68,7 +68,7 @@ struct work {
   hipStream_t stream = nullptr;
   copy_kind copy = copy_kind::unknown;
   std::uint64_t bytes = 0;
-  const void* function = nullptr;      // hipLaunchKernel's host stub
+  const void* function = nullptr;  // hipLaunchKernel's host stub
   hipFunction_t module_function = nullptr;
   std::array<std::uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
   std::uint32_t shared_bytes = 0;
@@ -78,24 +78,54 @@ struct work {
 
 copy_kind kind_of(hipMemcpyKind kind) {
   switch (kind) {
-    case hipMemcpyHostToDevice: return copy_kind::host_to_device;
-    case hipMemcpyDeviceToHost: return copy_kind::device_to_host;
-    case hipMemcpyDeviceToDevice: return copy_kind::device_to_device;
-    case hipMemcpyHostToHost: return copy_kind::host_to_host;
-    default: return copy_kind::unknown;  // hipMemcpyDefault: the runtime infers it
+    case hipMemcpyHostToDevice:
+      return copy_kind::host_to_device;
+    case hipMemcpyDeviceToHost:
+      return copy_kind::device_to_host;
+    case hipMemcpyDeviceToDevice:
+      return copy_kind::device_to_device;
+    case hipMemcpyHostToHost:
+      return copy_kind::host_to_host;
+    default:
+      return copy_kind::unknown;  // hipMemcpyDefault: the runtime infers it
   }
 }
 std::array<std::uint32_t, 3> sizes(dim3 d) { return {d.x, d.y, d.z}; }
 
 // One entry per wrapped function: its symbol and how to read its arguments.
 enum class hip_call {
-  launch_kernel, launch_kernel_spt, ext_launch_kernel, module_launch_kernel,
-  memcpy, memcpy_spt, memcpy_async, memcpy_async_spt, memcpy_with_stream,
-  memcpy_htod, memcpy_dtoh, memcpy_dtod, memcpy_htod_async, memcpy_dtoh_async, memcpy_dtod_async,
-  memcpy_2d, memcpy_2d_async, memcpy_3d, memcpy_3d_async, memcpy_peer, memcpy_peer_async,
-  memset, memset_async, memset_d32,
-  malloc, free, host_malloc, host_free, malloc_managed,
-  stream_synchronize, device_synchronize, event_synchronize,
+  launch_kernel,
+  launch_kernel_spt,
+  ext_launch_kernel,
+  module_launch_kernel,
+  memcpy,
+  memcpy_spt,
+  memcpy_async,
+  memcpy_async_spt,
+  memcpy_with_stream,
+  memcpy_htod,
+  memcpy_dtoh,
+  memcpy_dtod,
+  memcpy_htod_async,
+  memcpy_dtoh_async,
+  memcpy_dtod_async,
+  memcpy_2d,
+  memcpy_2d_async,
+  memcpy_3d,
+  memcpy_3d_async,
+  memcpy_peer,
+  memcpy_peer_async,
+  memset,
+  memset_async,
+  memset_d32,
+  malloc,
+  free,
+  host_malloc,
+  host_free,
+  malloc_managed,
+  stream_synchronize,
+  device_synchronize,
+  event_synchronize,
 };
 
 template <hip_call C, class... Args>
@@ -118,22 +148,23 @@ work describe_call(Args... arguments) {
     w.shared_bytes = std::get<7>(a);
     w.stream = std::get<8>(a);
   } else if constexpr (C == memcpy || C == memcpy_spt) {
-    w = {work_kind::copy, C == memcpy_spt ? hipStreamPerThread : nullptr, kind_of(std::get<3>(a)),
-         std::get<2>(a)};
+    w = {work_kind::copy, C == memcpy_spt ? hipStreamPerThread : nullptr, kind_of(std::get<3>(a)), std::get<2>(a)};
     w.synchronises = true;
   } else if constexpr (C == memcpy_async || C == memcpy_async_spt || C == memcpy_with_stream) {
-    w = {work_kind::copy, C == memcpy_async_spt ? hipStreamPerThread : std::get<4>(a),
-         kind_of(std::get<3>(a)), std::get<2>(a)};
+    w = {work_kind::copy, C == memcpy_async_spt ? hipStreamPerThread : std::get<4>(a), kind_of(std::get<3>(a)),
+         std::get<2>(a)};
     w.asynchronous = C != memcpy_with_stream;
   } else if constexpr (C == memcpy_htod || C == memcpy_dtoh || C == memcpy_dtod) {
     w = {work_kind::copy, nullptr,
-         C == memcpy_htod ? copy_kind::host_to_device
-                          : C == memcpy_dtoh ? copy_kind::device_to_host : copy_kind::device_to_device,
+         C == memcpy_htod   ? copy_kind::host_to_device
+         : C == memcpy_dtoh ? copy_kind::device_to_host
+                            : copy_kind::device_to_device,
          std::get<2>(a)};
   } else if constexpr (C == memcpy_htod_async || C == memcpy_dtoh_async || C == memcpy_dtod_async) {
     w = {work_kind::copy, std::get<3>(a),
-         C == memcpy_htod_async ? copy_kind::host_to_device
-         : C == memcpy_dtoh_async ? copy_kind::device_to_host : copy_kind::device_to_device,
+         C == memcpy_htod_async   ? copy_kind::host_to_device
+         : C == memcpy_dtoh_async ? copy_kind::device_to_host
+                                  : copy_kind::device_to_device,
          std::get<2>(a)};
     w.asynchronous = true;
   } else if constexpr (C == memcpy_2d || C == memcpy_2d_async) {
@@ -204,14 +235,14 @@ class hip : public backend {
  private:
   problem resolve_functions(void* library);
   problem install_wrappers();
-  hipEvent_t take_event();  // under mutex_
-  bool renew_reference(int device);  // under mutex_
+  hipEvent_t take_event();                                      // under mutex_
+  bool renew_reference(int device);                             // under mutex_
   void resolve_completed(bool wait, std::int64_t deadline_ns);  // under mutex_
 
   hip_functions hip_;
   std::atomic<bool> observing_{false};
   std::atomic<bool> forked_{false};  // set by the fork child's handler
-  std::mutex mutex_;  // pending_, the event pool, references_
+  std::mutex mutex_;                 // pending_, the event pool, references_
   std::vector<pending_work> pending_;
   std::vector<hipEvent_t> free_events_;
   std::vector<reference> references_;  // by device
@@ -263,19 +294,17 @@ using copy_async_type = hipError_t(void*, const void*, size_t, hipMemcpyKind, hi
 using copy_bytes_type = hipError_t(void*, void*, size_t);
 using copy_bytes_async_type = hipError_t(void*, void*, size_t, hipStream_t);
 using copy_2d_type = hipError_t(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind);
-using copy_2d_async_type =
-    hipError_t(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind, hipStream_t);
+using copy_2d_async_type = hipError_t(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind, hipStream_t);
 using copy_peer_type = hipError_t(void*, int, const void*, int, size_t);
 
 const std::array wrapped_functions{
     entry<hip_call::launch_kernel, launch_type>("hipLaunchKernel"),
     entry<hip_call::launch_kernel_spt, launch_type>("hipLaunchKernel_spt"),
-    entry<hip_call::ext_launch_kernel,
-          hipError_t(const void*, dim3, dim3, void**, size_t, hipStream_t, hipEvent_t, hipEvent_t, int)>(
-        "hipExtLaunchKernel"),
-    entry<hip_call::module_launch_kernel,
-          hipError_t(hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                     hipStream_t, void**, void**)>("hipModuleLaunchKernel"),
+    entry<hip_call::ext_launch_kernel, hipError_t(const void*, dim3, dim3, void**, size_t, hipStream_t, hipEvent_t,
+                                                  hipEvent_t, int)>("hipExtLaunchKernel"),
+    entry<hip_call::module_launch_kernel, hipError_t(hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                                     unsigned, unsigned, hipStream_t, void**, void**)>(
+        "hipModuleLaunchKernel"),
     entry<hip_call::memcpy, copy_type>("hipMemcpy"),
     entry<hip_call::memcpy_spt, copy_type>("hipMemcpy_spt"),
     entry<hip_call::memcpy_async, copy_async_type>("hipMemcpyAsync"),
@@ -292,8 +321,8 @@ const std::array wrapped_functions{
     entry<hip_call::memcpy_3d, hipError_t(const hipMemcpy3DParms*)>("hipMemcpy3D"),
     entry<hip_call::memcpy_3d_async, hipError_t(const hipMemcpy3DParms*, hipStream_t)>("hipMemcpy3DAsync"),
     entry<hip_call::memcpy_peer, copy_peer_type>("hipMemcpyPeer"),
-    entry<hip_call::memcpy_peer_async,
-          hipError_t(void*, int, const void*, int, size_t, hipStream_t)>("hipMemcpyPeerAsync"),
+    entry<hip_call::memcpy_peer_async, hipError_t(void*, int, const void*, int, size_t, hipStream_t)>(
+        "hipMemcpyPeerAsync"),
     entry<hip_call::memset, hipError_t(void*, int, size_t)>("hipMemset"),
     entry<hip_call::memset_async, hipError_t(void*, int, size_t, hipStream_t)>("hipMemsetAsync"),
     entry<hip_call::memset_d32, hipError_t(void*, int, size_t)>("hipMemsetD32"),
@@ -330,16 +359,14 @@ R hip::intercept(R (*original)(Args...), Args... arguments) {
   const std::int64_t begin_ns = host_now_ns();
   const R result = original(arguments...);
   const std::int64_t end_ns = host_now_ns();
-  const bool launched =
-      started && result == hipSuccess && hip_.event_record(stop, described.stream) == hipSuccess;
+  const bool launched = started && result == hipSuccess && hip_.event_record(stop, described.stream) == hipSuccess;
 
   tally_api(end_ns - begin_ns);
-  emit(api_call{runtime_api::hip, wrapped_functions[static_cast<std::size_t>(C)].symbol, begin_ns,
-                end_ns, correlation, current_tid()});
+  emit(api_call{runtime_api::hip, wrapped_functions[static_cast<std::size_t>(C)].symbol, begin_ns, end_ns, correlation,
+                current_tid()});
   if (described.kind != work_kind::call) {
-    const ledger_entry ledger = described.kind == work_kind::kernel
-                                    ? tally_kernel()
-                                    : tally_copy(described.copy, described.bytes);
+    const ledger_entry ledger =
+        described.kind == work_kind::kernel ? tally_kernel() : tally_copy(described.copy, described.bytes);
     if (launched) {
       int device = 0;
       if (hip_.get_device(&device) != hipSuccess) device = 0;
@@ -348,9 +375,17 @@ R hip::intercept(R (*original)(Args...), Args... arguments) {
         name = hip_.kernel_name_by_pointer(described.function, described.stream);
       else if (described.module_function && hip_.kernel_name)
         name = hip_.kernel_name(described.module_function);
-      pending_work pending{described.kind, device, described.stream, start, stop, name ? name : "",
-                           reinterpret_cast<std::uint64_t>(described.function), described, ledger,
-                           correlation, capture_call_site(begin_ns)};
+      pending_work pending{described.kind,
+                           device,
+                           described.stream,
+                           start,
+                           stop,
+                           name ? name : "",
+                           reinterpret_cast<std::uint64_t>(described.function),
+                           described,
+                           ledger,
+                           correlation,
+                           capture_call_site(begin_ns)};
       std::lock_guard lock{mutex_};
       pending_.push_back(std::move(pending));
     } else {
@@ -406,9 +441,8 @@ problem hip::start() {
   for (int index = 0; index < count; ++index) {
     hipDeviceProp_t properties{};
     if (hip_.get_device_properties(&properties, index) != hipSuccess) continue;
-    emit(device_info{runtime_api::hip, index, properties.name, properties.gcnArchName,
-                     properties.totalGlobalMem, properties.multiProcessorCount, properties.clockRate,
-                     properties.memoryClockRate});
+    emit(device_info{runtime_api::hip, index, properties.name, properties.gcnArchName, properties.totalGlobalMem,
+                     properties.multiProcessorCount, properties.clockRate, properties.memoryClockRate});
   }
   {
     std::lock_guard lock{mutex_};
@@ -457,8 +491,7 @@ bool hip::renew_reference(int device) {
   if (stream != nullptr || hip_.stream_create(&stream, hipStreamNonBlocking) == hipSuccess) {
     hipEvent_t event = take_event();
     const std::int64_t before = host_now_ns();
-    if (event && hip_.event_record(event, stream) == hipSuccess &&
-        hip_.event_synchronize(event) == hipSuccess) {
+    if (event && hip_.event_record(event, stream) == hipSuccess && hip_.event_synchronize(event) == hipSuccess) {
       const std::int64_t after = host_now_ns();
       auto& kept = references_[static_cast<std::size_t>(device)];
       if (kept.event) free_events_.push_back(kept.event);
@@ -479,8 +512,7 @@ void hip::resolve_completed(bool wait, std::int64_t deadline_ns) {
       renew_reference(static_cast<int>(device));
   std::erase_if(pending_, [&](pending_work& work) {
     if (hip_.event_query(work.stop) != hipSuccess) {
-      if (!wait || host_now_ns() >= deadline_ns || hip_.event_synchronize(work.stop) != hipSuccess)
-        return false;
+      if (!wait || host_now_ns() >= deadline_ns || hip_.event_synchronize(work.stop) != hipSuccess) return false;
     }
     float duration_ms = 0, since_reference_ms = 0;
     const auto& reference = references_[static_cast<std::size_t>(work.device)];
@@ -489,20 +521,17 @@ void hip::resolve_completed(bool wait, std::int64_t deadline_ns) {
     // work is kept, at its call's host time, rather than dropped.
     if (hip_.event_elapsed(&duration_ms, work.start, work.stop) != hipSuccess) duration_ms = 0;
     std::int64_t start_ns = work.site.call_ns;
-    if (reference.event &&
-        hip_.event_elapsed(&since_reference_ms, reference.event, work.start) == hipSuccess)
+    if (reference.event && hip_.event_elapsed(&since_reference_ms, reference.event, work.start) == hipSuccess)
       start_ns = reference.host_ns + static_cast<std::int64_t>(double{since_reference_ms} * 1e6);
     const auto device_ns = static_cast<std::int64_t>(double{duration_ms} * 1e6);
     const auto stream = reinterpret_cast<std::uint64_t>(work.stream);
     if (work.kind == work_kind::kernel) {
       emit(kernel_activity{runtime_api::hip, work.device, stream, demangled_once(work.mangled_name),
                            work.function_address, start_ns, start_ns + device_ns, work.described.grid,
-                           work.described.block, work.described.shared_bytes, work.correlation,
-                           std::move(work.site)});
+                           work.described.block, work.described.shared_bytes, work.correlation, std::move(work.site)});
     } else {
-      emit(copy_activity{runtime_api::hip, work.device, stream, work.described.copy,
-                         work.described.bytes, start_ns, start_ns + device_ns,
-                         work.described.asynchronous, work.correlation, std::move(work.site)});
+      emit(copy_activity{runtime_api::hip, work.device, stream, work.described.copy, work.described.bytes, start_ns,
+                         start_ns + device_ns, work.described.asynchronous, work.correlation, std::move(work.site)});
     }
     resolve(work.ledger, device_ns);
     free_events_.push_back(work.start);

@@ -29,8 +29,8 @@ void launch(std::uint64_t duration_ns, hipStream_t stream) {
   static float data[1];
   float* pointer = data;
   void* arguments[] = {&duration_ns, &pointer};
-  REQUIRE(hipLaunchKernel(reinterpret_cast<const void*>(&simulated_kernel), dim3(1), dim3(64), arguments, 0,
-                          stream) == hipSuccess);
+  REQUIRE(hipLaunchKernel(reinterpret_cast<const void*>(&simulated_kernel), dim3(1), dim3(64), arguments, 0, stream) ==
+          hipSuccess);
 }
 
 constexpr double tolerance_ms = 0.3;

@@ -57,8 +57,7 @@ namespace cuda_program {
 namespace {
 
 long long steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -72,8 +71,7 @@ std::size_t failure_size = 0;
 void check(cudaError_t error, const char* call) {
   if (error == cudaSuccess) return;
   if (failure_text)
-    std::snprintf(failure_text, failure_size, "%s: %s (%s)", call, cudaGetErrorString(error),
-                  cudaGetErrorName(error));
+    std::snprintf(failure_text, failure_size, "%s: %s (%s)", call, cudaGetErrorString(error), cudaGetErrorName(error));
   throw failure{1};
 }
 #define CHECK(call) check((call), #call)
@@ -158,8 +156,7 @@ int run(workload& out, char* message, std::size_t size) {
       CHECK(cudaEventRecord(starts[i], stream));
       if (k.stream == 0) {
         k.static_shared = static_cast<unsigned>(attributes.sharedSizeBytes);
-        physics::integrate<<<grid, block, k.dynamic_shared, stream>>>(device_data, cycles,
-                                                                      k.dynamic_shared / 4);
+        physics::integrate<<<grid, block, k.dynamic_shared, stream>>>(device_data, cycles, k.dynamic_shared / 4);
       } else {
         reduce_sum<<<grid, block, k.dynamic_shared, stream>>>(device_in, device_out, cycles);
       }

@@ -27,8 +27,6 @@
 
 #include "cuda_workload.hpp"
 
-
-
 namespace {
 
 namespace gpu = kairos::gpu;
@@ -77,7 +75,8 @@ int main() {
   for (const auto& status : gpu::start(options)) {
     if (status.api != gpu::runtime_api::cuda) continue;
     observing = status.observing;
-    if (!observing) std::printf("cupti_check: FAILED: the CUDA backend does not observe: %s\n", status.failure.text().c_str());
+    if (!observing)
+      std::printf("cupti_check: FAILED: the CUDA backend does not observe: %s\n", status.failure.text().c_str());
   }
   if (!observing) return 1;
 
@@ -120,16 +119,16 @@ int main() {
 
   // Devices.
   for (const auto& d : batch.devices)
-    std::printf("cupti_check: device %d: %s, %s, %.1f GiB, %d SMs, %d MHz, memory %d MHz\n", d.index,
-                d.name.c_str(), d.architecture.c_str(), d.memory_bytes / double(1u << 30), d.multiprocessors,
-                d.clock_khz / 1000, d.memory_clock_khz / 1000);
+    std::printf("cupti_check: device %d: %s, %s, %.1f GiB, %d SMs, %d MHz, memory %d MHz\n", d.index, d.name.c_str(),
+                d.architecture.c_str(), d.memory_bytes / double(1u << 30), d.multiprocessors, d.clock_khz / 1000,
+                d.memory_clock_khz / 1000);
   expect(!batch.devices.empty() && batch.devices[0].api == gpu::runtime_api::cuda &&
              batch.devices[0].architecture.starts_with("sm_"),
          "a CUDA device described, with an sm_XY architecture");
 
   // Kernels: matched to the runs by their configuration (each distinct).
-  std::printf("\n%-52s %-9s %-9s %6s %11s %11s %10s %12s\n", "kernel", "grid", "block", "shared",
-              "CUPTI µs", "event µs", "diff µs", "start-launch");
+  std::printf("\n%-52s %-9s %-9s %6s %11s %11s %10s %12s\n", "kernel", "grid", "block", "shared", "CUPTI µs",
+              "event µs", "diff µs", "start-launch");
   std::int64_t cupti_kernels_ns = 0;
   std::uint64_t stream_a = 0, stream_b = 0;
   for (int i = 0; i < done.kernel_count; ++i) {
@@ -155,9 +154,9 @@ int main() {
            label + ": shared memory " + std::to_string(k.shared_bytes) + ", launched with " +
                std::to_string(run.static_shared) + " static + " + std::to_string(run.dynamic_shared) + " dynamic");
     const double tolerance_us = std::max(0.05 * event_us, 20.0);
-    expect(std::abs(cupti_us - event_us) <= tolerance_us,
-           label + ": CUPTI's duration " + std::to_string(cupti_us) + " µs against the events' " +
-               std::to_string(event_us) + " µs");
+    expect(std::abs(cupti_us - event_us) <= tolerance_us, label + ": CUPTI's duration " + std::to_string(cupti_us) +
+                                                              " µs against the events' " + std::to_string(event_us) +
+                                                              " µs");
     expect(k.start_ns >= run.launch_begin_ns - bracket_slack_ns && k.end_ns <= run.done_ns + bracket_slack_ns &&
                k.start_ns <= k.end_ns,
            label + ": on the host clock, within its launch and completion ± 2 ms (start " +
@@ -196,7 +195,7 @@ int main() {
   expect(batch.copies.size() == 4, "4 copy records, not " + std::to_string(batch.copies.size()));
   for (int i = 0; i < done.copy_count; ++i) {
     const auto& run = done.copies[i];
-    const gpu::copy_kind kind = run.kind < 0 ? gpu::copy_kind::memset
+    const gpu::copy_kind kind = run.kind < 0    ? gpu::copy_kind::memset
                                 : run.kind == 1 ? gpu::copy_kind::host_to_device
                                                 : gpu::copy_kind::device_to_host;
     const std::string label = std::string{gpu::name_of(kind)} + " of " + std::to_string(run.bytes);
@@ -243,8 +242,8 @@ int main() {
     expect(cuda_program::run(second, message, sizeof message) == 0, std::string{"the workload again: "} + message);
     const gpu::thread_tally second_after = gpu::current_thread_tally();
     expect(second_after.kernels_launched - second_before.kernels_launched == 4, "4 kernels tallied again");
-    const std::int64_t kernels_ns = gpu::kernel_device_ns(ledger, second_before.kernels_launched,
-                                                          second_after.kernels_launched, 5'000'000'000);
+    const std::int64_t kernels_ns =
+        gpu::kernel_device_ns(ledger, second_before.kernels_launched, second_after.kernels_launched, 5'000'000'000);
     double events_us = 0, tolerance_us = 0;
     for (int i = 0; i < second.kernel_count; ++i) {
       events_us += second.kernels[i].event_ms * 1e3;

@@ -24,8 +24,8 @@
 #include <hip/hip_runtime_api.h>
 
 // Not declared by HIP 5.2's headers (later ones declare it).
-extern "C" hipError_t hipLaunchKernel_spt(const void* function_address, dim3 numBlocks, dim3 dimBlocks,
-                                          void** args, size_t sharedMemBytes, hipStream_t stream);
+extern "C" hipError_t hipLaunchKernel_spt(const void* function_address, dim3 numBlocks, dim3 dimBlocks, void** args,
+                                          size_t sharedMemBytes, hipStream_t stream);
 
 namespace {
 
@@ -53,9 +53,7 @@ void lead() { REQUIRE(launch(lead_ns, nullptr) == hipSuccess); }
 
 struct event {
   hipEvent_t handle = nullptr;
-  explicit event(unsigned flags = hipEventDefault) {
-    REQUIRE(hipEventCreateWithFlags(&handle, flags) == hipSuccess);
-  }
+  explicit event(unsigned flags = hipEventDefault) { REQUIRE(hipEventCreateWithFlags(&handle, flags) == hipSuccess); }
   ~event() { CHECK(hipEventDestroy(handle) == hipSuccess); }
   event(const event&) = delete;
   event& operator=(const event&) = delete;
@@ -91,8 +89,8 @@ float elapsed_ms(hipEvent_t start, hipEvent_t stop) {
 // The time between two completed events is `expected_ms`, within `tolerance`.
 void check_elapsed(hipEvent_t start, hipEvent_t stop, double expected_ms, double tolerance = tolerance_ms) {
   const double elapsed = elapsed_ms(start, stop);
-  CHECK_MESSAGE(std::abs(elapsed - expected_ms) <= tolerance, "elapsed ", elapsed, " ms, expected ",
-                expected_ms, " ms within ", tolerance, " ms");
+  CHECK_MESSAGE(std::abs(elapsed - expected_ms) <= tolerance, "elapsed ", elapsed, " ms, expected ", expected_ms,
+                " ms within ", tolerance, " ms");
 }
 
 std::vector<unsigned char> pattern(std::size_t bytes) {
@@ -192,8 +190,9 @@ TEST_CASE("kernels on two streams overlap") {
   check_elapsed(start, second_done, 20.0);
 }
 
-TEST_CASE("the null stream waits for every blocking stream, and they for it; a non-blocking stream "
-          "waits only for itself") {
+TEST_CASE(
+    "the null stream waits for every blocking stream, and they for it; a non-blocking stream "
+    "waits only for itself") {
   stream first, second, independent{hipStreamNonBlocking};
   event start, null_done, after_null, independent_now;
   lead();

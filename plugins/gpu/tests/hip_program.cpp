@@ -66,7 +66,7 @@ void check(hipError_t error, const char* call) {
 
 struct step {
   enum { kernel, h2d, d2h, memset, sync } kind;
-  std::string stream;  // kernel, d2h
+  std::string stream;     // kernel, d2h
   bool integrate = true;  // kernel: physics::integrate, else reduce_sum
   std::uint64_t duration_ns = 0;
   dim3 grid, block;
@@ -85,7 +85,8 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
 
 std::string_view trimmed(std::string_view text) {
   const std::size_t first = text.find_first_not_of(' ');
-  return first == std::string_view::npos ? std::string_view{} : text.substr(first, text.find_last_not_of(' ') - first + 1);
+  return first == std::string_view::npos ? std::string_view{}
+                                         : text.substr(first, text.find_last_not_of(' ') - first + 1);
 }
 
 // A number followed by one of `units` (suffix, multiplier); "" among them makes the unit optional.
@@ -158,8 +159,7 @@ int main(int argc, char** argv) {
     if (trimmed(text).empty()) continue;
     const auto parsed = parse_step(trimmed(text));
     if (!parsed) {
-      std::fprintf(stderr, "hip_program: cannot read the step \"%.*s\"\n", static_cast<int>(text.size()),
-                   text.data());
+      std::fprintf(stderr, "hip_program: cannot read the step \"%.*s\"\n", static_cast<int>(text.size()), text.data());
       return 2;
     }
     plan.push_back(*parsed);
@@ -203,8 +203,8 @@ int main(int argc, char** argv) {
         void* reduce_args[] = {&duration_ns, &data, &output};
         const void* function = s.integrate ? reinterpret_cast<const void*>(&physics::integrate)
                                            : reinterpret_cast<const void*>(&reduce_sum);
-        HIP_CHECK(hipLaunchKernel(function, s.grid, s.block, s.integrate ? integrate_args : reduce_args,
-                                  s.bytes, stream_named(s.stream)));
+        HIP_CHECK(hipLaunchKernel(function, s.grid, s.block, s.integrate ? integrate_args : reduce_args, s.bytes,
+                                  stream_named(s.stream)));
         ++kernels;
         break;
       }
@@ -213,8 +213,7 @@ int main(int argc, char** argv) {
         ++copies;
         break;
       case step::d2h:
-        HIP_CHECK(hipMemcpyAsync(host_buffer, device_buffer, s.bytes, hipMemcpyDeviceToHost,
-                                 stream_named(s.stream)));
+        HIP_CHECK(hipMemcpyAsync(host_buffer, device_buffer, s.bytes, hipMemcpyDeviceToHost, stream_named(s.stream)));
         ++copies;
         break;
       case step::memset:

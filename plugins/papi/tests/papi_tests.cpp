@@ -32,10 +32,8 @@ constexpr const char* other_items_event = "sde:::kairos_tests::other_items";
 [[maybe_unused]] const bool sde_counters_registered = [] {
 #if KAIROS_TEST_WITH_SDE
   papi_handle_t handle = papi_sde_init("kairos_tests");
-  papi_sde_register_counter(handle, "work_items", PAPI_SDE_RO | PAPI_SDE_DELTA,
-                            PAPI_SDE_long_long, &work_items);
-  papi_sde_register_counter(handle, "other_items", PAPI_SDE_RO | PAPI_SDE_DELTA,
-                            PAPI_SDE_long_long, &other_items);
+  papi_sde_register_counter(handle, "work_items", PAPI_SDE_RO | PAPI_SDE_DELTA, PAPI_SDE_long_long, &work_items);
+  papi_sde_register_counter(handle, "other_items", PAPI_SDE_RO | PAPI_SDE_DELTA, PAPI_SDE_long_long, &other_items);
   return true;
 #else
   return false;
@@ -82,8 +80,7 @@ TEST_CASE("where PAPI has CPU counters, a preset counts a known loop") {
 }
 
 TEST_CASE("where PAPI has no CPU counters, a preset is unavailable with PAPI's error") {
-  if (kairos::papi_vector::available("PAPI_TOT_INS"))
-    return kairos_test::skip("PAPI counts PAPI_TOT_INS here");
+  if (kairos::papi_vector::available("PAPI_TOT_INS")) return kairos_test::skip("PAPI counts PAPI_TOT_INS here");
   kairos::papi_vector counters{"PAPI_TOT_INS"};
   counters.start();
   some_work();
@@ -111,8 +108,7 @@ TEST_CASE("unknown preset names are rejected with the list of valid presets") {
     CHECK(message.find("PAPI_L1_DCM") != std::string::npos);
   }
   CHECK_FALSE(kairos::papi_vector::available("PAPI_TOT_INZ"));
-  CHECK(kairos::papi_vector::unavailable_reason("PAPI_TOT_INZ").find("valid presets") !=
-        std::string::npos);
+  CHECK(kairos::papi_vector::unavailable_reason("PAPI_TOT_INZ").find("valid presets") != std::string::npos);
 }
 
 TEST_CASE("a native name PAPI cannot resolve is unavailable with the disabled components' reasons") {
@@ -120,8 +116,7 @@ TEST_CASE("a native name PAPI cannot resolve is unavailable with the disabled co
   REQUIRE(counters.events().size() == 1);
   const std::string reason = counters.events()[0].unavailable_reason;
   CHECK_FALSE(counters.events()[0].counting);
-  CHECK(reason.find("no enabled component knows it (PAPI_event_name_to_code: PAPI_") !=
-        std::string::npos);
+  CHECK(reason.find("no enabled component knows it (PAPI_event_name_to_code: PAPI_") != std::string::npos);
 }
 
 #if KAIROS_TEST_WITH_SDE
@@ -146,8 +141,7 @@ TEST_CASE("an event that cannot count does not stop the others of the same count
   some_work();
   counters.stop();
   CHECK(counters.value_of(work_items_event) == 300.0);
-  for (const auto& status : counters.events())
-    CHECK(status.counting == status.unavailable_reason.empty());
+  for (const auto& status : counters.events()) CHECK(status.counting == status.unavailable_reason.empty());
   CHECK(counters.get().size() == counters.value_labels().size());
 }
 
@@ -158,8 +152,10 @@ TEST_CASE("papi_array keeps fixed positions: NaN where an event cannot count") {
   counters.stop();
   const std::array<double, 2> values = counters.get();
   CHECK(values[1] == 42.0);
-  if (kairos::papi_vector::available("PAPI_TOT_INS")) CHECK(values[0] > 0.0);
-  else CHECK(std::isnan(values[0]));
+  if (kairos::papi_vector::available("PAPI_TOT_INS"))
+    CHECK(values[0] > 0.0);
+  else
+    CHECK(std::isnan(values[0]));
   CHECK(counters.value_labels()[0] == "PAPI_TOT_INS");
   CHECK(counters.value_labels()[1] == work_items_event);
 }

@@ -60,8 +60,7 @@ bool has_pmu() { return kairos::perf_counters::available("instructions"); }
 }  // namespace
 
 TEST_CASE("where perf_event_open is refused, perf_counters is unavailable with the kernel's reason") {
-  if (kairos::perf_counters::available())
-    return kairos_test::skip("perf_event_open opens software events here");
+  if (kairos::perf_counters::available()) return kairos_test::skip("perf_event_open opens software events here");
   CHECK(kairos::perf_counters::unavailable_reason().find("(E") != std::string::npos);
   kairos::perf_counters counters{"task-clock"};
   counters.start();
@@ -145,8 +144,7 @@ TEST_CASE("start and stop accumulate over phases and leave out what happens betw
 
 TEST_CASE("on a machine with a PMU, hardware events count a known loop") {
   if (!has_pmu())
-    return kairos_test::skip("no hardware PMU here: " +
-                             kairos::perf_counters::unavailable_reason("instructions"));
+    return kairos_test::skip("no hardware PMU here: " + kairos::perf_counters::unavailable_reason("instructions"));
   kairos::perf_counters counters{"instructions", "cycles", "branch-instructions", "branch-misses"};
   counters.start();
   volatile std::uint64_t sink = 0;
@@ -196,8 +194,7 @@ TEST_CASE("an event that cannot count does not take the rest of the group down")
   CHECK(counters.value_of("page-faults").has_value());
   const auto labels = counters.value_labels();
   CHECK(labels.size() == counters.get().size());
-  for (const auto& status : counters.events())
-    CHECK(status.counting == kairos::perf_counters::available(status.name));
+  for (const auto& status : counters.events()) CHECK(status.counting == kairos::perf_counters::available(status.name));
 }
 
 TEST_CASE("unknown event names are rejected with the list of valid ones") {
@@ -206,8 +203,7 @@ TEST_CASE("unknown event names are rejected with the list of valid ones") {
   CHECK(message.find("valid events: task-clock, cpu-clock, page-faults") != std::string::npos);
   CHECK(message.find("instructions") != std::string::npos);
   CHECK_FALSE(kairos::perf_counters::available("instrucshuns"));
-  CHECK(kairos::perf_counters::unavailable_reason("instrucshuns").find("valid events:") !=
-        std::string::npos);
+  CHECK(kairos::perf_counters::unavailable_reason("instrucshuns").find("valid events:") != std::string::npos);
 }
 
 TEST_CASE("perf's short aliases name the same events") {
@@ -250,8 +246,7 @@ TEST_CASE("a bundle with perf_counters and a wall clock measures both") {
 
 TEST_CASE("more hardware events than the PMU holds are multiplexed and scaled to the whole phase") {
   if (!has_pmu())
-    return kairos_test::skip("no hardware PMU here: " +
-                             kairos::perf_counters::unavailable_reason("instructions"));
+    return kairos_test::skip("no hardware PMU here: " + kairos::perf_counters::unavailable_reason("instructions"));
   auto fixed_work = [] {
     volatile std::uint64_t sink = 0;
     for (std::uint64_t i = 0; i < 50'000'000; ++i) sink = sink + i;
@@ -260,10 +255,10 @@ TEST_CASE("more hardware events than the PMU holds are multiplexed and scaled to
   alone.start();
   fixed_work();
   alone.stop();
-  kairos::perf_counters crowded{"instructions", "cycles", "branch-instructions", "branch-misses",
-                                "cache-references", "cache-misses", "ref-cycles",
-                                "L1-dcache-loads", "L1-dcache-load-misses", "dTLB-load-misses",
-                                "iTLB-load-misses", "stalled-cycles-frontend"};
+  kairos::perf_counters crowded{"instructions",     "cycles",           "branch-instructions",
+                                "branch-misses",    "cache-references", "cache-misses",
+                                "ref-cycles",       "L1-dcache-loads",  "L1-dcache-load-misses",
+                                "dTLB-load-misses", "iTLB-load-misses", "stalled-cycles-frontend"};
   crowded.start();
   fixed_work();
   crowded.stop();

@@ -65,9 +65,9 @@ int run_report(std::vector<std::string> databases, std::string format, std::stri
                bool compare_windows, std::optional<std::int64_t> rank, py::object out, py::object errors) {
   python_file_buffer out_buffer{std::move(out)}, errors_buffer{std::move(errors)};
   std::ostream out_stream{&out_buffer}, errors_stream{&errors_buffer};
-  const int status = db::run_report({std::move(databases), std::move(format), std::move(output), std::move(window),
-                                     compare_windows, rank},
-                                    out_stream, errors_stream);
+  const int status = db::run_report(
+      {std::move(databases), std::move(format), std::move(output), std::move(window), compare_windows, rank},
+      out_stream, errors_stream);
   out_stream.flush();
   errors_stream.flush();
   return status;
@@ -97,9 +97,9 @@ class region_rows {
         "SELECT thread.id, thread.process, process.rank FROM thread LEFT JOIN process ON process.id = thread.process");
     while (threads.step())
       owners_.emplace(threads.integer(0),
-                      std::pair<py::object, py::object>{py::int_(threads.integer(1)),
-                                                        threads.is_null(2) ? py::object{py::none()}
-                                                                           : py::object{py::int_(threads.integer(2))}});
+                      std::pair<py::object, py::object>{
+                          py::int_(threads.integer(1)),
+                          threads.is_null(2) ? py::object{py::none()} : py::object{py::int_(threads.integer(2))}});
   }
 
   // The rows of up to `blocks` more blocks, as tuples; an empty list once every block is read.
@@ -159,8 +159,9 @@ PYBIND11_MODULE(_native, module) {
     }
   });
 
-  module.def("check_profile", [](const std::string& path) { db::open_profile(path); }, py::arg("path"),
-             "Raises DatabaseError naming the file when it is not a kairos profile of this schema version.");
+  module.def(
+      "check_profile", [](const std::string& path) { db::open_profile(path); }, py::arg("path"),
+      "Raises DatabaseError naming the file when it is not a kairos profile of this schema version.");
   {
     py::list formats;  // the one table of output formats (formats.hpp), as the tools read it
     for (const auto& row : db::formats) {
@@ -175,8 +176,8 @@ PYBIND11_MODULE(_native, module) {
     }
     module.attr("formats") = formats;
   }
-  module.def("run_report", &run_report, py::arg("databases"), py::arg("format"), py::arg("output"),
-             py::arg("window"), py::arg("compare_windows"), py::arg("rank"), py::arg("out"), py::arg("errors"),
+  module.def("run_report", &run_report, py::arg("databases"), py::arg("format"), py::arg("output"), py::arg("window"),
+             py::arg("compare_windows"), py::arg("rank"), py::arg("out"), py::arg("errors"),
              "kairos-report's work: the output to `out` (or the file `output`), problems to `errors`; "
              "returns the exit status.");
   module.def("run_merge", &run_merge, py::arg("output"), py::arg("inputs"), py::arg("keep_going"),

@@ -1,6 +1,6 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <unistd.h>
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <ctime>
@@ -40,8 +40,10 @@ struct launch_environment {
 }  // namespace
 
 TEST_CASE("Open MPI: rank and size from OMPI_COMM_WORLD_*, the launch id from the PMIx namespace") {
-  launch_environment environment{{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                                  {"PMIX_NAMESPACE", "1378484225"}, {"PMIX_RANK", "3"},
+  launch_environment environment{{{"OMPI_COMM_WORLD_RANK", "3"},
+                                  {"OMPI_COMM_WORLD_SIZE", "4"},
+                                  {"PMIX_NAMESPACE", "1378484225"},
+                                  {"PMIX_RANK", "3"},
                                   {"OMPI_MCA_ess_base_jobid", "1378484225"}}};
   const auto launch = environment.launch();
   CHECK(launch.launcher == "openmpi");
@@ -52,8 +54,8 @@ TEST_CASE("Open MPI: rank and size from OMPI_COMM_WORLD_*, the launch id from th
 }
 
 TEST_CASE("Open MPI without PMIx: the launch id from the job id") {
-  launch_environment environment{{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                                  {"OMPI_MCA_ess_base_jobid", "55"}}};
+  launch_environment environment{
+      {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "55"}}};
   CHECK(environment.launch().id == "openmpi-55");
 }
 
@@ -69,8 +71,11 @@ TEST_CASE("MPICH's Hydra (PMI): rank and size from PMI_*, the id from the launch
 }
 
 TEST_CASE("Slurm: rank and size from SLURM_PROCID/NTASKS, the id from the job and step, the start from the job") {
-  launch_environment environment{{{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "16"}, {"SLURM_JOB_ID", "9001"},
-                                  {"SLURM_STEP_ID", "2"}, {"SLURM_JOB_START_TIME", "1690000000"}}};
+  launch_environment environment{{{"SLURM_PROCID", "5"},
+                                  {"SLURM_NTASKS", "16"},
+                                  {"SLURM_JOB_ID", "9001"},
+                                  {"SLURM_STEP_ID", "2"},
+                                  {"SLURM_JOB_START_TIME", "1690000000"}}};
   const auto launch = environment.launch();
   CHECK(launch.launcher == "slurm");
   CHECK(launch.rank == 5);
@@ -81,15 +86,18 @@ TEST_CASE("Slurm: rank and size from SLURM_PROCID/NTASKS, the id from the job an
 }
 
 TEST_CASE("Slurm without a job start time: the start of slurmstepd, the parent") {
-  launch_environment environment{{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "1"},
-                                  {"SLURM_STEP_ID", "0"}}};
+  launch_environment environment{
+      {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "1"}, {"SLURM_STEP_ID", "0"}}};
   CHECK(environment.launch().start_unix_seconds == 1'700'000'000);
 }
 
 TEST_CASE("the launcher that started the process wins over an allocation's variables") {
   // mpirun inside a Slurm allocation: the ranks see both; the ranks are Open MPI's.
-  launch_environment environment{{{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "3"},
-                                  {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "7"},
+  launch_environment environment{{{"OMPI_COMM_WORLD_RANK", "2"},
+                                  {"OMPI_COMM_WORLD_SIZE", "3"},
+                                  {"SLURM_PROCID", "0"},
+                                  {"SLURM_NTASKS", "1"},
+                                  {"SLURM_JOB_ID", "7"},
                                   {"PMIX_NAMESPACE", "ns"}}};
   const auto launch = environment.launch();
   CHECK(launch.launcher == "openmpi");

@@ -45,7 +45,8 @@ void phase(const char* name, void (*work)(double), double seconds) {
 
 void pause(double seconds) {
   if (seconds <= 0) return;
-  const timespec interval{static_cast<time_t>(seconds), static_cast<long>((seconds - static_cast<time_t>(seconds)) * 1e9)};
+  const timespec interval{static_cast<time_t>(seconds),
+                          static_cast<long>((seconds - static_cast<time_t>(seconds)) * 1e9)};
   nanosleep(&interval, nullptr);
 }
 

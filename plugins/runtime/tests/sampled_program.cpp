@@ -207,8 +207,7 @@ void stress(double seconds) {
   });
   workers.emplace_back([&] { compute_one_quarter(static_cast<std::int64_t>(seconds * 0.5e9)); });
   for (auto& worker : workers) worker.join();
-  std::printf("stress done loads=%ld allocations=%ld forks=%ld\n", loads.load(), allocations.load(),
-              forks.load());
+  std::printf("stress done loads=%ld allocations=%ld forks=%ld\n", loads.load(), allocations.load(), forks.load());
 }
 
 }  // namespace
@@ -254,10 +253,22 @@ void allocating_handler(int) { std::free(std::malloc(32)); }  // the positive co
 }  // namespace
 
 extern "C" {
-void* malloc(std::size_t size) { check_allocation(); return __libc_malloc(size); }
-void* calloc(std::size_t count, std::size_t size) { check_allocation(); return __libc_calloc(count, size); }
-void* realloc(void* pointer, std::size_t size) { check_allocation(); return __libc_realloc(pointer, size); }
-void* memalign(std::size_t alignment, std::size_t size) { check_allocation(); return __libc_memalign(alignment, size); }
+void* malloc(std::size_t size) {
+  check_allocation();
+  return __libc_malloc(size);
+}
+void* calloc(std::size_t count, std::size_t size) {
+  check_allocation();
+  return __libc_calloc(count, size);
+}
+void* realloc(void* pointer, std::size_t size) {
+  check_allocation();
+  return __libc_realloc(pointer, size);
+}
+void* memalign(std::size_t alignment, std::size_t size) {
+  check_allocation();
+  return __libc_memalign(alignment, size);
+}
 void* aligned_alloc(std::size_t alignment, std::size_t size) { return memalign(alignment, size); }
 int posix_memalign(void** out, std::size_t alignment, std::size_t size) {
   *out = memalign(alignment, size);
@@ -284,7 +295,6 @@ void churn(long count, int alive) {
     if (slot.joinable()) slot.join();
   std::printf("churn done: %ld threads\n", count);
 }
-
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
@@ -324,7 +334,10 @@ int main(int argc, char** argv) {
     std::printf("allocations checked=%ld in_handlers=%ld\n", allocations_checked.load(),
                 allocations_in_handlers.load());
   } else {
-    std::fprintf(stderr, "usage: sampled_program split|busy-until-signal|abort-after|sleeps|own-sigprof|stress|alloc-hook|churn|syscalls|blocked-worker [N]\n");
+    std::fprintf(
+        stderr,
+        "usage: sampled_program "
+        "split|busy-until-signal|abort-after|sleeps|own-sigprof|stress|alloc-hook|churn|syscalls|blocked-worker [N]\n");
     return 2;
   }
   return 0;

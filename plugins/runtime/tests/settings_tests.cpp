@@ -1,6 +1,6 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <unistd.h>
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -45,14 +45,26 @@ TEST_CASE("every setting has a KAIROS_ variable, a category, a description and a
 }
 
 TEST_CASE("the settings the issue names are registered") {
-  for (auto variable :
-       {"KAIROS_ENABLED", "KAIROS_VERBOSE", "KAIROS_OUTPUT_PATH", "KAIROS_OUTPUT_FORMATS",
-        "KAIROS_COMPONENTS", "KAIROS_CONFIG_FILE", "KAIROS_SAMPLING_FREQ", "KAIROS_SAMPLING_DELAY",
-        "KAIROS_SAMPLING_DURATION", "KAIROS_SAMPLING_CPUTIME", "KAIROS_SAMPLING_CPUTIME_FREQ",
-        "KAIROS_SAMPLING_CPUTIME_DELAY", "KAIROS_SAMPLING_CPUTIME_DURATION",
-        "KAIROS_SAMPLING_REALTIME", "KAIROS_SAMPLING_REALTIME_FREQ",
-        "KAIROS_SAMPLING_REALTIME_DELAY", "KAIROS_SAMPLING_REALTIME_DURATION",
-        "KAIROS_SAMPLING_ALLOCATOR_SIZE", "KAIROS_USE_TEMPORARY_FILES", "KAIROS_FOLLOW_CHILDREN"})
+  for (auto variable : {"KAIROS_ENABLED",
+                        "KAIROS_VERBOSE",
+                        "KAIROS_OUTPUT_PATH",
+                        "KAIROS_OUTPUT_FORMATS",
+                        "KAIROS_COMPONENTS",
+                        "KAIROS_CONFIG_FILE",
+                        "KAIROS_SAMPLING_FREQ",
+                        "KAIROS_SAMPLING_DELAY",
+                        "KAIROS_SAMPLING_DURATION",
+                        "KAIROS_SAMPLING_CPUTIME",
+                        "KAIROS_SAMPLING_CPUTIME_FREQ",
+                        "KAIROS_SAMPLING_CPUTIME_DELAY",
+                        "KAIROS_SAMPLING_CPUTIME_DURATION",
+                        "KAIROS_SAMPLING_REALTIME",
+                        "KAIROS_SAMPLING_REALTIME_FREQ",
+                        "KAIROS_SAMPLING_REALTIME_DELAY",
+                        "KAIROS_SAMPLING_REALTIME_DURATION",
+                        "KAIROS_SAMPLING_ALLOCATOR_SIZE",
+                        "KAIROS_USE_TEMPORARY_FILES",
+                        "KAIROS_FOLLOW_CHILDREN"})
     CHECK_MESSAGE(find_setting(variable) != nullptr, variable);
 }
 
@@ -67,7 +79,7 @@ TEST_CASE("a bad number names the variable, the value and the accepted range") {
   CHECK(line.find("a number in [0.001, 100000]") != std::string::npos);
   CHECK(line.find("sampling is disabled") != std::string::npos);
   CHECK_FALSE(loaded.category_usable(setting_category::sampling));
-  CHECK(loaded.usable());  // regions and output do not depend on sampling
+  CHECK(loaded.usable());                               // regions and output do not depend on sampling
   CHECK(loaded.number(setting::sampling_freq) == 300);  // the default stays in force
 }
 
@@ -109,8 +121,8 @@ TEST_CASE("an unknown KAIROS_ variable is reported") {
 }
 
 TEST_CASE("sources rise in priority: default, config file, environment, command line") {
-  const auto config = temporary_file(
-      R"({"sampling_freq": 50, "KAIROS_SAMPLING_DELAY": 2, "components": ["wall_clock", "peak_rss"]})");
+  const auto config =
+      temporary_file(R"({"sampling_freq": 50, "KAIROS_SAMPLING_DELAY": 2, "components": ["wall_clock", "peak_rss"]})");
   environment_block environment{"KAIROS_CONFIG_FILE=" + config, "KAIROS_SAMPLING_DELAY=3"};
   auto loaded = settings::load(environment.get());
   CHECK(loaded.problems().empty());
@@ -156,7 +168,7 @@ TEST_CASE("sampler settings inherit the common value when empty") {
 TEST_CASE("an empty value of any setting is no value: the default, or what a lower source gave") {
   const auto config = temporary_file(R"({"sampling_freq": 50})");
   environment_block environment{"KAIROS_CONFIG_FILE=" + config, "KAIROS_SAMPLING_FREQ=", "KAIROS_SAMPLING_DELAY= ",
-                                "KAIROS_OUTPUT_PATH=", "KAIROS_ENABLED=", "KAIROS_OUTPUT_FORMATS=",
+                                "KAIROS_OUTPUT_PATH=",          "KAIROS_ENABLED=",       "KAIROS_OUTPUT_FORMATS=",
                                 "KAIROS_SAMPLING_CPUTIME_FREQ="};
   const auto loaded = settings::load(environment.get());
   CHECK(loaded.problems().empty());
@@ -192,8 +204,8 @@ TEST_CASE("output path keys expand to this process's values") {
     if (name == "JOB") return "job9";
     return std::nullopt;
   };
-  const auto expanded = expand_path(
-      "out/%launch_date%/%exe%-%pid%-%ppid%-%hostname%-r%rank%of%size%-%env{JOB}%%env{UNSET}%", values);
+  const auto expanded =
+      expand_path("out/%launch_date%/%exe%-%pid%-%ppid%-%hostname%-r%rank%of%size%-%env{JOB}%%env{UNSET}%", values);
   REQUIRE(expanded.has_value());
   CHECK(expanded.value() == "out/20250101-000000/app-42-7-node1-r3of4-job9");
   CHECK(expand_path("%pid", values).failure().text().find("unterminated") != std::string::npos);
@@ -266,7 +278,7 @@ TEST_CASE("period specs: clock first or last, defaults, units, several in sequen
   CHECK(specs[1].repeat == 20);
   CHECK(specs[2].clock == window_clock::realtime);  // the default clock
   CHECK(specs[2].duration == 250'000'000);
-  CHECK(specs[2].repeat == 1);                       // the default repeat
+  CHECK(specs[2].repeat == 1);  // the default repeat
   CHECK(specs[3].clock == window_clock::instructions);
   CHECK(specs[3].delay == 100'000'000);
   CHECK(specs[3].repeat == 0);
@@ -290,12 +302,15 @@ TEST_CASE("a malformed period spec is named with its position and what is accept
     REQUIRE_FALSE(parsed.has_value());
     return parsed.failure().text();
   };
-  CHECK(error_of("realtime:10:x:5") == "spec 1 (\"realtime:10:x:5\"), character 13: the duration: \"x\" is not "
-                                       "a number of seconds with an optional unit s, ms, us or ns (10, 2.5, 250ms)");
+  CHECK(error_of("realtime:10:x:5") ==
+        "spec 1 (\"realtime:10:x:5\"), character 13: the duration: \"x\" is not "
+        "a number of seconds with an optional unit s, ms, us or ns (10, 2.5, 250ms)");
   CHECK(error_of("realtime:1:1 walltime:1:1").find("character 14: \"walltime\" is not a clock; clocks: realtime,") !=
         std::string::npos);
-  CHECK(error_of("10M:1:realtime").find("\"10M\" counts instructions, but the realtime clock takes") != std::string::npos);
-  CHECK(error_of("instructions:1ms:1M").find("is a time, but the instructions clock takes a count") != std::string::npos);
+  CHECK(error_of("10M:1:realtime").find("\"10M\" counts instructions, but the realtime clock takes") !=
+        std::string::npos);
+  CHECK(error_of("instructions:1ms:1M").find("is a time, but the instructions clock takes a count") !=
+        std::string::npos);
   CHECK(error_of("10m:1").find("\"10m\" is ambiguous") != std::string::npos);
   CHECK(error_of("1:0").find("the duration is 0") != std::string::npos);
   CHECK(error_of("1:1:-2").find("the repeat count \"-2\" is not an integer") != std::string::npos);
@@ -320,9 +335,10 @@ TEST_CASE("KAIROS_TRACE_PERIODS is checked when loaded: a bad one disables kairo
 }
 
 TEST_CASE("a windows file takes comments, a header and units, and names out-of-order windows by line") {
-  auto parsed = parse_windows_file("# phases\nclock,start,length\n realtime , 1 , 0.5 \n\ninstructions,100M,10M # B\n"
-                                   "realtime,2s,250ms\n",
-                                   "w.csv");
+  auto parsed = parse_windows_file(
+      "# phases\nclock,start,length\n realtime , 1 , 0.5 \n\ninstructions,100M,10M # B\n"
+      "realtime,2s,250ms\n",
+      "w.csv");
   REQUIRE(parsed.has_value());
   REQUIRE(parsed.value().size() == 3);
   CHECK(parsed.value()[0].start == 1'000'000'000);
@@ -333,10 +349,12 @@ TEST_CASE("a windows file takes comments, a header and units, and names out-of-o
 
   auto overlap = parse_windows_file("realtime,2,1\nmonotonic,0,1\nrealtime,2.5,1\n", "w.csv");
   REQUIRE_FALSE(overlap.has_value());
-  CHECK(overlap.failure().text().find("w.csv:3, column 10: this realtime window starts before the one of line 1 ends") == 0);
+  CHECK(overlap.failure().text().find(
+            "w.csv:3, column 10: this realtime window starts before the one of line 1 ends") == 0);
   auto fields = parse_windows_file("realtime,1\n", "w.csv");
   REQUIRE_FALSE(fields.has_value());
-  CHECK(fields.failure().text().find("w.csv:1, column 1: \"realtime,1\" has 2 fields; each line is clock,start,length") == 0);
+  CHECK(fields.failure().text().find(
+            "w.csv:1, column 1: \"realtime,1\" has 2 fields; each line is clock,start,length") == 0);
   auto missing = load_windows_file("/nonexistent/windows.csv");
   REQUIRE_FALSE(missing.has_value());
   CHECK(missing.failure().text().find("/nonexistent/windows.csv cannot be read: No such file or directory") == 0);
@@ -354,13 +372,13 @@ TEST_CASE("the window plan runs the specs one after another, then the file's win
     seen.emplace_back(window->clock, window->cycle);
   }
   CHECK(seen == std::vector<std::pair<window_clock, std::int64_t>>{{window_clock::realtime, 1},
-                                                                  {window_clock::realtime, 2},
-                                                                  {window_clock::monotonic, 1},
-                                                                  {window_clock::instructions, 1}});
+                                                                   {window_clock::realtime, 2},
+                                                                   {window_clock::monotonic, 1},
+                                                                   {window_clock::instructions, 1}});
   auto forever = window_plan{parse_periods("1:1:0").value(), {}};
   for (int i = 0; i < 1000; ++i) REQUIRE(forever.next());
-  auto dropped = window_plan{parse_periods("instructions:1M:1M:0").value(),
-                              parse_windows_file("realtime,1,1", "w").value()};
+  auto dropped =
+      window_plan{parse_periods("instructions:1M:1M:0").value(), parse_windows_file("realtime,1,1", "w").value()};
   dropped.drop(window_clock::instructions);
   CHECK(dropped.next()->clock == window_clock::realtime);
   CHECK_FALSE(dropped.next());

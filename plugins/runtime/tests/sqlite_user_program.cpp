@@ -14,9 +14,8 @@ int own_open_calls = 0;
 
 int round_trip(sqlite3* db) {
   char* error = nullptr;
-  const int created = sqlite3_exec(db,
-                                   "CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3);",
-                                   nullptr, nullptr, &error);
+  const int created =
+      sqlite3_exec(db, "CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3);", nullptr, nullptr, &error);
   sqlite3_free(error);
   sqlite3_stmt* statement = nullptr;
   long long sum = -1;

@@ -107,9 +107,9 @@ int fork_child() {
 // markup.
 int odd_names() {
   const std::string huge(1 << 20, 'n');
-  for (const std::string& name : {std::string{"\xff\xfe not utf-8"}, std::string{"line\nbreak\ttab"},
-                                  huge, std::string{"caf\xc3\xa9 \xe2\x88\x91"},
-                                  std::string{"</script><b>\"markup\" & 'quotes'</b>"}}) {
+  for (const std::string& name :
+       {std::string{"\xff\xfe not utf-8"}, std::string{"line\nbreak\ttab"}, huge,
+        std::string{"caf\xc3\xa9 \xe2\x88\x91"}, std::string{"</script><b>\"markup\" & 'quotes'</b>"}}) {
     kairos_push_region(name.c_str());
     kairos_pop_region(name.c_str());
   }

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <variant>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 namespace kairos::tools {
 

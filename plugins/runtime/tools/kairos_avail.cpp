@@ -9,8 +9,8 @@
 #include <tuple>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <kairos/component_traits.hpp>
@@ -49,8 +49,7 @@ row component_row(std::string category) {
                          {"unit", kairos::unit_of<Component>()},
                          {"category", category},
                          {"description", kairos::description_of<Component>()},
-                         {"reason", available ? std::string{}
-                                              : kairos::unavailable_reason_of<Component>()}}};
+                         {"reason", available ? std::string{} : kairos::unavailable_reason_of<Component>()}}};
 }
 
 std::vector<row> component_rows() {
@@ -116,20 +115,20 @@ std::string settings_markdown() {
   std::string text = "| category | what a bad value does (the end of its line) |\n|---|---|\n";
   for (const auto& category : kairos::runtime::setting_categories())
     text += fmt::format("| `{}` | {} |\n", category.name, category.when_rejected);
-  text += "\n| variable | key | type | default | category | accepted | description |\n"
-          "|---|---|---|---|---|---|---|\n";
+  text +=
+      "\n| variable | key | type | default | category | accepted | description |\n"
+      "|---|---|---|---|---|---|---|\n";
   for (const auto& definition : kairos::runtime::setting_definitions()) {
     std::string accepted;
     for (const auto& choice : kairos::runtime::split_list(definition.choices))
       accepted += fmt::format("{}`{}`", accepted.empty() ? "" : ", ", choice);
     if (definition.type == setting_type::integer || definition.type == setting_type::number)
       accepted = fmt::format("[{}, {}]", definition.minimum, definition.maximum);
-    text += fmt::format(
-        "| `{}` | `{}` | {} | {} | {} | {} | {} |\n", definition.variable, definition.name,
-        kairos::runtime::type_name(definition.type),
-        definition.default_value.empty() ? "(empty)" : fmt::format("`{}`", definition.default_value),
-        kairos::runtime::definition_of(definition.category).name, accepted.empty() ? "-" : accepted,
-        markdown_cell(definition.description));
+    text += fmt::format("| `{}` | `{}` | {} | {} | {} | {} | {} |\n", definition.variable, definition.name,
+                        kairos::runtime::type_name(definition.type),
+                        definition.default_value.empty() ? "(empty)" : fmt::format("`{}`", definition.default_value),
+                        kairos::runtime::definition_of(definition.category).name, accepted.empty() ? "-" : accepted,
+                        markdown_cell(definition.description));
   }
   return text;
 }
@@ -145,9 +144,11 @@ std::vector<row> window_clock_rows() {
   const described clocks[] = {
       {window_clock::realtime, "s (ms, us, ns)", "wall-clock time since the process started"},
       {window_clock::monotonic, "s (ms, us, ns)", "like realtime, immune to clock changes"},
-      {window_clock::process_cputime, "s (ms, us, ns)", "CPU time of all the process's threads; stands still while it sleeps"},
+      {window_clock::process_cputime, "s (ms, us, ns)",
+       "CPU time of all the process's threads; stands still while it sleeps"},
       {window_clock::thread_cputime, "s (ms, us, ns)", "CPU time of the main thread"},
-      {window_clock::instructions, "count (K, M, G)", "user-space instructions retired by the process (perf_event, needs a PMU)"},
+      {window_clock::instructions, "count (K, M, G)",
+       "user-space instructions retired by the process (perf_event, needs a PMU)"},
   };
   std::vector<row> rows;
   for (const auto& [clock, unit, description] : clocks) {
@@ -162,8 +163,12 @@ std::vector<row> window_clock_rows() {
 #endif
     const std::string name{kairos::runtime::clock_name(clock)};
     rows.push_back({name, "windows",
-                    nlohmann::json{{"name", name}, {"available", available}, {"unit", unit},
-                                   {"category", "windows"}, {"description", description}, {"reason", reason}}});
+                    nlohmann::json{{"name", name},
+                                   {"available", available},
+                                   {"unit", unit},
+                                   {"category", "windows"},
+                                   {"description", description},
+                                   {"reason", reason}}});
   }
   return rows;
 }
@@ -185,10 +190,9 @@ std::vector<row> counter_rows() {
   const auto& probes = kairos::perf::probe_catalog();
   for (std::size_t i = 0; i < kairos::perf::event_catalog.size(); ++i) {
     const auto& event = kairos::perf::event_catalog[i];
-    const std::string category = event.kind == kairos::perf::event_kind::software ? "perf-software"
-                                 : event.kind == kairos::perf::event_kind::hardware
-                                     ? "perf-hardware"
-                                     : "perf-cache";
+    const std::string category = event.kind == kairos::perf::event_kind::software   ? "perf-software"
+                                 : event.kind == kairos::perf::event_kind::hardware ? "perf-hardware"
+                                                                                    : "perf-cache";
     rows.push_back({std::string{event.name}, category,
                     nlohmann::json{{"name", event.name},
                                    {"available", probes[i].available},
@@ -239,8 +243,7 @@ std::string text_of(const nlohmann::json& value) {
   return value.dump();
 }
 
-void print_table(const std::string& title, const std::vector<row>& rows,
-                 const std::vector<std::string>& columns) {
+void print_table(const std::string& title, const std::vector<row>& rows, const std::vector<std::string>& columns) {
   std::cout << title << '\n';
   std::vector<std::size_t> widths;
   for (const auto& column : columns) {
@@ -270,16 +273,12 @@ void print_table(const std::string& title, const std::vector<row>& rows,
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kairos-avail: the components, settings and hardware counters kairos offers here",
-               "kairos-avail"};
-  bool components = false, settings = false, counters = false, windows = false, json = false,
-       markdown = false;
+  CLI::App app{"kairos-avail: the components, settings and hardware counters kairos offers here", "kairos-avail"};
+  bool components = false, settings = false, counters = false, windows = false, json = false, markdown = false;
   std::string name_regex, category;
   app.add_flag("-C,--components", components, "components: name, available here, unit, description");
-  app.add_flag("-S,--settings", settings,
-               "settings: variable, current value, type, default, category, description");
-  app.add_flag("-H,--hw-counters", counters,
-               "perf events and PAPI presets: available here or not, and why");
+  app.add_flag("-S,--settings", settings, "settings: variable, current value, type, default, category, description");
+  app.add_flag("-H,--hw-counters", counters, "perf events and PAPI presets: available here or not, and why");
   app.add_flag("-W,--windows", windows, "time windows: their clocks, available here or not, and examples");
   app.add_option("-r,--regex", name_regex, "only names matching this regular expression");
   std::string setting_categories;
@@ -305,14 +304,13 @@ int main(int argc, char** argv) {
   try {
     pattern = std::regex{name_regex.empty() ? ".*" : name_regex, std::regex::icase};
   } catch (const std::regex_error& error) {
-    std::cerr << fmt::format("[kairos] --regex \"{}\" is not a valid regular expression ({})\n",
-                             name_regex, error.what());
+    std::cerr << fmt::format("[kairos] --regex \"{}\" is not a valid regular expression ({})\n", name_regex,
+                             error.what());
     return 2;
   }
   auto filtered = [&](std::vector<row> rows) {
     std::erase_if(rows, [&](const row& entry) {
-      return !std::regex_search(entry.name, pattern) ||
-             (!category.empty() && entry.category != category);
+      return !std::regex_search(entry.name, pattern) || (!category.empty() && entry.category != category);
     });
     return rows;
   };

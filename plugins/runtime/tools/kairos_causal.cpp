@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <kairos/plugins/database/causal.hpp>
 #include <kairos/plugins/database/merge.hpp>
@@ -88,10 +88,8 @@ std::vector<configuration> configurations(const options& given) {
   std::vector<std::string> common{assignment(setting::causal_scope, given.scope)};
   if (!given.include.empty()) common.push_back(assignment(setting::causal_include, given.include));
   if (!given.exclude.empty()) common.push_back(assignment(setting::causal_exclude, given.exclude));
-  if (!given.binaries.empty())
-    common.push_back(assignment(setting::causal_binaries, given.binaries));
-  if (!given.experiment.empty())
-    common.push_back(assignment(setting::causal_experiment, given.experiment));
+  if (!given.binaries.empty()) common.push_back(assignment(setting::causal_binaries, given.binaries));
+  if (!given.experiment.empty()) common.push_back(assignment(setting::causal_experiment, given.experiment));
   if (!given.variants) {
     auto settings = common;
     if (!given.select.empty()) {
@@ -99,8 +97,7 @@ std::vector<configuration> configurations(const options& given) {
       for (const auto& pattern : given.select) either += (either.empty() ? "(" : "|(") + pattern + ")";
       settings.push_back(assignment(setting::causal_select, either));
     }
-    if (!given.speedups.empty())
-      settings.push_back(assignment(setting::causal_speedups, given.speedups));
+    if (!given.speedups.empty()) settings.push_back(assignment(setting::causal_speedups, given.speedups));
     return {{"", settings}};
   }
   auto percents = parse_speedups(given.speedups.empty() ? "0,25,50,75,100" : given.speedups);
@@ -167,16 +164,19 @@ int main(int argc, char** argv) {
       "DIR/causal.svg and DIR/causal.txt, and prints the top locations on stderr.",
       "kairos-causal"};
   options given;
-  app.add_option("-o,--output", given.output, "directory for the runs' profiles and the results "
-                                              "(default kairos-output/<exe>-causal-<date>); must not exist");
-  app.add_option("--scope", given.scope, "speed up source lines or whole functions")->check(CLI::IsMember({"line", "function"}));
+  app.add_option("-o,--output", given.output,
+                 "directory for the runs' profiles and the results "
+                 "(default kairos-output/<exe>-causal-<date>); must not exist");
+  app.add_option("--scope", given.scope, "speed up source lines or whole functions")
+      ->check(CLI::IsMember({"line", "function"}));
   app.add_option("--select", given.select,
                  "only locations (\"file:line\" or a function) matching this POSIX extended regex; repeatable");
   app.add_option("--speedups", given.speedups,
                  "speedups to try, percent, e.g. 0,25,50 (default: 0..100 in steps of 5, 0 drawn most, as coz)");
   app.add_option("--include", given.include, "only code whose file or function matches this regex");
   app.add_option("--exclude", given.exclude, "leave out code whose file or function matches this regex");
-  app.add_option("--binaries", given.binaries, "binaries in scope, a regex over their paths (default: the main program)");
+  app.add_option("--binaries", given.binaries,
+                 "binaries in scope, a regex over their paths (default: the main program)");
   app.add_option("--experiment", given.experiment, "seconds per experiment at first (default 0.5)");
   app.add_flag("--variants", given.variants,
                "one run per (--select pattern, speedup), each a process of its own, instead of drawing "
@@ -189,7 +189,8 @@ int main(int argc, char** argv) {
   app.footer("Example: kairos-causal --scope function --speedups 0,25,50 -- ./app input");
   app.set_version_flag("--version", std::string{"kairos-causal "} + KAIROS_VERSION);
 
-  const auto parsed = kairos::tools::parse_command_line(app, argc, argv, "kairos-causal [options] -- <command> [args...]");
+  const auto parsed =
+      kairos::tools::parse_command_line(app, argc, argv, "kairos-causal [options] -- <command> [args...]");
   if (const int* status = std::get_if<int>(&parsed)) return *status;
   char** command = std::get<char**>(parsed);
   const auto plan = configurations(given);
@@ -234,8 +235,7 @@ int main(int argc, char** argv) {
       auto stem = (directory / fmt::format("run{}{}{}", run, config.label.empty() ? "" : "-", config.label)).string();
       auto settings = config.settings;
       settings.insert(settings.end(), given.settings.begin(), given.settings.end());
-      if (given.verbose > 0)
-        settings.push_back(assignment(setting::verbose, std::to_string(given.verbose)));
+      if (given.verbose > 0) settings.push_back(assignment(setting::verbose, std::to_string(given.verbose)));
       if (given.verbose > 0)
         error_line(fmt::format("run {} of {}{}", run, given.runs, config.label.empty() ? "" : ": " + config.label));
       last_status = run_once(kairos_run, stem, settings, command);
@@ -249,12 +249,13 @@ int main(int argc, char** argv) {
         break;
       }
     }
-  const int exit_status = WIFEXITED(last_status) ? WEXITSTATUS(last_status)
+  const int exit_status = WIFEXITED(last_status)     ? WEXITSTATUS(last_status)
                           : WIFSIGNALED(last_status) ? 128 + WTERMSIG(last_status)
                                                      : failure_status;
   if (profiles.empty()) {
-    error_line("no causal experiment: no run left a profile (the program ended before anything was sampled, "
-               "or kairos-run refused to start it: see above)");
+    error_line(
+        "no causal experiment: no run left a profile (the program ended before anything was sampled, "
+        "or kairos-run refused to start it: see above)");
     return exit_status;
   }
 
@@ -291,8 +292,9 @@ int main(int argc, char** argv) {
     error_line(fmt::format("{}; the runs' profiles are in {}", failure.what(), directory.string()));
     return exit_status;
   }
-  error_line(fmt::format("{}: causal.txt, causal.svg (open it in a browser), profile.coz (coz's viewer), "
-                         "causal.db (kairos-report, python3 -m kairos)",
-                         directory.string()));
+  error_line(
+      fmt::format("{}: causal.txt, causal.svg (open it in a browser), profile.coz (coz's viewer), "
+                  "causal.db (kairos-report, python3 -m kairos)",
+                  directory.string()));
   return exit_status;
 }

@@ -17,11 +17,13 @@ int main(int argc, char** argv) {
   CLI::App app{"kairos-merge: profile databases of many processes or ranks joined into one (docs/merge.md)"};
   kairos::database::merge_request request;
   app.add_option("-o,--output", request.output, "the merged database to create (it must not exist)")->required();
-  app.add_option("inputs", request.inputs, "profile databases (.db), directories holding them, or globs "
-                                           "('ranks/*.db'); merged databases too")
+  app.add_option("inputs", request.inputs,
+                 "profile databases (.db), directories holding them, or globs "
+                 "('ranks/*.db'); merged databases too")
       ->required();
-  app.add_flag("--keep-going", request.keep_going, "exit 0 when inputs were skipped (corrupt, another schema "
-                                                   "version, merged already): they are still named");
+  app.add_flag("--keep-going", request.keep_going,
+               "exit 0 when inputs were skipped (corrupt, another schema "
+               "version, merged already): they are still named");
   app.add_flag("--several-launches", request.several_launches,
                "merge inputs of different launch ids (separate mpirun or srun runs) into one; without it they "
                "are refused, as their times would add up");

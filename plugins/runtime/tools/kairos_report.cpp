@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   app.add_option("-w,--window", request.window, "only time window K, or windows K..L (docs/windows.md)");
   app.add_flag("--compare-windows", request.compare_windows,
                "the functions whose share changed most between time windows (phase behaviour)");
-  app.add_option("--rank", request.rank, "only MPI rank R's processes, in any output (a merged database, docs/merge.md)");
+  app.add_option("--rank", request.rank,
+                 "only MPI rank R's processes, in any output (a merged database, docs/merge.md)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

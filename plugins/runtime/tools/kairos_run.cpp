@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <kairos/plugins/database/formats.hpp>
 #include <kairos/printable.hpp>
@@ -38,8 +38,8 @@ using kairos::runtime::setting;
 using kairos::tools::error_line;
 using kairos::tools::usage_error_status;
 
-constexpr int not_found_status = 127;       // as a shell reports a command it cannot find
-constexpr int not_executable_status = 126;  // as a shell reports a command it cannot run
+constexpr int not_found_status = 127;           // as a shell reports a command it cannot find
+constexpr int not_executable_status = 126;      // as a shell reports a command it cannot run
 constexpr std::size_t shown_value_bytes = 120;  // as the runtime shows a value (settings.cpp)
 
 std::filesystem::path own_directory() {
@@ -90,10 +90,8 @@ int main(int argc, char** argv) {
                  "outputs to write, comma-separated (KAIROS_OUTPUT_FORMATS, default db,text,trace): " +
                      kairos::database::format_help(true) + "; docs/outputs.md");
   app.add_option("--freq", frequency, "sampling frequency in Hz (KAIROS_SAMPLING_FREQ)");
-  app.add_option("--cputime", cputime, "CPU-time sampling on|off (KAIROS_SAMPLING_CPUTIME)")
-      ->expected(0, 1);
-  app.add_option("--realtime", realtime, "real-time sampling on|off (KAIROS_SAMPLING_REALTIME)")
-      ->expected(0, 1);
+  app.add_option("--cputime", cputime, "CPU-time sampling on|off (KAIROS_SAMPLING_CPUTIME)")->expected(0, 1);
+  app.add_option("--realtime", realtime, "real-time sampling on|off (KAIROS_SAMPLING_REALTIME)")->expected(0, 1);
   app.add_option("--components", components,
                  "what user-API regions measure (KAIROS_COMPONENTS), e.g. wall_clock,peak_rss");
   app.add_option("--config", config, "JSON settings file (KAIROS_CONFIG_FILE)");
@@ -115,8 +113,7 @@ int main(int argc, char** argv) {
   app.add_flag("--follow-children", follow_children,
                "profile child processes too, each with its own output (KAIROS_FOLLOW_CHILDREN)");
   app.add_flag("-v,--verbose", verbose, "more [kairos] lines; repeat for more (KAIROS_VERBOSE)");
-  app.add_option("-s,--set", settings_given,
-                 "any setting, as VARIABLE=VALUE or key=value (repeatable)");
+  app.add_option("-s,--set", settings_given, "any setting, as VARIABLE=VALUE or key=value (repeatable)");
   app.footer("Example: kairos-run -o out/%exe%-%pid% --components wall_clock,peak_rss -- ./app 1 2");
   app.set_version_flag("--version", std::string{"kairos-run "} + KAIROS_VERSION);
 
@@ -125,15 +122,12 @@ int main(int argc, char** argv) {
   char** command = std::get<char**>(parsed);
 
   std::vector<assignment> assignments;
-  auto add = [&](setting which, const std::string& value) {
-    assignments.push_back({&definition_of(which), value});
-  };
+  auto add = [&](setting which, const std::string& value) { assignments.push_back({&definition_of(which), value}); };
   if (app.count("--output")) add(setting::output_path, output);
   if (app.count("--formats")) add(setting::output_formats, formats);
   if (app.count("--freq")) add(setting::sampling_freq, frequency);
   if (app.count("--cputime")) add(setting::sampling_cputime, cputime.empty() ? "true" : cputime);
-  if (app.count("--realtime"))
-    add(setting::sampling_realtime, realtime.empty() ? "true" : realtime);
+  if (app.count("--realtime")) add(setting::sampling_realtime, realtime.empty() ? "true" : realtime);
   if (app.count("--components")) add(setting::components, components);
   if (app.count("--config")) add(setting::config_file, config);
   if (app.count("--instrument")) add(setting::instrument, instrument.empty() ? "true" : instrument);
@@ -147,14 +141,12 @@ int main(int argc, char** argv) {
   for (const auto& given : settings_given) {
     const auto equals = given.find('=');
     if (equals == std::string::npos) {
-      error_line(fmt::format("--set \"{}\" is not VARIABLE=VALUE; see kairos-avail --settings",
-                             given));
+      error_line(fmt::format("--set \"{}\" is not VARIABLE=VALUE; see kairos-avail --settings", given));
       return usage_error_status;
     }
     const auto* definition = find_setting(given.substr(0, equals));
     if (!definition) {
-      error_line(fmt::format("--set \"{}\": unknown setting; kairos-avail --settings lists them",
-                             given));
+      error_line(fmt::format("--set \"{}\": unknown setting; kairos-avail --settings lists them", given));
       return usage_error_status;
     }
     assignments.push_back({definition, given.substr(equals + 1)});
@@ -163,9 +155,10 @@ int main(int argc, char** argv) {
   // without kairos (docs/tools.md). An empty value is no value (docs/settings.md).
   for (const auto& [definition, value] : assignments) {
     if (auto accepted = check_value(*definition, value)) {
-      error_line(fmt::format("{}=\"{}\" (from the command line) is not valid: expected {}; kairos is "
-                             "disabled for this run, the program runs without it",
-                             definition->variable, kairos::printable(value, shown_value_bytes), *accepted));
+      error_line(
+          fmt::format("{}=\"{}\" (from the command line) is not valid: expected {}; kairos is "
+                      "disabled for this run, the program runs without it",
+                      definition->variable, kairos::printable(value, shown_value_bytes), *accepted));
       return run_command(command);
     }
   }
@@ -180,9 +173,10 @@ int main(int argc, char** argv) {
     }
   if (library.empty()) {
     const auto candidates = library_candidates();
-    error_line(fmt::format("libkairos.so not found at {} nor {} (reinstall kairos); the program runs "
-                           "without kairos",
-                           candidates[0].string(), candidates[1].string()));
+    error_line(
+        fmt::format("libkairos.so not found at {} nor {} (reinstall kairos); the program runs "
+                    "without kairos",
+                    candidates[0].string(), candidates[1].string()));
     return run_command(command);
   }
 

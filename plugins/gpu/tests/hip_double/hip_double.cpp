@@ -31,8 +31,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string_view>
 #include <unordered_map>
@@ -147,9 +147,7 @@ struct device_state {
     return hipSuccess;
   }
 
-  hipError_t check(hipEvent_t event) const {
-    return events.contains(event) ? hipSuccess : hipErrorInvalidHandle;
-  }
+  hipError_t check(hipEvent_t event) const { return events.contains(event) ? hipSuccess : hipErrorInvalidHandle; }
 };
 
 device_state& device() {
@@ -179,8 +177,8 @@ std::uint64_t kernel_duration_ns(void** args) {
   return args != nullptr && args[0] != nullptr ? *static_cast<const std::uint64_t*>(args[0]) : 0;
 }
 
-hipError_t launch(const void* function, std::uint64_t duration_ns, hipStream_t handle,
-                  hipEvent_t start_event = nullptr, hipEvent_t stop_event = nullptr) {
+hipError_t launch(const void* function, std::uint64_t duration_ns, hipStream_t handle, hipEvent_t start_event = nullptr,
+                  hipEvent_t stop_event = nullptr) {
   if (function == nullptr) return hipErrorInvalidDeviceFunction;
   auto& d = device();
   std::lock_guard lock{d.mutex};
@@ -216,16 +214,15 @@ bool valid(hipMemcpyKind kind) {
   return static_cast<int>(kind) >= hipMemcpyHostToHost && static_cast<int>(kind) <= hipMemcpyDefault;
 }
 
-hipError_t copy(void* destination, const void* source, std::size_t bytes, hipMemcpyKind kind,
-                hipStream_t stream, bool synchronous) {
+hipError_t copy(void* destination, const void* source, std::size_t bytes, hipMemcpyKind kind, hipStream_t stream,
+                bool synchronous) {
   if (!valid(kind)) return hipErrorInvalidMemcpyDirection;
   if (bytes != 0 && (destination == nullptr || source == nullptr)) return hipErrorInvalidValue;
   return transfer(stream, bytes, synchronous, [&] { std::memmove(destination, source, bytes); });
 }
 
-hipError_t copy_2d(void* destination, std::size_t destination_pitch, const void* source,
-                   std::size_t source_pitch, std::size_t width, std::size_t height, hipMemcpyKind kind,
-                   hipStream_t stream, bool synchronous) {
+hipError_t copy_2d(void* destination, std::size_t destination_pitch, const void* source, std::size_t source_pitch,
+                   std::size_t width, std::size_t height, hipMemcpyKind kind, hipStream_t stream, bool synchronous) {
   if (!valid(kind)) return hipErrorInvalidMemcpyDirection;
   if (width > destination_pitch || width > source_pitch) return hipErrorInvalidPitchValue;
   if (width * height != 0 && (destination == nullptr || source == nullptr)) return hipErrorInvalidValue;
@@ -247,8 +244,7 @@ hipError_t allocate(void** pointer, std::size_t bytes, bool on_device) {
   if (bytes == 0) return hipSuccess;
   if (on_device && bytes > memory_bytes) return hipErrorOutOfMemory;
   const std::size_t rounded = (bytes + allocation_alignment - 1) / allocation_alignment * allocation_alignment;
-  std::unique_ptr<void, decltype(&std::free)> memory{std::aligned_alloc(allocation_alignment, rounded),
-                                                    &std::free};
+  std::unique_ptr<void, decltype(&std::free)> memory{std::aligned_alloc(allocation_alignment, rounded), &std::free};
   if (memory == nullptr) return hipErrorOutOfMemory;
   // Touched now, so that the host's page faults land in the allocation (where the real runtime has
   // its own costs) and not in the copies, which are to take their simulated time.
@@ -391,7 +387,8 @@ const char* error_name(hipError_t error) {
     KAIROS_HIP_ERROR(hipErrorRuntimeMemory)
     KAIROS_HIP_ERROR(hipErrorRuntimeOther)
     KAIROS_HIP_ERROR(hipErrorTbd)
-    default: return "hipErrorUnknown";
+    default:
+      return "hipErrorUnknown";
   }
 #undef KAIROS_HIP_ERROR
 }
@@ -457,12 +454,23 @@ hipError_t hipDeviceGetAttribute(int* pi, hipDeviceAttribute_t attr, int deviceI
     if (pi == nullptr) return hipErrorInvalidValue;
     if (deviceId != 0) return hipErrorInvalidDevice;
     switch (attr) {
-      case hipDeviceAttributeMultiprocessorCount: *pi = multiprocessors; break;
-      case hipDeviceAttributeClockRate: *pi = clock_khz; break;
-      case hipDeviceAttributeMemoryClockRate: *pi = memory_clock_khz; break;
-      case hipDeviceAttributeComputeCapabilityMajor: *pi = compute_major; break;
-      case hipDeviceAttributeComputeCapabilityMinor: *pi = compute_minor; break;
-      default: return hipErrorInvalidValue;  // not simulated
+      case hipDeviceAttributeMultiprocessorCount:
+        *pi = multiprocessors;
+        break;
+      case hipDeviceAttributeClockRate:
+        *pi = clock_khz;
+        break;
+      case hipDeviceAttributeMemoryClockRate:
+        *pi = memory_clock_khz;
+        break;
+      case hipDeviceAttributeComputeCapabilityMajor:
+        *pi = compute_major;
+        break;
+      case hipDeviceAttributeComputeCapabilityMinor:
+        *pi = compute_minor;
+        break;
+      default:
+        return hipErrorInvalidValue;  // not simulated
     }
     return hipSuccess;
   });
@@ -472,9 +480,7 @@ const char* hipGetErrorString(hipError_t hipError) { return error_name(hipError)
 const char* hipGetErrorName(hipError_t hip_error) { return error_name(hip_error); }
 
 // Not through api(): reading the last error must not set it.
-hipError_t hipGetLastError() {
-  return device().no_device ? hipErrorNoDevice : std::exchange(last_error, hipSuccess);
-}
+hipError_t hipGetLastError() { return device().no_device ? hipErrorNoDevice : std::exchange(last_error, hipSuccess); }
 hipError_t hipPeekAtLastError() { return device().no_device ? hipErrorNoDevice : last_error; }
 
 hipError_t hipDriverGetVersion(int* driverVersion) {
@@ -495,12 +501,18 @@ hipError_t hipRuntimeGetVersion(int* runtimeVersion) {
 
 // Memory.
 
-hipError_t hipMalloc(void** ptr, size_t size) { return api([&] { return allocate(ptr, size, true); }); }
-hipError_t hipFree(void* ptr) { return api([&] { return release(ptr); }); }
+hipError_t hipMalloc(void** ptr, size_t size) {
+  return api([&] { return allocate(ptr, size, true); });
+}
+hipError_t hipFree(void* ptr) {
+  return api([&] { return release(ptr); });
+}
 hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int) {
   return api([&] { return allocate(ptr, size, false); });
 }
-hipError_t hipHostFree(void* ptr) { return api([&] { return release(ptr); }); }
+hipError_t hipHostFree(void* ptr) {
+  return api([&] { return release(ptr); });
+}
 hipError_t hipMallocManaged(void** dev_ptr, size_t size, unsigned int) {
   return api([&] { return allocate(dev_ptr, size, true); });
 }
@@ -556,28 +568,23 @@ hipError_t hipDeviceSynchronize() {
 
 // Kernels.
 
-hipError_t hipLaunchKernel(const void* function_address, dim3, dim3, void** args, size_t,
-                           hipStream_t stream) {
+hipError_t hipLaunchKernel(const void* function_address, dim3, dim3, void** args, size_t, hipStream_t stream) {
   return api([&] { return launch(function_address, kernel_duration_ns(args), stream); });
 }
 
-hipError_t hipLaunchKernel_spt(const void* function_address, dim3, dim3, void** args, size_t,
-                               hipStream_t) {
+hipError_t hipLaunchKernel_spt(const void* function_address, dim3, dim3, void** args, size_t, hipStream_t) {
   return api([&] { return launch(function_address, kernel_duration_ns(args), hipStreamPerThread); });
 }
 
-hipError_t hipExtLaunchKernel(const void* function_address, dim3, dim3, void** args, size_t,
-                              hipStream_t stream, hipEvent_t startEvent, hipEvent_t stopEvent, int) {
-  return api([&] {
-    return launch(function_address, kernel_duration_ns(args), stream, startEvent, stopEvent);
-  });
+hipError_t hipExtLaunchKernel(const void* function_address, dim3, dim3, void** args, size_t, hipStream_t stream,
+                              hipEvent_t startEvent, hipEvent_t stopEvent, int) {
+  return api([&] { return launch(function_address, kernel_duration_ns(args), stream, startEvent, stopEvent); });
 }
 
 // `f` is opaque (no module is loaded): any non-null value is a kernel. The duration comes from
 // kernelParams; a launch that passes its arguments through `extra` takes 0 ns.
-hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int, unsigned int, unsigned int,
-                                 unsigned int, unsigned int, unsigned int, unsigned int,
-                                 hipStream_t stream, void** kernelParams, void**) {
+hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                                 unsigned int, unsigned int, hipStream_t stream, void** kernelParams, void**) {
   return api([&] { return launch(f, kernel_duration_ns(kernelParams), stream); });
 }
 
@@ -588,8 +595,7 @@ hipError_t __hipPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t shared
   });
 }
 
-hipError_t __hipPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem,
-                                     hipStream_t* stream) {
+hipError_t __hipPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem, hipStream_t* stream) {
   return api([&] {
     if (call_configurations.empty()) return hipErrorMissingConfiguration;
     const call_configuration popped = call_configurations.back();
@@ -612,12 +618,10 @@ const char* hipKernelNameRef(const hipFunction_t) { return nullptr; }
 hipError_t hipMemcpy(void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind) {
   return api([&] { return copy(dst, src, sizeBytes, kind, nullptr, true); });
 }
-hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind,
-                          hipStream_t stream) {
+hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream) {
   return api([&] { return copy(dst, src, sizeBytes, kind, stream, false); });
 }
-hipError_t hipMemcpyWithStream(void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind,
-                               hipStream_t stream) {
+hipError_t hipMemcpyWithStream(void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream) {
   return api([&] { return copy(dst, src, sizeBytes, kind, stream, true); });
 }
 hipError_t hipMemcpyHtoD(hipDeviceptr_t dst, void* src, size_t sizeBytes) {
@@ -635,16 +639,15 @@ hipError_t hipMemcpyHtoDAsync(hipDeviceptr_t dst, void* src, size_t sizeBytes, h
 hipError_t hipMemcpyDtoHAsync(void* dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream) {
   return api([&] { return copy(dst, src, sizeBytes, hipMemcpyDeviceToHost, stream, false); });
 }
-hipError_t hipMemcpyDtoDAsync(hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes,
-                              hipStream_t stream) {
+hipError_t hipMemcpyDtoDAsync(hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream) {
   return api([&] { return copy(dst, src, sizeBytes, hipMemcpyDeviceToDevice, stream, false); });
 }
-hipError_t hipMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                       size_t height, hipMemcpyKind kind) {
+hipError_t hipMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                       hipMemcpyKind kind) {
   return api([&] { return copy_2d(dst, dpitch, src, spitch, width, height, kind, nullptr, true); });
 }
-hipError_t hipMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                            size_t height, hipMemcpyKind kind, hipStream_t stream) {
+hipError_t hipMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                            hipMemcpyKind kind, hipStream_t stream) {
   return api([&] { return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, false); });
 }
 hipError_t hipMemcpyPeer(void* dst, int dstDeviceId, const void* src, int srcDeviceId, size_t sizeBytes) {
@@ -663,9 +666,8 @@ hipError_t hipMemsetAsync(void* dst, int value, size_t sizeBytes, hipStream_t st
 hipError_t hipMemsetD32(hipDeviceptr_t dest, int value, size_t count) {
   return api([&] {
     if (count != 0 && dest == nullptr) return hipErrorInvalidValue;
-    return transfer(nullptr, count * sizeof(std::int32_t), true, [&] {
-      std::fill_n(static_cast<std::int32_t*>(dest), count, std::int32_t{value});
-    });
+    return transfer(nullptr, count * sizeof(std::int32_t), true,
+                    [&] { std::fill_n(static_cast<std::int32_t*>(dest), count, std::int32_t{value}); });
   });
 }
 

@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
+#include <limits.h>
 #include <array>
-#include <ctime>
 #include <charconv>
 #include <cstdlib>
-#include <limits.h>
+#include <ctime>
 #include <vector>
 
 #include <kairos/runtime/output_path.hpp>
@@ -134,8 +134,8 @@ launch_identity launch_from_environment(const environment_reader& read, const la
   if (!launch.id.empty() && launch.start_unix_seconds) return launch;
   const auto parent = launcher_process(rank_variable);
   if (launch.id.empty() && parent)
-    launch.id = std::string{hostname} + "-" + std::to_string(parent->pid) + "-" +
-                std::to_string(parent->ticks_after_boot);
+    launch.id =
+        std::string{hostname} + "-" + std::to_string(parent->pid) + "-" + std::to_string(parent->ticks_after_boot);
   if (!launch.start_unix_seconds && parent) launch.start_unix_seconds = parent->unix_seconds;
   return launch;
 }

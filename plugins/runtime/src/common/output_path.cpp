@@ -6,11 +6,11 @@
 
 #include <unistd.h>
 
+#include <limits.h>
 #include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <ctime>
-#include <limits.h>
 
 namespace kairos::runtime {
 
@@ -65,8 +65,8 @@ constexpr std::size_t shown_key_bytes = 120;  // of a bad key, in the error line
 // malformed or unknown key and returns its description.
 template <class OnText, class OnKey>
 problem walk(std::string_view pattern, OnText on_text, OnKey on_key) {
-  static constexpr std::array<std::string_view, 8> simple_keys{
-      "pid", "ppid", "hostname", "exe", "launch_date", "launch_id", "rank", "size"};
+  static constexpr std::array<std::string_view, 8> simple_keys{"pid",         "ppid",      "hostname", "exe",
+                                                               "launch_date", "launch_id", "rank",     "size"};
   std::size_t position = 0;
   while (position < pattern.size()) {
     const auto open = pattern.find('%', position);
@@ -93,7 +93,8 @@ problem walk(std::string_view pattern, OnText on_text, OnKey on_key) {
 
 problem check_path_pattern(std::string_view pattern) {
   if (pattern.empty()) return problem{"an empty path"};
-  return walk(pattern, [](std::string_view) {}, [](std::string_view) {});
+  return walk(
+      pattern, [](std::string_view) {}, [](std::string_view) {});
 }
 
 result<std::string> expand_path(std::string_view pattern, const path_values& values) {
@@ -101,14 +102,22 @@ result<std::string> expand_path(std::string_view pattern, const path_values& val
   auto failure = walk(
       pattern, [&](std::string_view text) { path += text; },
       [&](std::string_view key) {
-        if (key == "pid") path += values.pid;
-        else if (key == "ppid") path += values.ppid;
-        else if (key == "hostname") path += values.hostname;
-        else if (key == "exe") path += values.exe;
-        else if (key == "launch_date") path += values.launch_date;
-        else if (key == "launch_id") path += values.launch_id;
-        else if (key == "rank") path += values.rank;
-        else if (key == "size") path += values.size;
+        if (key == "pid")
+          path += values.pid;
+        else if (key == "ppid")
+          path += values.ppid;
+        else if (key == "hostname")
+          path += values.hostname;
+        else if (key == "exe")
+          path += values.exe;
+        else if (key == "launch_date")
+          path += values.launch_date;
+        else if (key == "launch_id")
+          path += values.launch_id;
+        else if (key == "rank")
+          path += values.rank;
+        else if (key == "size")
+          path += values.size;
         else if (values.environment)  // env{NAME}: an unset variable expands to nothing
           path += values.environment(key.substr(4, key.size() - 5)).value_or("");
       });

@@ -59,8 +59,10 @@ class posix_regex {
       if (c != '{') continue;
       double bound = 0, largest = 2;  // "{m,}" copies at least twice
       for (++i; i < pattern.size() && pattern[i] != '}'; ++i) {
-        if (pattern[i] >= '0' && pattern[i] <= '9') bound = bound * 10 + (pattern[i] - '0');
-        else bound = 0;
+        if (pattern[i] >= '0' && pattern[i] <= '9')
+          bound = bound * 10 + (pattern[i] - '0');
+        else
+          bound = 0;
         if (bound > largest) largest = bound;
       }
       product *= largest;

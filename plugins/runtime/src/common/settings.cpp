@@ -31,40 +31,47 @@ std::string shown(std::string_view text) { return kairos::printable(text, shown_
 
 std::string_view type_name(setting_type type) {
   switch (type) {
-    case setting_type::boolean: return "boolean";
-    case setting_type::integer: return "integer";
-    case setting_type::number: return "number";
-    case setting_type::text: return "text";
-    case setting_type::list: return "list";
-    case setting_type::path: return "path";
+    case setting_type::boolean:
+      return "boolean";
+    case setting_type::integer:
+      return "integer";
+    case setting_type::number:
+      return "number";
+    case setting_type::text:
+      return "text";
+    case setting_type::list:
+      return "list";
+    case setting_type::path:
+      return "path";
   }
   return "?";
 }
 
 std::string_view source_name(setting_source source) {
   switch (source) {
-    case setting_source::default_value: return "default";
-    case setting_source::config_file: return "config file";
-    case setting_source::environment: return "environment";
-    case setting_source::command_line: return "command line";
+    case setting_source::default_value:
+      return "default";
+    case setting_source::config_file:
+      return "config file";
+    case setting_source::environment:
+      return "environment";
+    case setting_source::command_line:
+      return "command line";
   }
   return "?";
 }
 
 const setting_definition* find_setting(std::string_view name_or_variable) {
   for (const auto& definition : setting_definitions())
-    if (definition.variable == name_or_variable || definition.name == name_or_variable)
-      return &definition;
+    if (definition.variable == name_or_variable || definition.name == name_or_variable) return &definition;
   return nullptr;
 }
 
 namespace {
 
 std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
-    text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
-    text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
   return text;
 }
 
@@ -111,8 +118,7 @@ std::vector<std::string> split_list(std::string_view text) {
   while (position <= text.size()) {
     auto comma = text.find(',', position);
     if (comma == std::string_view::npos) comma = text.size();
-    if (auto item = trim(text.substr(position, comma - position)); !item.empty())
-      items.emplace_back(item);
+    if (auto item = trim(text.substr(position, comma - position)); !item.empty()) items.emplace_back(item);
     position = comma + 1;
   }
   return items;
@@ -127,9 +133,7 @@ void set_environment_value(setting which, const std::string& text) {
   setenv(std::string{definition_of(which).variable}.c_str(), text.c_str(), 1);
 }
 
-void unset_environment_value(setting which) {
-  unsetenv(std::string{definition_of(which).variable}.c_str());
-}
+void unset_environment_value(setting which) { unsetenv(std::string{definition_of(which).variable}.c_str()); }
 
 namespace {
 
@@ -140,27 +144,23 @@ std::optional<std::string> check_type(const setting_definition& definition, std:
       return "true or false (also 1/0, yes/no, on/off)";
     case setting_type::integer: {
       const auto value = parse_number<std::int64_t>(text);
-      if (value && *value >= definition.minimum && *value <= definition.maximum)
-        return std::nullopt;
+      if (value && *value >= definition.minimum && *value <= definition.maximum) return std::nullopt;
       return "an integer in " + range_text(definition);
     }
     case setting_type::number: {
       const auto value = parse_number<double>(text);
-      if (value && *value >= definition.minimum && *value <= definition.maximum)
-        return std::nullopt;
+      if (value && *value >= definition.minimum && *value <= definition.maximum) return std::nullopt;
       return "a number in " + range_text(definition);
     }
     case setting_type::text:
-      if (definition.choices.empty() || is_choice(definition.choices, trim(text)))
-        return std::nullopt;
+      if (definition.choices.empty() || is_choice(definition.choices, trim(text))) return std::nullopt;
       return "one of " + std::string{definition.choices};
     case setting_type::list: {
       const auto items = split_list(text);
       if (items.empty()) return "a comma-separated list of " + std::string{definition.choices};
       for (const auto& item : items)
         if (!definition.choices.empty() && !is_choice(definition.choices, item))
-          return fmt::format("a comma-separated list of {} ('{}' is not one of them)",
-                             definition.choices, shown(item));
+          return fmt::format("a comma-separated list of {} ('{}' is not one of them)", definition.choices, shown(item));
       return std::nullopt;
     }
     case setting_type::path:
@@ -173,8 +173,7 @@ std::optional<std::string> check_type(const setting_definition& definition, std:
 
 // The one rule for empty values: an empty (or blank) value is no value, the setting's default (or
 // the lower source's value), whatever its type.
-std::optional<std::string> check_value(const setting_definition& definition,
-                                       std::string_view text) {
+std::optional<std::string> check_value(const setting_definition& definition, std::string_view text) {
   if (trim(text).empty()) return std::nullopt;
   if (auto accepted = check_type(definition, text)) return accepted;
   return definition.check ? definition.check(trim(text)) : std::nullopt;
@@ -199,8 +198,7 @@ settings settings::load(const char* const* environment) {
 
 const settings::value& settings::at(std::string_view variable) const {
   for (const auto& value : values_)
-    if (value.definition->variable == variable || value.definition->name == variable)
-      return value;
+    if (value.definition->variable == variable || value.definition->name == variable) return value;
   throw std::out_of_range("[kairos] no setting named " + std::string{variable});
 }
 
@@ -216,17 +214,17 @@ bool settings::set(std::string_view variable_or_key, std::string_view text, sett
   const auto* definition = find_setting(variable_or_key);
   if (!definition) {
     // Nothing depends on a variable kairos does not know: pointed out (a typo?), not fatal.
-    problems_.push_back(fmt::format("[kairos] unknown setting {}=\"{}\" (from the {}); every setting "
-                                "is listed by kairos-avail --settings",
-                                    shown(variable_or_key), shown(text), source_name(source)));
+    problems_.push_back(
+        fmt::format("[kairos] unknown setting {}=\"{}\" (from the {}); every setting "
+                    "is listed by kairos-avail --settings",
+                    shown(variable_or_key), shown(text), source_name(source)));
     return false;
   }
   if (trim(text).empty()) return true;  // no value: what a lower source gave stands
   if (auto accepted = check_value(*definition, text)) {
     reject(definition,
-           fmt::format("[kairos] {}=\"{}\" (from the {}) is not valid: expected {}; {}",
-                       definition->variable, shown(text), source_name(source), *accepted,
-                       definition_of(definition->category).when_rejected),
+           fmt::format("[kairos] {}=\"{}\" (from the {}) is not valid: expected {}; {}", definition->variable,
+                       shown(text), source_name(source), *accepted, definition_of(definition->category).when_rejected),
            text);
     return false;
   }
@@ -256,14 +254,20 @@ int nesting_depth(std::string_view text) {
   bool in_string = false, escaped = false;
   for (const char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '{' || c == '[') deepest = std::max(deepest, ++depth);
-    else if (c == '}' || c == ']') --depth;
+    if (c == '"')
+      in_string = true;
+    else if (c == '{' || c == '[')
+      deepest = std::max(deepest, ++depth);
+    else if (c == '}' || c == ']')
+      --depth;
     if (deepest > config_file_max_depth) break;
   }
   return deepest;
@@ -282,8 +286,7 @@ result<std::string> read_bounded_text_file(const std::string& path, std::size_t 
   } else if (!S_ISREG(status.st_mode)) {
     why_not = problem{S_ISDIR(status.st_mode) ? "it is a directory" : "it is not a regular file"};
   } else if (static_cast<std::size_t>(status.st_size) > max_bytes) {
-    why_not = problem{
-        fmt::format("it is {} bytes, more than the {} accepted", status.st_size, max_bytes)};
+    why_not = problem{fmt::format("it is {} bytes, more than the {} accepted", status.st_size, max_bytes)};
   } else {
     content.resize(static_cast<std::size_t>(status.st_size));
     std::size_t done = 0;
@@ -332,14 +335,17 @@ void settings::apply_config_file(const std::string& path) {
   }
   for (const auto& [key, json_value] : document.items()) {
     std::string text;
-    if (json_value.is_string()) text = json_value.get<std::string>();
-    else if (json_value.is_boolean()) text = json_value.get<bool>() ? "true" : "false";
-    else if (json_value.is_number_integer()) text = std::to_string(json_value.get<std::int64_t>());
-    else if (json_value.is_number()) text = fmt::format("{}", json_value.get<double>());
+    if (json_value.is_string())
+      text = json_value.get<std::string>();
+    else if (json_value.is_boolean())
+      text = json_value.get<bool>() ? "true" : "false";
+    else if (json_value.is_number_integer())
+      text = std::to_string(json_value.get<std::int64_t>());
+    else if (json_value.is_number())
+      text = fmt::format("{}", json_value.get<double>());
     else if (json_value.is_array()) {
       for (const auto& item : json_value)
-        text += (text.empty() ? "" : ",") +
-                (item.is_string() ? item.get<std::string>() : item.dump());
+        text += (text.empty() ? "" : ",") + (item.is_string() ? item.get<std::string>() : item.dump());
     } else {
       text = json_value.dump();
     }
@@ -371,8 +377,7 @@ std::optional<std::string> settings::rejection_of(setting_category category) con
 }
 
 bool settings::category_usable(setting_category category) const {
-  return std::find(unusable_categories_.begin(), unusable_categories_.end(), category) ==
-         unusable_categories_.end();
+  return std::find(unusable_categories_.begin(), unusable_categories_.end(), category) == unusable_categories_.end();
 }
 
 bool settings::usable() const {
@@ -381,21 +386,13 @@ bool settings::usable() const {
   return boolean(setting::enabled);
 }
 
-const settings::value& settings::at(setting which) const {
-  return values_[static_cast<std::size_t>(which)];
-}
+const settings::value& settings::at(setting which) const { return values_[static_cast<std::size_t>(which)]; }
 
-bool settings::boolean(setting which) const {
-  return parse_boolean(at(which).text).value_or(false);
-}
+bool settings::boolean(setting which) const { return parse_boolean(at(which).text).value_or(false); }
 
-std::int64_t settings::integer(setting which) const {
-  return parse_number<std::int64_t>(at(which).text).value_or(0);
-}
+std::int64_t settings::integer(setting which) const { return parse_number<std::int64_t>(at(which).text).value_or(0); }
 
-double settings::number(setting which) const {
-  return parse_number<double>(at(which).text).value_or(0.0);
-}
+double settings::number(setting which) const { return parse_number<double>(at(which).text).value_or(0.0); }
 
 const std::string& settings::text(setting which) const { return at(which).text; }
 

@@ -12,8 +12,8 @@
 namespace kairos::runtime {
 namespace {
 
-constexpr std::array<std::string_view, window_clock_count> clock_names{
-    "realtime", "monotonic", "process_cputime", "thread_cputime", "instructions"};
+constexpr std::array<std::string_view, window_clock_count> clock_names{"realtime", "monotonic", "process_cputime",
+                                                                       "thread_cputime", "instructions"};
 
 constexpr std::int64_t max_time_ns = 1'000'000'000LL * 1'000'000'000LL;  // 1e9 s, as other settings
 constexpr std::int64_t max_instructions = 1'000'000'000'000'000'000LL;
@@ -59,7 +59,8 @@ result<std::int64_t> parse_amount(std::string_view field, window_clock clock) {
   const bool time_unit = unit == "s" || unit == "ms" || unit == "us" || unit == "ns";
   const bool count_unit = unit == "K" || unit == "k" || unit == "M" || unit == "G";
   if (unit == "m") {
-    return problem{fmt::format("{} is ambiguous: write ms for milliseconds, or M for millions of instructions", quoted)};
+    return problem{
+        fmt::format("{} is ambiguous: write ms for milliseconds, or M for millions of instructions", quoted)};
   }
   if (counts_instructions(clock)) {
     if (time_unit) {
@@ -68,15 +69,18 @@ result<std::int64_t> parse_amount(std::string_view field, window_clock clock) {
     scale = unit.empty() ? 1 : unit == "M" ? 1'000'000 : unit == "G" ? 1'000'000'000 : count_unit ? 1'000 : 0;
   } else {
     if (count_unit) {
-      return problem{fmt::format("{} counts instructions, but the {} clock takes {}", quoted,
-                                 clock_name(clock), units_of(clock))};
+      return problem{
+          fmt::format("{} counts instructions, but the {} clock takes {}", quoted, clock_name(clock), units_of(clock))};
     }
-    scale = unit.empty() || unit == "s" ? 1'000'000'000 : unit == "ms" ? 1'000'000 : unit == "us" ? 1'000
-            : unit == "ns" ? 1 : 0;
+    scale = unit.empty() || unit == "s" ? 1'000'000'000
+            : unit == "ms"              ? 1'000'000
+            : unit == "us"              ? 1'000
+            : unit == "ns"              ? 1
+                                        : 0;
   }
   if (scale == 0) {
-    return problem{fmt::format("{} has an unknown unit \"{}\"; expected {}", quoted,
-                               printable(unit, shown_bytes), units_of(clock))};
+    return problem{fmt::format("{} has an unknown unit \"{}\"; expected {}", quoted, printable(unit, shown_bytes),
+                               units_of(clock))};
   }
   // Exact decimal arithmetic: whole part and fraction apart, each checked against the limit.
   const std::int64_t limit = counts_instructions(clock) ? max_instructions : max_time_ns;
@@ -110,8 +114,10 @@ result<std::int64_t> parse_repeat(std::string_view field) {
   std::int64_t value = 0;
   bool digits = !field.empty();
   for (char c : field) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) digits = false;
-    else if (value <= max_repeat) value = value * 10 + (c - '0');
+    if (!std::isdigit(static_cast<unsigned char>(c)))
+      digits = false;
+    else if (value <= max_repeat)
+      value = value * 10 + (c - '0');
   }
   if (!digits || value > max_repeat) {
     return problem{fmt::format("the repeat count \"{}\" is not an integer in [0, {}] (0: until the process ends)",
@@ -193,9 +199,7 @@ problem parse_spec(std::string_view text, std::size_t position, period_spec& spe
 
 }  // namespace
 
-std::string_view clock_name(window_clock clock) noexcept {
-  return clock_names[static_cast<std::size_t>(clock)];
-}
+std::string_view clock_name(window_clock clock) noexcept { return clock_names[static_cast<std::size_t>(clock)]; }
 
 std::string_view accepted_clock_names() noexcept {
   return "realtime, monotonic, process_cputime, thread_cputime, instructions";
@@ -215,14 +219,13 @@ result<std::vector<period_spec>> parse_periods(std::string_view text) {
     const auto spec_text = text.substr(start, end - start);
     const auto number = specs.size() + 1;
     if (!specs.empty() && specs.back().repeat == 0)
-      return problem{fmt::format("spec {} (\"{}\", character {}) follows \"{}\", which repeats until the "
-                                 "process ends; an until-exit spec (repeat 0) must be the last",
-                                 number, printable(spec_text, shown_bytes), start + 1,
-                                 printable(specs.back().text, shown_bytes))};
+      return problem{
+          fmt::format("spec {} (\"{}\", character {}) follows \"{}\", which repeats until the "
+                      "process ends; an until-exit spec (repeat 0) must be the last",
+                      number, printable(spec_text, shown_bytes), start + 1, printable(specs.back().text, shown_bytes))};
     period_spec spec;
     if (auto failure = parse_spec(spec_text, start + 1, spec))
-      return problem{
-          fmt::format("spec {} (\"{}\"), {}", number, printable(spec_text, shown_bytes), failure.text())};
+      return problem{fmt::format("spec {} (\"{}\"), {}", number, printable(spec_text, shown_bytes), failure.text())};
     specs.push_back(std::move(spec));
     start = end;
   }
@@ -232,7 +235,7 @@ result<std::vector<period_spec>> parse_periods(std::string_view text) {
 result<std::vector<fixed_window>> parse_windows_file(std::string_view content, std::string_view name) {
   std::vector<fixed_window> windows;
   problem failure;
-  std::array<std::int64_t, window_clock_count> clock_end{};    // of the last window per clock
+  std::array<std::int64_t, window_clock_count> clock_end{};  // of the last window per clock
   std::array<std::size_t, window_clock_count> clock_line{};
   std::size_t line_number = 0, line_start = 0;
   bool header_allowed = true;
@@ -247,10 +250,10 @@ result<std::vector<fixed_window>> parse_windows_file(std::string_view content, s
     line = trim_blanks(line, column);
     if (line.empty()) continue;
     auto fail = [&](std::size_t at_column, const std::string& what) {
-      failure = problem{fmt::format("{}:{}, column {}: {}; each line is clock,start,length (clocks: {}; "
-                                    "# starts a comment)",
-                                    printable(name, shown_bytes * 2), line_number, at_column, what,
-                                    accepted_clock_names())};
+      failure =
+          problem{fmt::format("{}:{}, column {}: {}; each line is clock,start,length (clocks: {}; "
+                              "# starts a comment)",
+                              printable(name, shown_bytes * 2), line_number, at_column, what, accepted_clock_names())};
     };
     auto fields = split_fields(line, column, ',');
     for (auto& where : fields) where.text = trim_blanks(where.text, where.position);
@@ -296,9 +299,9 @@ result<std::vector<fixed_window>> parse_windows_file(std::string_view content, s
     }
     clock_end[index] = start + length;
     clock_line[index] = line_number;
-    windows.push_back({*clock, start, length,
-                       fmt::format("{}:{}: {}", printable(name, shown_bytes * 2), line_number,
-                                   printable(line, shown_bytes))});
+    windows.push_back(
+        {*clock, start, length,
+         fmt::format("{}:{}: {}", printable(name, shown_bytes * 2), line_number, printable(line, shown_bytes))});
   }
   if (failure) return failure;
   return windows;

@@ -41,8 +41,8 @@ void attach(const kairos_entry_points* entry) {
 
 // When the runtime was initialized first (or the program dlopens this library later).
 __attribute__((constructor)) void find_runtime() {
-  auto entry_points = reinterpret_cast<kairos_runtime_entry_points_function>(
-      dlsym(RTLD_DEFAULT, "kairos_runtime_entry_points"));
+  auto entry_points =
+      reinterpret_cast<kairos_runtime_entry_points_function>(dlsym(RTLD_DEFAULT, "kairos_runtime_entry_points"));
   if (entry_points) attach(entry_points());
 }
 
@@ -50,9 +50,7 @@ __attribute__((constructor)) void find_runtime() {
 
 extern "C" {
 
-__attribute__((visibility("default"))) void kairos_user_attach(const kairos_entry_points* entry) {
-  attach(entry);
-}
+__attribute__((visibility("default"))) void kairos_user_attach(const kairos_entry_points* entry) { attach(entry); }
 
 __attribute__((visibility("default"))) void kairos_push_region(const char* name) {
   if (auto function = table.push_region.load(std::memory_order_acquire)) function(name);

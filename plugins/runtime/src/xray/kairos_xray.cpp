@@ -21,8 +21,14 @@ namespace {
 [[clang::xray_never_instrument]] __attribute__((constructor)) void attach_to_kairos() {
   auto attach = reinterpret_cast<kairos_xray_attach_function>(dlsym(RTLD_DEFAULT, "kairos_xray_attach"));
   if (attach == nullptr) return;
-  static const kairos_xray_api api{KAIROS_XRAY_API_VERSION, &set_handler, &__xray_remove_handler, &patch,
-                                   &unpatch, &patch_function, &unpatch_function, &__xray_function_address,
+  static const kairos_xray_api api{KAIROS_XRAY_API_VERSION,
+                                   &set_handler,
+                                   &__xray_remove_handler,
+                                   &patch,
+                                   &unpatch,
+                                   &patch_function,
+                                   &unpatch_function,
+                                   &__xray_function_address,
                                    &__xray_max_function_id};
   attach(&api);
 }

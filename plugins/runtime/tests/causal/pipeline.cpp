@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
   if (argc > 2) produce_factor = std::atof(argv[2]);
   if (argc > 3) consume_factor = std::atof(argv[3]);
   const auto start = std::chrono::steady_clock::now();
-  deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  deadline =
+      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
   pthread_t p, c;
   pthread_create(&p, nullptr, producer, nullptr);
   pthread_create(&c, nullptr, consumer, nullptr);

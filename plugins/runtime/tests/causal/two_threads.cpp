@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
   if (argc > 3) b_factor = std::atof(argv[3]);
   pthread_barrier_init(&round_end, nullptr, 2);
   const auto start = std::chrono::steady_clock::now();
-  deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  deadline =
+      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
   pthread_t a, b;
   pthread_create(&a, nullptr, thread_a, nullptr);
   pthread_create(&b, nullptr, thread_b, nullptr);

@@ -31,7 +31,6 @@
 
 namespace kairos {
 
-
 template <std::size_t N, class Bundle, class Tag = void>
 struct gotcha {
   static_assert(N > 0, "gotcha<N, ...> wraps at least one function");
@@ -73,8 +72,8 @@ struct gotcha {
     return slot_control<I>::unwrap();
   }
   static void unwrap_all() {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (slot_control<I>::unwrap(), ...); }(
-        std::make_index_sequence<N>{});
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (slot_control<I>::unwrap(), ...); }
+    (std::make_index_sequence<N>{});
   }
   template <std::size_t I>
   static bool is_wrapped() {
@@ -94,12 +93,10 @@ struct gotcha {
 
   // As a bundle member: the first start() wraps every configured slot, the last stop() unwraps.
   void start() {
-    if (users().fetch_add(1, std::memory_order_acq_rel) == 0)
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        ((slot_control<I>::install_configured != nullptr ? void(slot_control<I>::install_configured())
-                                                         : void()),
-         ...);
-      }(std::make_index_sequence<N>{});
+    if (users().fetch_add(1, std::memory_order_acq_rel) == 0) [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((slot_control<I>::install_configured != nullptr ? void(slot_control<I>::install_configured()) : void()), ...);
+      }
+    (std::make_index_sequence<N>{});
   }
   void stop() {
     if (users().fetch_sub(1, std::memory_order_acq_rel) == 1) unwrap_all();
@@ -137,25 +134,22 @@ struct gotcha {
   struct slot<I, R(Args...)> {
     using control = slot_control<I>;
     using function_pointer = R (*)(Args...);
-    static constexpr bool replaces =
-        std::is_invocable_r_v<R, Bundle&, const gotcha_data&, function_pointer, Args...>;
+    static constexpr bool replaces = std::is_invocable_r_v<R, Bundle&, const gotcha_data&, function_pointer, Args...>;
 
     static gotcha_patcher::wrap_status install(std::string_view symbol) {
       gotcha_patcher::wrap_status status;
       status.symbol = std::string{symbol};
       if constexpr (!available_at_build) {
-        status.failure = problem{"gotcha: cannot wrap '" + status.symbol + "': " +
-                                 unavailable_reason()};
+        status.failure = problem{"gotcha: cannot wrap '" + status.symbol + "': " + unavailable_reason()};
       } else if (control::installed.load(std::memory_order_acquire)) {
-        status.failure = problem{"gotcha: slot " + std::to_string(I) + " already wraps '" +
-                                 control::bound.symbol + "'; unwrap<" + std::to_string(I) +
-                                 ">() before wrapping '" + status.symbol + "' with it"};
+        status.failure =
+            problem{"gotcha: slot " + std::to_string(I) + " already wraps '" + control::bound.symbol + "'; unwrap<" +
+                    std::to_string(I) + ">() before wrapping '" + status.symbol + "' with it"};
       } else {
         control::bound.symbol = std::string{symbol};
         const auto at = symbol.find('@');
         control::name = std::string{symbol.substr(0, at)};
-        control::version =
-            at == std::string_view::npos ? std::string{} : std::string{symbol.substr(at + 1)};
+        control::version = at == std::string_view::npos ? std::string{} : std::string{symbol.substr(at + 1)};
         control::data = gotcha_data{control::name, control::version, I};
         control::bound.wrapper = reinterpret_cast<void*>(&wrapper);
         status = gotcha_patcher::install(control::bound);
@@ -179,8 +173,7 @@ struct gotcha {
     }
 
     static R wrapper(Args... args) {
-      const auto original =
-          reinterpret_cast<function_pointer>(control::bound.next.load(std::memory_order_acquire));
+      const auto original = reinterpret_cast<function_pointer>(control::bound.next.load(std::memory_order_acquire));
       if (gotcha_patcher::inside_kairos || control::active) return original(args...);
       control::active = true;
       struct leave {

@@ -105,16 +105,20 @@ struct device_time {
   void stop() {
     const auto last = record();
     issued_count += last - first;
-    if (!ranges.empty() && ranges.back().second == first) ranges.back().second = last;
-    else if (last > first) ranges.emplace_back(first, last);
+    if (!ranges.empty() && ranges.back().second == first)
+      ranges.back().second = last;
+    else if (last > first)
+      ranges.emplace_back(first, last);
   }
   std::uint64_t issued() const { return issued_count; }
   std::int64_t device_ns() const {
     for (const auto& [from, to] : ranges) {
       const auto ns = Copies ? copy_device_ns(ledger, from, to, device_time_wait_ns)
                              : kernel_device_ns(ledger, from, to, device_time_wait_ns);
-      if (ns < 0) unresolved = true;
-      else resolved_ns += ns;
+      if (ns < 0)
+        unresolved = true;
+      else
+        resolved_ns += ns;
     }
     ranges.clear();
     return unresolved ? -1 : resolved_ns;

@@ -29,7 +29,7 @@ std::optional<process_start> launcher_of_this_process(std::string_view rank_vari
 struct launch_identity {
   std::string launcher;  // "openmpi", "pmi" (MPICH's Hydra), "slurm", "pmix", "mvapich"; "" outside
   std::optional<std::int64_t> rank, size;
-  std::string id;  // shared by the launch's ranks; "" outside a launch
+  std::string id;                                  // shared by the launch's ranks; "" outside a launch
   std::optional<std::int64_t> start_unix_seconds;  // the launch's start, shared by its ranks
   bool in_launch() const { return !launcher.empty(); }
 };

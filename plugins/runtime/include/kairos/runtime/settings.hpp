@@ -25,7 +25,16 @@ std::string_view source_name(setting_source source);
 // The feature a setting belongs to: a rejected value switches off its category (see
 // setting_categories() for what each one stops).
 enum class setting_category {
-  general, output, regions, instrument, sampling, windows, gpu, mpi, causal, internal,
+  general,
+  output,
+  regions,
+  instrument,
+  sampling,
+  windows,
+  gpu,
+  mpi,
+  causal,
+  internal,
 };
 
 struct setting_category_definition {
@@ -36,14 +45,14 @@ struct setting_category_definition {
 };
 
 struct setting_definition {
-  std::string_view name;           // config-file key: "sampling_freq"
-  std::string_view variable;       // environment variable: "KAIROS_SAMPLING_FREQ"
+  std::string_view name;      // config-file key: "sampling_freq"
+  std::string_view variable;  // environment variable: "KAIROS_SAMPLING_FREQ"
   setting_type type;
   std::string_view default_value;  // as text; "" where unset means "inherit" or "none"
   setting_category category;
   std::string_view description;
-  std::string_view choices = {};   // comma-separated accepted words (text, list); "" = any
-  double minimum = 0;              // integer and number: accepted range
+  std::string_view choices = {};  // comma-separated accepted words (text, list); "" = any
+  double minimum = 0;             // integer and number: accepted range
   double maximum = 0;
   // A check beyond the type's (a path pattern's keys, a window spec): nullopt when accepted, else
   // what is accepted and where the value departs from it.
@@ -54,22 +63,54 @@ struct setting_definition {
 // `setting{index}`; a static_assert next to the table keeps the two in step). Code reads values
 // by these names, so a misspelt setting is a compile error.
 enum class setting : std::size_t {
-  enabled, verbose, config_file, follow_children,
-  output_path, output_formats, flush_interval, source_lines, symbol_cache,
+  enabled,
+  verbose,
+  config_file,
+  follow_children,
+  output_path,
+  output_formats,
+  flush_interval,
+  source_lines,
+  symbol_cache,
   components,
-  instrument, instrument_include, instrument_exclude, instrument_file_include, instrument_file_exclude,
-  instrument_system, instrument_min_duration,
-  sampling_freq, sampling_delay, sampling_duration,
-  sampling_cputime, sampling_cputime_source, sampling_cputime_freq, sampling_cputime_delay,
+  instrument,
+  instrument_include,
+  instrument_exclude,
+  instrument_file_include,
+  instrument_file_exclude,
+  instrument_system,
+  instrument_min_duration,
+  sampling_freq,
+  sampling_delay,
+  sampling_duration,
+  sampling_cputime,
+  sampling_cputime_source,
+  sampling_cputime_freq,
+  sampling_cputime_delay,
   sampling_cputime_duration,
-  sampling_realtime, sampling_realtime_freq, sampling_realtime_delay, sampling_realtime_duration,
-  sampling_allocator_size, use_temporary_files,
-  trace_periods, trace_windows_file,
-  gpu, gpu_stacks,
+  sampling_realtime,
+  sampling_realtime_freq,
+  sampling_realtime_delay,
+  sampling_realtime_duration,
+  sampling_allocator_size,
+  use_temporary_files,
+  trace_periods,
+  trace_windows_file,
+  gpu,
+  gpu_stacks,
   mpi,
-  causal, causal_scope, causal_select, causal_speedups, causal_include, causal_exclude, causal_binaries,
+  causal,
+  causal_scope,
+  causal_select,
+  causal_speedups,
+  causal_include,
+  causal_exclude,
+  causal_binaries,
   causal_experiment,
-  launch_pid, launch_date, launch_id, exec_generation,
+  launch_pid,
+  launch_date,
+  launch_id,
+  exec_generation,
 };
 
 // The table: every setting kairos knows, in display order.

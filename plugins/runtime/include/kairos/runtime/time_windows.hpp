@@ -61,7 +61,7 @@ struct planned_window {
   bool relative = true;
   std::int64_t offset = 0;
   std::int64_t length = 0;
-  std::int64_t cycle = 1;  // of its period spec (1 for a file's window)
+  std::int64_t cycle = 1;             // of its period spec (1 for a file's window)
   const std::string* text = nullptr;  // its spec or file line, owned by the plan
 };
 

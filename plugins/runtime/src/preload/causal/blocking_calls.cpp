@@ -17,8 +17,17 @@ namespace kairos::runtime {
 namespace {
 
 enum class blocking_call {
-  mutex_lock, mutex_unlock, cond_wait, cond_timedwait, cond_signal, cond_broadcast, join,
-  barrier_wait, sem_wait, sem_timedwait, sem_post,
+  mutex_lock,
+  mutex_unlock,
+  cond_wait,
+  cond_timedwait,
+  cond_signal,
+  cond_broadcast,
+  join,
+  barrier_wait,
+  sem_wait,
+  sem_timedwait,
+  sem_post,
 };
 
 // What each call means for the delays (Coz's rules): a call that may wake another thread pays

@@ -63,8 +63,8 @@ struct hot_state {
   std::atomic<std::int64_t> global_delay{0};
   std::atomic<std::int64_t> selected_samples{0};
   std::atomic<std::int64_t> overslept{0};
-  std::atomic<std::uint64_t> inserted{0};     // addresses inserted so far (the resolver rescans when it grows)
-  std::atomic<std::uint64_t> table_full{0};   // frames whose address found no slot
+  std::atomic<std::uint64_t> inserted{0};    // addresses inserted so far (the resolver rescans when it grows)
+  std::atomic<std::uint64_t> table_full{0};  // frames whose address found no slot
   std::atomic<std::uint32_t> recent[recent_samples] = {};  // the in-scope location of recent samples
   std::atomic<std::uint32_t> recent_next{0};
   std::atomic<std::uint32_t> location_samples[max_locations] = {};
@@ -162,8 +162,7 @@ void settle(thread_delays& me, std::int64_t smallest_ns = 0) noexcept {
   if (join_experiment(me) == 0) return;
   auto global = hot.global_delay.load(std::memory_order_acquire);
   if (me.local > global) {
-    while (global < me.local &&
-           !hot.global_delay.compare_exchange_weak(global, me.local, std::memory_order_acq_rel)) {
+    while (global < me.local && !hot.global_delay.compare_exchange_weak(global, me.local, std::memory_order_acq_rel)) {
     }
     return;
   }
@@ -187,13 +186,13 @@ struct controller_state {
   std::atomic<bool> stopping{false};
   std::atomic<bool> done{false};
   std::atomic<bool> running{false};
-  std::mutex mutex;  // locations and totals, read by finalize
+  std::mutex mutex;                    // locations and totals, read by finalize
   std::vector<std::string> locations;  // names, by id - first_location
   std::unordered_map<std::string, std::uint32_t> location_ids;
   std::unordered_map<std::string, bool> module_in_scope;
   std::unique_ptr<backtrace_symbolizer> symbols;
   std::uint64_t experiment_number = 0;
-  std::uint64_t inserted_resolved = 0;  // hot.inserted when resolve_pending last scanned
+  std::uint64_t inserted_resolved = 0;                              // hot.inserted when resolve_pending last scanned
   std::atomic<causal_idle> idle{causal_idle::no_samples_in_scope};  // until an experiment runs
   causal_summary totals;
   std::mt19937_64 random{static_cast<std::uint64_t>(steady_now_ns()) ^ static_cast<std::uint64_t>(getpid())};
@@ -227,8 +226,7 @@ bool module_in_scope(const std::string& module) {
 
 std::uint32_t intern_location(std::string name) {
   std::lock_guard lock{controller->mutex};
-  if (auto found = controller->location_ids.find(name); found != controller->location_ids.end())
-    return found->second;
+  if (auto found = controller->location_ids.find(name); found != controller->location_ids.end()) return found->second;
   if (controller->locations.size() + first_location >= max_locations) return outside_scope;
   const auto id = static_cast<std::uint32_t>(controller->locations.size() + first_location);
   controller->locations.push_back(name);
@@ -344,8 +342,7 @@ experiment_outcome run_experiment(std::uint32_t selected, int percent, std::int6
     progress_reading earlier{};
     for (const auto& candidate : before)
       if (candidate.name == point.name && candidate.kind == point.kind) earlier = candidate;
-    causal_progress_delta delta{point.name, point.kind == progress_kind::latency,
-                                point.visits - earlier.visits, 0, 0};
+    causal_progress_delta delta{point.name, point.kind == progress_kind::latency, point.visits - earlier.visits, 0, 0};
     fewest = std::min(fewest, delta.visits);
     if (delta.latency) {
       delta.departures = point.ends - earlier.ends;
@@ -424,8 +421,8 @@ problem start_causal(const causal_options& options, causal_delivery deliver) {
   hot.enabled.store(true, std::memory_order_release);
   if (const int failure = start_internal_thread(&run_controller, nullptr); failure != 0) {
     hot.enabled.store(false);
-    return problem{fmt::format("causal profiling: cannot start its thread ({}); no experiments run",
-                               std::strerror(failure))};
+    return problem{
+        fmt::format("causal profiling: cannot start its thread ({}); no experiments run", std::strerror(failure))};
   }
   controller->running.store(true);
   return {};
@@ -499,8 +496,8 @@ void causal_after_blocking(bool woken_by_another_thread) noexcept {
   if (join_experiment(me) == 0 || !woken_by_another_thread) return;
   // Its waker paid these delays before waking it, so it owes none of them. Blocked since an
   // earlier experiment: only this one's count matters.
-  const auto since = experiment_before == me.experiment ? me.blocked_at
-                                                        : hot.experiment_start_delay.load(std::memory_order_relaxed);
+  const auto since =
+      experiment_before == me.experiment ? me.blocked_at : hot.experiment_start_delay.load(std::memory_order_relaxed);
   me.local += std::max<std::int64_t>(hot.global_delay.load(std::memory_order_acquire) - since, 0);
 }
 

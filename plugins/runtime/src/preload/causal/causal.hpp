@@ -26,11 +26,11 @@
 namespace kairos::runtime {
 
 struct causal_options {
-  std::string scope = "line";  // "line" or "function"
-  std::string select;          // regex: only these locations are experimented on ("": any sampled)
-  std::vector<int> speedups;   // percent, multiples of 5 ({}: coz's schedule, 0..100 with 0 weighted)
-  std::string include, exclude;  // regexes over a location's source file or function
-  std::string binaries;          // regex over module paths ("": the main program)
+  std::string scope = "line";      // "line" or "function"
+  std::string select;              // regex: only these locations are experimented on ("": any sampled)
+  std::vector<int> speedups;       // percent, multiples of 5 ({}: coz's schedule, 0..100 with 0 weighted)
+  std::string include, exclude;    // regexes over a location's source file or function
+  std::string binaries;            // regex over module paths ("": the main program)
   std::int64_t experiment_ns = 0;  // an experiment's first length (doubled while too few visits)
   std::int64_t cooloff_ns = 0;
 };
@@ -61,9 +61,9 @@ struct causal_summary {
   causal_idle idle = causal_idle::ran;
   std::uint64_t experiments = 0;
   std::uint64_t experiments_too_few_visits = 0;
-  std::int64_t delay_ns = 0;            // delays inserted, all experiments
-  std::int64_t overslept_ns = 0;        // beyond what was asked (nanosleep's granularity)
-  std::uint64_t locations = 0;          // distinct locations in scope seen
+  std::int64_t delay_ns = 0;               // delays inserted, all experiments
+  std::int64_t overslept_ns = 0;           // beyond what was asked (nanosleep's granularity)
+  std::uint64_t locations = 0;             // distinct locations in scope seen
   std::uint64_t addresses_unresolved = 0;  // the address table was full
 };
 causal_summary causal_totals() noexcept;

@@ -34,7 +34,7 @@ struct pointer_cache {
 };
 
 struct progress_state {
-  std::mutex mutex;  // creating a point and reading them all
+  std::mutex mutex;                   // creating a point and reading them all
   std::deque<progress_point> points;  // never moves a point: counters are handed out by address
   std::atomic<std::uint64_t> refused{0};
   pointer_cache cache[3];  // throughput, latency begins, latency ends
@@ -118,9 +118,13 @@ extern "C" __attribute__((visibility("default"))) kairos::runtime::progress_coun
     int type, const char* name) {
   using kairos::runtime::progress_kind;
   switch (type) {
-    case 1: return kairos::runtime::progress_counter_for(progress_kind::throughput, false, name);
-    case 2: return kairos::runtime::progress_counter_for(progress_kind::latency, false, name);
-    case 3: return kairos::runtime::progress_counter_for(progress_kind::latency, true, name);
-    default: return nullptr;
+    case 1:
+      return kairos::runtime::progress_counter_for(progress_kind::throughput, false, name);
+    case 2:
+      return kairos::runtime::progress_counter_for(progress_kind::latency, false, name);
+    case 3:
+      return kairos::runtime::progress_counter_for(progress_kind::latency, true, name);
+    default:
+      return nullptr;
   }
 }

@@ -6,13 +6,13 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
-#include <algorithm>
-#include <atomic>
 
 #include <fmt/format.h>
 
@@ -123,7 +123,8 @@ bool can_reach_cuda() {
     if (::pread(fd, sections.data(), static_cast<std::size_t>(bytes), static_cast<off_t>(header.e_shoff)) == bytes) {
       const auto& names = sections[header.e_shstrndx];
       std::string text(std::min<std::size_t>(names.sh_size, 1 << 20), '\0');
-      if (::pread(fd, text.data(), text.size(), static_cast<off_t>(names.sh_offset)) == static_cast<ssize_t>(text.size()))
+      if (::pread(fd, text.data(), text.size(), static_cast<off_t>(names.sh_offset)) ==
+          static_cast<ssize_t>(text.size()))
         for (const auto& section : sections)
           if (section.sh_name < text.size()) {
             const std::string_view name{text.c_str() + section.sh_name};

@@ -278,17 +278,17 @@ const std::array wrapped_functions{
     entry<reduce, int(const void*, void*, int, mpi_handle, mpi_handle, int, mpi_handle)>("MPI_Reduce"),
     entry<allreduce, int(const void*, void*, int, mpi_handle, mpi_handle, mpi_handle)>("MPI_Allreduce"),
     entry<alltoall, all_to_all_type>("MPI_Alltoall"),
-    entry<alltoallv, int(const void*, const int*, const int*, mpi_handle, void*, const int*, const int*,
-                         mpi_handle, mpi_handle)>("MPI_Alltoallv"),
+    entry<alltoallv, int(const void*, const int*, const int*, mpi_handle, void*, const int*, const int*, mpi_handle,
+                         mpi_handle)>("MPI_Alltoallv"),
     entry<gather, gather_type>("MPI_Gather"),
-    entry<gatherv, int(const void*, int, mpi_handle, void*, const int*, const int*, mpi_handle, int,
-                       mpi_handle)>("MPI_Gatherv"),
+    entry<gatherv, int(const void*, int, mpi_handle, void*, const int*, const int*, mpi_handle, int, mpi_handle)>(
+        "MPI_Gatherv"),
     entry<allgather, all_to_all_type>("MPI_Allgather"),
-    entry<allgatherv, int(const void*, int, mpi_handle, void*, const int*, const int*, mpi_handle,
-                          mpi_handle)>("MPI_Allgatherv"),
+    entry<allgatherv, int(const void*, int, mpi_handle, void*, const int*, const int*, mpi_handle, mpi_handle)>(
+        "MPI_Allgatherv"),
     entry<scatter, gather_type>("MPI_Scatter"),
-    entry<scatterv, int(const void*, const int*, const int*, mpi_handle, void*, int, mpi_handle, int,
-                        mpi_handle)>("MPI_Scatterv"),
+    entry<scatterv, int(const void*, const int*, const int*, mpi_handle, void*, int, mpi_handle, int, mpi_handle)>(
+        "MPI_Scatterv"),
 };
 static_assert(wrapped_functions.size() == 3 + mpi_function_names.size(),
               "one wrapped_functions entry per lifecycle call and per mpi_function");
@@ -311,8 +311,7 @@ std::optional<std::string> wrap_if_loaded() {
   }
   state->wrapped.store(true, std::memory_order_release);
   state->recording.store(true, std::memory_order_release);
-  if (!unwrapped.empty())
-    return "MPI: could not wrap " + unwrapped + "; those calls are not recorded";
+  if (!unwrapped.empty()) return "MPI: could not wrap " + unwrapped + "; those calls are not recorded";
   return std::string{"MPI: observing "} + (open_mpi_world ? "Open MPI" : "an MPICH-ABI library");
 }
 
@@ -341,8 +340,7 @@ void take_mpi_calls(mpi_call_batch& batch) {
   for (auto& log : state->logs) {
     const auto from = log.read.load(std::memory_order_relaxed);
     const auto to = log.written.load(std::memory_order_acquire);
-    for (auto at = from; at < to; ++at)
-      batch.calls.push_back({log.thread, log.rows[at % mpi_call_log::capacity]});
+    for (auto at = from; at < to; ++at) batch.calls.push_back({log.thread, log.rows[at % mpi_call_log::capacity]});
     log.read.store(to, std::memory_order_release);
   }
 }

@@ -47,13 +47,12 @@ nlohmann::json threads_json() {
 }
 
 std::string threads_text() {
-  std::string text = fmt::format("{:>10} {:>10} {:>8}  {:<16} {}\n", "SEQUENT", "INTERNAL", "TID",
-                                 "NAME", "OWNER");
+  std::string text = fmt::format("{:>10} {:>10} {:>8}  {:<16} {}\n", "SEQUENT", "INTERNAL", "TID", "NAME", "OWNER");
   std::size_t rows = 0;
   threads().for_each([&](const thread_record& record) {
     if (++rows > thread_rows_shown) return;
-    text += fmt::format("{:>10} {:>10} {:>8}  {:<16} {}\n", record.sequent_id, record.internal_id,
-                        record.tid, printable(record.name_text()), record.kairos_owned ? "kairos" : "program");
+    text += fmt::format("{:>10} {:>10} {:>8}  {:<16} {}\n", record.sequent_id, record.internal_id, record.tid,
+                        printable(record.name_text()), record.kairos_owned ? "kairos" : "program");
   });
   if (rows > thread_rows_shown)
     text += fmt::format("... {} more threads (all of them in the JSON output)\n", rows - thread_rows_shown);
@@ -109,8 +108,10 @@ bool stem_is_free(const std::string& stem, const std::vector<std::string>& forma
 problem rename_without_replacing(const std::string& from, const std::string& to) {
   if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return {};
   if (errno == EEXIST)
-    return problem{fmt::format("{} appeared while kairos was writing it; kairos never overwrites a "
-                               "file (what it wrote is not kept)", to)};
+    return problem{
+        fmt::format("{} appeared while kairos was writing it; kairos never overwrites a "
+                    "file (what it wrote is not kept)",
+                    to)};
   return problem{fmt::format("cannot create {}: {}", to, std::strerror(errno))};
 }
 
@@ -123,8 +124,7 @@ written_report write_report(const report_request& request) {
   // An exec snapshot: the database moves to the snapshot's name first; the other outputs read it
   // there.
   if (have_database && output_file(request.stem, "db") != database_path) {
-    if ((written.failure = rename_without_replacing(database_path, output_file(request.stem, "db"))))
-      return written;
+    if ((written.failure = rename_without_replacing(database_path, output_file(request.stem, "db")))) return written;
     database_path = output_file(request.stem, "db");
   }
   written.database_path = database_path;
@@ -148,8 +148,7 @@ written_report write_report(const report_request& request) {
     written.failure = write_output(path, [&](std::ostream& file) {
       if (format->id == format_id::text) {
         file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
-                            runtime_report_version, printable(request.command_line), getpid(),
-                            request.end_reason);
+                            runtime_report_version, printable(request.command_line), getpid(), request.end_reason);
         if (have_database) {
           database::write_text(profile_database(), file);
           file << "\n";
@@ -164,17 +163,17 @@ written_report write_report(const report_request& request) {
       } else if (format->id == format_id::json) {
         // The run's report: what only the running process knows, the profile's summary (the
         // json format of kairos-report) as its 'profile'.
-        nlohmann::json document{{"kairos_report_version", runtime_report_version},
-                                {"command", printable(request.command_line)},
-                                {"pid", getpid()},
-                                {"ppid", getppid()},
-                                {"end_reason", request.end_reason},
-                                {"regions_recorded", request.regions_recorded},
-                                {"mismatched_pops", request.mismatched_pops},
-                                {"threads", threads_json()},
-                                {"regions", kairos::to_json(data)},
-                                {"profile", have_database ? profile_summary(profile_database())
-                                                          : nlohmann::json(nullptr)}};
+        nlohmann::json document{
+            {"kairos_report_version", runtime_report_version},
+            {"command", printable(request.command_line)},
+            {"pid", getpid()},
+            {"ppid", getppid()},
+            {"end_reason", request.end_reason},
+            {"regions_recorded", request.regions_recorded},
+            {"mismatched_pops", request.mismatched_pops},
+            {"threads", threads_json()},
+            {"regions", kairos::to_json(data)},
+            {"profile", have_database ? profile_summary(profile_database()) : nlohmann::json(nullptr)}};
         file << document.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       } else {
         database::write_format(format->id, profile_database(), file);
@@ -184,9 +183,10 @@ written_report write_report(const report_request& request) {
     written.files.push_back(path);
   }
   if (written.failure)
-    written.failure = problem{fmt::format("{}; set KAIROS_OUTPUT_PATH (kairos-run -o) to a writable "
-                                          "location; the program is unaffected",
-                                          written.failure.text())};
+    written.failure =
+        problem{fmt::format("{}; set KAIROS_OUTPUT_PATH (kairos-run -o) to a writable "
+                            "location; the program is unaffected",
+                            written.failure.text())};
   return written;
 }
 

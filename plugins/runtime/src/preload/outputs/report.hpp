@@ -22,15 +22,15 @@ struct report_request {
   std::string stem;                  // absolute path without extension
   std::vector<std::string> formats;  // KAIROS_OUTPUT_FORMATS: "db", "text", "trace", ...
   std::string command_line;
-  std::string end_reason;            // "exit", "signal SIGTERM", "exec"
-  std::string database_path;         // the profile database; empty when there is none
+  std::string end_reason;     // "exit", "signal SIGTERM", "exec"
+  std::string database_path;  // the profile database; empty when there is none
   std::uint64_t regions_recorded = 0;
   std::uint64_t mismatched_pops = 0;
 };
 
 struct written_report {
   std::vector<std::string> files;
-  problem failure;  // what failed; the files before it were written whole
+  problem failure;            // what failed; the files before it were written whole
   std::string database_path;  // where the database is now (an exec snapshot's moves)
 };
 

@@ -21,17 +21,17 @@ namespace {
 constexpr std::int64_t counter_interval_ns = 100'000'000;
 
 struct delivery_state {
-  std::mutex mutex;  // the service thread and finalize may flush at once
-  std::size_t thread_cursor = 0;            // threads of the registry seen so far
-  std::vector<thread_record*> unfinished;   // threads whose end is not in the database yet
+  std::mutex mutex;                        // the service thread and finalize may flush at once
+  std::size_t thread_cursor = 0;           // threads of the registry seen so far
+  std::vector<thread_record*> unfinished;  // threads whose end is not in the database yet
   std::unordered_map<const thread_record*, std::int64_t> last_counter_ns;
   std::unordered_map<pid_t, thread_record*> program_threads;  // by tid: who asked for GPU work
-  gpu::activity_batch gpu_activity;  // kept across flushes: the collector reuses its storage
-  mpi_call_batch mpi_calls;          // likewise
+  gpu::activity_batch gpu_activity;                           // kept across flushes: the collector reuses its storage
+  mpi_call_batch mpi_calls;                                   // likewise
   std::vector<database::profile_writer::region_input> drained_regions;  // reused by each flush
   bool forget_parent = false;  // set in a fork child; done by the child's first flush
 };
-delivery_state* state = new delivery_state;  // never destroyed: used until the process ends
+delivery_state* state = new delivery_state;     // never destroyed: used until the process ends
 constexpr std::size_t drained_per_call = 4096;  // regions a call to the sink
 
 sample_clock clock_of(sample_source source) {
@@ -49,8 +49,8 @@ void forget_parent_if_forked() {
 }
 
 database_window database_row(const window_record& window) {
-  database_window row{window.ordinal, window.spec, clock_name(window.clock), window.planned_start,
-                      window.planned_end, {}, {}, {}, {}};
+  database_window row{
+      window.ordinal, window.spec, clock_name(window.clock), window.planned_start, window.planned_end, {}, {}, {}, {}};
   if (window.opened) {
     row.actual_start = window.actual_start;
     row.start_ns = window.start_ns;
@@ -79,16 +79,22 @@ std::optional<std::int32_t> window_at(std::int64_t call_ns) {
 void add_gpu_rows(database_batch& rows, const gpu::activity_batch& activity) {
   for (const auto& device : activity.devices)
     rows.add_gpu_device({std::string{gpu::name_of(device.api)}, device.index, device.name, device.architecture,
-                         static_cast<std::int64_t>(device.memory_bytes), device.multiprocessors,
-                         device.clock_khz, device.memory_clock_khz});
+                         static_cast<std::int64_t>(device.memory_bytes), device.multiprocessors, device.clock_khz,
+                         device.memory_clock_khz});
   auto origin = [](const gpu::call_site& site, std::uint64_t correlation, std::int32_t window) {
     return gpu_origin{thread_of(site.tid), site.stack, site.call_ns, static_cast<std::int64_t>(correlation), window};
   };
   for (const auto& kernel : activity.kernels) {
     const auto window = window_at(kernel.site.call_ns);
     if (!window) continue;
-    database::gpu_kernel_info row{kernel.name, kernel.function_address, static_cast<std::int64_t>(kernel.stream),
-                                  kernel.start_ns, kernel.end_ns, {}, {}, kernel.shared_bytes};
+    database::gpu_kernel_info row{kernel.name,
+                                  kernel.function_address,
+                                  static_cast<std::int64_t>(kernel.stream),
+                                  kernel.start_ns,
+                                  kernel.end_ns,
+                                  {},
+                                  {},
+                                  kernel.shared_bytes};
     for (std::size_t axis = 0; axis < 3; ++axis) {
       row.grid[axis] = kernel.grid[axis];
       row.block[axis] = kernel.block[axis];
@@ -106,9 +112,9 @@ void add_gpu_rows(database_batch& rows, const gpu::activity_batch& activity) {
   for (const auto& call : activity.calls) {
     const auto window = window_at(call.start_ns);
     if (!window) continue;
-    rows.add_gpu_api_call(gpu::name_of(call.api), call.name, call.start_ns, call.end_ns,
-                          gpu_origin{thread_of(call.tid), {}, call.start_ns,
-                                     static_cast<std::int64_t>(call.correlation), *window});
+    rows.add_gpu_api_call(
+        gpu::name_of(call.api), call.name, call.start_ns, call.end_ns,
+        gpu_origin{thread_of(call.tid), {}, call.start_ns, static_cast<std::int64_t>(call.correlation), *window});
   }
 }
 
@@ -135,8 +141,8 @@ void deliver_samples(const sample_batch& batch) {
     auto& last = state->last_counter_ns[sample.thread];
     if (last != 0 && sample.time_ns - last < counter_interval_ns) continue;
     last = sample.time_ns;
-    rows.add_counter(*sample.thread, sample.time_ns, "thread_cpu_time_ns",
-                     static_cast<double>(sample.thread_cpu_ns), sample.window);
+    rows.add_counter(*sample.thread, sample.time_ns, "thread_cpu_time_ns", static_cast<double>(sample.thread_cpu_ns),
+                     sample.window);
   }
   rows.commit(false);
 }
@@ -153,10 +159,10 @@ void deliver_causal_experiment(const causal_experiment_record& experiment) {
       progress.push_back({point.name, "throughput", point.visits, 0, 0, 0});
   }
   database_batch rows;
-  rows.add_causal_experiment({experiment.scope, experiment.selected, experiment.speedup, experiment.start_ns,
-                              experiment.duration_ns, experiment.delay_ns, experiment.selected_samples,
-                              experiment.window},
-                             progress);
+  rows.add_causal_experiment(
+      {experiment.scope, experiment.selected, experiment.speedup, experiment.start_ns, experiment.duration_ns,
+       experiment.delay_ns, experiment.selected_samples, experiment.window},
+      progress);
   rows.commit(false);
 }
 

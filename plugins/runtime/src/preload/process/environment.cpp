@@ -26,8 +26,8 @@ library_paths* paths = nullptr;  // built once at init, never destroyed
 // when LD_PRELOAD changed; the previous one is kept alive (a child may still point at it).
 const char* child_preload_entry = nullptr;
 
-// kairos's own variables (those the settings table names), out of environ since init (remove_kairos_from_environment), for
-// the environment of an exec kairos follows (null: they are still in environ).
+// kairos's own variables (those the settings table names), out of environ since init (remove_kairos_from_environment),
+// for the environment of an exec kairos follows (null: they are still in environ).
 std::vector<std::string>* kept_variables = nullptr;
 
 // Set by the gpu stage (gpu/gpu_activity.cpp) so that CUDA calls kairos at cuInit; an exec gets it
@@ -55,9 +55,8 @@ void prepare_environment_editing() {
   if (paths) return;
   paths = new library_paths;
   Dl_info info{};
-  paths->own = dladdr(reinterpret_cast<void*>(&prepare_environment_editing), &info) && info.dli_fname
-                   ? info.dli_fname
-                   : "libkairos.so";
+  paths->own = dladdr(reinterpret_cast<void*>(&prepare_environment_editing), &info) && info.dli_fname ? info.dli_fname
+                                                                                                      : "libkairos.so";
   std::error_code error;
   paths->canonical = std::filesystem::weakly_canonical(paths->own, error).string();
 }
@@ -146,7 +145,8 @@ exec_environment environment_for_exec(char* const* environment, bool profiled, b
     std::string_view assignment{*entry};
     if (assignment.starts_with("KAIROS_EXEC_GENERATION=")) continue;
     if (put_back && is_setting_variable(assignment.substr(0, assignment.find('=')))) continue;
-    if (assignment.starts_with(cuda_injection_prefix) && is_this_library(assignment.substr(cuda_injection_prefix.size())))
+    if (assignment.starts_with(cuda_injection_prefix) &&
+        is_this_library(assignment.substr(cuda_injection_prefix.size())))
       continue;
     if (put_back && assignment.starts_with("LD_PRELOAD=")) {
       preload_seen = true;

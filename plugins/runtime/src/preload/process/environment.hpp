@@ -37,7 +37,6 @@ struct exec_environment {
   std::vector<std::string> storage;
   std::vector<char*> pointers;  // null-terminated
 };
-exec_environment environment_for_exec(char* const* environment, bool profiled, bool strip,
-                                      std::string_view generation);
+exec_environment environment_for_exec(char* const* environment, bool profiled, bool strip, std::string_view generation);
 
 }  // namespace kairos::runtime

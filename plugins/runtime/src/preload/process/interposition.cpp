@@ -68,8 +68,7 @@ void* start_registered_thread(void* start_pointer) {
 
 enum class exec_kind { path, search, descriptor };
 
-int exec_through(exec_kind kind, const char* path, int descriptor, char* const argv[],
-                 char* const envp[]) {
+int exec_through(exec_kind kind, const char* path, int descriptor, char* const argv[], char* const envp[]) {
   const auto& originals = interception::original_functions();
   exec_environment environment;
   {
@@ -125,10 +124,8 @@ int change_mask(interception::sigmask_function real, int how, const sigset_t* se
 
 extern "C" {
 
-__attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
-                                                          const pthread_attr_t* attributes,
-                                                          void* (*routine)(void*),
-                                                          void* argument) noexcept {
+__attribute__((visibility("default"))) int pthread_create(pthread_t* thread, const pthread_attr_t* attributes,
+                                                          void* (*routine)(void*), void* argument) noexcept {
   const auto real = interception::original_functions().pthread_create;
   if (!real) return EAGAIN;
   if (current_state() == runtime_state::off) return real(thread, attributes, routine, argument);
@@ -139,12 +136,10 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
   return result;
 }
 
-__attribute__((visibility("default"))) int pthread_sigmask(int how, const sigset_t* set,
-                                                           sigset_t* old) noexcept {
+__attribute__((visibility("default"))) int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) noexcept {
   return change_mask(interception::original_functions().pthread_sigmask, how, set, old);
 }
-__attribute__((visibility("default"))) int sigprocmask(int how, const sigset_t* set,
-                                                       sigset_t* old) noexcept {
+__attribute__((visibility("default"))) int sigprocmask(int how, const sigset_t* set, sigset_t* old) noexcept {
   const int result = change_mask(interception::original_functions().sigprocmask, how, set, old);
   if (result == ENOSYS) {
     errno = ENOSYS;
@@ -153,22 +148,19 @@ __attribute__((visibility("default"))) int sigprocmask(int how, const sigset_t* 
   return result;  // sigprocmask's own convention: -1 and errno, which the real one set
 }
 
-__attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
-                                                  char* const envp[]) noexcept {
+__attribute__((visibility("default"))) int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
   return exec_through(exec_kind::path, path, -1, argv, envp);
 }
 __attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) noexcept {
   return exec_through(exec_kind::path, path, -1, argv, environ);
 }
-__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
-                                                   char* const envp[]) noexcept {
+__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
   return exec_through(exec_kind::search, file, -1, argv, envp);
 }
 __attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) noexcept {
   return exec_through(exec_kind::search, file, -1, argv, environ);
 }
-__attribute__((visibility("default"))) int fexecve(int descriptor, char* const argv[],
-                                                   char* const envp[]) noexcept {
+__attribute__((visibility("default"))) int fexecve(int descriptor, char* const argv[], char* const envp[]) noexcept {
   return exec_through(exec_kind::descriptor, nullptr, descriptor, argv, envp);
 }
 __attribute__((visibility("default"))) int execl(const char* path, const char* first, ...) noexcept {
@@ -224,8 +216,7 @@ __attribute__((visibility("default"))) int close_range(unsigned first, unsigned 
 }
 __attribute__((visibility("default"))) void closefrom(int lowest) noexcept {
   const auto& originals = interception::original_functions();
-  if (lowest >= 0 &&
-      close_range_keeping_ours(static_cast<unsigned>(lowest), ~0U, 0, originals.close_range) == 0)
+  if (lowest >= 0 && close_range_keeping_ours(static_cast<unsigned>(lowest), ~0U, 0, originals.close_range) == 0)
     return;
   if (originals.closefrom) originals.closefrom(lowest);  // its own fallback (/proc/self/fd)
 }

@@ -212,14 +212,16 @@ std::string why_nothing_was_recorded() {
   if (ran_s < std::strtod(delay.c_str(), nullptr))
     return fmt::format("the program ended {:.2f} s after its start, before sampling began ({}={} s)", ran_s,
                        delay_variable, delay);
-  if (!cpu) return fmt::format("sampling by real time from {}={} s saw no thread of the program", delay_variable, delay);
+  if (!cpu)
+    return fmt::format("sampling by real time from {}={} s saw no thread of the program", delay_variable, delay);
   timespec used{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
   const double cpu_ms = static_cast<double>(to_ns(used)) * 1e-6;
   const auto [frequency_variable, frequency] = sampler_value(setting::sampling_cputime_freq, setting::sampling_freq);
-  return fmt::format("no thread used a sampling period of CPU time while sampled (one sample per {:.3g} ms "
-                     "of CPU time, {}={}; the process used {:.3g} ms in all, kairos's start included)",
-                     1e3 / std::strtod(frequency.c_str(), nullptr), frequency_variable, frequency, cpu_ms);
+  return fmt::format(
+      "no thread used a sampling period of CPU time while sampled (one sample per {:.3g} ms "
+      "of CPU time, {}={}; the process used {:.3g} ms in all, kairos's start included)",
+      1e3 / std::strtod(frequency.c_str(), nullptr), frequency_variable, frequency, cpu_ms);
 }
 
 std::string describe(const losses& lost, int signal_number) {
@@ -252,15 +254,17 @@ std::string causal_summary_text(const causal_summary& causal) {
   if (!globals->causal_wanted) return {};
   if (causal.experiments > 0) return ", " + plural(causal.experiments, "causal experiment");
   if (causal.experiments_too_few_visits > 0)
-    return fmt::format(", no causal experiment kept ({} saw a progress point fewer than 5 times: a longer run, "
-                       "or a longer KAIROS_CAUSAL_EXPERIMENT)",
-                       causal.experiments_too_few_visits);
+    return fmt::format(
+        ", no causal experiment kept ({} saw a progress point fewer than 5 times: a longer run, "
+        "or a longer KAIROS_CAUSAL_EXPERIMENT)",
+        causal.experiments_too_few_visits);
   switch (causal.idle) {
     case causal_idle::nothing_selected:
       return fmt::format(", no causal experiment (no sampled location matched KAIROS_CAUSAL_SELECT=\"{}\")",
                          globals->values.text(setting::causal_select));
     case causal_idle::no_progress_point:
-      return ", no causal experiment (no progress point was visited: add kairos_progress(\"name\") where work completes)";
+      return ", no causal experiment (no progress point was visited: add kairos_progress(\"name\") where work "
+             "completes)";
     default:
       return ", no causal experiment (no sample landed in the scope: see KAIROS_CAUSAL_BINARIES and _INCLUDE)";
   }
@@ -273,14 +277,15 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   for (const auto& stage : runtime_stages())
     if (stage.stop) stage.stop();
   const auto sampling = sampling_totals();
-  const losses lost{sampling.dropped, traced_rows_dropped(), 0, sampling.unsampled_cpu_ns,
-                    sampling.threads_blocking, gpu_records_dropped(), mpi_calls_dropped()};
+  const losses lost{sampling.dropped,          traced_rows_dropped(),     0,
+                    sampling.unsampled_cpu_ns, sampling.threads_blocking, gpu_records_dropped(),
+                    mpi_calls_dropped()};
   if (!snapshot && verbosity() > 0 && sampling.delivered > 0) {
-    report(fmt::format("unwinding: {} of {} samples with kairos's unwind tables ({} compiled, {} rows), "
-                       "the rest with libgcc",
-                       sampling.unwound_by_tables, sampling.delivered,
-                       plural(static_cast<std::uint64_t>(sampling.unwind_table_functions), "function"),
-                       sampling.unwind_table_rows));
+    report(fmt::format(
+        "unwinding: {} of {} samples with kairos's unwind tables ({} compiled, {} rows), "
+        "the rest with libgcc",
+        sampling.unwound_by_tables, sampling.delivered,
+        plural(static_cast<std::uint64_t>(sampling.unwind_table_functions), "function"), sampling.unwind_table_rows));
   }
   const run_facts facts{globals->causal_wanted, globals->windows_planned};
   for (const auto& stage : runtime_stages())
@@ -317,8 +322,8 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   threads().refresh_running_names();
   auto stem = claimed_stem();
   if (snapshot) stem = globals->exec_snapshot_stem = fmt::format("{}-exec{}", stem, globals->identity.generation);
-  report_request request{stem, globals->formats, globals->command_line, end_reason, database_path,
-                         regions, mismatched_pops()};
+  report_request request{stem,          globals->formats, globals->command_line, end_reason,
+                         database_path, regions,          mismatched_pops()};
   const auto written = [&] {
     own_cost_timer outputs_cost{own_cost::outputs};
     return write_report(request);
@@ -327,14 +332,13 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   report(written.failure);
   auto with_rows = lost;
   with_rows.rows = counts.rows_lost;
-  if (written.files.empty() && !with_rows.rows && !with_rows.samples && !with_rows.gpu_records &&
-      !with_rows.mpi_calls)
+  if (written.files.empty() && !with_rows.rows && !with_rows.samples && !with_rows.gpu_records && !with_rows.mpi_calls)
     return;
   // One line per launch, not one per rank: rank 0 names where every rank writes and how to merge;
   // the other ranks speak only when they lost data.
   const auto rank = mpi_rank_and_size();
-  const bool lost_data = with_rows.rows || with_rows.samples || with_rows.region_rows ||
-                         with_rows.gpu_records || with_rows.mpi_calls;
+  const bool lost_data =
+      with_rows.rows || with_rows.samples || with_rows.region_rows || with_rows.gpu_records || with_rows.mpi_calls;
   if (rank && rank->size > 1 && rank->rank != 0 && !lost_data && verbosity() == 0) return;
   std::string files;
   for (const auto& file : written.files) files += (files.empty() ? "" : ", ") + file;
@@ -345,9 +349,10 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   std::string launch;
   if (rank && rank->size > 1) {
     const auto directory = std::filesystem::path{stem}.parent_path().string();
-    launch = fmt::format("; rank {} of {}: every rank writes to {}; merge them with kairos-merge -o {}/merged.db "
-                         "{}/*.db",
-                         rank->rank, rank->size, directory, directory, directory);
+    launch = fmt::format(
+        "; rank {} of {}: every rank writes to {}; merge them with kairos-merge -o {}/merged.db "
+        "{}/*.db",
+        rank->rank, rank->size, directory, directory, directory);
   }
   report(fmt::format("{}, {}{}{}{} on {}; outputs: {}{}{}", plural(samples, "sample"), plural(regions, "region"), gpu,
                      mpi, causal_summary_text(causal), plural(program_threads(), "thread"),
@@ -357,8 +362,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
 void finalize(const std::string& end_reason) {
   if (finalize_started.exchange(true)) {
     // Another path (exit on another thread, a signal) is finalizing: let it finish, bounded.
-    if (finalizing_thread.load() != gettid())
-      wait_until([] { return finalize_done.load(); }, finalize_timeout);
+    if (finalizing_thread.load() != gettid()) wait_until([] { return finalize_done.load(); }, finalize_timeout);
     return;
   }
   reentry_guard guard;
@@ -446,8 +450,7 @@ void after_fork_in_child() {
 // --- init ------------------------------------------------------------------------------------
 
 void connect_user_api() {
-  auto attach = reinterpret_cast<void (*)(const kairos_entry_points*)>(
-      dlsym(RTLD_DEFAULT, "kairos_user_attach"));
+  auto attach = reinterpret_cast<void (*)(const kairos_entry_points*)>(dlsym(RTLD_DEFAULT, "kairos_user_attach"));
   if (attach) attach(&user_entry_points());
 }
 
@@ -465,9 +468,10 @@ int writers_allowed() {
   }
   constexpr long room_wanted = 64;
   if (tasks > 0 && static_cast<rlim_t>(tasks + room_wanted) < limit.rlim_cur) return 1 << 20;
-  report(fmt::format("RLIMIT_NPROC (ulimit -u) is {} and {} tasks run here: kairos keeps to three "
-                     "threads of its own (one writer) so that the program's threads can start",
-                     limit.rlim_cur, tasks));
+  report(
+      fmt::format("RLIMIT_NPROC (ulimit -u) is {} and {} tasks run here: kairos keeps to three "
+                  "threads of its own (one writer) so that the program's threads can start",
+                  limit.rlim_cur, tasks));
   return 1;
 }
 
@@ -544,8 +548,8 @@ void start_stages() {
   globals->launch = launch_of_this_process();
   // Problems and notes are said once per launch: by the first image of the launched process, and
   // of an MPI launch's processes by rank 0 only (every rank reads the same settings).
-  const bool speaks_for_launch = globals->identity.launched && globals->identity.generation == 0 &&
-                                 globals->launch.rank.value_or(0) == 0;
+  const bool speaks_for_launch =
+      globals->identity.launched && globals->identity.generation == 0 && globals->launch.rank.value_or(0) == 0;
 
   if (!globals->identity.launched && !globals->values.boolean(setting::follow_children)) {
     // A child of the launched process (spawned, or forked before this exec): left alone.
@@ -577,9 +581,12 @@ void start_stages() {
     const auto& values = globals->values;
     function_trace_options options;
     if (values.category_usable(setting_category::instrument))
-      options = {values.boolean(setting::instrument), values.text(setting::instrument_include),
-                 values.text(setting::instrument_exclude), values.text(setting::instrument_file_include),
-                 values.text(setting::instrument_file_exclude), values.boolean(setting::instrument_system),
+      options = {values.boolean(setting::instrument),
+                 values.text(setting::instrument_include),
+                 values.text(setting::instrument_exclude),
+                 values.text(setting::instrument_file_include),
+                 values.text(setting::instrument_file_exclude),
+                 values.boolean(setting::instrument_system),
                  static_cast<std::int64_t>(values.number(setting::instrument_min_duration) * 1e9)};
     else
       options.hooks = false;
@@ -592,7 +599,9 @@ void start_stages() {
     const auto& lines = globals->values.text(setting::source_lines);
     configure_profile_database(&database_path_of_this_process, globals->command_line, run_metadata(),
                                static_cast<std::int64_t>(globals->values.number(setting::flush_interval) * 1e9),
-                               lines == "all" ? source_lines::all : lines == "off" ? source_lines::off : source_lines::own,
+                               lines == "all"   ? source_lines::all
+                               : lines == "off" ? source_lines::off
+                                                : source_lines::own,
                                symbol_cache_place(globals->values));
     if (globals->launch.in_launch())
       set_database_launch(globals->launch.rank, globals->launch.size, environment_value(setting::launch_id));
@@ -609,8 +618,7 @@ void start_stages() {
       for (const auto& note : started.notes) report(note);
   }
   // Before the sampler: its first samples already find the experiments' state.
-  globals->causal_wanted = database_wanted &&
-                           globals->values.category_usable(setting_category::causal) &&
+  globals->causal_wanted = database_wanted && globals->values.category_usable(setting_category::causal) &&
                            globals->values.category_usable(setting_category::sampling) &&
                            globals->values.boolean(setting::causal);
   if (globals->causal_wanted) {
@@ -630,12 +638,13 @@ void start_stages() {
     if (sampling.failure)
       globals->sampling_off = "sampling could not start (said above)";
     else if (!sampling_wanted(globals->values))
-      globals->sampling_off = "sampling was off: KAIROS_SAMPLING_CPUTIME and "
-                              "KAIROS_SAMPLING_REALTIME are both false";
+      globals->sampling_off =
+          "sampling was off: KAIROS_SAMPLING_CPUTIME and "
+          "KAIROS_SAMPLING_REALTIME are both false";
   }
   if (database_wanted && globals->values.category_usable(setting_category::gpu)) {
-    const auto notes = start_gpu(globals->values.text(setting::gpu) == "auto",
-                                 globals->values.boolean(setting::gpu_stacks));
+    const auto notes =
+        start_gpu(globals->values.text(setting::gpu) == "auto", globals->values.boolean(setting::gpu_stacks));
     if (speaks_for_launch && verbosity() > 0)
       for (const auto& note : notes) report(note);
   }
@@ -653,10 +662,10 @@ void start_stages() {
   set_function_trace_accepting(true);
   connect_user_api();
   if (verbosity() > 0)
-    report(fmt::format("profiling pid {} ({}{})", globals->identity.pid,
-                       globals->identity.launched ? "launched process" : "followed child",
-                       globals->identity.generation ? fmt::format(", exec {}", globals->identity.generation)
-                                                    : std::string{}));
+    report(fmt::format(
+        "profiling pid {} ({}{})", globals->identity.pid,
+        globals->identity.launched ? "launched process" : "followed child",
+        globals->identity.generation ? fmt::format(", exec {}", globals->identity.generation) : std::string{}));
 }
 
 void initialize() {

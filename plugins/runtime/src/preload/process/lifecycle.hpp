@@ -16,7 +16,7 @@ enum class runtime_state : int {
   active,      // collecting
   finalizing,  // writing the outputs; the user API is a no-op
   finalized,
-  off,         // disabled: settings, a child not followed, KAIROS_ENABLED=false
+  off,  // disabled: settings, a child not followed, KAIROS_ENABLED=false
 };
 
 runtime_state current_state() noexcept;

@@ -88,15 +88,17 @@ constexpr std::array rows{
           .in_child = [](thread_record*) noexcept { sampling_forget_after_fork_in_child(); }},
     stage{.name = "gpu",
           .stop = [] { stop_gpu(gpu_drain_timeout_ns); },
-          .add_metadata = [](const run_facts&) {
-            if (gpu_observed()) add_number(key::dropped_gpu_records, gpu_records_dropped());
-          },
+          .add_metadata =
+              [](const run_facts&) {
+                if (gpu_observed()) add_number(key::dropped_gpu_records, gpu_records_dropped());
+              },
           .tick = [] { tick_reporting("observing the GPU failed", &gpu_tick); },
           .in_child = [](thread_record*) noexcept { gpu_forget_after_fork_in_child(); }},
     stage{.name = "mpi",
-          .add_metadata = [](const run_facts&) {
-            if (mpi_observed()) add_number(key::dropped_mpi_calls, mpi_calls_dropped());
-          },
+          .add_metadata =
+              [](const run_facts&) {
+                if (mpi_observed()) add_number(key::dropped_mpi_calls, mpi_calls_dropped());
+              },
           .tick = [] { tick_reporting("observing MPI failed", &mpi_tick); },
           .in_child = [](thread_record*) noexcept { mpi_forget_after_fork_in_child(); }},
     stage{.name = "delivery",
@@ -111,20 +113,22 @@ constexpr std::array rows{
     stage{.name = "regions",
           .lock_for_fork = [] { regions_lock_for_fork(); },
           .unlock_in_parent = [] { regions_unlock_after_fork(); },
-          .in_child = [](thread_record*) noexcept {
-            regions_unlock_after_fork();
-            regions_forget_after_fork_in_child();
-          }},
+          .in_child =
+              [](thread_record*) noexcept {
+                regions_unlock_after_fork();
+                regions_forget_after_fork_in_child();
+              }},
     // Last of the producers to stop: the calls still open are closed once nothing runs.
     stage{.name = "function_trace",
           .stop = [] { process_function_events(true); },
           .add_metadata = &function_trace_metadata,
           .lock_for_fork = [] { function_trace_lock_for_fork(); },
           .unlock_in_parent = [] { function_trace_unlock_after_fork(); },
-          .in_child = [](thread_record*) noexcept {
-            function_trace_unlock_after_fork();
-            function_trace_forget_after_fork_in_child();
-          }},
+          .in_child =
+              [](thread_record*) noexcept {
+                function_trace_unlock_after_fork();
+                function_trace_forget_after_fork_in_child();
+              }},
     // The thread registry, which every stage uses: locked last, released and adopted first.
     stage{.name = "threads",
           .lock_for_fork = [] { threads().lock_for_fork(); },

@@ -52,8 +52,7 @@ void* service_thread_main(void*) {
   auto next_tick = steady_now_ns();
   while (true) {
     next_tick += std::chrono::nanoseconds{tick_interval}.count();
-    const timespec until{static_cast<time_t>(next_tick / 1'000'000'000),
-                         static_cast<long>(next_tick % 1'000'000'000)};
+    const timespec until{static_cast<time_t>(next_tick / 1'000'000'000), static_cast<long>(next_tick % 1'000'000'000)};
     const bool woken = sem_clockwait(&service_request, CLOCK_MONOTONIC, &until) == 0;
     if (const int signal_number = pending_signal.load(); woken && signal_number != 0) {
       hooks.on_signal(signal_number);

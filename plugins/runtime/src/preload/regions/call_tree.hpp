@@ -112,8 +112,8 @@ class call_tree {
 // A node's counts in one window, as the pipeline hands them to the sink: a function by address, a
 // region by name.
 struct call_tree_row {
-  std::uint32_t node, parent;  // the thread's own numbers; parent 0: a root call
-  std::string_view name;       // a region's; empty for a function
+  std::uint32_t node, parent;      // the thread's own numbers; parent 0: a root call
+  std::string_view name;           // a region's; empty for a function
   std::uint64_t function_address;  // 0 for a region
   call_tree::window_stats stats;
 };

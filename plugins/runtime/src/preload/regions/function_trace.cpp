@@ -22,7 +22,6 @@
 #include <kairos/storage/stored.hpp>
 
 #include "common/posix_regex.hpp"
-#include "xray/xray_api.h"
 #include "preload/regions/region_rules.hpp"
 #include "preload/support/bounded_wait.hpp"
 #include "preload/support/private_descriptor.hpp"
@@ -30,6 +29,7 @@
 #include "preload/support/ticks.hpp"
 #include "preload/threads/thread_registry.hpp"
 #include "preload/windows/window_state.hpp"
+#include "xray/xray_api.h"
 
 namespace kairos::runtime {
 namespace {
@@ -180,10 +180,14 @@ std::string_view qualified_name(std::string_view name) {
   std::size_t start = 0;
   for (std::size_t i = 0; i < name.size(); ++i) {
     const char c = name[i];
-    if (c == '<') ++angle;
-    else if (c == '>') --angle;
-    else if (angle == 0 && c == ' ' && !name.substr(0, i).ends_with("operator")) start = i + 1;
-    else if (angle == 0 && c == '(' && i > start) return name.substr(start, i - start);
+    if (c == '<')
+      ++angle;
+    else if (c == '>')
+      --angle;
+    else if (angle == 0 && c == ' ' && !name.substr(0, i).ends_with("operator"))
+      start = i + 1;
+    else if (angle == 0 && c == '(' && i > start)
+      return name.substr(start, i - start);
   }
   return name.substr(start);
 }
@@ -191,8 +195,8 @@ std::string_view qualified_name(std::string_view name) {
 bool in_system_library(std::string_view name, std::string_view file) {
   if (file.starts_with("/usr/include/")) return true;
   const auto qualified = qualified_name(name);
-  for (std::string_view prefix : {"std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "operator new",
-                                  "operator delete"})
+  for (std::string_view prefix :
+       {"std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "operator new", "operator delete"})
     if (qualified.starts_with(prefix)) return true;
   return false;
 }
@@ -226,7 +230,8 @@ bool included(traced_thread& trace, std::uintptr_t function) {
   {
     std::lock_guard lock{globals.filter_mutex};
     const auto found = globals.verdicts.find(function);
-    verdict = found != globals.verdicts.end() ? found->second : globals.verdicts.emplace(function, decide(function)).first->second;
+    verdict = found != globals.verdicts.end() ? found->second
+                                              : globals.verdicts.emplace(function, decide(function)).first->second;
   }
   if (!verdict && (function & xray_tag) != 0) {
     // XRay: the function's sleds go back to nops, so its calls cost what they cost without kairos.
@@ -259,7 +264,9 @@ bool append_row(traced_thread& trace, std::uintptr_t what, std::int64_t start_ns
     });
     if (!counted) return;
     trace.rows_made.store(trace.rows_made.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    if (!kept) trace.rows_made_dropped.store(trace.rows_made_dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (!kept)
+      trace.rows_made_dropped.store(trace.rows_made_dropped.load(std::memory_order_relaxed) + 1,
+                                    std::memory_order_relaxed);
   };
   if (!windows_govern()) {
     add(start_ns, end_ns, 0, clipped);
@@ -342,7 +349,8 @@ void process_region_event(traced_thread& trace, const tick_converter& ticks, con
     // A stored region's pop was checked and reported by regions.cpp: one missed here (its push
     // came while the trace did not record) is no second mistake of the program's.
     if (!row_only(event.function))
-      report_mismatched_pop(*trace.thread, *name, innermost == trace.stack.rend() ? nullptr : region_name(innermost->function));
+      report_mismatched_pop(*trace.thread, *name,
+                            innermost == trace.stack.rend() ? nullptr : region_name(innermost->function));
     return;
   }
   const auto keep = trace.stack.size() - static_cast<std::size_t>(innermost - trace.stack.rbegin()) - 1;
@@ -396,8 +404,8 @@ bool try_process(traced_thread& trace, const tick_converter& ticks) {
   // Rows piling up faster than the consumer's ticks take them: it drains now, and this thread
   // waits for it (bounded: a consumer that is gone leaves the bound to drop rows, counted).
   if (request_drain != nullptr && trace.rows.unread_chunks() > trace.rows.max_chunks() / 2 && request_drain()) {
-    wait_until([&] { return trace.rows.unread_chunks() <= trace.rows.max_chunks() / 4; },
-               std::chrono::seconds{2}, std::chrono::microseconds{100});
+    wait_until([&] { return trace.rows.unread_chunks() <= trace.rows.max_chunks() / 4; }, std::chrono::seconds{2},
+               std::chrono::microseconds{100});
   }
 }
 
@@ -502,7 +510,8 @@ void patch_sleds_now() {
     // Functions already found excluded stay unpatched.
     std::lock_guard lock{all().filter_mutex};
     for (const auto& [function, verdict] : all().verdicts)
-      if (!verdict && (function & xray_tag) != 0) api->unpatch_function(static_cast<std::int32_t>(function & ~xray_tag));
+      if (!verdict && (function & xray_tag) != 0)
+        api->unpatch_function(static_cast<std::int32_t>(function & ~xray_tag));
   } else {
     api->unpatch();
   }
@@ -513,8 +522,10 @@ void patch_sleds_now() {
 void xray_event(std::int32_t function_id, int entry_type) {
   constexpr int entry = 0, exit = 1, tail = 2, entry_with_argument = 3;
   const auto function = xray_tag | static_cast<std::uint32_t>(function_id);
-  if (entry_type == entry || entry_type == entry_with_argument) record(function, 0);
-  else if (entry_type == exit || entry_type == tail) record(function, exit_bit);
+  if (entry_type == entry || entry_type == entry_with_argument)
+    record(function, 0);
+  else if (entry_type == exit || entry_type == tail)
+    record(function, exit_bit);
 }
 
 }  // namespace
@@ -527,17 +538,20 @@ problem configure_function_trace(const function_trace_options& options) {
   request_drain = options.request_drain;
   problem failure;
   const std::pair<const std::string*, std::unique_ptr<posix_regex>*> expressions[] = {
-      {&options.include, &compiled->include}, {&options.exclude, &compiled->exclude},
-      {&options.file_include, &compiled->file_include}, {&options.file_exclude, &compiled->file_exclude}};
+      {&options.include, &compiled->include},
+      {&options.exclude, &compiled->exclude},
+      {&options.file_include, &compiled->file_include},
+      {&options.file_exclude, &compiled->file_exclude}};
   for (const auto& [text, target] : expressions) {
     if (text->empty() || failure) continue;
     *target = std::make_unique<posix_regex>(*text);
     if (!(*target)->failure()) continue;
     // The hooks stay off; user-API regions are still traced.
     hooks_on = false;
-    failure = problem{fmt::format("\"{}\" is not a POSIX extended regular expression: {}; instrumented "
-                                  "functions are not recorded in this run",
-                                  *text, (*target)->failure().text())};
+    failure =
+        problem{fmt::format("\"{}\" is not a POSIX extended regular expression: {}; instrumented "
+                            "functions are not recorded in this run",
+                            *text, (*target)->failure().text())};
   }
   filters = compiled.release();  // read by every batch until the process ends
   wall_clock_id = component_id<wall_clock>();
@@ -609,7 +623,8 @@ std::uint64_t rows_made() {
 std::uint64_t function_calls_recorded() {
   std::uint64_t count = 0;
   for (const auto* trace : traced_threads())
-    count += trace->rows_made.load(std::memory_order_relaxed) - trace->rows_made_dropped.load(std::memory_order_relaxed);
+    count +=
+        trace->rows_made.load(std::memory_order_relaxed) - trace->rows_made_dropped.load(std::memory_order_relaxed);
   return count;
 }
 

@@ -12,8 +12,8 @@
 // function) and the minimum duration, and appends each call that passes to the thread's
 // region_log as a row that names the function by address (the sink symbolizes it) or the region by
 // name. Every call the filters pass, short or not, is also counted in the thread's call_tree,
-// which reaches the database at the end: the call graphs' counts are exact. A traced user-API region also goes into the thread's core call graph (the region report),
-// with its wall time; no region is left out for being short.
+// which reaches the database at the end: the call graphs' counts are exact. A traced user-API region also goes into the
+// thread's core call graph (the region report), with its wall time; no region is left out for being short.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -32,7 +32,7 @@ struct function_trace_options {
   // POSIX extended regular expressions searched in the demangled function name and in its source
   // file; an empty include matches everything, an empty exclude nothing.
   std::string include, exclude, file_include, file_exclude;
-  bool system = false;             // also the standard library's functions (std::, __gnu_cxx::, ...)
+  bool system = false;               // also the standard library's functions (std::, __gnu_cxx::, ...)
   std::int64_t min_duration_ns = 0;  // shorter calls stay in their caller's time, without a row
   // Asks the rows' consumer to drain now (false: no consumer will): a thread whose rows pile up
   // faster than the consumer's ticks take them calls it, then waits (bounded) instead of dropping

@@ -18,8 +18,8 @@ struct region_row {
   std::int64_t start_ns;
   std::int64_t end_ns;
   std::int32_t depth;
-  std::int32_t window;   // 0: no windows
-  std::int32_t clipped;  // 1: start cut to the window's opening, 2: end cut to its closing
+  std::int32_t window;     // 0: no windows
+  std::int32_t clipped;    // 1: start cut to the window's opening, 2: end cut to its closing
   std::uint64_t function;  // an instrumented function's address (name unset); 0 for a user-API region
 };
 
@@ -126,9 +126,9 @@ class region_log {
   }
 
   const std::uint32_t max_chunks_;
-  chunk* head_;                 // the consumer's: the oldest chunk not fully read
-  std::uint32_t consumed_ = 0;  // the consumer's: rows read in head_
-  chunk* tail_;                 // the thread's: the chunk it appends to
+  chunk* head_;                         // the consumer's: the oldest chunk not fully read
+  std::uint32_t consumed_ = 0;          // the consumer's: rows read in head_
+  chunk* tail_;                         // the thread's: the chunk it appends to
   std::atomic<chunk*> spare_{nullptr};  // a read chunk for the thread's next one
   std::atomic<std::uint32_t> chunks_{1};
   std::atomic<std::uint64_t> dropped_{0};

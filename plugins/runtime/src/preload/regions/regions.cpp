@@ -48,9 +48,7 @@ struct open_region {
 
 struct name_hash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view name) const noexcept {
-    return std::hash<std::string_view>{}(name);
-  }
+  std::size_t operator()(std::string_view name) const noexcept { return std::hash<std::string_view>{}(name); }
 };
 
 // One thread's regions; kept until exit (data outlives the thread).
@@ -92,9 +90,8 @@ std::atomic<bool> forget_parent_regions{false};  // set in a fork child, done at
 
 template <std::size_t... I>
 void apply_switches(region_components& bundle, std::index_sequence<I...>) {
-  ((enabled_components[I]
-        ? void(bundle.enable<std::tuple_element_t<I, region_components::component_types>>())
-        : bundle.disable<std::tuple_element_t<I, region_components::component_types>>()),
+  ((enabled_components[I] ? void(bundle.enable<std::tuple_element_t<I, region_components::component_types>>())
+                          : bundle.disable<std::tuple_element_t<I, region_components::component_types>>()),
    ...);
 }
 
@@ -172,16 +169,30 @@ void disable_thread() { set_thread_disabled(true); }
 void enable_thread() { set_thread_disabled(false); }
 int active() { return accepting.load(std::memory_order_acquire) && regions_collecting() ? 1 : 0; }
 
-constexpr kairos_entry_points entry_points{KAIROS_ENTRY_POINTS_VERSION, &push_region, &pop_region,
-                                           &start_collection, &stop_collection, &disable_thread,
-                                           &enable_thread, &active, &progress_visit, &progress_begin,
+constexpr kairos_entry_points entry_points{KAIROS_ENTRY_POINTS_VERSION,
+                                           &push_region,
+                                           &pop_region,
+                                           &start_collection,
+                                           &stop_collection,
+                                           &disable_thread,
+                                           &enable_thread,
+                                           &active,
+                                           &progress_visit,
+                                           &progress_begin,
                                            &progress_end};
 // KAIROS_COMPONENTS=wall_clock (the default): a region is two events in the thread's ring (see
 // function_trace.hpp), its span and call-graph node made later, in batches.
-constexpr kairos_entry_points traced_entry_points{KAIROS_ENTRY_POINTS_VERSION, &push_traced_region,
-                                                  &pop_traced_region, &start_collection, &stop_collection,
-                                                  &disable_traced_thread, &enable_traced_thread, &active,
-                                                  &progress_visit, &progress_begin, &progress_end};
+constexpr kairos_entry_points traced_entry_points{KAIROS_ENTRY_POINTS_VERSION,
+                                                  &push_traced_region,
+                                                  &pop_traced_region,
+                                                  &start_collection,
+                                                  &stop_collection,
+                                                  &disable_traced_thread,
+                                                  &enable_traced_thread,
+                                                  &active,
+                                                  &progress_visit,
+                                                  &progress_begin,
+                                                  &progress_end};
 
 }  // namespace
 
@@ -196,9 +207,10 @@ problem configure_regions(const std::vector<std::string>& component_names, bool 
     if (!found) {
       std::string known;
       for (auto name : names) known += (known.empty() ? "" : ", ") + std::string{name};
-      return problem{fmt::format("KAIROS_COMPONENTS names \"{}\", which is not a component; "
-                                 "accepted: {}; kairos is disabled for this run",
-                                 wanted, known)};
+      return problem{
+          fmt::format("KAIROS_COMPONENTS names \"{}\", which is not a component; "
+                      "accepted: {}; kairos is disabled for this run",
+                      wanted, known)};
     }
   }
   only_wall_clock = true;
@@ -238,7 +250,6 @@ const kairos_entry_points& user_entry_points() noexcept {
 
 }  // namespace kairos::runtime
 
-extern "C" __attribute__((visibility("default"))) const kairos_entry_points*
-kairos_runtime_entry_points() {
+extern "C" __attribute__((visibility("default"))) const kairos_entry_points* kairos_runtime_entry_points() {
   return &kairos::runtime::user_entry_points();
 }

@@ -52,8 +52,8 @@ int open_ring_event(pid_t tid, std::int64_t period_ns, bool include_kernel) {
   attributes.type = PERF_TYPE_SOFTWARE;
   attributes.config = PERF_COUNT_SW_TASK_CLOCK;
   attributes.sample_period = static_cast<std::uint64_t>(period_ns);
-  attributes.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_READ | PERF_SAMPLE_REGS_USER |
-                           PERF_SAMPLE_STACK_USER;
+  attributes.sample_type =
+      PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_READ | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
   attributes.read_format = 0;  // PERF_SAMPLE_READ: the count alone
   attributes.sample_regs_user = registers_wanted;
   attributes.sample_stack_user = stack_copy_bytes;
@@ -205,7 +205,7 @@ ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch&
     const int count_walked = walk.count > 0 ? walk.count : 1;
     if (walk.count == 0) frames[0] = ip;
     sample.frame_count = static_cast<std::uint16_t>(count_walked);
-    sample.addresses[0] = frames[0];  // the interrupted instruction itself
+    sample.addresses[0] = frames[0];                                             // the interrupted instruction itself
     for (int i = 1; i < count_walked; ++i) sample.addresses[i] = frames[i] - 1;  // inside the call
     ++drained.samples;
     if (walk.count > 0) ++drained.unwound_by_tables;

@@ -40,9 +40,9 @@ void set_perf_ring_running(perf_ring& ring, bool running) noexcept;
 void close_perf_ring(perf_ring& ring) noexcept;
 
 struct ring_drain {
-  std::uint64_t samples = 0;  // appended to the batch
+  std::uint64_t samples = 0;            // appended to the batch
   std::uint64_t unwound_by_tables = 0;  // of those, with frames walked (the rest: the leaf alone)
-  std::uint64_t lost = 0;     // the kernel's LOST records: the ring was full (their time weighs on the next)
+  std::uint64_t lost = 0;               // the kernel's LOST records: the ring was full (their time weighs on the next)
 };
 // Appends the ring's samples since the last drain to `batch` (writer thread).
 ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch& batch);

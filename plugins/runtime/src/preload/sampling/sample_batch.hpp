@@ -25,7 +25,7 @@ struct sampled_stack {
   std::int64_t thread_cpu_ns = 0;  // the thread's CPU time at the sample (0: unknown)
   sample_source source = sample_source::cpu_time;
   std::uint16_t frame_count = 0;
-  std::int32_t window = 0;         // the time window it was taken in (0: no windows)
+  std::int32_t window = 0;                      // the time window it was taken in (0: no windows)
   std::uint64_t addresses[sample_stack_depth];  // lookup addresses, leaf first
 };
 

@@ -35,8 +35,7 @@ sample_buffer* map_sample_buffer(thread_sampler* owner) noexcept {
       return buffer;
     }
   }
-  void* memory = mmap(nullptr, sizeof(sample_buffer), PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* memory = mmap(nullptr, sizeof(sample_buffer), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) return nullptr;
   auto* buffer = new (memory) sample_buffer;  // only the header is written: pages stay untouched
   buffer->owner = owner;

@@ -25,7 +25,7 @@ struct sample_record {
   std::int64_t weight_ns = 0;      // the CPU time (or real time) this sample stands for
   std::int64_t thread_cpu_ns = 0;  // metric: the thread's CPU time at the sample
   sample_source source = sample_source::cpu_time;
-  std::int32_t window = 0;         // the time window it was taken in (0: no windows)
+  std::int32_t window = 0;  // the time window it was taken in (0: no windows)
   kairos::backtrace<sample_stack_depth> stack;
 };
 

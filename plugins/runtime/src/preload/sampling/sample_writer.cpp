@@ -126,8 +126,8 @@ bool spill(sample_writer& writer, const sample_batch& batch) {
   auto& bytes = writer.spill_bytes;
   bytes.clear();
   for (const auto& sample : batch) {
-    spill_header header{sample.thread, sample.time_ns, sample.weight_ns, sample.thread_cpu_ns,
-                        sample.frame_count, sample.source, sample.window};
+    spill_header header{sample.thread,      sample.time_ns, sample.weight_ns, sample.thread_cpu_ns,
+                        sample.frame_count, sample.source,  sample.window};
     const auto* h = reinterpret_cast<const char*>(&header);
     bytes.insert(bytes.end(), h, h + sizeof header);
     const auto* a = reinterpret_cast<const char*>(sample.addresses);
@@ -198,9 +198,10 @@ void deliver_spill_file(sample_writer& writer) {
 // new one.
 void replace_lost_spill_file(sample_writer& writer) {
   if (const auto lost = writer.records_spilled - writer.records_delivered; lost > 0)
-    note_problem(fmt::format("the program closed kairos's sampling spill file: {} samples not yet "
-                             "in the database were lost",
-                             lost));
+    note_problem(
+        fmt::format("the program closed kairos's sampling spill file: {} samples not yet "
+                    "in the database were lost",
+                    lost));
   writer.spill_file.close_if_ours();  // forgets the number, which is not kairos's any more
   writer.spilled = writer.delivered = 0;
   writer.records_spilled = writer.records_delivered = 0;
@@ -225,8 +226,8 @@ void writer_pass(sample_writer& writer, bool final_pass) {
   for (std::size_t i = 0; i < writer.threads.size(); ++i) {
     auto* sampler = writer.threads[i];
     for (auto* buffer : sampler->buffers)
-      if (buffer && (final_pass || finished[i] ||
-                     buffer->state.load(std::memory_order_acquire) == sample_buffer::filling_state))
+      if (buffer &&
+          (final_pass || finished[i] || buffer->state.load(std::memory_order_acquire) == sample_buffer::filling_state))
         drain_committed(*buffer, batch);
     if (sampler->sampled_by_ring.load(std::memory_order_acquire)) {
       writer.serves_rings = true;
@@ -246,10 +247,10 @@ void writer_pass(sample_writer& writer, bool final_pass) {
   writer.threads.swap(kept);
   if (writer.spill_file && !writer.spill_file.still_ours()) replace_lost_spill_file(writer);
   if (writer.spill_file && !batch.empty() && !spill(writer, batch)) {
-    note_problem(fmt::format("cannot write a sampling spill file in {}: {}; samples go straight to "
-                             "the database from now on",
-                             std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp",
-                             std::strerror(errno ? errno : ENOSPC)));
+    note_problem(
+        fmt::format("cannot write a sampling spill file in {}: {}; samples go straight to "
+                    "the database from now on",
+                    std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp", std::strerror(errno ? errno : ENOSPC)));
     deliver_spill_file(writer);  // what it already holds
     writer.spill_file.close_if_ours();
   }
@@ -271,8 +272,7 @@ bool retire_if_idle(sample_writer& writer) {
     if (!writer.threads.empty()) return false;
   }
   std::lock_guard lock{globals->mutex};
-  if (globals->stopping || globals->writers.size() <= 1 ||
-      writer.live_threads.load(std::memory_order_acquire) != 0)
+  if (globals->stopping || globals->writers.size() <= 1 || writer.live_threads.load(std::memory_order_acquire) != 0)
     return false;
   auto& list = globals->writers;
   list.erase(std::remove(list.begin(), list.end(), &writer), list.end());
@@ -319,10 +319,10 @@ sample_writer* create_writer() {
   globals->running.fetch_add(1, std::memory_order_relaxed);
   if (const int error = start_internal_thread(&writer_main, writer); error != 0) {
     if (!globals->first_problem) {
-      globals->first_problem = problem{fmt::format(
-          "cannot start a writer thread ({}); threads that start while none can be started are "
-          "not sampled",
-          std::strerror(error))};
+      globals->first_problem =
+          problem{fmt::format("cannot start a writer thread ({}); threads that start while none can be started are "
+                              "not sampled",
+                              std::strerror(error))};
       report(globals->first_problem);
     }
     globals->running.fetch_sub(1, std::memory_order_relaxed);
@@ -337,8 +337,8 @@ sample_writer* create_writer() {
 
 }  // namespace
 
-void configure_writers(int threads_per_writer, int max_writers, bool temporary_files,
-                       std::int64_t flush_interval_ns, sample_delivery deliver) {
+void configure_writers(int threads_per_writer, int max_writers, bool temporary_files, std::int64_t flush_interval_ns,
+                       sample_delivery deliver) {
   if (!globals) globals = new writer_globals;
   globals->threads_per_writer = std::max(threads_per_writer, 1);
   globals->max_writers = std::max(max_writers, 1);
@@ -356,8 +356,7 @@ sample_writer* assign_writer(thread_sampler* sampler) {
     sample_writer* least_loaded = nullptr;
     for (auto* writer : globals->writers) {
       const int live = writer->live_threads.load();
-      if (live < globals->threads_per_writer && (!chosen || live > chosen->live_threads.load()))
-        chosen = writer;
+      if (live < globals->threads_per_writer && (!chosen || live > chosen->live_threads.load())) chosen = writer;
       if (!least_loaded || live < least_loaded->live_threads.load()) least_loaded = writer;
     }
     if (!chosen && static_cast<int>(globals->writers.size()) < globals->max_writers) chosen = create_writer();

@@ -21,8 +21,8 @@ struct thread_sampler;
 struct sample_writer;
 
 // `max_writers`: at most that many writer threads (a program near its RLIMIT_NPROC).
-void configure_writers(int threads_per_writer, int max_writers, bool temporary_files,
-                       std::int64_t flush_interval_ns, sample_delivery deliver);
+void configure_writers(int threads_per_writer, int max_writers, bool temporary_files, std::int64_t flush_interval_ns,
+                       sample_delivery deliver);
 // A newly sampled thread gets its writer (a new writer thread when every one is full); nullptr
 // when no writer thread can be started.
 sample_writer* assign_writer(thread_sampler* sampler);

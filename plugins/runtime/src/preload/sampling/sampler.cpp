@@ -44,8 +44,8 @@ struct sampler_window {
   bool enabled = false;
   double frequency_hz = 0;
   std::int64_t period_ns = 0;
-  std::int64_t start_ns = 0;  // steady clock
-  std::int64_t end_ns = 0;    // 0: until exit
+  std::int64_t start_ns = 0;      // steady clock
+  std::int64_t end_ns = 0;        // 0: until exit
   std::atomic<bool> open{false};  // armed right now (written under the samplers' mutex)
 
   bool active_at(std::int64_t now_ns) const {
@@ -85,9 +85,9 @@ struct sampler_globals {
   std::int64_t unsampled_by_ended_ns = 0, cpu_by_ended_ns = 0;
   std::atomic<std::uint64_t> threads_blocking{0};
   std::atomic<std::uint64_t> threads_by_ring{0};  // threads sampled through a perf ring
-  bool rings_refused = false;  // the kernel refused a ring once: not asked again (control thread)
-  std::uint64_t waiting_taken = 0;  // under the mutex
-  sample_batch waiting;  // control thread only
+  bool rings_refused = false;                     // the kernel refused a ring once: not asked again (control thread)
+  std::uint64_t waiting_taken = 0;                // under the mutex
+  sample_batch waiting;                           // control thread only
 
   sampler_globals() { sem_init(&control_wake, 0, 0); }
 };
@@ -158,7 +158,7 @@ void restart_perf_period(thread_sampler& sampler, int fd) noexcept {
   static const double mean = low + std::exp(-low) - std::exp(-high);  // E[clamp(X, low, high)], X ~ Exp(1)
   auto& state = sampler.period_state;
   if (state == 0) state = static_cast<std::uint64_t>(sampler.thread->tid) * 0x9E3779B97F4A7C15ULL | 1;
-  state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
+  state ^= state << 13, state ^= state >> 7, state ^= state << 17;          // xorshift64
   const double uniform = static_cast<double>((state >> 11) + 1) * 0x1p-53;  // (0, 1]
   const double draw = std::clamp(-std::log(uniform), low, high) / mean;
   auto period = static_cast<std::uint64_t>(draw * static_cast<double>(globals->cpu.period_ns));
@@ -207,7 +207,8 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
   record.stack.sample(context);
   buffer->committed.store(index + 1, std::memory_order_release);
   sampler.delivered.fetch_add(1, std::memory_order_relaxed);
-  if (record.stack.path() == kairos::backtrace_path::tables) sampler.unwound_by_tables.fetch_add(1, std::memory_order_relaxed);
+  if (record.stack.path() == kairos::backtrace_path::tables)
+    sampler.unwound_by_tables.fetch_add(1, std::memory_order_relaxed);
   if (index + 1 == sample_buffer::capacity) {
     buffer->state.store(sample_buffer::full_state, std::memory_order_release);
     hand_over_full_buffer(sampler.writer, buffer);
@@ -256,11 +257,12 @@ void set_clocks_running(thread_sampler& sampler, bool running) noexcept {
 void fall_back_to_timer(int error) {
   if (globals->source.exchange(cpu_source::posix_timer) == cpu_source::posix_timer) return;
   if (globals->source_wanted_explicitly)
-    report(fmt::format("KAIROS_SAMPLING_CPUTIME_SOURCE={} but perf_event_open refuses a task-clock "
-                       "event that counts kernel time ({}; perf_event_paranoid={} allows it to root, "
-                       "CAP_PERFMON or a level <= 1); using the POSIX CPU timer, which also charges "
-                       "system calls to their callers",
-                       globals->source_wanted_explicitly, std::strerror(error), perf::perf_event_paranoid()));
+    report(
+        fmt::format("KAIROS_SAMPLING_CPUTIME_SOURCE={} but perf_event_open refuses a task-clock "
+                    "event that counts kernel time ({}; perf_event_paranoid={} allows it to root, "
+                    "CAP_PERFMON or a level <= 1); using the POSIX CPU timer, which also charges "
+                    "system calls to their callers",
+                    globals->source_wanted_explicitly, std::strerror(error), perf::perf_event_paranoid()));
 }
 
 // A task-clock sampling event on `tid`, its overflow signal routed to that thread. CPU time
@@ -268,8 +270,8 @@ void fall_back_to_timer(int error) {
 // returns, so its stack is the call's. The real-time sampler's does not: its samples are not CPU
 // time, and it must never leave a signal pending in a thread entering a sleep.
 owned_descriptor open_task_clock(pid_t tid, std::int64_t period_ns, bool include_kernel) {
-  owned_descriptor event{perf::open_sampling_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK,
-                                                   tid, static_cast<std::uint64_t>(period_ns), include_kernel)};
+  owned_descriptor event{perf::open_sampling_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, tid,
+                                                   static_cast<std::uint64_t>(period_ns), include_kernel)};
   if (!event) {
     const int error = errno;
     const bool lasting = error == EACCES || error == EPERM || error == ENOENT || error == ENOSYS || error == EINVAL;
@@ -334,8 +336,7 @@ void arm_cpu(thread_sampler& sampler, bool started_now) {
     sem_post(&globals->control_wake);  // its ring is due at 20 ms of age
   if (!sampler.cpu_armed) {
     sampler.cpu_armed = open_posix_timer(sampler);
-    sampler.perf_upgrade_due_ns =
-        globals->source == cpu_source::perf ? steady_now_ns() + perf_upgrade_age_ns : 0;
+    sampler.perf_upgrade_due_ns = globals->source == cpu_source::perf ? steady_now_ns() + perf_upgrade_age_ns : 0;
     if (sampler.perf_upgrade_due_ns != 0) sem_post(&globals->control_wake);  // it sleeps until a due time
   }
   if (sampler.cpu_armed) start_clocks_unless_blocked(sampler);
@@ -433,8 +434,7 @@ void arm_realtime(thread_sampler& sampler) {
 
 void disarm_realtime(thread_sampler& sampler) {
   sampler.realtime_perf_fd.store(-1);
-  if (sampler.realtime_perf_event.still_ours())
-    ioctl(sampler.realtime_perf_event.get(), PERF_EVENT_IOC_DISABLE, 0);
+  if (sampler.realtime_perf_event.still_ours()) ioctl(sampler.realtime_perf_event.get(), PERF_EVENT_IOC_DISABLE, 0);
   sampler.realtime_perf_event.close_if_ours();
   sampler.stat_file.close_if_ours();
   sampler.syscall_file.close_if_ours();
@@ -553,8 +553,10 @@ void update_windows(std::int64_t now) {
     window->open = active;
     for (auto* sampler : globals->samplers) {
       std::lock_guard arming{sampler->arming};
-      if (window == &globals->cpu) active ? arm_cpu(*sampler, false) : disarm_cpu(*sampler);
-      else active ? arm_realtime(*sampler) : disarm_realtime(*sampler);
+      if (window == &globals->cpu)
+        active ? arm_cpu(*sampler, false) : disarm_cpu(*sampler);
+      else
+        active ? arm_realtime(*sampler) : disarm_realtime(*sampler);
     }
   }
 }
@@ -613,12 +615,13 @@ void* control_main(void*) {
 
 // --- start and stop --------------------------------------------------------------------------
 
-void set_window(sampler_window& window, const settings& values, bool on, setting frequency,
-                setting delay, setting duration, std::int64_t origin_ns) {
+void set_window(sampler_window& window, const settings& values, bool on, setting frequency, setting delay,
+                setting duration, std::int64_t origin_ns) {
   window.enabled = on;
   window.frequency_hz = values.inherited_number(frequency, setting::sampling_freq);
   window.period_ns = std::max<std::int64_t>(static_cast<std::int64_t>(std::llround(1e9 / window.frequency_hz)), 10'000);
-  window.start_ns = origin_ns + static_cast<std::int64_t>(values.inherited_number(delay, setting::sampling_delay) * 1e9);
+  window.start_ns =
+      origin_ns + static_cast<std::int64_t>(values.inherited_number(delay, setting::sampling_delay) * 1e9);
   const double seconds = values.inherited_number(duration, setting::sampling_duration);
   window.end_ns = seconds > 0 ? window.start_ns + static_cast<std::int64_t>(seconds * 1e9) : 0;
 }
@@ -661,8 +664,8 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   // 1 ms sleeps at 10 kHz here; the timer, which expires only at a tick the thread runs in: none).
   // Causal profiling's delays run in the sampled thread's own handler: a signal it must be.
   globals->source = wanted_source == "perf" || (wanted_source == "auto" && causal_running()) ? cpu_source::perf
-                    : wanted_source == "timer"                                             ? cpu_source::posix_timer
-                                                                                           : cpu_source::ring;
+                    : wanted_source == "timer"                                               ? cpu_source::posix_timer
+                                                                                             : cpu_source::ring;
   if (globals->cpu.enabled && (wanted_source == "perf" || wanted_source == "ring"))
     globals->source_wanted_explicitly = wanted_source == "perf" ? "perf" : "ring";
   struct sigaction action {};
@@ -670,8 +673,8 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   sigfillset(&action.sa_mask);  // nothing nests inside the handler
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   if (sigaction(globals->signal_number, &action, nullptr) != 0) {
-    result.failure = problem{fmt::format("cannot install the sampling signal handler: {}; sampling is disabled",
-                                         std::strerror(errno))};
+    result.failure = problem{
+        fmt::format("cannot install the sampling signal handler: {}; sampling is disabled", std::strerror(errno))};
     return result;
   }
   configure_writers(static_cast<int>(values.integer(setting::sampling_allocator_size)), max_writers,
@@ -692,8 +695,9 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   sampling_thread_started();  // the main thread
   globals->control_running = start_internal_thread(&control_main, nullptr) == 0;
   if (!globals->control_running)
-    result.note = problem{"could not start kairos's control thread; sampling starts only with the "
-                          "threads created after the sampling delay"};
+    result.note = problem{
+        "could not start kairos's control thread; sampling starts only with the "
+        "threads created after the sampling delay"};
   return result;
 }
 
@@ -777,8 +781,7 @@ void stop_sampling() noexcept {
   if (!enabled.exchange(false)) return;
   globals->stopping.store(true);
   sem_post(&globals->control_wake);
-  if (globals->control_running)
-    wait_until([] { return globals->control_done.load(); }, std::chrono::seconds{2});
+  if (globals->control_running) wait_until([] { return globals->control_done.load(); }, std::chrono::seconds{2});
   {
     std::lock_guard lock{globals->mutex};
     globals->cpu.open = false;

@@ -39,13 +39,13 @@ struct sampling_summary {
   std::string cpu_source;  // "perf ring buffer", "perf task-clock", "POSIX CPU timer", "" when off
   int signal_number = 0;
   std::uint64_t delivered = 0;
-  std::uint64_t unwound_by_tables = 0;    // of those delivered: kairos's unwind tables, not libgcc
+  std::uint64_t unwound_by_tables = 0;      // of those delivered: kairos's unwind tables, not libgcc
   std::int64_t unwind_table_functions = 0;  // the functions whose unwind tables were compiled
   std::int64_t unwind_table_rows = 0;       // and their rows
-  std::uint64_t dropped = 0;              // buffers full: the writer fell behind
-  std::int64_t unsampled_cpu_ns = 0;      // CPU time of threads that blocked the signal
-  std::uint64_t threads_blocking = 0;     // threads that blocked it at some point
-  std::uint64_t threads_by_ring = 0;      // of those, sampled through a perf ring from 20 ms on
+  std::uint64_t dropped = 0;                // buffers full: the writer fell behind
+  std::int64_t unsampled_cpu_ns = 0;        // CPU time of threads that blocked the signal
+  std::uint64_t threads_blocking = 0;       // threads that blocked it at some point
+  std::uint64_t threads_by_ring = 0;        // of those, sampled through a perf ring from 20 ms on
   // The CPU time of every thread sampled (the program's), start to now: the whole the samples'
   // weights are a share of.
   std::int64_t program_cpu_ns = 0;

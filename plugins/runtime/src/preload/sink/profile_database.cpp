@@ -1,14 +1,14 @@
 #include "preload/sink/profile_database.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -42,7 +42,7 @@ struct database_file {
   std::unordered_map<const thread_record*, std::int64_t> thread_rows;
   std::pair<const thread_record*, std::int64_t> last_thread_row{nullptr, -1};
   std::map<std::pair<std::string, std::int64_t>, std::int64_t> gpu_device_rows;  // (api, index)
-  database_counts counts;   // committed rows (and rows lost)
+  database_counts counts;                                                        // committed rows (and rows lost)
   database_counts pending;  // inserted since the last commit: lost with it if it fails
   problem first_problem;
 };
@@ -61,7 +61,7 @@ struct database_state {
   std::int64_t process_start_ns = 0;
   std::optional<std::int64_t> rank, size;
   std::string launch_id;
-  database_file* file = nullptr;  // null until the first row (in this process)
+  database_file* file = nullptr;                       // null until the first row (in this process)
   std::vector<database::window_info> windows_waiting;  // until the file exists
   std::vector<database::gpu_device_info> gpu_devices_waiting;
 };
@@ -81,7 +81,8 @@ std::string_view lines_variant(source_lines lines) {
 backtrace_symbol symbol_of(std::uintptr_t address) {
   auto& known = file().known_symbols;
   if (!known) {
-    known = std::make_unique<symbol_cache>(state->symbol_cache_place.directory, std::string{lines_variant(state->lines)});
+    known =
+        std::make_unique<symbol_cache>(state->symbol_cache_place.directory, std::string{lines_variant(state->lines)});
     file().symbol_use.directory = known->directory().string();
   }
   ++file().symbol_use.addresses;
@@ -108,7 +109,8 @@ database::frame_info symbolize(std::uint64_t address) {
   // kairos's wrappers (MPI, HIP, the causal profiler's blocking calls) are template instances
   // whose names say nothing to a user: a wrapper's frame is named after what it wraps.
   if (symbol.has_function())
-    if (auto wrapped = gotcha_patcher::wrapped_symbol(reinterpret_cast<const void*>(symbol.address - symbol.function_offset));
+    if (auto wrapped =
+            gotcha_patcher::wrapped_symbol(reinterpret_cast<const void*>(symbol.address - symbol.function_offset));
         !wrapped.empty())
       frame.function = std::move(wrapped) + " [kairos wrapper]";
   frame.file = symbol.file;
@@ -158,10 +160,11 @@ void reopen_after_descriptors_closed(std::uint64_t rows_lost) {
     report_first(problem{failure.text() + " after the program closed its descriptors"});
     return;
   }
-  report(problem{fmt::format("the program closed the profile database's descriptors behind libc's back (a raw "
-                             "close_range or close system call): {} opened again, {} row{} since its last "
-                             "commit lost",
-                             path, rows_lost, rows_lost == 1 ? "" : "s")});
+  report(
+      problem{fmt::format("the program closed the profile database's descriptors behind libc's back (a raw "
+                          "close_range or close system call): {} opened again, {} row{} since its last "
+                          "commit lost",
+                          path, rows_lost, rows_lost == 1 ? "" : "s")});
 }
 
 // After a failed insert (its row lost) or commit. When the transaction ended with it (a commit
@@ -252,9 +255,9 @@ bool create_if_needed() {
     // What the failed creation left (the exclusively created file is kairos's): no half file.
     std::error_code ignored;
     if (!existed_before)
-      for (const char* suffix : {"", "-journal"})
-        std::filesystem::remove(file().path + suffix, ignored);
-    file().first_problem = problem{failure.text() + "; set KAIROS_OUTPUT_PATH (kairos-run -o) to a "
+      for (const char* suffix : {"", "-journal"}) std::filesystem::remove(file().path + suffix, ignored);
+    file().first_problem = problem{failure.text() +
+                                   "; set KAIROS_OUTPUT_PATH (kairos-run -o) to a "
                                    "writable location; the program is unaffected"};
     report(file().first_problem);
     return false;
@@ -284,7 +287,8 @@ std::int64_t thread_row(thread_record& thread) {
 template <class Insert>
 void insert(Insert&& work) {
   if (!create_if_needed()) return;
-  if (auto failure = capture_problem("writing the profile database failed", work)) recover_from(std::move(failure), false);
+  if (auto failure = capture_problem("writing the profile database failed", work))
+    recover_from(std::move(failure), false);
 }
 
 // What this run symbolized, for the next run. A failure only costs the next run the work again:
@@ -325,8 +329,7 @@ void add_database_metadata(std::string key, std::string value) {
     state->metadata.emplace_back(std::move(key), std::move(value));
 }
 
-void set_database_launch(std::optional<std::int64_t> rank, std::optional<std::int64_t> size,
-                         std::string launch_id) {
+void set_database_launch(std::optional<std::int64_t> rank, std::optional<std::int64_t> size, std::string launch_id) {
   if (!state) return;
   std::lock_guard lock{state->mutex};
   state->rank = rank;
@@ -341,13 +344,10 @@ database_batch::~database_batch() {
   if (state) state->mutex.unlock();
 }
 
-bool database_batch::writable() {
-  return state && state->resolve_path && !file().creation_failed;
-}
+bool database_batch::writable() { return state && state->resolve_path && !file().creation_failed; }
 
-void database_batch::add_sample(thread_record& thread, sample_clock clock, std::int64_t time_ns,
-                                std::int64_t weight_ns, std::span<const std::uint64_t> stack,
-                                std::int32_t window) {
+void database_batch::add_sample(thread_record& thread, sample_clock clock, std::int64_t time_ns, std::int64_t weight_ns,
+                                std::span<const std::uint64_t> stack, std::int32_t window) {
   if (!writable()) return;
   insert([&] {
     const auto row = thread_row(thread);
@@ -362,8 +362,8 @@ void database_batch::add_sample(thread_record& thread, sample_clock clock, std::
   });
 }
 
-void database_batch::add_counter(thread_record& thread, std::int64_t time_ns,
-                                 std::string_view name, double value, std::int32_t window) {
+void database_batch::add_counter(thread_record& thread, std::int64_t time_ns, std::string_view name, double value,
+                                 std::int32_t window) {
   if (!writable()) return;
   insert([&] { file().writer->add_counter(thread_row(thread), time_ns, name, value, window); });
 }
@@ -385,11 +385,12 @@ void database_batch::add_call_tree(thread_record& thread,
 
 void database_batch::add_window(const database_window& window) {
   if (!writable()) return;
-  database::window_info row{window.ordinal, window.spec, std::string{window.clock}, window.planned_start,
-                            window.planned_end, window.actual_start, window.actual_end, window.start_ns,
-                            window.end_ns};
+  database::window_info row{window.ordinal,       window.spec,        std::string{window.clock},
+                            window.planned_start, window.planned_end, window.actual_start,
+                            window.actual_end,    window.start_ns,    window.end_ns};
   if (!has_file()) {
-    std::erase_if(state->windows_waiting, [&](const database::window_info& waiting) { return waiting.ordinal == row.ordinal; });
+    std::erase_if(state->windows_waiting,
+                  [&](const database::window_info& waiting) { return waiting.ordinal == row.ordinal; });
     state->windows_waiting.push_back(std::move(row));
     return;
   }
@@ -431,8 +432,8 @@ void database_batch::add_gpu_kernel(std::string_view api, std::int64_t device_in
   });
 }
 
-void database_batch::add_gpu_copy(std::string_view api, std::int64_t device_index,
-                                  const database::gpu_copy_info& copy, const gpu_origin& origin) {
+void database_batch::add_gpu_copy(std::string_view api, std::int64_t device_index, const database::gpu_copy_info& copy,
+                                  const gpu_origin& origin) {
   if (!writable()) return;
   insert([&] {
     file().writer->add_gpu_copy(gpu_device_row(api, device_index), copy, origin_row(origin));
@@ -518,7 +519,8 @@ void close_profile_database() {
   // lock is let go (at the read that follows), for the outputs and every other reader.
   insert([] {
     auto& database = file().writer->database();
-    database.execute("PRAGMA main.locking_mode = NORMAL; PRAGMA journal_mode = DELETE; SELECT count(*) FROM sqlite_master");
+    database.execute(
+        "PRAGMA main.locking_mode = NORMAL; PRAGMA journal_mode = DELETE; SELECT count(*) FROM sqlite_master");
   });
   if (auto failure = capture_problem("closing the profile database failed", [] { file().writer.reset(); })) {
     ++file().counts.rows_lost;

@@ -60,8 +60,7 @@ void configure_profile_database(path_resolver path_of_this_process, std::string 
                                 symbol_cache_choice symbol_cache_place);
 void add_database_metadata(std::string key, std::string value);
 // Who the process is in an MPI launch, for its process row (rank and size none outside a launch).
-void set_database_launch(std::optional<std::int64_t> rank, std::optional<std::int64_t> size,
-                         std::string launch_id);
+void set_database_launch(std::optional<std::int64_t> rank, std::optional<std::int64_t> size, std::string launch_id);
 
 enum class sample_clock { cpu_time, real_time };
 
@@ -92,11 +91,10 @@ class database_batch {
   database_batch& operator=(const database_batch&) = delete;
 
   // `window`: the time window the row belongs to (0: no windows).
-  void add_sample(thread_record& thread, sample_clock clock, std::int64_t time_ns,
-                  std::int64_t weight_ns, std::span<const std::uint64_t> stack_leaf_first,
-                  std::int32_t window);
-  void add_counter(thread_record& thread, std::int64_t time_ns, std::string_view name,
-                   double value, std::int32_t window);
+  void add_sample(thread_record& thread, sample_clock clock, std::int64_t time_ns, std::int64_t weight_ns,
+                  std::span<const std::uint64_t> stack_leaf_first, std::int32_t window);
+  void add_counter(thread_record& thread, std::int64_t time_ns, std::string_view name, double value,
+                   std::int32_t window);
   // A thread's regions at once (a drained log): user-API regions by name, instrumented functions'
   // calls by address (symbolized like a sampled frame).
   void add_regions(thread_record& thread, std::span<const database::profile_writer::region_input> regions);
@@ -107,12 +105,12 @@ class database_batch {
   void add_window(const database_window& window);
   // GPU activity. A device alone does not create the file (like a window); kernels and copies do.
   void add_gpu_device(const database::gpu_device_info& device);
-  void add_gpu_kernel(std::string_view api, std::int64_t device_index,
-                      const database::gpu_kernel_info& kernel, const gpu_origin& origin);
+  void add_gpu_kernel(std::string_view api, std::int64_t device_index, const database::gpu_kernel_info& kernel,
+                      const gpu_origin& origin);
   void add_gpu_copy(std::string_view api, std::int64_t device_index, const database::gpu_copy_info& copy,
                     const gpu_origin& origin);
-  void add_gpu_api_call(std::string_view api, std::string_view name, std::int64_t start_ns,
-                        std::int64_t end_ns, const gpu_origin& origin);
+  void add_gpu_api_call(std::string_view api, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+                        const gpu_origin& origin);
   // An MPI call (the mpi_call table); `bytes` and `peer` none where the call has none.
   void add_mpi_call(thread_record& thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
                     std::optional<std::int64_t> bytes, std::optional<std::int64_t> peer, std::int32_t window);

@@ -6,9 +6,7 @@
 
 namespace kairos::runtime {
 
-inline std::int64_t to_ns(const timespec& time) noexcept {
-  return time.tv_sec * 1'000'000'000ll + time.tv_nsec;
-}
+inline std::int64_t to_ns(const timespec& time) noexcept { return time.tv_sec * 1'000'000'000ll + time.tv_nsec; }
 
 // Async-signal-safe (clock_gettime is).
 inline std::int64_t steady_now_ns() noexcept {

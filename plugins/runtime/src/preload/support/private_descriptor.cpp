@@ -59,8 +59,7 @@ bool claim_slot(const owned_descriptor& descriptor) noexcept {
   for (std::size_t i = 0; i < registry.size(); ++i) {
     auto& slot = registry[i];
     int expected = registry_slot::free_slot;
-    if (!slot.state.compare_exchange_strong(expected, registry_slot::filling, std::memory_order_acquire))
-      continue;
+    if (!slot.state.compare_exchange_strong(expected, registry_slot::filling, std::memory_order_acquire)) continue;
     slot.descriptor = descriptor;
     for (auto used = slots_used.load(std::memory_order_relaxed);
          used < i + 1 && !slots_used.compare_exchange_weak(used, i + 1, std::memory_order_release);) {
@@ -88,8 +87,7 @@ void register_descriptor(const owned_descriptor& descriptor) noexcept {
 registry_slot* registered(int fd) noexcept {
   if (fd < 0) return nullptr;
   for (auto& slot : used_slots())
-    if (slot.state.load(std::memory_order_acquire) == registry_slot::held && slot.descriptor.get() == fd)
-      return &slot;
+    if (slot.state.load(std::memory_order_acquire) == registry_slot::held && slot.descriptor.get() == fd) return &slot;
   return nullptr;
 }
 
@@ -123,8 +121,7 @@ bool owned_descriptor::still_ours() const noexcept {
   if (fd_ < 0) return false;
   if (perf_event_id_ != 0) return perf_event_id(fd_) == perf_event_id_;
   struct stat status {};
-  return fstat(fd_, &status) == 0 && status.st_dev == device_ &&
-         status.st_ino == inode_;
+  return fstat(fd_, &status) == 0 && status.st_dev == device_ && status.st_ino == inode_;
 }
 
 void owned_descriptor::close_if_ours() noexcept {

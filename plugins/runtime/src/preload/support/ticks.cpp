@@ -48,9 +48,8 @@ void set_line(point from, point to) {
   last = to;
   converter.origin_ticks = from.ticks;
   converter.origin_ns = from.ns;
-  converter.ns_per_tick = to.ticks > from.ticks
-                               ? static_cast<double>(to.ns - from.ns) / static_cast<double>(to.ticks - from.ticks)
-                               : 1.0;
+  converter.ns_per_tick =
+      to.ticks > from.ticks ? static_cast<double>(to.ns - from.ns) / static_cast<double>(to.ticks - from.ticks) : 1.0;
 }
 
 }  // namespace

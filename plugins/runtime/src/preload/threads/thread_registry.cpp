@@ -29,8 +29,7 @@ thread_record& thread_registry::add_current_thread(bool kairos_owned) {
   auto& record = records_.emplace_back();
   record.internal_id = next_internal_id_.fetch_add(1, std::memory_order_relaxed);
   record.kairos_owned = kairos_owned;
-  record.sequent_id =
-      kairos_owned ? kairos_sequent_offset + next_kairos_sequent_++ : next_program_sequent_++;
+  record.sequent_id = kairos_owned ? kairos_sequent_offset + next_kairos_sequent_++ : next_program_sequent_++;
   record.pid = pid_;
   record.tid = gettid();
   record.start_ns = steady_now_ns();

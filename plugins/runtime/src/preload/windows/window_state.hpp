@@ -10,26 +10,20 @@
 namespace kairos::runtime {
 
 namespace window_state_detail {
-inline std::atomic<bool> governed{false};        // a plan was given: collect only inside windows
+inline std::atomic<bool> governed{false};  // a plan was given: collect only inside windows
 inline std::atomic<bool> open{false};
-inline std::atomic<std::int32_t> ordinal{0};     // of the open window, else of the last one
-inline std::atomic<std::uint64_t> edges{0};      // openings and closings so far
+inline std::atomic<std::int32_t> ordinal{0};  // of the open window, else of the last one
+inline std::atomic<std::uint64_t> edges{0};   // openings and closings so far
 }  // namespace window_state_detail
 
-inline bool windows_govern() noexcept {
-  return window_state_detail::governed.load(std::memory_order_relaxed);
-}
+inline bool windows_govern() noexcept { return window_state_detail::governed.load(std::memory_order_relaxed); }
 // Whether producers collect now: always without windows.
 inline bool inside_window() noexcept {
   return !windows_govern() || window_state_detail::open.load(std::memory_order_acquire);
 }
 // What a row records as its window: 0 without windows.
-inline std::int32_t current_window() noexcept {
-  return window_state_detail::ordinal.load(std::memory_order_relaxed);
-}
-inline std::uint64_t window_edges() noexcept {
-  return window_state_detail::edges.load(std::memory_order_acquire);
-}
+inline std::int32_t current_window() noexcept { return window_state_detail::ordinal.load(std::memory_order_relaxed); }
+inline std::uint64_t window_edges() noexcept { return window_state_detail::edges.load(std::memory_order_acquire); }
 
 // A window's span in CLOCK_MONOTONIC ns; close_ns is the maximum while it is open.
 struct window_span {
@@ -46,8 +40,7 @@ void for_each_window_between(std::int64_t from_ns, std::int64_t to_ns, void (*vi
 template <class Visit>
 void for_each_window_between(std::int64_t from_ns, std::int64_t to_ns, Visit&& visit) {
   for_each_window_between(
-      from_ns, to_ns, [](const window_span& span, void* context) { (*static_cast<Visit*>(context))(span); },
-      &visit);
+      from_ns, to_ns, [](const window_span& span, void* context) { (*static_cast<Visit*>(context))(span); }, &visit);
 }
 
 }  // namespace kairos::runtime

@@ -136,10 +136,10 @@ std::vector<problem> prepare_clocks(const window_plan& plan) {
     source.instructions = open_instruction_counter(error);
     source.available = static_cast<bool>(source.instructions);
     if (!source.available)
-      notes.emplace_back(fmt::format(
-          "instruction windows are skipped: perf_event_open refuses to count instructions here ({}); "
-          "the other windows run",
-          perf::explain_open_error(perf::event_catalog[perf::find_event("instructions")], error)));
+      notes.emplace_back(
+          fmt::format("instruction windows are skipped: perf_event_open refuses to count instructions here ({}); "
+                      "the other windows run",
+                      perf::explain_open_error(perf::event_catalog[perf::find_event("instructions")], error)));
   }
   return notes;
 }
@@ -177,14 +177,14 @@ std::int64_t poll_interval(window_clock clock, std::int64_t now_value, std::int6
   }
   const auto now_ns = steady_now_ns();
   if (globals->last_count_ns != 0 && now_ns > globals->last_count_ns && now_value >= globals->last_count)
-    globals->instructions_per_ns = static_cast<double>(now_value - globals->last_count) /
-                                   static_cast<double>(now_ns - globals->last_count_ns);
+    globals->instructions_per_ns =
+        static_cast<double>(now_value - globals->last_count) / static_cast<double>(now_ns - globals->last_count_ns);
   globals->last_count = now_value;
   globals->last_count_ns = now_ns;
   if (globals->instructions_per_ns <= 0) return instruction_poll_min_ns;
   // Aim short of the crossing: the rate changes, and an early wake costs one read.
-  const auto predicted = static_cast<std::int64_t>(static_cast<double>(target - now_value) /
-                                                   globals->instructions_per_ns * 0.8);
+  const auto predicted =
+      static_cast<std::int64_t>(static_cast<double>(target - now_value) / globals->instructions_per_ns * 0.8);
   return std::clamp(predicted, instruction_poll_min_ns, instruction_poll_max_ns);
 }
 
@@ -337,8 +337,10 @@ windows_start start_windows(window_plan plan, window_edge_callback on_edge) {
   }
   globals->signal_number = signal.value();
   if (const int error = start_internal_thread(&windows_main, nullptr); error != 0) {
-    result.notes.emplace_back(fmt::format("could not start kairos's windows thread ({}); no window opens "
-                                          "and nothing is collected", std::strerror(error)));
+    result.notes.emplace_back(
+        fmt::format("could not start kairos's windows thread ({}); no window opens "
+                    "and nothing is collected",
+                    std::strerror(error)));
     return result;
   }
   result.started = true;

@@ -22,8 +22,8 @@ struct backtrace {
 
   std::uintptr_t frames_[N] = {};
   std::uint16_t size_ = 0;
-  bool truncated_ = false;            // the stack was deeper than N frames
-  bool first_frame_is_exact_ = false; // frames_[0] is an interrupted instruction, not a return address
+  bool truncated_ = false;             // the stack was deeper than N frames
+  bool first_frame_is_exact_ = false;  // frames_[0] is an interrupted instruction, not a return address
   backtrace_path path_ = backtrace_path::none;
 
   static constexpr std::string_view label() { return "backtrace"; }
@@ -33,9 +33,11 @@ struct backtrace {
   static constexpr std::string_view unit() { return "frames"; }
   static bool available() noexcept { return available_at_build; }
   static std::string unavailable_reason() {
-    if constexpr (available_at_build) return {};
-    else return "backtrace: built without libunwind (libunwind.h not found at configure time; "
-                "install libunwind-dev and reconfigure)";
+    if constexpr (available_at_build)
+      return {};
+    else
+      return "backtrace: built without libunwind (libunwind.h not found at configure time; "
+             "install libunwind-dev and reconfigure)";
   }
 
   // The caller's stack. The first call on a thread prepares it (backtrace_prewarm), which is not
@@ -59,7 +61,8 @@ struct backtrace {
       return;
     }
     bool truncated = false;
-    const auto captured = backtrace_detail::capture_interrupted(frames_, *interrupted, thread_is_prewarmed(), truncated);
+    const auto captured =
+        backtrace_detail::capture_interrupted(frames_, *interrupted, thread_is_prewarmed(), truncated);
     size_ = static_cast<std::uint16_t>(captured.count);
     truncated_ = truncated;
     path_ = captured.path;

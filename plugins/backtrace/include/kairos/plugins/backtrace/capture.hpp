@@ -87,10 +87,14 @@ enum class backtrace_path : std::uint8_t {
 
 constexpr std::string_view to_string(backtrace_path path) noexcept {
   switch (path) {
-    case backtrace_path::libunwind: return "libunwind";
-    case backtrace_path::libgcc: return "libgcc";
-    case backtrace_path::tables: return "tables";
-    case backtrace_path::none: break;
+    case backtrace_path::libunwind:
+      return "libunwind";
+    case backtrace_path::libgcc:
+      return "libgcc";
+    case backtrace_path::tables:
+      return "tables";
+    case backtrace_path::none:
+      break;
   }
   return "none";
 }
@@ -177,9 +181,8 @@ inline void prewarm_process() noexcept {
     if (libgcc_handle != nullptr) {  // kept open for the process's lifetime
       libgcc.get_ip.store(reinterpret_cast<unwind_get_ip_function>(dlsym(libgcc_handle, "_Unwind_GetIP")),
                           std::memory_order_release);
-      libgcc.backtrace.store(
-          reinterpret_cast<unwind_backtrace_function>(dlsym(libgcc_handle, "_Unwind_Backtrace")),
-          std::memory_order_release);
+      libgcc.backtrace.store(reinterpret_cast<unwind_backtrace_function>(dlsym(libgcc_handle, "_Unwind_Backtrace")),
+                             std::memory_order_release);
     }
     void* frames[internal_frame_slack];
     unwind_with_libgcc(frames, internal_frame_slack);  // libgcc's one-time register-size table

@@ -37,8 +37,8 @@ struct backtrace_metrics {
   }
   static constexpr std::string_view unit() { return "MiB, ms, count"; }
   static constexpr std::array<std::string_view, 6> value_labels() {
-    return {"peak_rss_MiB", "thread_cpu_ms", "minor_faults", "major_faults", "voluntary_switches",
-            "involuntary_switches"};
+    return {"peak_rss_MiB", "thread_cpu_ms",      "minor_faults",
+            "major_faults", "voluntary_switches", "involuntary_switches"};
   }
   static bool available() noexcept { return true; }
 

@@ -52,7 +52,7 @@ struct backtrace_symbol {
   // every descriptor it may), and found a separate debug file for it. symbol_cache keeps only
   // answers made with the table, and with the debug file where one exists.
   bool symbol_table_read = false, separate_debug_file_read = false;
-  std::string file;                  // empty without debug info
+  std::string file;  // empty without debug info
   int line = 0;
 
   bool has_function() const noexcept { return !function.empty(); }

@@ -108,11 +108,11 @@ struct function_rows {
 };
 
 struct module_entry {
-  std::uintptr_t map_start = 0;     // _dl_find_object's dlfo_map_start
-  std::uintptr_t eh_frame_hdr = 0;  // and dlfo_eh_frame: together, the module's key
-  std::uintptr_t bias = 0;          // the load bias: starts and rows are offsets from it
-  std::uint32_t count = 0;          // functions (FDEs)
-  const std::uint32_t* starts = nullptr;           // sorted, a copy of eh_frame_hdr's
+  std::uintptr_t map_start = 0;                            // _dl_find_object's dlfo_map_start
+  std::uintptr_t eh_frame_hdr = 0;                         // and dlfo_eh_frame: together, the module's key
+  std::uintptr_t bias = 0;                                 // the load bias: starts and rows are offsets from it
+  std::uint32_t count = 0;                                 // functions (FDEs)
+  const std::uint32_t* starts = nullptr;                   // sorted, a copy of eh_frame_hdr's
   std::atomic<const function_rows*>* functions = nullptr;  // null until compiled
 };
 
@@ -124,10 +124,10 @@ struct unwind_registry {
   static constexpr int wanted_functions_capacity = 1024;
   module_entry modules[capacity];
   std::atomic<int> published{0};
-  std::atomic<bool> in_use{false};   // someone builds tables: walks are worth trying
-  std::atomic<bool> wanted{false};   // something was queued since the last build
-  std::atomic<std::uintptr_t> wanted_modules[wanted_modules_capacity] = {};   // eh_frame_hdr
-  std::atomic<std::uint64_t> wanted_functions[wanted_functions_capacity] = {}; // module + 1 << 32 | function
+  std::atomic<bool> in_use{false};  // someone builds tables: walks are worth trying
+  std::atomic<bool> wanted{false};  // something was queued since the last build
+  std::atomic<std::uintptr_t> wanted_modules[wanted_modules_capacity] = {};     // eh_frame_hdr
+  std::atomic<std::uint64_t> wanted_functions[wanted_functions_capacity] = {};  // module + 1 << 32 | function
 };
 // One per linked image (defined in src/unwind_tables.cpp); handlers read it in place.
 extern unwind_registry unwind_tables;
@@ -184,7 +184,7 @@ inline bool function_index(const module_entry& module, std::uintptr_t address, s
 // The module holding `address`, from the last one looked up when it still covers it.
 struct module_lookup {
   std::uintptr_t start = 0, end = 0;
-  int index = -1;            // registered module, or -1
+  int index = -1;  // registered module, or -1
   std::uintptr_t eh_frame_hdr = 0;
 
   // False when the address is in no module at all.
@@ -258,7 +258,8 @@ inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_
       walk.end = walk_end::finished;
       return walk;
     }
-    const std::uintptr_t cfa = (row->rule == unwind_rule::cfa_from_rsp ? sp : bp) + static_cast<std::uintptr_t>(row->cfa_offset);
+    const std::uintptr_t cfa =
+        (row->rule == unwind_rule::cfa_from_rsp ? sp : bp) + static_cast<std::uintptr_t>(row->cfa_offset);
     const std::uintptr_t return_address_at = cfa - sizeof(std::uintptr_t);
     if (cfa <= sp || !stack.holds(return_address_at)) return walk;
     if (row->rbp_offset != 0) {

@@ -28,16 +28,16 @@ struct causal_estimate {
 
 struct causal_curve {
   std::string progress_point;
-  std::string kind;             // "throughput" or "latency"
+  std::string kind;                        // "throughput" or "latency"
   std::vector<causal_estimate> estimates;  // by line speedup
-  double impact = 0;  // the mean program speedup over the line speedups tried (area / width)
+  double impact = 0;                       // the mean program speedup over the line speedups tried (area / width)
 };
 
 struct causal_location {
   std::string scope;     // "line" or "function"
   std::string selected;  // "file:line" or the function
   std::int64_t experiments = 0;
-  double impact = 0;  // its curves' largest
+  double impact = 0;                 // its curves' largest
   std::vector<causal_curve> curves;  // one per progress point with an estimate beside its baseline
 };
 

@@ -25,10 +25,10 @@ struct report_request {
 int run_report(const report_request& request, std::ostream& out, std::ostream& errors);
 
 struct merge_request {
-  std::string output;                // must not exist
-  std::vector<std::string> inputs;   // databases, directories holding them, globs
-  bool keep_going = false;           // exit 0 although inputs were skipped
-  bool several_launches = false;     // inputs of different launch ids are merged together
+  std::string output;               // must not exist
+  std::vector<std::string> inputs;  // databases, directories holding them, globs
+  bool keep_going = false;          // exit 0 although inputs were skipped
+  bool several_launches = false;    // inputs of different launch ids are merged together
 };
 
 // docs/merge.md: inputs merged one at a time, progress on `errors` (a bar redrawn in place when

@@ -16,7 +16,7 @@ namespace kairos::database {
 // What one input added.
 struct merged_input {
   std::int64_t processes = 0;
-  std::int64_t samples = 0;  // CPU-time and real-time samples
+  std::int64_t samples = 0;             // CPU-time and real-time samples
   std::vector<std::string> launch_ids;  // of its processes, each once (a process without one adds none)
 };
 

@@ -58,10 +58,10 @@ void write_speedscope(connection& profile, std::ostream& out, const window_range
 // with self and total time. Frames narrower than `minimum_width_fraction` of their graph are merged
 // into "[narrow frames]"; the summary says how much.
 struct flamegraph_summary {
-  std::size_t graphs = 0;            // all threads, then one per sampled thread
-  std::int64_t frames = 0;           // boxes in the all-threads graph
-  std::int64_t total_ns = 0;         // CPU time sampled
-  std::int64_t merged_frames = 0;    // frames merged into [narrow frames] (all-threads graph)
+  std::size_t graphs = 0;          // all threads, then one per sampled thread
+  std::int64_t frames = 0;         // boxes in the all-threads graph
+  std::int64_t total_ns = 0;       // CPU time sampled
+  std::int64_t merged_frames = 0;  // frames merged into [narrow frames] (all-threads graph)
   std::int64_t merged_ns = 0;
 };
 flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, const window_range& windows = {},

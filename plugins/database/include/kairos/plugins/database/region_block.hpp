@@ -48,10 +48,8 @@ bool region_block_layout_fits(std::int64_t count, const std::array<int, region_s
 // rows before the fault have been visited.
 template <class Visit>
 bool decode_region_block(std::int64_t block_start_ns, std::int64_t count,
-                         const std::array<int, region_stored_fields>& digits, std::string_view rows,
-                         Visit&& visit) {
-  if (!region_block_layout_fits(count, digits, rows.size()) || rows.front() != '[' || rows.back() != ']')
-    return false;
+                         const std::array<int, region_stored_fields>& digits, std::string_view rows, Visit&& visit) {
+  if (!region_block_layout_fits(count, digits, rows.size()) || rows.front() != '[' || rows.back() != ']') return false;
   const char* at = rows.data() + 1;
   for (std::int64_t row = 0; row < count; ++row) {
     if (*at++ != '"') return false;

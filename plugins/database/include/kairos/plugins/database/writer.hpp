@@ -25,10 +25,10 @@ namespace kairos::database {
 
 struct frame_info {
   std::uint64_t address = 0;
-  std::string module;    // path of the object holding the address ("" when unknown)
+  std::string module;        // path of the object holding the address ("" when unknown)
   std::uint64_t offset = 0;  // address - module load base
-  std::string function;  // demangled name; "" when unknown (then "<module file> (no symbols)" is stored)
-  std::string file;      // source file, "" when unknown
+  std::string function;      // demangled name; "" when unknown (then "<module file> (no symbols)" is stored)
+  std::string file;          // source file, "" when unknown
   std::uint32_t line = 0;
 };
 
@@ -96,10 +96,10 @@ struct causal_progress_info {
   std::int64_t difference = 0;                // latency: begins - ends in total at the experiment's end
 };
 struct causal_experiment_info {
-  std::string_view scope;     // "line" or "function"
-  std::string_view selected;  // "file:line", or the function's name
-  double speedup = 0;         // 0..1, the virtual speedup of `selected`
-  std::int64_t start_ns = 0;  // steady clock, like every other time in the profile
+  std::string_view scope;        // "line" or "function"
+  std::string_view selected;     // "file:line", or the function's name
+  double speedup = 0;            // 0..1, the virtual speedup of `selected`
+  std::int64_t start_ns = 0;     // steady clock, like every other time in the profile
   std::int64_t duration_ns = 0;  // wall time less the delays inserted (coz's "duration")
   std::int64_t delay_ns = 0;     // delays inserted during it (global delay growth)
   std::int64_t selected_samples = 0;
@@ -131,25 +131,23 @@ class profile_writer {
 
   // The id of the stack whose frames are `addresses`, leaf first; 0-length gives no stack (-1).
   std::int64_t add_stack(std::span<const std::uint64_t> addresses_leaf_first);
-  void add_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns,
-                  std::int64_t stack, std::int64_t window = 0);
+  void add_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns, std::int64_t stack,
+                  std::int64_t window = 0);
   // A sample of the real-time sampler (table realtime_sample): wall time, waiting included.
-  void add_realtime_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns,
-                           std::int64_t stack, std::int64_t window = 0);
+  void add_realtime_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns, std::int64_t stack,
+                           std::int64_t window = 0);
   void add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name, double value,
                    std::int64_t window = 0);
   // `clipped`: 1 when the start was cut to the window's opening, 2 the end to its closing.
   // Regions are kept per thread and written in blocks of up to region_block_rows (the table
   // region_block, read through the view `region`; region_block.hpp, docs/database.md): a row costs
   // a few digits, not an insert. commit() writes the blocks begun.
-  void add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns,
-                  std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0,
-                  std::int64_t clipped = 0);
+  void add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+                  std::int64_t depth, std::int64_t window = 0, std::int64_t clipped = 0);
   // An instrumented function's call: a region named by the function at `function_address`
   // (symbolized like a sampled frame, once per address), tied to its frame.
   void add_function_region(std::int64_t thread, std::uint64_t function_address, std::int64_t start_ns,
-                           std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0,
-                           std::int64_t clipped = 0);
+                           std::int64_t end_ns, std::int64_t depth, std::int64_t window = 0, std::int64_t clipped = 0);
   // A thread's regions at once, as add_region (a name) or add_function_region (an address, not 0)
   // would add each: a drained log costs one call, not one a row.
   struct region_input {
@@ -176,12 +174,10 @@ class profile_writer {
 
   // The device's row id, for its kernels and copies.
   std::int64_t add_gpu_device(const gpu_device_info& device);
-  void add_gpu_kernel(std::optional<std::int64_t> device, const gpu_kernel_info& kernel,
-                      const gpu_work_origin& origin);
-  void add_gpu_copy(std::optional<std::int64_t> device, const gpu_copy_info& copy,
-                    const gpu_work_origin& origin);
-  void add_gpu_api_call(std::string_view api, std::string_view name, std::int64_t start_ns,
-                        std::int64_t end_ns, const gpu_work_origin& origin);
+  void add_gpu_kernel(std::optional<std::int64_t> device, const gpu_kernel_info& kernel, const gpu_work_origin& origin);
+  void add_gpu_copy(std::optional<std::int64_t> device, const gpu_copy_info& copy, const gpu_work_origin& origin);
+  void add_gpu_api_call(std::string_view api, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+                        const gpu_work_origin& origin);
 
   // An MPI call (the mpi_call table); `bytes` and `peer` none where the call has none.
   void add_mpi_call(std::int64_t thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
@@ -231,14 +227,12 @@ class profile_writer {
   std::unique_ptr<statements> statements_;
   struct string_hash {
     using is_transparent = void;  // find(std::string_view) without building a std::string
-    std::size_t operator()(std::string_view text) const noexcept {
-      return std::hash<std::string_view>{}(text);
-    }
+    std::size_t operator()(std::string_view text) const noexcept { return std::hash<std::string_view>{}(text); }
   };
   std::unordered_map<std::string, std::int64_t, string_hash, std::equal_to<>> strings_;
-  std::unordered_map<std::uint64_t, frame_entry> frames_;  // by address
+  std::unordered_map<std::uint64_t, frame_entry> frames_;                       // by address
   std::unordered_map<std::int64_t, std::vector<region_fields>> region_blocks_;  // by thread
-  encoded_region_block encoded_block_;  // reused: its string keeps its capacity
+  encoded_region_block encoded_block_;                                          // reused: its string keeps its capacity
   struct edge_hash {
     std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& edge) const noexcept {
       return std::hash<std::int64_t>{}(edge.first * 0x9e3779b97f4a7c15ll ^ edge.second);

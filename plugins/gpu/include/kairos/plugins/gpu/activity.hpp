@@ -14,11 +14,17 @@ enum class runtime_api : std::uint8_t { hip, cuda };
 constexpr std::string_view name_of(runtime_api api) { return api == runtime_api::hip ? "hip" : "cuda"; }
 
 enum class copy_kind : std::uint8_t {
-  host_to_device, device_to_host, device_to_device, host_to_host, peer, memset, unknown
+  host_to_device,
+  device_to_host,
+  device_to_device,
+  host_to_host,
+  peer,
+  memset,
+  unknown
 };
 constexpr std::string_view name_of(copy_kind kind) {
-  constexpr std::array<std::string_view, 7> names{"host_to_device", "device_to_host", "device_to_device",
-                                                  "host_to_host", "peer", "memset", "unknown"};
+  constexpr std::array<std::string_view, 7> names{
+      "host_to_device", "device_to_host", "device_to_device", "host_to_host", "peer", "memset", "unknown"};
   return names[static_cast<std::size_t>(kind)];
 }
 
@@ -44,8 +50,8 @@ struct call_site {
 struct kernel_activity {
   runtime_api api = runtime_api::hip;
   int device = 0;
-  std::uint64_t stream = 0;   // the runtime's stream handle (0: the default stream)
-  std::string name;           // demangled; "" when the runtime gave none (see function_address)
+  std::uint64_t stream = 0;            // the runtime's stream handle (0: the default stream)
+  std::string name;                    // demangled; "" when the runtime gave none (see function_address)
   std::uint64_t function_address = 0;  // the host stub launched (HIP), for the host to symbolize
   std::int64_t start_ns = 0, end_ns = 0;
   std::array<std::uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};

@@ -51,7 +51,7 @@ void forget_after_fork() noexcept;
 
 // What the calling thread did since it started, for the components.
 struct thread_tally {
-  std::int64_t api_ns = 0;                // host time inside GPU API calls
+  std::int64_t api_ns = 0;  // host time inside GPU API calls
   std::uint64_t kernels_launched = 0;
   std::uint64_t copies_issued = 0;
   std::array<std::uint64_t, 7> copy_bytes{};  // by copy_kind

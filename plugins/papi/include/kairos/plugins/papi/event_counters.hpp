@@ -30,7 +30,7 @@ class event_counters {
   // Unknown names throw std::invalid_argument (see resolve_event); real events that cannot count
   // here are kept, reported unavailable, and the others count.
   template <std::ranges::input_range Names>
-    requires std::convertible_to<std::ranges::range_reference_t<Names>, std::string_view>
+  requires std::convertible_to<std::ranges::range_reference_t<Names>, std::string_view>
   explicit event_counters(const Names& event_names) {
     for (const auto& each : event_names) {
       const std::string_view name{each};
@@ -54,9 +54,7 @@ class event_counters {
     return disabled.empty() ? std::string{} : "PAPI: " + disabled;
   }
   // Whether one named event counts here, and PAPI's reason when it does not.
-  static bool available(std::string_view event_name) {
-    return unavailable_reason(event_name).empty();
-  }
+  static bool available(std::string_view event_name) { return unavailable_reason(event_name).empty(); }
   static std::string unavailable_reason(std::string_view event_name) {
     try {
       return resolve_event(event_name).unavailable_reason;
@@ -80,23 +78,19 @@ class event_counters {
       if (!set->read()) return;
     for (std::size_t index = 0; index < names_.size(); ++index)
       if (locations_[index].set != nullptr)
-        totals_[index] += locations_[index].set->cumulative(locations_[index].position) -
-                          at_start_[index];
+        totals_[index] += locations_[index].set->cumulative(locations_[index].position) - at_start_[index];
   }
 
   std::size_t size() const noexcept { return names_.size(); }
   const std::string& name(std::size_t index) const { return names_[index]; }
-  bool counting(std::size_t index) const noexcept {
-    return resolutions_[index].available && !bind_failed(index);
-  }
+  bool counting(std::size_t index) const noexcept { return resolutions_[index].available && !bind_failed(index); }
   long long total(std::size_t index) const noexcept { return totals_[index]; }
 
   std::vector<event_status> events() const {
     std::vector<event_status> statuses;
     for (std::size_t index = 0; index < names_.size(); ++index)
       statuses.push_back({names_[index], counting(index),
-                          bind_failed(index) ? bind_failures_[index].text()
-                                             : resolutions_[index].unavailable_reason});
+                          bind_failed(index) ? bind_failures_[index].text() : resolutions_[index].unavailable_reason});
     return statuses;
   }
 

@@ -13,29 +13,43 @@ namespace kairos::papi {
 
 inline std::string_view error_name(int code) {
   switch (code) {
-    case PAPI_EINVAL: return "PAPI_EINVAL";
-    case PAPI_ENOMEM: return "PAPI_ENOMEM";
-    case PAPI_ESYS: return "PAPI_ESYS";
-    case PAPI_ECMP: return "PAPI_ECMP";
-    case PAPI_ENOEVNT: return "PAPI_ENOEVNT";
-    case PAPI_ECNFLCT: return "PAPI_ECNFLCT";
-    case PAPI_ENOTRUN: return "PAPI_ENOTRUN";
-    case PAPI_EISRUN: return "PAPI_EISRUN";
-    case PAPI_ENOTPRESET: return "PAPI_ENOTPRESET";
-    case PAPI_ENOCNTR: return "PAPI_ENOCNTR";
-    case PAPI_EPERM: return "PAPI_EPERM";
-    case PAPI_ENOINIT: return "PAPI_ENOINIT";
-    case PAPI_ENOCMP: return "PAPI_ENOCMP";
-    case PAPI_ECMP_DISABLED: return "PAPI_ECMP_DISABLED";
-    default: return "PAPI error";
+    case PAPI_EINVAL:
+      return "PAPI_EINVAL";
+    case PAPI_ENOMEM:
+      return "PAPI_ENOMEM";
+    case PAPI_ESYS:
+      return "PAPI_ESYS";
+    case PAPI_ECMP:
+      return "PAPI_ECMP";
+    case PAPI_ENOEVNT:
+      return "PAPI_ENOEVNT";
+    case PAPI_ECNFLCT:
+      return "PAPI_ECNFLCT";
+    case PAPI_ENOTRUN:
+      return "PAPI_ENOTRUN";
+    case PAPI_EISRUN:
+      return "PAPI_EISRUN";
+    case PAPI_ENOTPRESET:
+      return "PAPI_ENOTPRESET";
+    case PAPI_ENOCNTR:
+      return "PAPI_ENOCNTR";
+    case PAPI_EPERM:
+      return "PAPI_EPERM";
+    case PAPI_ENOINIT:
+      return "PAPI_ENOINIT";
+    case PAPI_ENOCMP:
+      return "PAPI_ENOCMP";
+    case PAPI_ECMP_DISABLED:
+      return "PAPI_ECMP_DISABLED";
+    default:
+      return "PAPI error";
   }
 }
 
 // "PAPI_add_event: PAPI_ECMP_DISABLED (Component containing event is disabled)"
 inline std::string describe_error(std::string_view call, int code) {
   const char* text = PAPI_strerror(code);
-  return std::string{call} + ": " + std::string{error_name(code)} + " (" +
-         (text ? text : std::to_string(code)) + ")";
+  return std::string{call} + ": " + std::string{error_name(code)} + " (" + (text ? text : std::to_string(code)) + ")";
 }
 
 // Every thread that calls into PAPI through kairos registers first (PAPI 7 crashes resolving a
@@ -59,9 +73,7 @@ inline const problem& library_problem() {
     if (version != PAPI_VER_CURRENT)
       return problem{version > 0 ? "PAPI_library_init: papi.h and libpapi.so are different versions"
                                  : describe_error("PAPI_library_init", version)};
-    const int threads = PAPI_thread_init([]() -> unsigned long {
-      return static_cast<unsigned long>(pthread_self());
-    });
+    const int threads = PAPI_thread_init([]() -> unsigned long { return static_cast<unsigned long>(pthread_self()); });
     if (threads != PAPI_OK) return problem{describe_error("PAPI_thread_init", threads)};
     papi_used_on_this_thread();
     return {};
@@ -78,8 +90,6 @@ inline std::string component_disabled_reason(int component_index) {
 }
 
 // Index of the CPU counter component ("perf_event" on Linux), or -1.
-inline int cpu_component_index() {
-  return PAPI_get_component_index("perf_event");
-}
+inline int cpu_component_index() { return PAPI_get_component_index("perf_event"); }
 
 }  // namespace kairos::papi

@@ -31,7 +31,8 @@ class papi_vector : public papi::unavailable_at_build {
   static constexpr std::string_view description() { return "PAPI counters (not built)"; }
   papi_vector() = default;
   papi_vector(std::initializer_list<std::string_view>) {}
-  template <class Names> explicit papi_vector(const Names&) {}
+  template <class Names>
+  explicit papi_vector(const Names&) {}
   std::vector<double> get() const { return {}; }
   std::vector<std::string_view> value_labels() const { return {}; }
   std::optional<double> value_of(std::string_view) const { return std::nullopt; }
@@ -42,7 +43,8 @@ class papi_array : public papi::unavailable_at_build {
  public:
   static constexpr std::string_view label() { return "papi_array"; }
   static constexpr std::string_view description() { return "PAPI counters (not built)"; }
-  template <class... Names> explicit papi_array(Names...) {}
+  template <class... Names>
+  explicit papi_array(Names...) {}
   std::array<double, N> get() const noexcept {
     std::array<double, N> values;
     values.fill(std::numeric_limits<double>::quiet_NaN());

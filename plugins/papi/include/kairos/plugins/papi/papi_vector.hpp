@@ -18,14 +18,13 @@ class papi_vector : public papi::event_counters {
     return "PAPI counters (presets or native events) of the calling thread, chosen at run time";
   }
   static constexpr std::string_view unit() { return "count"; }
-  static constexpr std::array<std::string_view, 2> default_event_names{"PAPI_TOT_INS",
-                                                                       "PAPI_TOT_CYC"};
+  static constexpr std::array<std::string_view, 2> default_event_names{"PAPI_TOT_INS", "PAPI_TOT_CYC"};
 
   papi_vector() : papi_vector(default_event_names) {}
   papi_vector(std::initializer_list<std::string_view> event_names)
       : papi_vector(std::span<const std::string_view>{event_names.begin(), event_names.size()}) {}
   template <std::ranges::input_range Names>
-    requires std::convertible_to<std::ranges::range_reference_t<Names>, std::string_view>
+  requires std::convertible_to<std::ranges::range_reference_t<Names>, std::string_view>
   explicit papi_vector(const Names& event_names) : event_counters(event_names) {}
 
   // Totals of the events that count here, in the order asked for; value_labels() names them.

@@ -50,8 +50,7 @@ class component_event_set {
     }
     if (running_) {  // fold the counts so far into the base: PAPI_start restarts from zero
       PAPI_stop(event_set_, scratch_.data());
-      for (std::size_t position = 0; position < codes_.size(); ++position)
-        base_[position] += scratch_[position];
+      for (std::size_t position = 0; position < codes_.size(); ++position) base_[position] += scratch_[position];
       running_ = false;
     }
     const int added = PAPI_add_event(event_set_, code);
@@ -80,9 +79,7 @@ class component_event_set {
       cumulative_[position] = base_[position] + scratch_[position];
     return true;
   }
-  long long cumulative(int position) const noexcept {
-    return cumulative_[static_cast<std::size_t>(position)];
-  }
+  long long cumulative(int position) const noexcept { return cumulative_[static_cast<std::size_t>(position)]; }
 
  private:
   int component_index_;

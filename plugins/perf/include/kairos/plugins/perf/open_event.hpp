@@ -32,8 +32,7 @@ inline int perf_event_paranoid() {
 
 // Whether the kernel registered a core PMU (x86: "cpu", or a hybrid CPU's "cpu_core"; Arm: "armv8_*").
 inline bool has_core_pmu() {
-  for (const char* directory : {"/sys/bus/event_source/devices/cpu",
-                                "/sys/bus/event_source/devices/cpu_core",
+  for (const char* directory : {"/sys/bus/event_source/devices/cpu", "/sys/bus/event_source/devices/cpu_core",
                                 "/sys/bus/event_source/devices/armv8_pmuv3"})
     if (::access(directory, F_OK) == 0) return true;
   return false;
@@ -46,22 +45,21 @@ struct open_result {
 };
 
 inline int perf_event_open_syscall(perf_event_attr& attributes, int group_fd) noexcept {
-  return static_cast<int>(syscall(SYS_perf_event_open, &attributes, 0 /* this thread */,
-                                  -1 /* any CPU */, group_fd, PERF_FLAG_FD_CLOEXEC));
+  return static_cast<int>(
+      syscall(SYS_perf_event_open, &attributes, 0 /* this thread */, -1 /* any CPU */, group_fd, PERF_FLAG_FD_CLOEXEC));
 }
 
 // Opens `event` on the calling thread inside `group_fd`'s group (or as a leader with -1), counting
-// from now or, with `start_disabled`, from the first PERF_EVENT_IOC_ENABLE. Kernel and user space are counted when allowed; when perf_event_paranoid
-// refuses (EACCES/EPERM) the event is retried user-space only.
-inline open_result open_event(const event_definition& event, int group_fd,
-                              bool start_disabled = false) noexcept {
+// from now or, with `start_disabled`, from the first PERF_EVENT_IOC_ENABLE. Kernel and user space are counted when
+// allowed; when perf_event_paranoid refuses (EACCES/EPERM) the event is retried user-space only.
+inline open_result open_event(const event_definition& event, int group_fd, bool start_disabled = false) noexcept {
   perf_event_attr attributes{};
   attributes.size = sizeof(attributes);
   attributes.type = event.type;
   attributes.config = event.config;
   attributes.read_format = group_read_format;
   attributes.disabled = start_disabled ? 1 : 0;
-  attributes.inherit = 0;   // this thread only, not the threads it creates
+  attributes.inherit = 0;  // this thread only, not the threads it creates
   attributes.exclude_hv = 1;
   open_result result;
   result.fd = perf_event_open_syscall(attributes, group_fd);
@@ -84,8 +82,8 @@ inline open_result open_event(const event_definition& event, int group_fd,
 // signal, a ring buffer). With `include_kernel`, counts and overflows in the kernel count too (a
 // system call's time is sampled inside it); perf_event_paranoid >= 2 refuses that to users
 // (EACCES). -1 with errno set when the kernel refuses.
-inline int open_sampling_event(std::uint32_t type, std::uint64_t config, pid_t tid,
-                               std::uint64_t period, bool include_kernel) noexcept {
+inline int open_sampling_event(std::uint32_t type, std::uint64_t config, pid_t tid, std::uint64_t period,
+                               bool include_kernel) noexcept {
   perf_event_attr attributes{};
   attributes.size = sizeof(attributes);
   attributes.type = type;
@@ -95,8 +93,7 @@ inline int open_sampling_event(std::uint32_t type, std::uint64_t config, pid_t t
   attributes.exclude_hv = 1;
   attributes.wakeup_events = 1;
   attributes.exclude_kernel = include_kernel ? 0 : 1;
-  return static_cast<int>(
-      syscall(SYS_perf_event_open, &attributes, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+  return static_cast<int>(syscall(SYS_perf_event_open, &attributes, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
 }
 
 // "instructions: No such file or directory (ENOENT): ..." — strerror plus what it means here.
@@ -109,26 +106,40 @@ inline std::string explain_open_error(const event_definition& event, int error) 
       else if (has_core_pmu())
         meaning = "this CPU's PMU has no such generic event";
       else
-        meaning = "the kernel has no PMU driver for hardware events here (typical of a VM "
-                  "without a virtual PMU)";
+        meaning =
+            "the kernel has no PMU driver for hardware events here (typical of a VM "
+            "without a virtual PMU)";
       break;
     case EOPNOTSUPP:
-      meaning = "the PMU cannot count this event (or there is no hardware PMU: perf prints "
-                "'not supported')";
+      meaning =
+          "the PMU cannot count this event (or there is no hardware PMU: perf prints "
+          "'not supported')";
       break;
-    case ENODEV: meaning = "no PMU provides this event on this CPU"; break;
+    case ENODEV:
+      meaning = "no PMU provides this event on this CPU";
+      break;
     case EACCES:
     case EPERM:
       meaning = "perf_event_paranoid=" + std::to_string(perf_event_paranoid()) +
                 " forbids it even user-space only; run as root (or with CAP_PERFMON) or lower "
                 "it: sysctl kernel.perf_event_paranoid=2";
       break;
-    case EINVAL: meaning = "the kernel rejected the event's attributes"; break;
-    case EBUSY: meaning = "another tool holds the PMU exclusively"; break;
+    case EINVAL:
+      meaning = "the kernel rejected the event's attributes";
+      break;
+    case EBUSY:
+      meaning = "another tool holds the PMU exclusively";
+      break;
     case EMFILE:
-    case ENFILE: meaning = "out of file descriptors (one per event)"; break;
-    case ENOSYS: meaning = "this kernel was built without perf events"; break;
-    default: meaning = "perf_event_open refused it"; break;
+    case ENFILE:
+      meaning = "out of file descriptors (one per event)";
+      break;
+    case ENOSYS:
+      meaning = "this kernel was built without perf events";
+      break;
+    default:
+      meaning = "perf_event_open refused it";
+      break;
   }
   const char* error_name = strerrorname_np(error);
   return std::string{event.name} + ": " + std::strerror(error) + " (" +

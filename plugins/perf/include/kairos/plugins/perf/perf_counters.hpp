@@ -53,7 +53,7 @@ struct event_status {
   std::string_view name;
   std::string_view unit;
   bool counting = false;
-  bool user_space_only = false;  // kernel-side activity not counted (perf_event_paranoid)
+  bool user_space_only = false;   // kernel-side activity not counted (perf_event_paranoid)
   double running_fraction = 1.0;  // share of the measured time it was on the PMU (< 1: multiplexed)
   std::string unavailable_reason;
   std::string note;  // what a counting event's numbers leave out, if anything
@@ -71,8 +71,8 @@ class perf_counters {
   static constexpr std::string_view unit() { return ""; }  // per value: see units()
 
   // What a default-constructed perf_counters (as in a bundle) counts.
-  static constexpr std::array<std::string_view, 5> default_event_names{
-      "task-clock", "context-switches", "page-faults", "instructions", "cycles"};
+  static constexpr std::array<std::string_view, 5> default_event_names{"task-clock", "context-switches", "page-faults",
+                                                                       "instructions", "cycles"};
 
   perf_counters() : perf_counters(default_event_names) {}
   perf_counters(std::initializer_list<std::string_view> event_names)
@@ -80,7 +80,7 @@ class perf_counters {
 
   // Unknown names throw std::invalid_argument naming the input and listing the valid names.
   template <std::ranges::input_range Names>
-    requires std::convertible_to<std::ranges::range_reference_t<Names>, std::string_view>
+  requires std::convertible_to<std::ranges::range_reference_t<Names>, std::string_view>
   explicit perf_counters(const Names& event_names) {
     for (const auto& each : event_names) {
       const std::string_view name{each};
@@ -92,8 +92,8 @@ class perf_counters {
     }
     if (requested_.size() > perf::max_events)
       throw std::invalid_argument("[kairos] perf_counters: " + std::to_string(requested_.size()) +
-                                  " events requested; at most " +
-                                  std::to_string(perf::max_events) + " per perf_counters");
+                                  " events requested; at most " + std::to_string(perf::max_events) +
+                                  " per perf_counters");
     const auto& probes = perf::probe_catalog();
     for (int index : requested_)
       if (probes[static_cast<std::size_t>(index)].available) counted_.push_back(index);
@@ -104,9 +104,7 @@ class perf_counters {
 
   // Whether perf_event_open counts anything here (the software task-clock opens).
   static bool available() { return available("task-clock"); }
-  static std::string unavailable_reason() {
-    return available() ? std::string{} : unavailable_reason("task-clock");
-  }
+  static std::string unavailable_reason() { return available() ? std::string{} : unavailable_reason("task-clock"); }
   // Whether one named event counts here, and the kernel's reason when it does not.
   static bool available(std::string_view event_name) {
     const int index = perf::find_event(event_name);
@@ -115,8 +113,7 @@ class perf_counters {
   static std::string unavailable_reason(std::string_view event_name) {
     const int index = perf::find_event(event_name);
     if (index < 0)
-      return "unknown perf event '" + std::string{event_name} +
-             "'; valid events: " + perf::valid_event_names();
+      return "unknown perf event '" + std::string{event_name} + "'; valid events: " + perf::valid_event_names();
     return perf::probe_catalog()[static_cast<std::size_t>(index)].unavailable_reason;
   }
 
@@ -148,7 +145,7 @@ class perf_counters {
       const std::uint64_t running = now.running_ns[position] - at_start_.running_ns[position];
       double estimate = static_cast<double>(counted);
       if (running == 0)
-        estimate = 0.0;  // never on the PMU during the phase: nothing measured
+        estimate = 0.0;            // never on the PMU during the phase: nothing measured
       else if (running < enabled)  // multiplexed: extrapolate to the whole phase
         estimate *= static_cast<double>(enabled) / static_cast<double>(running);
       totals_[position] += estimate * event_at(position).scale;
@@ -162,14 +159,12 @@ class perf_counters {
   std::vector<double> get() const { return totals_; }
   std::vector<std::string_view> value_labels() const {
     std::vector<std::string_view> labels;
-    for (std::size_t position = 0; position < counted_.size(); ++position)
-      labels.push_back(event_at(position).name);
+    for (std::size_t position = 0; position < counted_.size(); ++position) labels.push_back(event_at(position).name);
     return labels;
   }
   std::vector<std::string_view> units() const {
     std::vector<std::string_view> result;
-    for (std::size_t position = 0; position < counted_.size(); ++position)
-      result.push_back(event_at(position).unit);
+    for (std::size_t position = 0; position < counted_.size(); ++position) result.push_back(event_at(position).unit);
     return result;
   }
   // The total of one event (by name or alias), or nothing if it was not asked for or cannot count.
@@ -187,14 +182,14 @@ class perf_counters {
     for (int index : requested_) {
       const auto& event = perf::event_catalog[static_cast<std::size_t>(index)];
       const auto& probe = probes[static_cast<std::size_t>(index)];
-      perf::event_status status{event.name, event.unit, probe.available, probe.user_space_only,
-                                1.0, probe.unavailable_reason, {}};
+      perf::event_status status{
+          event.name, event.unit, probe.available, probe.user_space_only, 1.0, probe.unavailable_reason, {}};
       const auto found = std::ranges::find(counted_, index);
       if (found != counted_.end()) {
         const auto position = static_cast<std::size_t>(found - counted_.begin());
         if (enabled_ns_[position] > 0)
-          status.running_fraction = static_cast<double>(running_ns_[position]) /
-                                    static_cast<double>(enabled_ns_[position]);
+          status.running_fraction =
+              static_cast<double>(running_ns_[position]) / static_cast<double>(enabled_ns_[position]);
         // Opened alone at probe time but refused inside this thread's set (e.g. out of fds).
         if (set_ != nullptr && !set_->counting(position)) {
           status.counting = false;
@@ -202,8 +197,7 @@ class perf_counters {
         }
       }
       if (status.counting && status.user_space_only)
-        status.note = "user space only: perf_event_paranoid=" +
-                      std::to_string(perf::perf_event_paranoid()) +
+        status.note = "user space only: perf_event_paranoid=" + std::to_string(perf::perf_event_paranoid()) +
                       " and no root/CAP_PERFMON, so what the kernel does for the thread (context "
                       "switches, kernel-mode faults and instructions) is not counted";
       statuses.push_back(std::move(status));
@@ -216,9 +210,9 @@ class perf_counters {
     return perf::event_catalog[static_cast<std::size_t>(counted_[position])];
   }
 
-  std::vector<int> requested_;  // catalog indices, in the order asked for
-  std::vector<int> counted_;    // those that open on this machine
-  std::vector<double> totals_;  // per counted event, display units
+  std::vector<int> requested_;             // catalog indices, in the order asked for
+  std::vector<int> counted_;               // those that open on this machine
+  std::vector<double> totals_;             // per counted event, display units
   std::vector<std::uint64_t> enabled_ns_;  // per counted event, summed over phases
   std::vector<std::uint64_t> running_ns_;
   perf::thread_event_set* set_ = nullptr;  // the set open on set_thread_

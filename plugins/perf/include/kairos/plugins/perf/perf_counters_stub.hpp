@@ -15,11 +15,12 @@ class perf_counters {
   static constexpr std::string_view label() { return "perf_counters"; }
   static constexpr std::string_view description() { return "perf_event counters (not built)"; }
   static constexpr std::string_view unit() { return ""; }
-  static constexpr std::array<std::string_view, 5> default_event_names{
-      "task-clock", "context-switches", "page-faults", "instructions", "cycles"};
+  static constexpr std::array<std::string_view, 5> default_event_names{"task-clock", "context-switches", "page-faults",
+                                                                       "instructions", "cycles"};
 
   perf_counters() = default;
-  template <class Names> explicit perf_counters(const Names&) {}
+  template <class Names>
+  explicit perf_counters(const Names&) {}
   perf_counters(std::initializer_list<std::string_view>) {}
 
   static bool available(std::string_view = {}) { return false; }

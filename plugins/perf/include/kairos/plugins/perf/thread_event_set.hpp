@@ -164,8 +164,8 @@ inline std::vector<std::unique_ptr<thread_event_set>>& sets_open_on_this_thread(
 inline thread_event_set& event_set_for_this_thread(std::span<const int> event_indices) {
   auto& open_sets = sets_open_on_this_thread();
   for (auto& set : open_sets)
-    if (std::equal(set->event_indices().begin(), set->event_indices().end(),
-                   event_indices.begin(), event_indices.end()))
+    if (std::equal(set->event_indices().begin(), set->event_indices().end(), event_indices.begin(),
+                   event_indices.end()))
       return *set;
   return *open_sets.emplace_back(std::make_unique<thread_event_set>(event_indices));
 }
