@@ -189,7 +189,7 @@ causal_summary analyze_causal(connection& profile, const window_range& windows) 
 void require_causal_experiments(connection& profile) {
   if (scalar(profile, "SELECT COUNT(*) FROM causal_experiment") == 0)
     throw database_error(
-        fmt::format("[kairos] {} has no causal experiments: run the program under kairos-causal", profile.path()));
+        fmt::format("{} has no causal experiments: run the program under kairos-causal", profile.path()));
 }
 
 }  // namespace kairos::database

@@ -19,12 +19,19 @@
 #include <kairos/plugins/database/merge.hpp>
 #include <kairos/plugins/database/outputs.hpp>
 #include <kairos/plugins/database/schema.hpp>
+#include <kairos/problem.hpp>
 
 namespace kairos::database {
 
 namespace {
 
 namespace fs = std::filesystem;
+
+// The tools and the Python package print what these commands write, as is: each line they show a
+// user carries the prefix, added here once; messages (and database_error's) carry none.
+constexpr std::string_view line_prefix = "[kairos] ";
+
+void error_line(std::ostream& errors, std::string_view text) { errors << line_prefix << text << '\n'; }
 
 // "K" or "K..L" with 1 <= K <= L.
 std::optional<window_range> parse_window_range(const std::string& text) {
@@ -44,9 +51,9 @@ std::optional<window_range> parse_window_range(const std::string& text) {
 constexpr const char* accepted_inputs =
     "kairos-merge takes profile databases (.db files), directories holding them, or globs such as 'ranks/*.db'";
 
-// A file as given; a directory's .db files, sorted; a glob's matches, sorted. Empty with `problem`
-// set when the argument is none of these.
-std::vector<std::string> expand(const std::string& argument, std::string& problem) {
+// A file as given; a directory's .db files, sorted; a glob's matches, sorted; or the problem that
+// the argument is none of these.
+result<std::vector<std::string>> expand(const std::string& argument) {
   std::error_code error;
   if (fs::is_directory(argument, error)) {
     std::vector<std::string> files;
@@ -54,10 +61,10 @@ std::vector<std::string> expand(const std::string& argument, std::string& proble
       if (entry.path().extension() == ".db" && entry.is_regular_file(error)) files.push_back(entry.path().string());
     std::sort(files.begin(), files.end());
     if (files.empty())
-      problem = fmt::format("[kairos] input '{}' is a directory with no .db files; {}", argument, accepted_inputs);
+      return problem{fmt::format("input '{}' is a directory with no .db files; {}", argument, accepted_inputs)};
     return files;
   }
-  if (fs::exists(argument, error)) return {argument};
+  if (fs::exists(argument, error)) return std::vector<std::string>{argument};
   if (argument.find_first_of("*?[") != std::string::npos) {
     glob_t matches{};
     std::vector<std::string> files;
@@ -65,11 +72,10 @@ std::vector<std::string> expand(const std::string& argument, std::string& proble
       files.assign(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
     ::globfree(&matches);
     if (files.empty())
-      problem = fmt::format("[kairos] input '{}' is a glob that matches no file; {}", argument, accepted_inputs);
+      return problem{fmt::format("input '{}' is a glob that matches no file; {}", argument, accepted_inputs)};
     return files;
   }
-  problem = fmt::format("[kairos] input '{}' does not exist; {}", argument, accepted_inputs);
-  return {};
+  return problem{fmt::format("input '{}' does not exist; {}", argument, accepted_inputs)};
 }
 
 // A bar redrawn in place on a terminal (at most 10 times a second), a line every 2 s otherwise.
@@ -88,11 +94,11 @@ class progress {
     if (terminal_) {
       constexpr std::size_t width = 30;
       const std::size_t filled = inputs_ == 0 ? width : width * done / inputs_;
-      errors_ << fmt::format("\r[kairos] merging [{}{}] {}\x1b[K", std::string(filled, '#'),
+      errors_ << fmt::format("\r{}merging [{}{}] {}\x1b[K", line_prefix, std::string(filled, '#'),
                              std::string(width - filled, '.'), status);
       if (last) errors_ << '\n';
     } else {
-      errors_ << "[kairos] merged " << status << '\n';
+      error_line(errors_, "merged " + status);
     }
     errors_.flush();
   }
@@ -100,7 +106,7 @@ class progress {
   // A problem on a line of its own, the bar drawn again below it.
   void problem(const std::string& message) {
     if (terminal_) errors_ << "\r\x1b[K";
-    errors_ << message << '\n';
+    error_line(errors_, message);
     shown_ = {};
   }
 
@@ -118,25 +124,24 @@ class progress {
 int run_report(const report_request& request, std::ostream& standard_out, std::ostream& errors) {
   const auto* format = find_format(request.format);
   if (format == nullptr || !format->from_database) {
-    errors << fmt::format("[kairos] --format \"{}\" is not valid: expected one of {}\n", request.format,
-                          report_format_names(", "));
+    error_line(errors, fmt::format("--format \"{}\" is not valid: expected one of {}", request.format,
+                                   report_format_names(", ")));
     return 2;
   }
   if (request.databases.size() > 1 && !format->several_databases) {
     std::vector<std::string_view> several;
     for (const auto& row : formats)
       if (row.from_database && row.several_databases) several.push_back(row.name);
-    errors << fmt::format("[kairos] --format {} takes one database at a time ({} given); {} take several\n",
-                          format->name, request.databases.size(), fmt::join(several, " and "));
+    error_line(errors, fmt::format("--format {} takes one database at a time ({} given); {} take several", format->name,
+                                   request.databases.size(), fmt::join(several, " and ")));
     return 2;
   }
   for (const auto& path : request.databases) {
     std::error_code error;
     if (!fs::is_regular_file(path, error)) {
-      errors << fmt::format(
-          "[kairos] database '{}' is not a file; kairos-report takes profile databases "
-          "(.db files) written by kairos-run or kairos-merge\n",
-          path);
+      error_line(errors, fmt::format("database '{}' is not a file; kairos-report takes profile databases "
+                                     "(.db files) written by kairos-run or kairos-merge",
+                                     path));
       return 2;
     }
   }
@@ -144,10 +149,9 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
   if (!request.window.empty()) {
     const auto range = parse_window_range(request.window);
     if (!range) {
-      errors << fmt::format(
-          "[kairos] --window \"{}\" is not valid: expected a window ordinal K or a "
-          "range K..L with 1 <= K <= L\n",
-          request.window);
+      error_line(errors, fmt::format("--window \"{}\" is not valid: expected a window ordinal K or a "
+                                     "range K..L with 1 <= K <= L",
+                                     request.window));
       return 2;
     }
     windows = *range;
@@ -156,7 +160,7 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
   if (!request.output.empty()) {
     file.open(request.output, std::ios::binary | std::ios::trunc);
     if (!file) {
-      errors << fmt::format("[kairos] cannot write {}; give a writable -o path\n", request.output);
+      error_line(errors, fmt::format("cannot write {}; give a writable -o path", request.output));
       return 1;
     }
   }
@@ -170,14 +174,13 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
       if (!windows.all || request.compare_windows) {
         const auto count = window_count(profile);
         if (count == 0) {
-          errors << fmt::format(
-              "[kairos] {} has no time windows (its run set no KAIROS_TRACE_PERIODS "
-              "nor KAIROS_TRACE_WINDOWS_FILE); leave out --window and --compare-windows\n",
-              path);
+          error_line(errors, fmt::format("{} has no time windows (its run set no KAIROS_TRACE_PERIODS "
+                                         "nor KAIROS_TRACE_WINDOWS_FILE); leave out --window and --compare-windows",
+                                         path));
           return 2;
         }
         if (windows.first > count) {
-          errors << fmt::format("[kairos] --window {}: {} has windows 1 to {}\n", request.window, path, count);
+          error_line(errors, fmt::format("--window {}: {} has windows 1 to {}", request.window, path, count));
           return 2;
         }
       }
@@ -187,7 +190,7 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
         write_format(format->id, profile, out, windows);
     }
   } catch (const std::exception& error) {
-    errors << error.what() << "\n";
+    error_line(errors, error.what());
     return 1;
   }
   out.flush();
@@ -197,20 +200,19 @@ int run_report(const report_request& request, std::ostream& standard_out, std::o
 int run_merge(const merge_request& request, std::ostream& errors, bool terminal) {
   std::vector<std::string> inputs;
   for (const auto& argument : request.inputs) {
-    std::string problem;
-    auto files = expand(argument, problem);
-    if (!problem.empty()) {
-      errors << problem << '\n';
+    const auto files = expand(argument);
+    if (!files.has_value()) {
+      error_line(errors, files.failure().text());
       return 2;
     }
-    inputs.insert(inputs.end(), files.begin(), files.end());
+    inputs.insert(inputs.end(), files.value().begin(), files.value().end());
   }
 
   std::unique_ptr<merger> merged_into;
   try {
     merged_into = std::make_unique<merger>(request.output);
   } catch (const std::exception& problem) {
-    errors << problem.what() << "; give -o a new path\n";
+    error_line(errors, std::string{problem.what()} + "; give -o a new path");
     return 2;
   }
   progress shown{errors, inputs.size(), terminal};
@@ -228,7 +230,7 @@ int run_merge(const merge_request& request, std::ostream& errors, bool terminal)
           first_launch_input = inputs[index];
         } else if (launch != first_launch && !request.several_launches) {
           shown.problem(
-              fmt::format("[kairos] the inputs hold two launches: '{}' (in '{}') and '{}' (in '{}'); their "
+              fmt::format("the inputs hold two launches: '{}' (in '{}') and '{}' (in '{}'); their "
                           "times would add up as one run's. Merge each launch on its own, or give "
                           "--several-launches if they belong together; {} was not written",
                           first_launch, first_launch_input, launch, inputs[index], request.output));
@@ -247,12 +249,13 @@ int run_merge(const merge_request& request, std::ostream& errors, bool terminal)
   try {
     merged_into->finish();
   } catch (const std::exception& problem) {
-    errors << problem.what() << '\n';
+    error_line(errors, problem.what());
     return 1;
   }
-  errors << fmt::format("[kairos] {}: {} of {} inputs merged ({} processes, {} samples) in {:.1f} s{}\n",
-                        request.output, merged, inputs.size(), merged_into->processes(), merged_into->samples(),
-                        shown.seconds(), skipped == 0 ? "" : fmt::format("; {} skipped, named above", skipped));
+  error_line(errors,
+             fmt::format("{}: {} of {} inputs merged ({} processes, {} samples) in {:.1f} s{}", request.output, merged,
+                         inputs.size(), merged_into->processes(), merged_into->samples(), shown.seconds(),
+                         skipped == 0 ? "" : fmt::format("; {} skipped, named above", skipped)));
   errors.flush();
   if (merged == 0) return 1;
   return skipped == 0 || request.keep_going ? 0 : 1;

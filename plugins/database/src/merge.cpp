@@ -229,7 +229,7 @@ void copy_region_blocks(connection& database, const id_map& strings, const id_ma
     });
     if (!ids_resolve)
       throw database_error(
-          fmt::format("[kairos] '{}' is corrupt: region_block {} names a missing string or frame", input, block.id));
+          fmt::format("'{}' is corrupt: region_block {} names a missing string or frame", input, block.id));
     encode_region_block(rows, encoded);
     insert_region_block(insert, block.thread + thread_shift, encoded);
   }
@@ -247,7 +247,7 @@ void merger::finish() {
   if (fd < 0 || ::fsync(fd) != 0) {
     const std::string reason = std::strerror(errno);
     if (fd >= 0) ::close(fd);
-    throw database_error(fmt::format("[kairos] cannot sync '{}' to disk: {}", state_->database.path(), reason));
+    throw database_error(fmt::format("cannot sync '{}' to disk: {}", state_->database.path(), reason));
   }
   ::close(fd);
 }
@@ -288,7 +288,7 @@ merged_input merger::add(const std::string& input) {
                                                          processes.text(1), launch_id);
       if (const auto found = s.identities.find(identity); found != s.identities.end())
         throw database_error(
-            fmt::format("[kairos] '{}': its process ({}) is already merged, from '{}'; each "
+            fmt::format("'{}': its process ({}) is already merged, from '{}'; each "
                         "process is merged once: leave out the input given twice",
                         input, identity, found->second));
       s.identities.emplace(identity, input);
@@ -320,7 +320,7 @@ merged_input merger::add(const std::string& input) {
                           input_frames.integer(6),          has_module ? 0 : input_frames.integer(1)};
       if (key.function == 0 || (has_module && key.module == 0))
         throw database_error(
-            fmt::format("[kairos] '{}' is corrupt: frame {} names a missing string", input, input_frames.integer(0)));
+            fmt::format("'{}' is corrupt: frame {} names a missing string", input, input_frames.integer(0)));
       auto found = s.frames.find(key);
       if (found == s.frames.end()) {
         auto& insert = s.insert_frame;
@@ -344,7 +344,7 @@ merged_input merger::add(const std::string& input) {
       const auto frame = frames[input_stacks.integer(2)];
       if (frame == 0 || (parent == 0 && !input_stacks.is_null(1)))
         throw database_error(
-            fmt::format("[kairos] '{}' is corrupt: stack node {} points to a missing frame or "
+            fmt::format("'{}' is corrupt: stack node {} points to a missing frame or "
                         "parent",
                         input, input_stacks.integer(0)));
       auto found = s.stacks.find({parent, frame});
@@ -377,8 +377,7 @@ merged_input merger::add(const std::string& input) {
     s.database.execute("DETACH DATABASE input");
     const std::string_view message = error.what();
     if (message.find("'" + input + "'") != std::string_view::npos) throw;
-    throw database_error(fmt::format("[kairos] '{}' cannot be merged ({}); nothing of it was kept", input,
-                                     message.substr(message.starts_with("[kairos] ") ? 9 : 0)));
+    throw database_error(fmt::format("'{}' cannot be merged ({}); nothing of it was kept", input, message));
   }
   s.database.execute("DETACH DATABASE input");
   processes_ += added.processes;

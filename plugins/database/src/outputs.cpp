@@ -15,7 +15,7 @@ void restrict_to_rank(connection& profile, std::int64_t rank) {
     std::string present;
     auto ranks = profile.prepare("SELECT DISTINCT rank FROM process WHERE rank IS NOT NULL ORDER BY rank");
     while (ranks.step()) present += (present.empty() ? "" : ", ") + std::to_string(ranks.integer(0));
-    throw database_error(fmt::format("[kairos] no process has rank {} in this database; its ranks: {}", rank,
+    throw database_error(fmt::format("no process has rank {} in this database; its ranks: {}", rank,
                                      present.empty() ? "none (not an MPI run)" : present));
   }
   const auto processes = fmt::format("(SELECT id FROM main.process WHERE rank = {})", rank);

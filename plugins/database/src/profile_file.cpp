@@ -23,9 +23,9 @@ connection create_profile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (errno == EEXIST)
-      throw database_error("[kairos] the database '" + path +
+      throw database_error("the database '" + path +
                            "' already exists; kairos never appends to or overwrites a profile");
-    throw database_error("[kairos] cannot create the database '" + path + "': " + std::strerror(errno));
+    throw database_error("cannot create the database '" + path + "': " + std::strerror(errno));
   }
   // A journal beside a file that did not exist belongs to no database (one deleted without it):
   // left there, SQLite would roll it back into the new file.
@@ -38,7 +38,7 @@ connection create_profile(const std::string& path) {
       const std::string reason = count < 0 ? std::strerror(errno) : "nothing written";
       ::close(fd);
       ::unlink(path.c_str());
-      throw database_error("[kairos] cannot write the database '" + path + "': " + reason);
+      throw database_error("cannot write the database '" + path + "': " + reason);
     }
     written += static_cast<std::size_t>(count);
   }
@@ -53,7 +53,7 @@ namespace {
 // A profile's program holds its lock until it ends (the runtime's writer, docs/database.md): a
 // reader is told so, not that the file is no profile.
 database_error locked(const std::string& path) {
-  return database_error("[kairos] '" + path + "' is locked by the program writing it: a profile can be read once " +
+  return database_error("'" + path + "' is locked by the program writing it: a profile can be read once " +
                         "its program has ended");
 }
 
@@ -65,10 +65,10 @@ void check_schema_version(connection& database, const std::string& path) {
     if (version.step()) found = std::string{version.text(0)};
   } catch (const database_error&) {
     if (sqlite3_errcode(database.handle()) == SQLITE_BUSY) throw locked(path);
-    throw database_error("[kairos] '" + path + "' is not a kairos profile database");
+    throw database_error("'" + path + "' is not a kairos profile database");
   }
   if (found != std::to_string(schema_version))
-    throw database_error("[kairos] '" + path + "' has schema version '" + found + "'; this kairos reads version " +
+    throw database_error("'" + path + "' has schema version '" + found + "'; this kairos reads version " +
                          std::to_string(schema_version));
 }
 
@@ -91,7 +91,7 @@ void roll_back_a_killed_commit(const std::string& path) {
     database->execute("SELECT count(*) FROM sqlite_master");
   } catch (const database_error& error) {
     if (database && sqlite3_errcode(database->handle()) == SQLITE_BUSY) throw locked(path);
-    throw database_error("[kairos] '" + path + "' was left in the middle of a commit, and its journal '" + journal +
+    throw database_error("'" + path + "' was left in the middle of a commit, and its journal '" + journal +
                          "' cannot be rolled back here (" + error.what() +
                          "); open it once where it can be written, with kairos or any SQLite client");
   }

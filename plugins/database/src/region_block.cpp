@@ -147,7 +147,7 @@ stored_region_block stored_block(const statement& query) {
 }
 
 database_error stored_region_block::corrupt() const {
-  return database_error{"[kairos] region_block " + std::to_string(id) +
+  return database_error{"region_block " + std::to_string(id) +
                         " does not hold rows as kairos writes them (a JSON array of `count` strings of "
                         "fixed-width digits, the widths in its *_digits columns)"};
 }

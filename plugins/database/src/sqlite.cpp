@@ -12,7 +12,7 @@ connection::connection(const std::string& path, mode open_mode) : path_{path} {
     const std::string message = handle_ != nullptr ? sqlite3_errmsg(handle_) : "out of memory";
     sqlite3_close(handle_);
     handle_ = nullptr;
-    throw database_error("[kairos] cannot open the database '" + path + "': " + message);
+    throw database_error("cannot open the database '" + path + "': " + message);
   }
   sqlite3_busy_timeout(handle_, 5000);
   sqlite3_extended_result_codes(handle_, 1);
@@ -25,7 +25,7 @@ connection::connection(connection&& other) noexcept : handle_{other.handle_}, pa
 connection::~connection() { sqlite3_close_v2(handle_); }
 
 void connection::fail(std::string_view what) const {
-  throw database_error("[kairos] database '" + path_ + "': " + std::string{what} + ": " + sqlite3_errmsg(handle_));
+  throw database_error("database '" + path_ + "': " + std::string{what} + ": " + sqlite3_errmsg(handle_));
 }
 
 void connection::execute(std::string_view sql) {
@@ -33,8 +33,7 @@ void connection::execute(std::string_view sql) {
   if (sqlite3_exec(handle_, std::string{sql}.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
     const std::string message = error != nullptr ? error : "unknown error";
     sqlite3_free(error);
-    throw database_error("[kairos] database '" + path_ + "': " + message + " (in: " + std::string{sql.substr(0, 80)} +
-                         ")");
+    throw database_error("database '" + path_ + "': " + message + " (in: " + std::string{sql.substr(0, 80)} + ")");
   }
 }
 

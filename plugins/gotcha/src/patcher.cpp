@@ -272,12 +272,12 @@ wrap_status install(binding& b) {
   wrap_status status;
   status.symbol = b.symbol;
   if (b.wrapper == nullptr || b.symbol.empty() || b.symbol.front() == '@') {
-    status.message = "[kairos] gotcha: cannot wrap '" + b.symbol +
-                     "': a binding needs a symbol name (\"name\" or \"name@VERSION\") and a wrapper";
+    status.failure = problem{"gotcha: cannot wrap '" + b.symbol +
+                             "': a binding needs a symbol name (\"name\" or \"name@VERSION\") and a wrapper"};
     return status;
   }
   if (chain_holding(r, b) != nullptr) {
-    status.message = "[kairos] gotcha: '" + b.symbol + "' is already installed by this binding";
+    status.failure = problem{"gotcha: '" + b.symbol + "' is already installed by this binding"};
     return status;
   }
   ensure_loader_hooks_locked(r);
@@ -288,14 +288,14 @@ wrap_status install(binding& b) {
   status.defined = c.original != nullptr;
   status.slots_patched = c.slots_on_top;
   if (!status.defined)
-    status.message = "[kairos] gotcha: '" + b.symbol +
-                     "' is defined by no loaded object; it will be wrapped if a library loaded "
-                     "later with dlopen defines it";
+    status.failure = problem{"gotcha: '" + b.symbol +
+                             "' is defined by no loaded object; it will be wrapped if a library loaded "
+                             "later with dlopen defines it"};
   else if (status.slots_patched == 0)
-    status.message = "[kairos] gotcha: '" + b.symbol +
-                     "' is bound by no GOT slot of any loaded object, so no call reaches the "
-                     "wrapper (called only inside its own library, hidden, or never called); "
-                     "libraries loaded later that call it will be wrapped";
+    status.failure = problem{"gotcha: '" + b.symbol +
+                             "' is bound by no GOT slot of any loaded object, so no call reaches the "
+                             "wrapper (called only inside its own library, hidden, or never called); "
+                             "libraries loaded later that call it will be wrapped"};
   return status;
 }
 

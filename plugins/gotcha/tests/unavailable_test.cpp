@@ -21,7 +21,7 @@ TEST_CASE("without ELF support gotcha is unavailable, says why, and wraps nothin
   const auto status = stub::wrap<0>("add", &add);
   CHECK_FALSE(status.ok());
   CHECK_FALSE(status.installed);
-  CHECK(status.message.find("[kairos] gotcha: cannot wrap 'add'") == 0);
+  CHECK(status.failure.text().find("gotcha: cannot wrap 'add'") == 0);
   CHECK_FALSE(stub::unwrap<0>());
   CHECK(add(1, 2) == 3);
 }

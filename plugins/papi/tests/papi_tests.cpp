@@ -103,7 +103,7 @@ TEST_CASE("unknown preset names are rejected with the list of valid presets") {
     FAIL("no exception for PAPI_TOT_INZ");
   } catch (const std::invalid_argument& error) {
     const std::string message = error.what();
-    CHECK(message.find("[kairos] papi: unknown preset 'PAPI_TOT_INZ'; valid presets: ") == 0);
+    CHECK(message.find("papi: unknown preset 'PAPI_TOT_INZ'; valid presets: ") == 0);
     CHECK(message.find("PAPI_TOT_INS") != std::string::npos);
     CHECK(message.find("PAPI_L1_DCM") != std::string::npos);
   }

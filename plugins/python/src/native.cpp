@@ -3,6 +3,7 @@
 // file, io.BytesIO), in 64 KiB chunks, so the outputs stream as they do in C++.
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -148,7 +149,15 @@ class region_rows {
 PYBIND11_MODULE(_native, module) {
   module.doc() = "kairos's database plugin (C++): the report and merge commands, the outputs, the merger";
   module.attr("schema_version") = db::schema_version;
-  py::register_exception<db::database_error>(module, "DatabaseError");
+  // A database_error's text carries no prefix; what a Python user reads is a kairos line.
+  static py::exception<db::database_error> database_error_type(module, "DatabaseError");
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const db::database_error& error) {
+      database_error_type(("[kairos] " + std::string{error.what()}).c_str());
+    }
+  });
 
   module.def(
       "check_profile", [](const std::string& path) { db::open_profile(path); }, py::arg("path"),

@@ -25,20 +25,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   window_plan plan;
   if (data[0] % 2 == 0) {
     auto periods = parse_periods(text);
-    if (periods.error) {
-      require(periods.error->find("character") != std::string::npos ||
-              periods.error->find("spec") != std::string::npos);
+    if (!periods.has_value()) {
+      const auto failure = periods.failure().text();
+      require(failure.find("character") != std::string::npos || failure.find("spec") != std::string::npos);
       return 0;
     }
-    for (const auto& spec : periods.value) require(spec.duration > 0 && spec.delay >= 0 && spec.repeat >= 0);
-    plan = window_plan{std::move(periods.value), {}};
+    for (const auto& spec : periods.value()) require(spec.duration > 0 && spec.delay >= 0 && spec.repeat >= 0);
+    plan = window_plan{std::move(periods).value(), {}};
   } else {
     auto windows = parse_windows_file(text, "fuzz.csv");
-    if (windows.error) {
-      require(windows.error->find("fuzz.csv:") == 0 && windows.error->find("clock,start,length") != std::string::npos);
+    if (!windows.has_value()) {
+      const auto failure = windows.failure().text();
+      require(failure.find("fuzz.csv:") == 0 && failure.find("clock,start,length") != std::string::npos);
       return 0;
     }
-    plan = window_plan{{}, std::move(windows.value)};
+    plan = window_plan{{}, std::move(windows).value()};
   }
   std::int64_t previous = 0;
   for (int i = 0; i < 64; ++i) {

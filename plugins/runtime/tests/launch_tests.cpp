@@ -159,14 +159,14 @@ TEST_CASE("%launch_id% is the launch's id as one path component, and 'none' outs
   setenv("OMPI_COMM_WORLD_RANK", "1", 1);
   setenv("PMIX_NAMESPACE", "prterun-node3/1@1", 1);
   unsetenv("KAIROS_LAUNCH_ID");
-  CHECK(expand_path("out/%launch_id%/rank%rank%", path_values::of_this_process()).path ==
+  CHECK(expand_path("out/%launch_id%/rank%rank%", path_values::of_this_process()).value() ==
         "out/openmpi-prterun-node3_1@1/rank1");
   setenv("KAIROS_LAUNCH_ID", "openmpi-9", 1);  // what kairos-run exported: the process row's
-  CHECK(expand_path("%launch_id%", path_values::of_this_process()).path == "openmpi-9");
+  CHECK(expand_path("%launch_id%", path_values::of_this_process()).value() == "openmpi-9");
   unsetenv("OMPI_COMM_WORLD_RANK");
   unsetenv("PMIX_NAMESPACE");
   setenv("KAIROS_LAUNCH_ID", "", 1);  // kairos-run outside a launch
-  CHECK(expand_path("%launch_id%", path_values::of_this_process()).path == "none");
+  CHECK(expand_path("%launch_id%", path_values::of_this_process()).value() == "none");
   unsetenv("KAIROS_LAUNCH_ID");
 }
 
@@ -182,9 +182,9 @@ TEST_CASE("%rank%, %size% and %launch_date% of a process under Open MPI's mpirun
   CHECK(std::string{std::getenv("KAIROS_LAUNCH_DATE")} == format_launch_date(parent->unix_seconds));
   CHECK(std::string{std::getenv("KAIROS_LAUNCH_ID")} == "openmpi-77");
   const auto values = path_values::of_this_process();
-  CHECK(expand_path("out/%launch_date%/rank%rank%-of-%size%", values).path ==
+  CHECK(expand_path("out/%launch_date%/rank%rank%-of-%size%", values).value() ==
         "out/" + format_launch_date(parent->unix_seconds) + "/rank2-of-4");
   unsetenv("OMPI_COMM_WORLD_RANK");
   unsetenv("OMPI_COMM_WORLD_SIZE");
-  CHECK(expand_path("%rank%-%size%", path_values::of_this_process()).path == "0-1");
+  CHECK(expand_path("%rank%-%size%", path_values::of_this_process()).value() == "0-1");
 }

@@ -206,10 +206,10 @@ TEST_CASE("output path keys expand to this process's values") {
   };
   const auto expanded =
       expand_path("out/%launch_date%/%exe%-%pid%-%ppid%-%hostname%-r%rank%of%size%-%env{JOB}%%env{UNSET}%", values);
-  CHECK(expanded.error.empty());
-  CHECK(expanded.path == "out/20250101-000000/app-42-7-node1-r3of4-job9");
-  CHECK(expand_path("%pid", values).error.find("unterminated") != std::string::npos);
-  CHECK(expand_path("%env{}%", values).error.find("unknown key") != std::string::npos);
+  REQUIRE(expanded.has_value());
+  CHECK(expanded.value() == "out/20250101-000000/app-42-7-node1-r3of4-job9");
+  CHECK(expand_path("%pid", values).failure().text().find("unterminated") != std::string::npos);
+  CHECK(expand_path("%env{}%", values).failure().text().find("unknown key") != std::string::npos);
 }
 
 TEST_CASE("path values of this process are filled") {
@@ -267,8 +267,8 @@ TEST_CASE("a bad value is shown capped and with its control characters escaped")
 
 TEST_CASE("period specs: clock first or last, defaults, units, several in sequence") {
   auto parsed = parse_periods("realtime:10:1:5 process_cputime:10:2:20, 10:250ms  instructions:100M:10M:0");
-  REQUIRE_FALSE(parsed.error);
-  const auto& specs = parsed.value;
+  REQUIRE(parsed.has_value());
+  const auto& specs = parsed.value();
   REQUIRE(specs.size() == 4);
   CHECK(specs[0].clock == window_clock::realtime);
   CHECK(specs[0].delay == 10'000'000'000);
@@ -285,22 +285,22 @@ TEST_CASE("period specs: clock first or last, defaults, units, several in sequen
   CHECK(specs[3].text == "instructions:100M:10M:0");
 
   auto last = parse_periods("10:1:3:thread_cputime 1.5:50us:monotonic 0:2.25ms");
-  REQUIRE_FALSE(last.error);
-  CHECK(last.value[0].clock == window_clock::thread_cputime);
-  CHECK(last.value[0].repeat == 3);
-  CHECK(last.value[1].clock == window_clock::monotonic);
-  CHECK(last.value[1].delay == 1'500'000'000);
-  CHECK(last.value[1].duration == 50'000);
-  CHECK(last.value[2].duration == 2'250'000);
-  CHECK(parse_periods("").value.empty());
-  CHECK(parse_periods(" , ").value.empty());
+  REQUIRE(last.has_value());
+  CHECK(last.value()[0].clock == window_clock::thread_cputime);
+  CHECK(last.value()[0].repeat == 3);
+  CHECK(last.value()[1].clock == window_clock::monotonic);
+  CHECK(last.value()[1].delay == 1'500'000'000);
+  CHECK(last.value()[1].duration == 50'000);
+  CHECK(last.value()[2].duration == 2'250'000);
+  CHECK(parse_periods("").value().empty());
+  CHECK(parse_periods(" , ").value().empty());
 }
 
 TEST_CASE("a malformed period spec is named with its position and what is accepted") {
   const auto error_of = [](const char* text) {
     auto parsed = parse_periods(text);
-    REQUIRE(parsed.error);
-    return *parsed.error;
+    REQUIRE_FALSE(parsed.has_value());
+    return parsed.failure().text();
   };
   CHECK(error_of("realtime:10:x:5") ==
         "spec 1 (\"realtime:10:x:5\"), character 13: the duration: \"x\" is not "
@@ -339,29 +339,31 @@ TEST_CASE("a windows file takes comments, a header and units, and names out-of-o
       "# phases\nclock,start,length\n realtime , 1 , 0.5 \n\ninstructions,100M,10M # B\n"
       "realtime,2s,250ms\n",
       "w.csv");
-  REQUIRE_FALSE(parsed.error);
-  REQUIRE(parsed.value.size() == 3);
-  CHECK(parsed.value[0].start == 1'000'000'000);
-  CHECK(parsed.value[0].length == 500'000'000);
-  CHECK(parsed.value[1].clock == window_clock::instructions);
-  CHECK(parsed.value[1].length == 10'000'000);
-  CHECK(parsed.value[2].text == "w.csv:6: realtime,2s,250ms");
+  REQUIRE(parsed.has_value());
+  REQUIRE(parsed.value().size() == 3);
+  CHECK(parsed.value()[0].start == 1'000'000'000);
+  CHECK(parsed.value()[0].length == 500'000'000);
+  CHECK(parsed.value()[1].clock == window_clock::instructions);
+  CHECK(parsed.value()[1].length == 10'000'000);
+  CHECK(parsed.value()[2].text == "w.csv:6: realtime,2s,250ms");
 
   auto overlap = parse_windows_file("realtime,2,1\nmonotonic,0,1\nrealtime,2.5,1\n", "w.csv");
-  REQUIRE(overlap.error);
-  CHECK(overlap.error->find("w.csv:3, column 10: this realtime window starts before the one of line 1 ends") == 0);
+  REQUIRE_FALSE(overlap.has_value());
+  CHECK(overlap.failure().text().find(
+            "w.csv:3, column 10: this realtime window starts before the one of line 1 ends") == 0);
   auto fields = parse_windows_file("realtime,1\n", "w.csv");
-  REQUIRE(fields.error);
-  CHECK(fields.error->find("w.csv:1, column 1: \"realtime,1\" has 2 fields; each line is clock,start,length") == 0);
+  REQUIRE_FALSE(fields.has_value());
+  CHECK(fields.failure().text().find(
+            "w.csv:1, column 1: \"realtime,1\" has 2 fields; each line is clock,start,length") == 0);
   auto missing = load_windows_file("/nonexistent/windows.csv");
-  REQUIRE(missing.error);
-  CHECK(missing.error->find("/nonexistent/windows.csv cannot be read: No such file or directory") == 0);
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.failure().text().find("/nonexistent/windows.csv cannot be read: No such file or directory") == 0);
 }
 
 TEST_CASE("the window plan runs the specs one after another, then the file's windows") {
   auto periods = parse_periods("realtime:1:1:2 monotonic:0:1");
   auto fixed = parse_windows_file("instructions,5M,1M\n", "w.csv");
-  window_plan plan{std::move(periods.value), std::move(fixed.value)};
+  window_plan plan{std::move(periods).value(), std::move(fixed).value()};
   CHECK(plan.uses(window_clock::instructions));
   CHECK_FALSE(plan.uses(window_clock::thread_cputime));
   std::vector<std::pair<window_clock, std::int64_t>> seen;
@@ -373,10 +375,10 @@ TEST_CASE("the window plan runs the specs one after another, then the file's win
                                                                    {window_clock::realtime, 2},
                                                                    {window_clock::monotonic, 1},
                                                                    {window_clock::instructions, 1}});
-  auto forever = window_plan{parse_periods("1:1:0").value, {}};
+  auto forever = window_plan{parse_periods("1:1:0").value(), {}};
   for (int i = 0; i < 1000; ++i) REQUIRE(forever.next());
   auto dropped =
-      window_plan{parse_periods("instructions:1M:1M:0").value, parse_windows_file("realtime,1,1", "w").value};
+      window_plan{parse_periods("instructions:1M:1M:0").value(), parse_windows_file("realtime,1,1", "w").value()};
   dropped.drop(window_clock::instructions);
   CHECK(dropped.next()->clock == window_clock::realtime);
   CHECK_FALSE(dropped.next());

@@ -64,7 +64,7 @@ constexpr std::size_t shown_key_bytes = 120;  // of a bad key, in the error line
 // Walks `pattern`, calling on_text for literal text and on_key for each %key%; stops at the first
 // malformed or unknown key and returns its description.
 template <class OnText, class OnKey>
-std::string walk(std::string_view pattern, OnText on_text, OnKey on_key) {
+problem walk(std::string_view pattern, OnText on_text, OnKey on_key) {
   static constexpr std::array<std::string_view, 8> simple_keys{"pid",         "ppid",      "hostname", "exe",
                                                                "launch_date", "launch_id", "rank",     "size"};
   std::size_t position = 0;
@@ -77,12 +77,12 @@ std::string walk(std::string_view pattern, OnText on_text, OnKey on_key) {
     on_text(pattern.substr(position, open - position));
     const auto close = pattern.find('%', open + 1);
     if (close == std::string_view::npos)
-      return "unterminated key '" + printable(pattern.substr(open), shown_key_bytes) + "'";
+      return problem{"unterminated key '" + printable(pattern.substr(open), shown_key_bytes) + "'"};
     const auto key = pattern.substr(open + 1, close - open - 1);
     bool known = false;
     for (auto simple : simple_keys) known = known || key == simple;
     if (!known && key.starts_with("env{") && key.ends_with("}") && key.size() > 5) known = true;
-    if (!known) return "unknown key '%" + printable(key, shown_key_bytes) + "%'";
+    if (!known) return problem{"unknown key '%" + printable(key, shown_key_bytes) + "%'"};
     on_key(key);
     position = close + 1;
   }
@@ -91,40 +91,38 @@ std::string walk(std::string_view pattern, OnText on_text, OnKey on_key) {
 
 }  // namespace
 
-std::optional<std::string> check_path_pattern(std::string_view pattern) {
-  if (pattern.empty()) return "an empty path";
-  auto error = walk(
+problem check_path_pattern(std::string_view pattern) {
+  if (pattern.empty()) return problem{"an empty path"};
+  return walk(
       pattern, [](std::string_view) {}, [](std::string_view) {});
-  if (error.empty()) return std::nullopt;
-  return error;
 }
 
-expanded_path expand_path(std::string_view pattern, const path_values& values) {
-  expanded_path result;
-  result.error = walk(
-      pattern, [&](std::string_view text) { result.path += text; },
+result<std::string> expand_path(std::string_view pattern, const path_values& values) {
+  std::string path;
+  auto failure = walk(
+      pattern, [&](std::string_view text) { path += text; },
       [&](std::string_view key) {
         if (key == "pid")
-          result.path += values.pid;
+          path += values.pid;
         else if (key == "ppid")
-          result.path += values.ppid;
+          path += values.ppid;
         else if (key == "hostname")
-          result.path += values.hostname;
+          path += values.hostname;
         else if (key == "exe")
-          result.path += values.exe;
+          path += values.exe;
         else if (key == "launch_date")
-          result.path += values.launch_date;
+          path += values.launch_date;
         else if (key == "launch_id")
-          result.path += values.launch_id;
+          path += values.launch_id;
         else if (key == "rank")
-          result.path += values.rank;
+          path += values.rank;
         else if (key == "size")
-          result.path += values.size;
+          path += values.size;
         else if (values.environment)  // env{NAME}: an unset variable expands to nothing
-          result.path += values.environment(key.substr(4, key.size() - 5)).value_or("");
+          path += values.environment(key.substr(4, key.size() - 5)).value_or("");
       });
-  if (!result.error.empty()) result.path.clear();
-  return result;
+  if (failure) return failure;
+  return path;
 }
 
 }  // namespace kairos::runtime

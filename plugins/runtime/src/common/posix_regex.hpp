@@ -4,6 +4,8 @@
 // once per character of a pattern.
 #include <regex.h>
 
+#include <kairos/problem.hpp>
+
 #include <cstddef>
 #include <string>
 
@@ -11,32 +13,28 @@ namespace kairos::runtime {
 
 class posix_regex {
  public:
-  // Throws nothing: compiled() says whether it worked, error() why not.
+  // Throws nothing: failure() says why it did not compile (empty when it did).
   explicit posix_regex(const std::string& pattern) {
     if (!bounded_repetition(pattern)) {
-      error_ = "its repetitions ('+', {m,n}) multiply past 1000, or a quantifier follows another";
+      failure_ = problem{"its repetitions ('+', {m,n}) multiply past 1000, or a quantifier follows another"};
       return;
     }
     const int status = regcomp(&compiled_, pattern.c_str(), REG_EXTENDED | REG_NOSUB);
-    if (status == 0) {
-      ok_ = true;
-      return;
-    }
+    if (status == 0) return;
     char text[256];
     regerror(status, &compiled_, text, sizeof text);
-    error_ = text;
+    failure_ = problem{text};
   }
   posix_regex(const posix_regex&) = delete;
   posix_regex& operator=(const posix_regex&) = delete;
   ~posix_regex() {
-    if (ok_) regfree(&compiled_);
+    if (!failure_) regfree(&compiled_);
   }
 
-  bool compiled() const noexcept { return ok_; }
-  const std::string& error() const noexcept { return error_; }
+  const problem& failure() const noexcept { return failure_; }
   // Whether the expression matches somewhere in `text` (a C string: names never hold a NUL).
   bool search(const std::string& text) const noexcept {
-    return ok_ && regexec(&compiled_, text.c_str(), 0, nullptr, 0) == 0;
+    return !failure_ && regexec(&compiled_, text.c_str(), 0, nullptr, 0) == 0;
   }
 
  private:
@@ -74,8 +72,7 @@ class posix_regex {
   }
 
   regex_t compiled_{};
-  bool ok_ = false;
-  std::string error_;
+  problem failure_;
 };
 
 }  // namespace kairos::runtime

@@ -41,23 +41,23 @@ static_assert(names_match(static_cast<builtin_components*>(nullptr)),
               "KAIROS_COMPONENTS' accepted names and kairos::builtin_components disagree");
 
 std::optional<std::string> check_output_path(std::string_view text) {
-  if (auto problem = check_path_pattern(text))
-    return "a path whose keys are among " + std::string{accepted_path_keys()} + " (" + *problem + ")";
+  if (auto failure = check_path_pattern(text))
+    return "a path whose keys are among " + std::string{accepted_path_keys()} + " (" + failure.text() + ")";
   return std::nullopt;
 }
 
 std::optional<std::string> check_periods(std::string_view text) {
-  auto periods = parse_periods(text);
-  if (!periods.error) return std::nullopt;
+  const auto periods = parse_periods(text);
+  if (periods.has_value()) return std::nullopt;
   return "specs clock:delay:duration[:repeat] or delay:duration[:repeat][:clock], separated by spaces "
          "or commas (kairos-avail --settings shows examples); " +
-         *periods.error;
+         periods.failure().text();
 }
 
 std::optional<std::string> check_windows_file(std::string_view text) {
-  auto windows = load_windows_file(std::string{text});
-  if (!windows.error) return std::nullopt;
-  return "a CSV file of clock,start,length lines; " + *windows.error;
+  const auto windows = load_windows_file(std::string{text});
+  if (windows.has_value()) return std::nullopt;
+  return "a CSV file of clock,start,length lines; " + windows.failure().text();
 }
 
 // Causal speedups: percentages 0..100 in steps of 5, as coz's schedule has them. The item at fault
@@ -77,8 +77,8 @@ std::optional<std::string> check_speedups(std::string_view text) {
 
 std::optional<std::string> check_regex(std::string_view text) {
   const posix_regex expression{std::string{text}};
-  if (expression.compiled()) return std::nullopt;
-  return "a POSIX extended regular expression (" + expression.error() + ")";
+  if (!expression.failure()) return std::nullopt;
+  return "a POSIX extended regular expression (" + expression.failure().text() + ")";
 }
 
 constexpr double max_frequency_hz = 100'000;

@@ -275,23 +275,20 @@ int nesting_depth(std::string_view text) {
 
 }  // namespace
 
-std::optional<std::string> read_bounded_text_file(const std::string& path, std::size_t max_bytes,
-                                                  std::string& why_not) {
+result<std::string> read_bounded_text_file(const std::string& path, std::size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    why_not = std::strerror(errno);
-    return std::nullopt;
-  }
+  if (fd < 0) return problem{std::strerror(errno)};
   struct stat status {};
-  std::optional<std::string> text;
+  problem why_not;
+  std::string content;
   if (fstat(fd, &status) != 0) {
-    why_not = std::strerror(errno);
+    why_not = problem{std::strerror(errno)};
   } else if (!S_ISREG(status.st_mode)) {
-    why_not = S_ISDIR(status.st_mode) ? "it is a directory" : "it is not a regular file";
+    why_not = problem{S_ISDIR(status.st_mode) ? "it is a directory" : "it is not a regular file"};
   } else if (static_cast<std::size_t>(status.st_size) > max_bytes) {
-    why_not = fmt::format("it is {} bytes, more than the {} accepted", status.st_size, max_bytes);
+    why_not = problem{fmt::format("it is {} bytes, more than the {} accepted", status.st_size, max_bytes)};
   } else {
-    std::string content(static_cast<std::size_t>(status.st_size), '\0');
+    content.resize(static_cast<std::size_t>(status.st_size));
     std::size_t done = 0;
     while (done < content.size()) {
       const auto n = ::read(fd, content.data() + done, content.size() - done);
@@ -300,22 +297,21 @@ std::optional<std::string> read_bounded_text_file(const std::string& path, std::
       done += static_cast<std::size_t>(n);
     }
     content.resize(done);
-    text = std::move(content);
   }
   ::close(fd);
-  return text;
+  if (why_not) return why_not;
+  return content;
 }
 
 void settings::apply_config_file(const std::string& path) {
-  std::string why_not;
-  const auto text = read_bounded_text_file(path, config_file_max_bytes, why_not);
-  if (!text) {
+  const auto text = read_bounded_text_file(path, config_file_max_bytes);
+  if (!text.has_value()) {
     reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" cannot be used: {}; expected a "
                                 "readable JSON file of at most {} bytes; kairos is disabled for this run",
-                                shown(path), why_not, config_file_max_bytes));
+                                shown(path), text.failure().text(), config_file_max_bytes));
     return;
   }
-  if (nesting_depth(*text) > config_file_max_depth) {
+  if (nesting_depth(text.value()) > config_file_max_depth) {
     reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" nests objects or arrays more "
                                 "than {} deep; expected an object of settings; kairos is disabled "
                                 "for this run",
@@ -324,7 +320,7 @@ void settings::apply_config_file(const std::string& path) {
   }
   nlohmann::json document;
   try {
-    document = nlohmann::json::parse(*text);
+    document = nlohmann::json::parse(text.value());
   } catch (const nlohmann::json::exception& error) {
     reject(nullptr, fmt::format("[kairos] KAIROS_CONFIG_FILE=\"{}\" is not valid JSON ({}); "
                                 "expected an object of settings; kairos is disabled for this run",

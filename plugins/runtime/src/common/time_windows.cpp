@@ -37,8 +37,8 @@ std::string units_of(window_clock clock) {
                                       "(10, 2.5, 250ms)";
 }
 
-// "10", "2.5s", "250ms" (time: ns) or "10M", "1G" (instructions). Why not, in `why`.
-std::optional<std::int64_t> parse_amount(std::string_view field, window_clock clock, std::string& why) {
+// "10", "2.5s", "250ms" (time: ns) or "10M", "1G" (instructions), or why not.
+result<std::int64_t> parse_amount(std::string_view field, window_clock clock) {
   const auto quoted = fmt::format("\"{}\"", printable(field, shown_bytes));
   std::size_t digits_end = 0;
   while (digits_end < field.size() &&
@@ -50,31 +50,27 @@ std::optional<std::int64_t> parse_amount(std::string_view field, window_clock cl
   const bool well_formed = !number.empty() && number != "." && number.find('.', dot + 1) == std::string_view::npos &&
                            (dot == std::string_view::npos || (dot > 0 && dot + 1 < number.size()));
   if (field.empty()) {
-    why = fmt::format("it is empty; expected {}", units_of(clock));
-    return std::nullopt;
+    return problem{fmt::format("it is empty; expected {}", units_of(clock))};
   }
   if (!well_formed) {
-    why = fmt::format("{} is not {}", quoted, units_of(clock));
-    return std::nullopt;
+    return problem{fmt::format("{} is not {}", quoted, units_of(clock))};
   }
   std::int64_t scale = 0;
   const bool time_unit = unit == "s" || unit == "ms" || unit == "us" || unit == "ns";
   const bool count_unit = unit == "K" || unit == "k" || unit == "M" || unit == "G";
   if (unit == "m") {
-    why = fmt::format("{} is ambiguous: write ms for milliseconds, or M for millions of instructions", quoted);
-    return std::nullopt;
+    return problem{
+        fmt::format("{} is ambiguous: write ms for milliseconds, or M for millions of instructions", quoted)};
   }
   if (counts_instructions(clock)) {
     if (time_unit) {
-      why = fmt::format("{} is a time, but the instructions clock takes {}", quoted, units_of(clock));
-      return std::nullopt;
+      return problem{fmt::format("{} is a time, but the instructions clock takes {}", quoted, units_of(clock))};
     }
     scale = unit.empty() ? 1 : unit == "M" ? 1'000'000 : unit == "G" ? 1'000'000'000 : count_unit ? 1'000 : 0;
   } else {
     if (count_unit) {
-      why =
-          fmt::format("{} counts instructions, but the {} clock takes {}", quoted, clock_name(clock), units_of(clock));
-      return std::nullopt;
+      return problem{
+          fmt::format("{} counts instructions, but the {} clock takes {}", quoted, clock_name(clock), units_of(clock))};
     }
     scale = unit.empty() || unit == "s" ? 1'000'000'000
             : unit == "ms"              ? 1'000'000
@@ -83,9 +79,8 @@ std::optional<std::int64_t> parse_amount(std::string_view field, window_clock cl
                                         : 0;
   }
   if (scale == 0) {
-    why = fmt::format("{} has an unknown unit \"{}\"; expected {}", quoted, printable(unit, shown_bytes),
-                      units_of(clock));
-    return std::nullopt;
+    return problem{fmt::format("{} has an unknown unit \"{}\"; expected {}", quoted, printable(unit, shown_bytes),
+                               units_of(clock))};
   }
   // Exact decimal arithmetic: whole part and fraction apart, each checked against the limit.
   const std::int64_t limit = counts_instructions(clock) ? max_instructions : max_time_ns;
@@ -98,16 +93,14 @@ std::optional<std::int64_t> parse_amount(std::string_view field, window_clock cl
     whole = whole * 10 + (c - '0');
   }
   if (too_large) {
-    why = fmt::format("{} is too large; at most {} {}", quoted, limit / scale,
-                      counts_instructions(clock) ? "in those units" : "in those units (1e9 s)");
-    return std::nullopt;
+    return problem{fmt::format("{} is too large; at most {} {}", quoted, limit / scale,
+                               counts_instructions(clock) ? "in those units" : "in those units (1e9 s)")};
   }
   std::int64_t fraction = 0, fraction_scale = scale;
   for (char c : fraction_text) {
     if (fraction_scale % 10 != 0) {
       if (c != '0') {
-        why = fmt::format("{} is finer than 1 {}", quoted, counts_instructions(clock) ? "instruction" : "ns");
-        return std::nullopt;
+        return problem{fmt::format("{} is finer than 1 {}", quoted, counts_instructions(clock) ? "instruction" : "ns")};
       }
       continue;
     }
@@ -117,7 +110,7 @@ std::optional<std::int64_t> parse_amount(std::string_view field, window_clock cl
   return whole * scale + fraction;
 }
 
-std::optional<std::int64_t> parse_repeat(std::string_view field, std::string& why) {
+result<std::int64_t> parse_repeat(std::string_view field) {
   std::int64_t value = 0;
   bool digits = !field.empty();
   for (char c : field) {
@@ -127,9 +120,8 @@ std::optional<std::int64_t> parse_repeat(std::string_view field, std::string& wh
       value = value * 10 + (c - '0');
   }
   if (!digits || value > max_repeat) {
-    why = fmt::format("the repeat count \"{}\" is not an integer in [0, {}] (0: until the process ends)",
-                      printable(field, shown_bytes), max_repeat);
-    return std::nullopt;
+    return problem{fmt::format("the repeat count \"{}\" is not an integer in [0, {}] (0: until the process ends)",
+                               printable(field, shown_bytes), max_repeat)};
   }
   return value;
 }
@@ -160,18 +152,18 @@ std::string_view trim_blanks(std::string_view text, std::size_t& position) {
 }
 
 // One spec (its fields already split); the error names the character it starts at.
-std::optional<std::string> parse_spec(std::string_view text, std::size_t position, period_spec& spec) {
+problem parse_spec(std::string_view text, std::size_t position, period_spec& spec) {
   auto fields = split_fields(text, position, ':');
   auto at = [](const field& where, const std::string& what) {
-    return fmt::format("character {}: {}", where.position, what);
+    return problem{fmt::format("character {}: {}", where.position, what)};
   };
   std::optional<window_clock> clock;
-  auto take_clock = [&](const field& where) -> std::optional<std::string> {
+  auto take_clock = [&](const field& where) -> problem {
     clock = clock_named(where.text);
     if (!clock)
       return at(where, fmt::format("\"{}\" is not a clock; clocks: {}", printable(where.text, shown_bytes),
                                    accepted_clock_names()));
-    return std::nullopt;
+    return {};
   };
   if (fields.size() > 1 && starts_like_a_clock(fields.front().text)) {
     if (auto failure = take_clock(fields.front())) return failure;
@@ -190,20 +182,19 @@ std::optional<std::string> parse_spec(std::string_view text, std::size_t positio
                                    printable(where.text, shown_bytes)));
   spec.clock = clock.value_or(window_clock::realtime);
   spec.text = std::string{text};
-  std::string why;
-  const auto delay = parse_amount(fields[0].text, spec.clock, why);
-  if (!delay) return at(fields[0], "the delay: " + why);
-  const auto duration = parse_amount(fields[1].text, spec.clock, why);
-  if (!duration) return at(fields[1], "the duration: " + why);
-  if (*duration == 0) return at(fields[1], "the duration is 0; a window lasts more than nothing");
-  spec.delay = *delay;
-  spec.duration = *duration;
+  const auto delay = parse_amount(fields[0].text, spec.clock);
+  if (!delay.has_value()) return at(fields[0], "the delay: " + delay.failure().text());
+  const auto duration = parse_amount(fields[1].text, spec.clock);
+  if (!duration.has_value()) return at(fields[1], "the duration: " + duration.failure().text());
+  if (duration.value() == 0) return at(fields[1], "the duration is 0; a window lasts more than nothing");
+  spec.delay = delay.value();
+  spec.duration = duration.value();
   if (fields.size() == 3) {
-    const auto repeat = parse_repeat(fields[2].text, why);
-    if (!repeat) return at(fields[2], why);
-    spec.repeat = *repeat;
+    const auto repeat = parse_repeat(fields[2].text);
+    if (!repeat.has_value()) return at(fields[2], repeat.failure().text());
+    spec.repeat = repeat.value();
   }
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace
@@ -214,8 +205,8 @@ std::string_view accepted_clock_names() noexcept {
   return "realtime, monotonic, process_cputime, thread_cputime, instructions";
 }
 
-parsed<std::vector<period_spec>> parse_periods(std::string_view text) {
-  parsed<std::vector<period_spec>> result;
+result<std::vector<period_spec>> parse_periods(std::string_view text) {
+  std::vector<period_spec> specs;
   std::size_t start = 0;
   auto separator = [](char c) { return c == ',' || std::isspace(static_cast<unsigned char>(c)); };
   while (start < text.size()) {
@@ -226,32 +217,29 @@ parsed<std::vector<period_spec>> parse_periods(std::string_view text) {
     auto end = start;
     while (end < text.size() && !separator(text[end])) ++end;
     const auto spec_text = text.substr(start, end - start);
-    const auto number = result.value.size() + 1;
-    if (!result.value.empty() && result.value.back().repeat == 0) {
-      result.error = fmt::format(
-          "spec {} (\"{}\", character {}) follows \"{}\", which repeats until the "
-          "process ends; an until-exit spec (repeat 0) must be the last",
-          number, printable(spec_text, shown_bytes), start + 1, printable(result.value.back().text, shown_bytes));
-      return result;
-    }
+    const auto number = specs.size() + 1;
+    if (!specs.empty() && specs.back().repeat == 0)
+      return problem{
+          fmt::format("spec {} (\"{}\", character {}) follows \"{}\", which repeats until the "
+                      "process ends; an until-exit spec (repeat 0) must be the last",
+                      number, printable(spec_text, shown_bytes), start + 1, printable(specs.back().text, shown_bytes))};
     period_spec spec;
-    if (auto failure = parse_spec(spec_text, start + 1, spec)) {
-      result.error = fmt::format("spec {} (\"{}\"), {}", number, printable(spec_text, shown_bytes), *failure);
-      return result;
-    }
-    result.value.push_back(std::move(spec));
+    if (auto failure = parse_spec(spec_text, start + 1, spec))
+      return problem{fmt::format("spec {} (\"{}\"), {}", number, printable(spec_text, shown_bytes), failure.text())};
+    specs.push_back(std::move(spec));
     start = end;
   }
-  return result;
+  return specs;
 }
 
-parsed<std::vector<fixed_window>> parse_windows_file(std::string_view content, std::string_view name) {
-  parsed<std::vector<fixed_window>> result;
+result<std::vector<fixed_window>> parse_windows_file(std::string_view content, std::string_view name) {
+  std::vector<fixed_window> windows;
+  problem failure;
   std::array<std::int64_t, window_clock_count> clock_end{};  // of the last window per clock
   std::array<std::size_t, window_clock_count> clock_line{};
   std::size_t line_number = 0, line_start = 0;
   bool header_allowed = true;
-  while (line_start < content.size() && !result.error) {
+  while (line_start < content.size() && !failure) {
     ++line_number;
     auto line_end = content.find('\n', line_start);
     if (line_end == std::string_view::npos) line_end = content.size();
@@ -262,10 +250,10 @@ parsed<std::vector<fixed_window>> parse_windows_file(std::string_view content, s
     line = trim_blanks(line, column);
     if (line.empty()) continue;
     auto fail = [&](std::size_t at_column, const std::string& what) {
-      result.error = fmt::format(
-          "{}:{}, column {}: {}; each line is clock,start,length (clocks: {}; "
-          "# starts a comment)",
-          printable(name, shown_bytes * 2), line_number, at_column, what, accepted_clock_names());
+      failure =
+          problem{fmt::format("{}:{}, column {}: {}; each line is clock,start,length (clocks: {}; "
+                              "# starts a comment)",
+                              printable(name, shown_bytes * 2), line_number, at_column, what, accepted_clock_names())};
     };
     auto fields = split_fields(line, column, ',');
     for (auto& where : fields) where.text = trim_blanks(where.text, where.position);
@@ -285,49 +273,47 @@ parsed<std::vector<fixed_window>> parse_windows_file(std::string_view content, s
       fail(fields[0].position, fmt::format("\"{}\" is not a clock", printable(fields[0].text, shown_bytes)));
       break;
     }
-    std::string why;
-    const auto start = parse_amount(fields[1].text, *clock, why);
-    if (!start) {
-      fail(fields[1].position, "the start: " + why);
+    const auto start_or_failure = parse_amount(fields[1].text, *clock);
+    if (!start_or_failure.has_value()) {
+      fail(fields[1].position, "the start: " + start_or_failure.failure().text());
       break;
     }
-    const auto length = parse_amount(fields[2].text, *clock, why);
-    if (!length || *length == 0) {
-      fail(fields[2].position, length ? std::string{"the length is 0"} : "the length: " + why);
+    const auto length_or_failure = parse_amount(fields[2].text, *clock);
+    if (!length_or_failure.has_value() || length_or_failure.value() == 0) {
+      fail(fields[2].position, length_or_failure.has_value() ? std::string{"the length is 0"}
+                                                             : "the length: " + length_or_failure.failure().text());
       break;
     }
+    const std::int64_t start = start_or_failure.value();
+    const std::int64_t length = length_or_failure.value();
     const auto index = static_cast<std::size_t>(*clock);
-    if (clock_line[index] != 0 && *start < clock_end[index]) {
+    if (clock_line[index] != 0 && start < clock_end[index]) {
       fail(fields[1].position, fmt::format("this {} window starts before the one of line {} ends; the windows "
                                            "of a clock must be in order and must not overlap",
                                            clock_name(*clock), clock_line[index]));
       break;
     }
-    if (*start > std::numeric_limits<std::int64_t>::max() - *length) {
+    if (start > std::numeric_limits<std::int64_t>::max() - length) {
       fail(fields[2].position, "the window ends beyond what the clock can count");
       break;
     }
-    clock_end[index] = *start + *length;
+    clock_end[index] = start + length;
     clock_line[index] = line_number;
-    result.value.push_back(
-        {*clock, *start, *length,
+    windows.push_back(
+        {*clock, start, length,
          fmt::format("{}:{}: {}", printable(name, shown_bytes * 2), line_number, printable(line, shown_bytes))});
   }
-  if (result.error) result.value.clear();
-  return result;
+  if (failure) return failure;
+  return windows;
 }
 
-parsed<std::vector<fixed_window>> load_windows_file(const std::string& path) {
-  std::string why_not;
-  const auto text = read_bounded_text_file(path, windows_file_max_bytes, why_not);
-  if (!text) {
-    parsed<std::vector<fixed_window>> result;
-    result.error = fmt::format("{} cannot be read: {}; expected a readable CSV file of at most {} bytes",
-                               printable(path, shown_bytes * 2), why_not, windows_file_max_bytes);
-    return result;
-  }
+result<std::vector<fixed_window>> load_windows_file(const std::string& path) {
+  const auto text = read_bounded_text_file(path, windows_file_max_bytes);
+  if (!text.has_value())
+    return problem{fmt::format("{} cannot be read: {}; expected a readable CSV file of at most {} bytes",
+                               printable(path, shown_bytes * 2), text.failure().text(), windows_file_max_bytes)};
   const auto slash = path.rfind('/');
-  return parse_windows_file(*text, slash == std::string::npos ? path : path.substr(slash + 1));
+  return parse_windows_file(text.value(), slash == std::string::npos ? path : path.substr(slash + 1));
 }
 
 window_plan::window_plan(std::vector<period_spec> periods, std::vector<fixed_window> fixed)

@@ -48,7 +48,7 @@ struct gotcha {
   }
 
   // Wraps `symbol` ("name" or "name@VERSION") with slot I, whose function type is `Function`
-  // (e.g. `int(int, int)`). Prints the status's "[kairos]" message, if any, on stderr.
+  // (e.g. `int(int, int)`). The status's failure says what went wrong, if anything; the caller prints it.
   template <std::size_t I, class Function>
   static gotcha_patcher::wrap_status wrap(std::string_view symbol) {
     static_assert(I < N, "slot index out of range: gotcha<N, ...> has slots 0..N-1");
@@ -140,10 +140,11 @@ struct gotcha {
       gotcha_patcher::wrap_status status;
       status.symbol = std::string{symbol};
       if constexpr (!available_at_build) {
-        status.message = "[kairos] gotcha: cannot wrap '" + status.symbol + "': " + unavailable_reason();
+        status.failure = problem{"gotcha: cannot wrap '" + status.symbol + "': " + unavailable_reason()};
       } else if (control::installed.load(std::memory_order_acquire)) {
-        status.message = "[kairos] gotcha: slot " + std::to_string(I) + " already wraps '" + control::bound.symbol +
-                         "'; unwrap<" + std::to_string(I) + ">() before wrapping '" + status.symbol + "' with it";
+        status.failure =
+            problem{"gotcha: slot " + std::to_string(I) + " already wraps '" + control::bound.symbol + "'; unwrap<" +
+                    std::to_string(I) + ">() before wrapping '" + status.symbol + "' with it"};
       } else {
         control::bound.symbol = std::string{symbol};
         const auto at = symbol.find('@');
@@ -154,7 +155,7 @@ struct gotcha {
         status = gotcha_patcher::install(control::bound);
         control::installed.store(status.installed, std::memory_order_release);
       }
-      return status;  // the caller says what went wrong (status.message), where it reports
+      return status;  // the caller says what went wrong (status.failure), where it reports
     }
 
     static void configure(std::string_view symbol) {

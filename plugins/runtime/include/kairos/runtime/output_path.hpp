@@ -2,6 +2,8 @@
 // KAIROS_OUTPUT_PATH keys: %pid% %ppid% %hostname% %exe% %launch_date% %launch_id% %rank% %size%
 // %env{NAME}%.
 // The path is a file stem: the runtime appends ".txt", ".json", ... per output format.
+#include <kairos/problem.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -28,14 +30,11 @@ struct path_values {
 // "%pid%, %ppid%, %hostname%, %exe%, %launch_date%, %launch_id%, %rank%, %size%, %env{NAME}%"
 std::string_view accepted_path_keys();
 
-// nullopt when every key of `pattern` is known, else the "[kairos]"-ready reason.
-std::optional<std::string> check_path_pattern(std::string_view pattern);
+// Empty when every key of `pattern` is known, else what is wrong with it ("unknown key '%x%'").
+problem check_path_pattern(std::string_view pattern);
 
-struct expanded_path {
-  std::string path;
-  std::string error;  // non-empty when the pattern has an unknown or malformed key
-};
-expanded_path expand_path(std::string_view pattern, const path_values& values);
+// The path, or the problem of check_path_pattern() when the pattern has an unknown or malformed key.
+result<std::string> expand_path(std::string_view pattern, const path_values& values);
 
 // "20250131-142501": the format of %launch_date%.
 std::string format_launch_date(std::int64_t unix_seconds);

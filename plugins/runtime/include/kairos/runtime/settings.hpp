@@ -4,6 +4,8 @@
 // (KAIROS_CONFIG_FILE), the environment and kairos-run's flags. Every value is checked against its
 // definition; a bad one yields one "[kairos]" line naming the variable, the value and what is
 // accepted, and switches off the category (the feature) that depends on it.
+#include <kairos/problem.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -127,8 +129,8 @@ std::optional<std::string> check_value(const setting_definition& definition, std
 // "true", "1", "yes", "on" (any case) → true; "false", "0", "no", "off" → false.
 std::optional<bool> parse_boolean(std::string_view text);
 // The text of a regular file of at most `max_bytes`, or why not ("it is a directory", the errno
-// text, ...) in `why_not`: the one way kairos reads a user's file.
-std::optional<std::string> read_bounded_text_file(const std::string& path, std::size_t max_bytes, std::string& why_not);
+// text, ...): the one way kairos reads a user's file.
+result<std::string> read_bounded_text_file(const std::string& path, std::size_t max_bytes);
 // "a, b,c" → {"a", "b", "c"}.
 std::vector<std::string> split_list(std::string_view text);
 

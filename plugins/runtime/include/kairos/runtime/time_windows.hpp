@@ -8,6 +8,8 @@
 //                              clock, counted from the process's start; after the periods.
 // Pure parsing and planning: no clocks are read here (the runtime's windows/ stage does that), so
 // the tools, the tests and the fuzzer use the same code the runtime does.
+#include <kairos/problem.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -42,19 +44,13 @@ struct fixed_window {
   std::string text;  // "file.csv:12: instructions,100M,10M"
 };
 
-// What a parse gives: the value, or (error set) a message naming the position and what is accepted.
-template <class Value>
-struct parsed {
-  Value value{};
-  std::optional<std::string> error;
-};
-
+// A parse gives its value, or a problem naming the position and what is accepted.
 // "realtime:10:1:5 process_cputime:10:2:20", separated by spaces or commas; "" is no windows.
-parsed<std::vector<period_spec>> parse_periods(std::string_view text);
+result<std::vector<period_spec>> parse_periods(std::string_view text);
 // The file's content; `name` prefixes messages and each window's text.
-parsed<std::vector<fixed_window>> parse_windows_file(std::string_view content, std::string_view name);
+result<std::vector<fixed_window>> parse_windows_file(std::string_view content, std::string_view name);
 // The file at `path` (a regular file of at most 1 MiB), parsed.
-parsed<std::vector<fixed_window>> load_windows_file(const std::string& path);
+result<std::vector<fixed_window>> load_windows_file(const std::string& path);
 
 // One window of the plan, in the order the runtime opens them.
 struct planned_window {

@@ -133,7 +133,8 @@ const std::string& claimed_stem() {
   globals->stem_pid = getpid();
   auto values = path_values::of_this_process();
   if (auto date = kairos_variable("KAIROS_LAUNCH_DATE"); date && !date->empty()) values.launch_date = *date;
-  auto base = expand_path(globals->values.text(setting::output_path), values).path;
+  auto expanded = expand_path(globals->values.text(setting::output_path), values);
+  auto base = expanded.has_value() ? std::move(expanded).value() : std::string{};
   if (base.empty() || base.back() == '/') {
     // "%env{UNSET}%", "dir/": no file name; never hidden files named ".db", ".txt".
     report(fmt::format("KAIROS_OUTPUT_PATH=\"{}\" gives no file name; writing {}{}-{}.* instead",
@@ -300,7 +301,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
     report(fmt::format("symbols: {} address{}, {} from the symbol cache{}{}", symbols.addresses,
                        symbols.addresses == 1 ? "" : "es", symbols.from_cache,
                        symbols.directory.empty() ? " (off)" : " in " + symbols.directory,
-                       symbols.problem.empty() ? "" : "; " + symbols.problem));
+                       symbols.not_saved ? "; " + symbols.not_saved.text() : ""));
   const auto counts = database_counts_written();
   const auto regions = regions_recorded() + function_calls_recorded();
   const auto gpu_work = counts.gpu_kernels + counts.gpu_copies;
@@ -492,9 +493,12 @@ symbol_cache_choice symbol_cache_place(const settings& values) {
 // The time windows the settings ask for (both were checked when loaded).
 window_plan planned_windows(const settings& values) {
   auto periods = parse_periods(values.text(setting::trace_periods));
+  std::vector<period_spec> specs;
+  if (periods.has_value()) specs = std::move(periods).value();
   std::vector<fixed_window> fixed;
-  if (const auto& file = values.text(setting::trace_windows_file); !file.empty()) fixed = load_windows_file(file).value;
-  return window_plan{std::move(periods.value), std::move(fixed)};
+  if (const auto& file = values.text(setting::trace_windows_file); !file.empty())
+    if (auto windows = load_windows_file(file); windows.has_value()) fixed = std::move(windows).value();
+  return window_plan{std::move(specs), std::move(fixed)};
 }
 
 void on_window_edge() noexcept {
@@ -630,11 +634,13 @@ void start_stages() {
   } else if (database_wanted) {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (speaks_for_launch) report(sampling.failure);
-    if (speaks_for_launch && !sampling.note.empty()) report(sampling.note);
-    if (!sampling.started)
-      globals->sampling_off = sampling.failure ? "sampling could not start (said above)"
-                                               : "sampling was off: KAIROS_SAMPLING_CPUTIME and "
-                                                 "KAIROS_SAMPLING_REALTIME are both false";
+    if (speaks_for_launch) report(sampling.note);
+    if (sampling.failure)
+      globals->sampling_off = "sampling could not start (said above)";
+    else if (!sampling_wanted(globals->values))
+      globals->sampling_off =
+          "sampling was off: KAIROS_SAMPLING_CPUTIME and "
+          "KAIROS_SAMPLING_REALTIME are both false";
   }
   if (database_wanted && globals->values.category_usable(setting_category::gpu)) {
     const auto notes =

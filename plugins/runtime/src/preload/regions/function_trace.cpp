@@ -545,13 +545,13 @@ problem configure_function_trace(const function_trace_options& options) {
   for (const auto& [text, target] : expressions) {
     if (text->empty() || failure) continue;
     *target = std::make_unique<posix_regex>(*text);
-    if ((*target)->compiled()) continue;
+    if (!(*target)->failure()) continue;
     // The hooks stay off; user-API regions are still traced.
     hooks_on = false;
     failure =
         problem{fmt::format("\"{}\" is not a POSIX extended regular expression: {}; instrumented "
                             "functions are not recorded in this run",
-                            *text, (*target)->error())};
+                            *text, (*target)->failure().text())};
   }
   filters = compiled.release();  // read by every batch until the process ends
   wall_clock_id = component_id<wall_clock>();

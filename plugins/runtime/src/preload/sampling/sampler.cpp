@@ -637,6 +637,10 @@ void account_ended(thread_sampler& sampler) {
 
 }  // namespace
 
+bool sampling_wanted(const settings& values) {
+  return values.boolean(setting::sampling_cputime) || values.boolean(setting::sampling_realtime);
+}
+
 sampling_start start_sampling(const settings& values, sample_delivery deliver, int max_writers) {
   sampling_start result;
   globals = new sampler_globals;
@@ -646,12 +650,14 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
              setting::sampling_cputime_delay, setting::sampling_cputime_duration, origin);
   set_window(globals->real, values, values.boolean(setting::sampling_realtime), setting::sampling_realtime_freq,
              setting::sampling_realtime_delay, setting::sampling_realtime_duration, origin);
-  if (!globals->cpu.enabled && !globals->real.enabled) return result;
-  globals->signal_number = unused_realtime_signal(SIGRTMIN + 6, result.note, "sampling");
-  if (globals->signal_number == 0) {
-    result.failure = problem{"every real-time signal is handled by the program; sampling is disabled"};
+  if (!sampling_wanted(values)) return result;
+  const auto signal = unused_realtime_signal(SIGRTMIN + 6);
+  if (!signal.has_value()) {
+    result.failure = problem{signal.failure().text() + "; sampling is disabled"};
     return result;
   }
+  globals->signal_number = signal.value();
+  result.note = signal_choice_note(SIGRTMIN + 6, signal.value(), "sampling");
   const auto& wanted_source = values.text(setting::sampling_cputime_source);
   // The default is the ring: no signal at all. A perf event that counts the kernel signals a
   // thread inside its system calls, and a sleep entered then ends early with EINTR (117 of 3,000
@@ -689,10 +695,9 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   sampling_thread_started();  // the main thread
   globals->control_running = start_internal_thread(&control_main, nullptr) == 0;
   if (!globals->control_running)
-    result.note =
-        "could not start kairos's control thread; sampling starts only with the threads "
-        "created after the sampling delay";
-  result.started = true;
+    result.note = problem{
+        "could not start kairos's control thread; sampling starts only with the "
+        "threads created after the sampling delay"};
   return result;
 }
 

@@ -51,14 +51,17 @@ struct sampling_summary {
   std::int64_t program_cpu_ns = 0;
 };
 
+// KAIROS_SAMPLING_CPUTIME or KAIROS_SAMPLING_REALTIME is on.
+bool sampling_wanted(const settings& values);
+
+// Sampling runs when it is wanted and nothing failed.
 struct sampling_start {
-  bool started = false;
-  problem failure;   // why sampling does not run (started == false)
-  std::string note;  // something the user should know although it runs
+  problem failure;  // why sampling does not run although wanted
+  problem note;     // something the user should know although it runs
 };
 
 // At init: installs the handler, starts the control thread. Batches go to `deliver`; at most
-// `max_writers` writer threads.
+// `max_writers` writer threads. Does nothing when sampling is not wanted.
 sampling_start start_sampling(const settings& values, sample_delivery deliver, int max_writers);
 bool sampling_enabled() noexcept;
 // A time window opened or closed (window_state.hpp): every thread is armed or disarmed now, not

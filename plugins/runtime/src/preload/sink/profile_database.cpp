@@ -299,9 +299,9 @@ void save_symbol_cache() {
   if (!known) return;
   const problem failure = known->save();
   if (!failure) return;
-  file().symbol_use.problem = "the symbol cache was not updated: " + failure.text();
+  file().symbol_use.not_saved = problem{"the symbol cache was not updated: " + failure.text()};
   if (state->symbol_cache_place.named_by_user)
-    report(problem{file().symbol_use.problem + " (KAIROS_SYMBOL_CACHE names the directory; off: no cache)"});
+    report(problem{file().symbol_use.not_saved.text() + " (KAIROS_SYMBOL_CACHE names the directory; off: no cache)"});
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ struct symbol_cache_choice {
 // saved (not from what this run learnt), and what failed.
 struct symbol_cache_use {
   std::uint64_t addresses = 0, from_cache = 0;
-  std::string directory, problem;
+  std::string directory;
+  problem not_saved;  // why the cache was not updated for the next run
 };
 
 // What the database says about the run, and where it goes: `path_of_this_process` gives the

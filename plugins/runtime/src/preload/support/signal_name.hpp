@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <string.h>
 
+#include <kairos/problem.hpp>
+
 #include <string>
 
 namespace kairos::runtime {
@@ -16,20 +18,24 @@ inline std::string signal_name(int signal_number) {
 }
 
 // The first real-time signal from `preferred` up that is still at its default disposition (the
-// program does not handle it, and kairos has not taken it), or 0 when none is. Real-time rather
-// than SIGPROF or SIGIO, so the program's own (setitimer, gperftools, O_ASYNC) keep working.
-// `note` says so when the choice is not `preferred`.
-inline int unused_realtime_signal(int preferred, std::string& note, const char* purpose) {
+// program does not handle it, and kairos has not taken it), or the problem that none is. Real-time
+// rather than SIGPROF or SIGIO, so the program's own (setitimer, gperftools, O_ASYNC) keep working.
+inline result<int> unused_realtime_signal(int preferred) {
   for (int candidate = preferred; candidate <= SIGRTMAX; ++candidate) {
     struct sigaction current {};
     if (sigaction(candidate, nullptr, &current) != 0) continue;
     if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) continue;
-    if (candidate != preferred)
-      note = "the program handles signal " + signal_name(preferred) + "; " + purpose + " uses " +
-             signal_name(candidate) + " instead";
     return candidate;
   }
-  return 0;
+  return problem{"every real-time signal is handled by the program"};
+}
+
+// What the user should know when `purpose` uses `chosen` rather than `preferred` (the program
+// handles that one); empty when they are the same.
+inline problem signal_choice_note(int preferred, int chosen, const char* purpose) {
+  if (chosen == preferred) return {};
+  return problem{"the program handles signal " + signal_name(preferred) + "; " + purpose + " uses " +
+                 signal_name(chosen) + " instead"};
 }
 
 }  // namespace kairos::runtime

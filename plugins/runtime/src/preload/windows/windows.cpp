@@ -329,14 +329,13 @@ windows_start start_windows(window_plan plan, window_edge_callback on_edge) {
   for (std::size_t i = 0; i < window_clock_count; ++i)
     if (!globals->clocks[i].available) plan.drop(static_cast<window_clock>(i));
   globals->plan = std::move(plan);
-  std::string note;
-  globals->signal_number = unused_realtime_signal(SIGRTMIN + 7, note, "the windows' timers");
-  if (globals->signal_number == 0) {
-    result.notes.emplace_back(
-        "every real-time signal is handled by the program; the windows' timers "
-        "have none, so no window opens and nothing is collected");
+  const auto signal = unused_realtime_signal(SIGRTMIN + 7);
+  if (!signal.has_value()) {
+    result.notes.emplace_back(signal.failure().text() +
+                              "; the windows' timers have none, so no window opens and nothing is collected");
     return result;
   }
+  globals->signal_number = signal.value();
   if (const int error = start_internal_thread(&windows_main, nullptr); error != 0) {
     result.notes.emplace_back(
         fmt::format("could not start kairos's windows thread ({}); no window opens "

@@ -36,7 +36,7 @@ struct backtrace {
     if constexpr (available_at_build)
       return {};
     else
-      return "[kairos] backtrace: built without libunwind (libunwind.h not found at configure time; "
+      return "backtrace: built without libunwind (libunwind.h not found at configure time; "
              "install libunwind-dev and reconfigure)";
   }
 

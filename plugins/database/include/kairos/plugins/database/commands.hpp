@@ -19,7 +19,8 @@ struct report_request {
   std::optional<std::int64_t> rank;  // only this MPI rank's processes (restrict_to_rank)
 };
 
-// The report of each database; problems as `[kairos]` lines on `errors`. Returns the exit status:
+// The report of each database; problems as `[kairos]` lines on `errors` (the one place that prefix
+// is added to a database message). Returns the exit status:
 // 0, 1 when a database cannot be read or the output written, 2 for a bad request.
 int run_report(const report_request& request, std::ostream& out, std::ostream& errors);
 

@@ -11,6 +11,8 @@ struct sqlite3_stmt;
 
 namespace kairos::database {
 
+// One sentence naming the file and what to do, with no "[kairos]" prefix: whoever prints it adds
+// that (run_report/run_merge, the tools, the runtime's report(), the Python package).
 class database_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -3,6 +3,8 @@
 // replaces it; installing it rewrites every GOT slot of every loaded object that binds the symbol
 // (PLT slots, -fno-plt slots, absolute function pointers in data) to the wrapper, and keeps doing
 // so for libraries loaded later with dlopen. The wrapper reaches the original through `next`.
+#include <kairos/problem.hpp>
+
 #include <atomic>
 #include <cstddef>
 #include <string>
@@ -23,7 +25,7 @@ struct wrap_status {
   bool installed = false;         // the binding is in place (remove() takes it out)
   bool defined = false;           // some loaded object defines the symbol (and version)
   std::size_t slots_patched = 0;  // GOT slots now reaching the wrapper
-  std::string message;            // a "[kairos] ..." line when something is wrong, else empty
+  problem failure;                // what is wrong, else empty; the caller prints it (with the prefix)
   bool ok() const noexcept { return defined && slots_patched > 0; }
 };
 

@@ -7,8 +7,8 @@ namespace kairos::gotcha_patcher {
 inline wrap_status install(binding& b) {
   wrap_status status;
   status.symbol = b.symbol;
-  status.message = "[kairos] gotcha: cannot wrap '" + b.symbol +
-                   "': this build has no ELF dynamic-linking support (x86-64 Linux with link.h)";
+  status.failure = problem{"gotcha: cannot wrap '" + b.symbol +
+                           "': this build has no ELF dynamic-linking support (x86-64 Linux with link.h)"};
   return status;
 }
 inline bool remove(binding&) { return false; }

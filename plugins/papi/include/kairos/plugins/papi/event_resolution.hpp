@@ -59,8 +59,7 @@ inline event_resolution resolve_event(std::string_view name) {
   const int found = PAPI_event_name_to_code(name_text.c_str(), &result.code);
   if (found != PAPI_OK) {
     if (name.starts_with("PAPI_"))
-      throw std::invalid_argument("[kairos] papi: unknown preset '" + name_text +
-                                  "'; valid presets: " + preset_names());
+      throw std::invalid_argument("papi: unknown preset '" + name_text + "'; valid presets: " + preset_names());
     const std::string disabled = disabled_components();
     result.unavailable_reason =
         "PAPI: " + name_text + ": no enabled component knows it (" + describe_error("PAPI_event_name_to_code", found) +
