@@ -8,7 +8,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
 
 "$root/scripts/install-deps.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKAIROS_WARNINGS_AS_ERRORS=ON
 cmake --build "$build" -j "$(nproc)"
 status=0
 ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 300 || status=$?

@@ -465,7 +465,7 @@ problem hip::install_wrappers() {
   for (const auto& function : wrapped_functions) {
     const auto status = function.wrap(function.symbol);
     if (status.defined) ++defined;
-    if (!status.installed && !first_failure) first_failure = problem{status.message};
+    if (!status.installed && !first_failure) first_failure = status.failure;
   }
   if (defined > 0) return {};
   return first_failure ? first_failure : problem{"none of the HIP functions kairos wraps is defined"};

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   const auto loop_end = monotonic_ns() + static_cast<long long>(loop_seconds * 1e9);
   // Read and written through volatile: fib is pure, and clang would hoist one call out of the loop.
   volatile int argument = n;
-  volatile long result = 0;
+  [[maybe_unused]] volatile long result = 0;
   while (monotonic_ns() < loop_end) {
     const auto start = monotonic_ns();
     result = fib(argument);

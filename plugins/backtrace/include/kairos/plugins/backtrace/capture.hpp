@@ -148,7 +148,7 @@ inline int unwind_with_libgcc(void** buffer, int capacity) noexcept {
 }
 
 // The one place that chooses the unwinder (see the header comment).
-inline raw_capture unwind_into(void** buffer, int capacity, bool allow_libunwind) noexcept {
+inline raw_capture unwind_into(void** buffer, int capacity, [[maybe_unused]] bool allow_libunwind) noexcept {
   const int saved_errno = errno;
   ++captures_in_progress;
   raw_capture result;
