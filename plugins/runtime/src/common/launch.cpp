@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <kairos/runtime/output_path.hpp>
+#include <kairos/runtime/settings.hpp>
 
 #include "proc_file.hpp"
 
@@ -154,13 +155,14 @@ launch_identity launch_of_this_process() {
 
 // An empty KAIROS_LAUNCH_ID is an answer too (no launch): children need not look again.
 void export_launch_variables(bool replace) {
-  const char* date = std::getenv("KAIROS_LAUNCH_DATE");
-  const char* id = std::getenv("KAIROS_LAUNCH_ID");
-  if (!replace && date && *date && id) return;
+  const auto date = environment_value(setting::launch_date);
+  const bool has_id = environment_value_if_set(setting::launch_id).has_value();
+  if (!replace && !date.empty() && has_id) return;
   const auto launch = launch_of_this_process();
-  if (replace || !date || !*date)
-    setenv("KAIROS_LAUNCH_DATE", format_launch_date(launch.start_unix_seconds.value_or(std::time(nullptr))).c_str(), 1);
-  if (replace || !id) setenv("KAIROS_LAUNCH_ID", launch.id.c_str(), 1);
+  if (replace || date.empty())
+    set_environment_value(setting::launch_date,
+                          format_launch_date(launch.start_unix_seconds.value_or(std::time(nullptr))));
+  if (replace || !has_id) set_environment_value(setting::launch_id, launch.id);
 }
 
 }  // namespace kairos::runtime

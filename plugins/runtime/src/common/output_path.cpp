@@ -43,8 +43,8 @@ path_values path_values::of_this_process() {
   values.launch_date = !date.empty() ? date : format_launch_date(std::time(nullptr));
   const auto launch = launch_of_this_process();
   // The id kairos-run exported for the launch (the one in the process row), else this process's.
-  const char* id = std::getenv("KAIROS_LAUNCH_ID");
-  values.launch_id = id && *id ? id : launch.id;
+  const auto id = environment_value(setting::launch_id);
+  values.launch_id = !id.empty() ? id : launch.id;
   if (values.launch_id.empty()) values.launch_id = "none";
   std::replace(values.launch_id.begin(), values.launch_id.end(), '/', '_');  // one path component
   values.rank = std::to_string(launch.rank.value_or(0));

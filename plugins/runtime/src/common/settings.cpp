@@ -124,9 +124,11 @@ std::vector<std::string> split_list(std::string_view text) {
   return items;
 }
 
-std::string environment_value(setting which) {
+std::string environment_value(setting which) { return environment_value_if_set(which).value_or(""); }
+
+std::optional<std::string> environment_value_if_set(setting which) {
   const char* value = std::getenv(std::string{definition_of(which).variable}.c_str());
-  return value ? value : "";
+  return value ? std::optional<std::string>{value} : std::nullopt;
 }
 
 void set_environment_value(setting which, const std::string& text) {

@@ -138,6 +138,8 @@ std::vector<std::string> split_list(std::string_view text);
 // removing it there for the processes started from here: for the launch variables kairos itself
 // exports while it runs, which settings::load's snapshot does not see.
 std::string environment_value(setting which);
+// The same, telling unset (nullopt) from empty: an empty KAIROS_LAUNCH_ID is an answer too.
+std::optional<std::string> environment_value_if_set(setting which);
 void set_environment_value(setting which, const std::string& text);
 void unset_environment_value(setting which);
 

@@ -122,15 +122,15 @@ void remove_kairos_from_environment_in_child() noexcept {
     }
 }
 
-std::optional<std::string> kairos_variable(std::string_view name) {
-  const std::string prefix = std::string{name} + "=";
+std::optional<std::string> kairos_variable(setting which) {
+  const std::string name{definition_of(which).variable};
+  const std::string prefix = name + "=";
   if (kept_variables) {
     for (const auto& assignment : *kept_variables)
       if (assignment.starts_with(prefix)) return assignment.substr(prefix.size());
     return std::nullopt;
   }
-  const char* value = std::getenv(std::string{name}.c_str());
-  return value ? std::optional<std::string>{value} : std::nullopt;
+  return environment_value_if_set(which);
 }
 
 exec_environment environment_for_exec(char* const* environment, bool profiled, bool strip,

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include <kairos/runtime/settings.hpp>
+
 namespace kairos::runtime {
 
 // Resolves this library's own path (before any fork: it builds statics).
@@ -20,8 +22,8 @@ std::optional<std::string> preload_without_kairos(std::string_view preload);
 // the gpu stage set it (a program that can reach CUDA): CUDA reads it at cuInit, after main began.
 // The program's environment is then its own (docs/reliability.md).
 void remove_kairos_from_environment();
-// A KAIROS_* variable's value, from environ or, once removed from it, from what was kept.
-std::optional<std::string> kairos_variable(std::string_view name);
+// A setting's variable, from environ or, once removed from it, from what was kept.
+std::optional<std::string> kairos_variable(setting which);
 
 // fork: before the fork, the LD_PRELOAD entry a child that is not followed should have is built;
 // in that child, environ's entry is swapped for it (one pointer store: async-signal-safe, no

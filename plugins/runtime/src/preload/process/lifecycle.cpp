@@ -132,7 +132,7 @@ const std::string& claimed_stem() {
   if (globals->stem_pid == getpid()) return globals->stem;
   globals->stem_pid = getpid();
   auto values = path_values::of_this_process();
-  if (auto date = kairos_variable("KAIROS_LAUNCH_DATE"); date && !date->empty()) values.launch_date = *date;
+  if (auto date = kairos_variable(setting::launch_date); date && !date->empty()) values.launch_date = *date;
   auto expanded = expand_path(globals->values.text(setting::output_path), values);
   auto base = expanded.has_value() ? std::move(expanded).value() : std::string{};
   if (base.empty() || base.back() == '/') {
