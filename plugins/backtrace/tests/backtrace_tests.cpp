@@ -56,8 +56,9 @@ int call_line = 0;
   asm volatile("" ::: "memory");
 }
 [[gnu::noinline]] void outer() {
-  call_line = __LINE__;
-  inner();  // clang-format off: the call site must share the line
+  // clang-format off
+  call_line = __LINE__; inner();  // the call site shares the line that __LINE__ names
+  // clang-format on
   asm volatile("" ::: "memory");
 }
 }  // namespace inlined
