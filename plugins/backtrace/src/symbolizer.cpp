@@ -19,6 +19,8 @@
 #include <kairos/demangle.hpp>
 #include <kairos/plugins/backtrace/dl_guard.hpp>
 
+#include "perf_map.hpp"
+
 #if KAIROS_BACKTRACE_HAVE_LIBDW
 #include "libdw_functions.hpp"
 #endif
@@ -75,6 +77,12 @@ class backtrace_symbolizer::implementation {
     return table_reads_;
   }
 
+  jit_map_use jit_map_used() const {
+    std::lock_guard lock(mutex_);
+    if (!jit_map_) return {};
+    return {jit_map_->path(), jit_map_->entries(), jit_map_->malformed_lines()};
+  }
+
   std::size_t cached_addresses() const {
     std::lock_guard lock(mutex_);
     return cache_.size();
@@ -85,6 +93,20 @@ class backtrace_symbolizer::implementation {
   }
 
  private:
+  // Code outside every module: a JIT's, named by its perf map when it writes one (a fork child
+  // reads its own).
+  void name_jit_code(std::uintptr_t address, backtrace_symbol& symbol) {
+    if (!jit_map_ || jit_map_pid_ != getpid()) {
+      jit_map_pid_ = getpid();
+      jit_map_.emplace(jit_map_pid_);
+    }
+    const auto found = jit_map_->find(address);
+    if (!found) return;
+    symbol.module = jit_map_->path();
+    symbol.function = found->name;
+    symbol.function_offset = address - found->start;
+  }
+
   backtrace_symbol lookup(std::uintptr_t address, [[maybe_unused]] bool inlined_call_sites = true) {
     dl_guard inside_loader;  // dladdr and libdw's module scan: a sample here must not use libunwind
     backtrace_symbol symbol;
@@ -105,6 +127,8 @@ class backtrace_symbolizer::implementation {
         symbol.function = kairos::demangle(info.dli_sname);
         symbol.function_offset = address - reinterpret_cast<std::uintptr_t>(info.dli_saddr);
       }
+    } else {
+      name_jit_code(address, symbol);
     }
 #if KAIROS_BACKTRACE_HAVE_LIBDW
     if (dwfl_ != nullptr && in_object) {
@@ -532,6 +556,8 @@ class backtrace_symbolizer::implementation {
   std::uintptr_t module_without_lines_;
   mutable std::mutex mutex_;
   std::unordered_map<std::uintptr_t, backtrace_symbol> cache_;
+  std::optional<backtrace_detail::perf_map> jit_map_;  // made at the first address outside every module
+  pid_t jit_map_pid_ = 0;
 };
 
 backtrace_symbolizer::backtrace_symbolizer(int (*keep_descriptor)(int), source_lines lines,
@@ -560,6 +586,7 @@ backtrace_symbolizer::symbol_table_reads backtrace_symbolizer::symbol_tables_rea
   return implementation_->symbol_tables_read();
 }
 std::size_t backtrace_symbolizer::cached_addresses() const { return implementation_->cached_addresses(); }
+backtrace_symbolizer::jit_map_use backtrace_symbolizer::jit_map_used() const { return implementation_->jit_map_used(); }
 void backtrace_symbolizer::clear_cache() { implementation_->clear_cache(); }
 
 std::string backtrace_symbolizer::main_program_path() {

@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -715,6 +716,43 @@ def test_coverage_stated_in_every_report(directory):
         report = run_process([KAIROS_REPORT, only("*.db", directory), "--format", format_name], TIMEOUT)
         check(report.returncode == 0, f"kairos-report --format {format_name}: {report.stderr!r}")
         states_coverage(read(report.stdout.decode()), f"kairos-report --format {format_name}")
+
+
+NODE_SCRIPT = """
+function mixer(n) { let x = 0; for (let i = 0; i < n; i++) x = (x * 31 + i) % 1000003; return x; }
+const end = Date.now() + 1500; let sum = 0;
+while (Date.now() < end) sum += mixer(200000);
+console.log(sum > 0 ? "mixed" : "none");
+"""
+
+
+def test_jit_code_named_by_its_perf_map(directory):
+    # node --perf-basic-prof writes /tmp/perf-<pid>.map as it compiles: its JavaScript functions
+    # by name, not one row per instruction address.
+    node = shutil.which("node") or shutil.which("nodejs")
+    if not node:
+        skip("node is not installed (Debian's nodejs; scripts/install-deps.sh installs it)")
+    bare = run_process([node, "-e", NODE_SCRIPT], TIMEOUT, cwd=directory, env=environment())
+    result = run_process([KAIROS_RUN, "--", node, "--perf-basic-prof", "-e", NODE_SCRIPT], TIMEOUT,
+                         cwd=directory, env=environment())
+    check(result.returncode == bare.returncode == 0 and result.stdout == bare.stdout == b"mixed\n",
+          f"node's output and status unchanged: {result.stdout!r} {result.stderr.decode()!r}")
+    db = database(directory)
+    for (pid,) in db.execute("SELECT pid FROM process"):  # node leaves its map behind
+        if os.path.exists(f"/tmp/perf-{pid}.map"):
+            os.unlink(f"/tmp/perf-{pid}.map")
+    totals = function_totals(db)
+    whole = db.execute("SELECT SUM(weight_ns) FROM sample").fetchone()[0]
+    mixer = total_of(totals, "mixer")
+    check(whole and mixer > 0.3 * whole, f"mixer named in {mixer / max(whole or 1, 1):.0%} of the samples: "
+          f"{sorted(totals.items(), key=lambda item: -item[1])[:8]}")
+    modules = [m for (m,) in db.execute(
+        "SELECT DISTINCT module.value FROM frame JOIN string AS module ON module.id = frame.module "
+        "JOIN string AS function ON function.id = frame.function WHERE function.value LIKE '%mixer%'")]
+    check(modules and all(re.fullmatch(r"/tmp/perf-\d+\.map", m) for m in modules),
+          f"mixer's frames come from the perf map: {modules}")
+    named = int(db.execute("SELECT value FROM metadata WHERE key = 'jit_map.functions'").fetchone()[0])
+    check(named > 0, f"the map named {named} functions")
 
 
 if __name__ == "__main__":

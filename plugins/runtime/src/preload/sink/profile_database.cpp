@@ -502,6 +502,13 @@ std::string finish_profile_database(std::string_view end_reason) {
   insert([&] {
     file().writer->set_metadata("end_reason", end_reason);
     file().writer->set_metadata(database::metadata_key::rows_lost, std::to_string(file().counts.rows_lost));
+    if (file().symbols) {
+      if (const auto jit = file().symbols->jit_map_used(); !jit.path.empty()) {
+        file().writer->set_metadata(database::metadata_key::jit_map_functions, std::to_string(jit.functions));
+        file().writer->set_metadata(database::metadata_key::jit_map_malformed_lines,
+                                    std::to_string(jit.malformed_lines));
+      }
+    }
     file().writer->end_process(file().process_row, steady_now_ns());
     file().writer->count_window_rows();
     database::create_deferred_indexes(file().writer->database());

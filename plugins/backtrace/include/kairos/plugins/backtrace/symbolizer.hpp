@@ -112,6 +112,14 @@ class backtrace_symbolizer {
   symbol_table_reads symbol_tables_read() const;
 
   std::size_t cached_addresses() const;
+
+  // The JIT symbol map (/tmp/perf-<pid>.map) read for addresses outside every loaded module: its
+  // path, the functions it named, and the lines skipped as malformed (empty path: never needed).
+  struct jit_map_use {
+    std::string path;
+    std::size_t functions = 0, malformed_lines = 0;
+  };
+  jit_map_use jit_map_used() const;
   void clear_cache();
 
   // How a module is named when the loader gives it no name: the program's own file.

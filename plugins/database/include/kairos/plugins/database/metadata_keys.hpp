@@ -20,6 +20,10 @@ inline constexpr std::string_view dropped_region_rows = "dropped.region_rows";
 inline constexpr std::string_view dropped_gpu_records = "dropped.gpu_records";
 inline constexpr std::string_view dropped_mpi_calls = "dropped.mpi_calls";
 inline constexpr std::string_view rows_lost = "rows_lost";
+// A JIT's perf map (/tmp/perf-<pid>.map), where frames outside every module were looked up: the
+// functions it named and the lines skipped as malformed.
+inline constexpr std::string_view jit_map_functions = "jit_map.functions";
+inline constexpr std::string_view jit_map_malformed_lines = "jit_map.malformed_lines";
 // Instrumented functions and regions.
 inline constexpr std::string_view traced_events = "traced_events";
 // Causal profiling (docs/causal.md).
