@@ -124,8 +124,11 @@ def test_realtime_window_around_beta(directory):
     check("window 1 (realtime:1.3:0.4): realtime 1.3" in text, f"the text report's window section: {text[:2000]}")
     trace = json.load(open(os.path.join(directory, "out.trace.json")))
     slices = [e for e in trace["traceEvents"] if e.get("cat") == "window"]
-    check(len(slices) == 1 and slices[0]["tid"] == 0 and abs(slices[0]["dur"] - 400_000) < 2_000,
-          f"the trace's window slice: {slices}")
+    # The slice is the window as it ran (its edges were held to the plan above, within
+    # EDGE_BOUND_MS: a loaded machine opened one 3.3 ms late, a 396.7 ms window).
+    actual_us = (actual_end - actual_start) / 1000
+    check(len(slices) == 1 and slices[0]["tid"] == 0 and abs(slices[0]["dur"] - actual_us) < 100,
+          f"the trace's window slice lasts the window's {actual_us:.1f} us: {slices}")
     check("1 time window opened" in err, f"the summary line names the windows: {err}")
 
 
