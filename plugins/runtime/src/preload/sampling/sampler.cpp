@@ -154,19 +154,36 @@ void run_causal_experiments(thread_sampler& sampler, const kairos::backtrace<sam
 // long intervals end (3 points high on that program). The ioctl restarts the count from here,
 // so the handler's own time never reaches the next sample.
 void restart_perf_period(thread_sampler& sampler, int fd) noexcept {
-  constexpr double low = 1.0 / 8, high = 8.0;
-  static const double mean = low + std::exp(-low) - std::exp(-high);  // E[clamp(X, low, high)], X ~ Exp(1)
+  // At least an eighth of the mean and 50 us: a period shorter than the signal's delivery only
+  // makes repeats (repeated_overflow) and costs (at 10 kHz the shortest periods cost 1.8x bare).
+  const double mean_ns = static_cast<double>(globals->cpu.period_ns);
+  const double shortest = std::min(std::max(1.0 / 8, 50'000.0 / mean_ns), 1.0);
   auto& state = sampler.period_state;
   if (state == 0) state = static_cast<std::uint64_t>(sampler.thread->tid) * 0x9E3779B97F4A7C15ULL | 1;
-  state ^= state << 13, state ^= state >> 7, state ^= state << 17;          // xorshift64
-  const double uniform = static_cast<double>((state >> 11) + 1) * 0x1p-53;  // (0, 1]
-  const double draw = std::clamp(-std::log(uniform), low, high) / mean;
-  auto period = static_cast<std::uint64_t>(draw * static_cast<double>(globals->cpu.period_ns));
+  state ^= state << 13, state ^= state >> 7, state ^= state << 17;                     // xorshift64
+  const double uniform = static_cast<double>((state >> 11) + 1) * 0x1p-53;             // (0, 1]
+  const double draw = shortest + (1 - shortest) * std::min(-std::log(uniform), 16.0);  // mean 1
+  auto period = static_cast<std::uint64_t>(draw * mean_ns);
   ioctl(fd, PERF_EVENT_IOC_PERIOD, &period);
+  sampler.period_started_cpu_ns = own_cpu_ns();
+  sampler.period_ns = static_cast<std::int64_t>(period);
+}
+
+// An overflow the current period cannot have made: the kernel re-arms a short period at each
+// overflow, so while an overflow's signal waits to be delivered the same period can fire again and
+// queue more signals (at 10 kHz, with periods down to 12 us, twice the samples). The restart as the
+// handler returns starts the one period that counts; an overflow before half of it ran is a repeat.
+bool repeated_overflow(const thread_sampler& sampler) noexcept {
+  return sampler.period_ns > 0 && own_cpu_ns() - sampler.period_started_cpu_ns < sampler.period_ns / 2;
 }
 
 // `perf_fd`: the CPU-time perf event whose overflow this is, or -1 (the timer, or real time).
 void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t* context, int perf_fd) noexcept {
+  // No overflow while the handler runs (its unwinding, a causal delay's spin).
+  if (perf_fd >= 0) {
+    std::uint64_t never = std::uint64_t{1} << 62;
+    ioctl(perf_fd, PERF_EVENT_IOC_PERIOD, &never);
+  }
   const auto now_ns = steady_now_ns();
   const auto cpu_ns = own_cpu_ns();
   std::int64_t weight_ns = globals->real.period_ns;
@@ -177,11 +194,6 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     weight_ns += std::exchange(sampler.carried_ns, 0);
     sampler.last_cpu_ns = cpu_ns;
     sampler.perf_weighted = perf_fd >= 0;
-  }
-  // A causal delay spins in this handler: no overflow during it.
-  if (perf_fd >= 0 && causal_running()) {
-    std::uint64_t never = std::uint64_t{1} << 62;
-    ioctl(perf_fd, PERF_EVENT_IOC_PERIOD, &never);
   }
   auto* buffer = buffer_to_fill(sampler);
   if (!buffer) {
@@ -227,6 +239,10 @@ void on_sampling_signal(int, siginfo_t* info, void* context) {
     const bool real_time = info->si_code > 0 && realtime_fd >= 0 && info->si_fd == realtime_fd;
     const int cpu_fd = sampler->perf_fd.load(std::memory_order_relaxed);
     const bool perf = info->si_code > 0 && cpu_fd >= 0 && info->si_fd == cpu_fd;
+    if (perf && repeated_overflow(*sampler)) {
+      errno = saved_errno;
+      return;
+    }
     take_sample(*sampler, real_time ? sample_source::real_time : sample_source::cpu_time,
                 static_cast<const ucontext_t*>(context), perf ? cpu_fd : -1);
   }

@@ -27,6 +27,8 @@ struct thread_sampler {
   std::uint64_t period_state = 0;
   bool perf_weighted = false;  // a perf overflow was sampled: later ones weigh the mean period
   std::int64_t carried_ns = 0;
+  std::int64_t period_started_cpu_ns = 0;  // the thread's CPU time when the current period began
+  std::int64_t period_ns = 0;              // its length (0: none drawn yet)
   // Arming: under `arming` (the control thread takes it inside the samplers' mutex; the thread
   // itself as it starts). The descriptors are also read by the thread's own signal-mask wrapper,
   // hence atomic numbers.
