@@ -144,9 +144,9 @@ void run_causal_experiments(thread_sampler& sampler, const kairos::backtrace<sam
   sampler.last_cpu_ns += own_cpu_ns() - before_ns;
 }
 
-// The perf signal overflows after a random amount of CPU time, exponential with the mean
-// period (bounded to [1/8, 8] of it and rescaled to keep the mean): a fixed period phase-locks with a program
-// whose loop lasts about as long, because the signal itself moves the loop (a read of
+// The perf signal overflows after a random amount of CPU time, exponential with the mean period
+// (shifted to start at its shortest, below): a fixed period phase-locks with a program whose loop
+// lasts about as long, because the signal itself moves the loop (a read of
 // /dev/urandom returns early when a signal is pending), and one call took 78-94% of the samples
 // for 68% of the CPU time. Memoryless periods make the samples see the program as it is on
 // average, whatever the signal does to it (Poisson arrivals see time averages), so each sample

@@ -22,7 +22,7 @@ struct thread_sampler {
   sample_buffer* buffers[2] = {nullptr, nullptr};
   int current = 0;               // the buffer being filled (handler only)
   std::int64_t last_cpu_ns = 0;  // the thread's CPU time at its previous CPU-time sample
-  // The perf signal's random periods (sampler.cpp: next_perf_period; handler only): its samples
+  // The perf signal's random periods (sampler.cpp: restart_perf_period; handler only): its samples
   // weigh the mean period, plus what dropped samples left to carry.
   std::uint64_t period_state = 0;
   bool perf_weighted = false;  // a perf overflow was sampled: later ones weigh the mean period
