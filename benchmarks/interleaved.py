@@ -1,12 +1,31 @@
 """Run configurations of one benchmark program interleaved round by round (bare, and under
 kairos-run with settings), and print medians [lowest-highest] with the ratios of medians to the bare
 run, all from the same run. The program prints its figures as "name value name value ...".
-Shared by benchmarks/gpu/cuda_launch_overhead.py and benchmarks/mpi/mpi_call_overhead.py."""
+Shared by benchmarks/gpu/cuda_launch_overhead.py and benchmarks/mpi/mpi_call_overhead.py;
+run_measured by benchmarks/instrumentation/overhead.py and benchmarks/peers/regions_vs_peers.py."""
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
+
+
+def run_measured(command, env, cwd):
+    """(wall seconds, the process's CPU seconds from wait4: user + system of every thread, its
+    stdout, its stderr); ends the script, naming the command, when it fails. The benchmarks'
+    programs print a line or two: their pipes never fill before wait4 returns."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    output = process.stdout.read().decode()
+    error = process.stderr.read().decode()
+    process.stdout.close()
+    process.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{command} failed: {error}")
+    return wall, usage.ru_utime + usage.ru_stime, output, error
 
 
 def run_rounds(kairos_run, command, configurations, metrics, rounds, launcher=(), output_suffix="",

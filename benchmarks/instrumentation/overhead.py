@@ -43,7 +43,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from interleaved import run_measured  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -76,20 +78,6 @@ def build(build_dir, work):
     return paths
 
 
-def run(command, env, cwd):
-    start = time.perf_counter()
-    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    output = process.stdout.read().decode()
-    error = process.stderr.read().decode()
-    process.stdout.close()
-    process.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{command} failed: {error}")
-    return wall, usage.ru_utime + usage.ru_stime, output, error
-
-
 def remove_profiles(work):
     """The profiles a run left (21 rounds of them came to nearly 2 GB of temporary files)."""
     for name in os.listdir(work):
@@ -112,7 +100,7 @@ def main():
         paths = build(args.build, work)
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_")}
         base_env.update({"KAIROS_SAMPLING_CPUTIME": "false", "KAIROS_OUTPUT_FORMATS": "db"})
-        calls = {n: int(run([paths["plain"], str(n), "1"], base_env, work)[2].split()[3]) for n in sizes}
+        calls = {n: int(run_measured([paths["plain"], str(n), "1"], base_env, work)[2].split()[3]) for n in sizes}
         out = lambda tag: ["-o", os.path.join(work, f"{tag}-%pid%")]
         configurations = {
             "plain": lambda n: [paths["plain"], str(n), "1"],
@@ -152,7 +140,7 @@ def main():
         for round_index in range(args.rounds):
             shift = round_index % len(runs)
             for key in runs[shift:] + runs[:shift]:
-                results[key].append(run(configurations[key[0]](key[1]), base_env, work)[:2])
+                results[key].append(run_measured(configurations[key[0]](key[1]), base_env, work)[:2])
                 remove_profiles(work)
         load_after = open("/proc/loadavg").read().split()[:3]
 

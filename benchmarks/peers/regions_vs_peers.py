@@ -41,6 +41,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from interleaved import run_measured  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DRIVER = os.path.join(ROOT, "benchmarks/peers/region_driver.cpp")
 COMPILE = ["g++", "-std=c++20", "-O2", "-g", "-pthread"]
@@ -146,16 +149,9 @@ def build_caliper(given, peer_build, work):
 
 def run(command, env, cwd):
     """(on-thread ns a region as the program measured it, the process's CPU seconds)."""
-    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    output = process.stdout.read().decode()
-    error = process.stderr.read().decode()
-    process.stdout.close()
-    process.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{command} failed: {error}")
+    _, cpu_seconds, output, _ = run_measured(command, env, cwd)
     words = output.split()
-    return float(words[words.index("thread_ns") + 1]), usage.ru_utime + usage.ru_stime
+    return float(words[words.index("thread_ns") + 1]), cpu_seconds
 
 
 def remove_outputs(work):
