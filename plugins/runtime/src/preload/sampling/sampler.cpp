@@ -151,7 +151,7 @@ void run_causal_experiments(thread_sampler& sampler, const kairos::backtrace<sam
 // for 68% of the CPU time. Memoryless periods make the samples see the program as it is on
 // average, whatever the signal does to it (Poisson arrivals see time averages), so each sample
 // weighs the mean period: a weight measured since the previous sample would again favour where
-// long intervals end (3 points high on that program). The ioctl restarts the count from here,
+// long intervals end (1-4 points high on that program). The ioctl restarts the count from here,
 // so the handler's own time never reaches the next sample.
 void restart_perf_period(thread_sampler& sampler, int fd) noexcept {
   // At least an eighth of the mean and 50 us: a period shorter than the signal's delivery only
@@ -173,19 +173,20 @@ void restart_perf_period(thread_sampler& sampler, int fd) noexcept {
 // overflow, so while an overflow's signal waits to be delivered the same period can fire again and
 // queue more signals (at 10 kHz, with periods down to 12 us, twice the samples). The restart as the
 // handler returns starts the one period that counts; an overflow before half of it ran is a repeat.
-bool repeated_overflow(const thread_sampler& sampler) noexcept {
-  return sampler.period_ns > 0 && own_cpu_ns() - sampler.period_started_cpu_ns < sampler.period_ns / 2;
+bool repeated_overflow(const thread_sampler& sampler, std::int64_t cpu_ns) noexcept {
+  return sampler.period_ns > 0 && cpu_ns - sampler.period_started_cpu_ns < sampler.period_ns / 2;
 }
 
-// `perf_fd`: the CPU-time perf event whose overflow this is, or -1 (the timer, or real time).
-void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t* context, int perf_fd) noexcept {
+// `perf_fd`: the CPU-time perf event whose overflow this is, or -1 (the timer, or real time);
+// `cpu_ns`: the thread's CPU time as the handler began.
+void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t* context, int perf_fd,
+                 std::int64_t cpu_ns) noexcept {
   // No overflow while the handler runs (its unwinding, a causal delay's spin).
   if (perf_fd >= 0) {
     std::uint64_t never = std::uint64_t{1} << 62;
     ioctl(perf_fd, PERF_EVENT_IOC_PERIOD, &never);
   }
   const auto now_ns = steady_now_ns();
-  const auto cpu_ns = own_cpu_ns();
   std::int64_t weight_ns = globals->real.period_ns;
   if (source == sample_source::cpu_time) {
     // A thread's first perf sample also carries its CPU time since its last timer sample.
@@ -239,12 +240,14 @@ void on_sampling_signal(int, siginfo_t* info, void* context) {
     const bool real_time = info->si_code > 0 && realtime_fd >= 0 && info->si_fd == realtime_fd;
     const int cpu_fd = sampler->perf_fd.load(std::memory_order_relaxed);
     const bool perf = info->si_code > 0 && cpu_fd >= 0 && info->si_fd == cpu_fd;
-    if (perf && repeated_overflow(*sampler)) {
+    // One read of the thread's CPU clock (a system call) serves the repeat check and the weight.
+    const auto cpu_ns = own_cpu_ns();
+    if (perf && repeated_overflow(*sampler, cpu_ns)) {
       errno = saved_errno;
       return;
     }
     take_sample(*sampler, real_time ? sample_source::real_time : sample_source::cpu_time,
-                static_cast<const ucontext_t*>(context), perf ? cpu_fd : -1);
+                static_cast<const ucontext_t*>(context), perf ? cpu_fd : -1, cpu_ns);
   }
   errno = saved_errno;
 }
