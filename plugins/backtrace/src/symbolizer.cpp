@@ -105,6 +105,7 @@ class backtrace_symbolizer::implementation {
     symbol.module = jit_map_->path();
     symbol.function = found->name;
     symbol.function_offset = address - found->start;
+    symbol.from_jit_map = true;
   }
 
   backtrace_symbol lookup(std::uintptr_t address, [[maybe_unused]] bool inlined_call_sites = true) {

@@ -178,9 +178,9 @@ struct merger::state {
   explicit state(const std::string& output)
       : database{create_profile(output)},
         insert_string{database, "INSERT INTO main.string (value) VALUES (?)"},
-        insert_frame{
-            database,
-            "INSERT INTO main.frame (address, module, offset, function, file, line) VALUES (?, ?, ?, ?, ?, ?)"},
+        insert_frame{database,
+                     "INSERT INTO main.frame (address, module, offset, function, file, line, language) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)"},
         insert_stack{database, "INSERT INTO main.stack (parent, frame, depth) VALUES (?, ?, ?)"},
         copies{copy_steps()} {
     // A rollback journal: pages appended past the file's end are not journaled, so each merged
@@ -312,7 +312,8 @@ merged_input merger::add(const std::string& input) {
     }
 
     auto& frames = s.input_frames = id_map{scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM input.frame")};
-    auto input_frames = s.database.prepare("SELECT id, address, module, offset, function, file, line FROM input.frame");
+    auto input_frames =
+        s.database.prepare("SELECT id, address, module, offset, function, file, line, language FROM input.frame");
     while (input_frames.step()) {
       const bool has_module = !input_frames.is_null(2);
       const frame_key key{strings[input_frames.integer(2)], input_frames.integer(3),
@@ -330,6 +331,7 @@ merged_input merger::add(const std::string& input) {
         insert.bind(4, key.function);
         input_frames.is_null(5) ? insert.bind_null(5) : insert.bind(5, key.file);
         input_frames.is_null(6) ? insert.bind_null(6) : insert.bind(6, key.line);
+        insert.bind(7, input_frames.text(7));
         insert.run();
         found = s.frames.emplace(key, s.database.last_insert_id()).first;
       }

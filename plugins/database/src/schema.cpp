@@ -32,7 +32,8 @@ CREATE TABLE thread (
 CREATE TABLE frame (
   id INTEGER PRIMARY KEY, address INTEGER NOT NULL, module INTEGER REFERENCES string,
   offset INTEGER, function INTEGER NOT NULL REFERENCES string, file INTEGER REFERENCES string,
-  line INTEGER);
+  line INTEGER,
+  language TEXT NOT NULL DEFAULT 'native');  -- 'native', 'python' (an interpreter's frame), 'jit' (a perf map's)
 CREATE TABLE stack (
   id INTEGER PRIMARY KEY, parent INTEGER REFERENCES stack, frame INTEGER NOT NULL REFERENCES frame,
   depth INTEGER NOT NULL);

@@ -22,8 +22,8 @@ struct profile_writer::statements {
                "VALUES (?, ?, ?, ?, ?, ?)"},
         thread_end{database, "UPDATE thread SET end_ns = ? WHERE id = ?"},
         frame{database,
-              "INSERT INTO frame (address, module, offset, function, file, line) "
-              "VALUES (?, ?, ?, ?, ?, ?)"},
+              "INSERT INTO frame (address, module, offset, function, file, line, language) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?)"},
         stack{database, "INSERT INTO stack (parent, frame, depth) VALUES (?, ?, ?)"},
         sample{database, "INSERT INTO sample (thread, time_ns, weight_ns, stack, window) VALUES (?, ?, ?, ?, ?)"},
         realtime_sample{database,
@@ -271,6 +271,7 @@ profile_writer::frame_entry profile_writer::frame_entry_for(std::uint64_t addres
   insert.bind(3, static_cast<std::int64_t>(info.offset)).bind(4, function);
   file < 0 ? insert.bind_null(5) : insert.bind(5, file);
   info.line == 0 ? insert.bind_null(6) : insert.bind(6, std::int64_t{info.line});
+  insert.bind(7, info.language);
   insert.run();
   const frame_entry entry{newest_.frame = database_.last_insert_id(), function};
   frames_.emplace(address, entry);

@@ -334,6 +334,14 @@ constexpr setting_definition definitions[] = {
                     "overflow signal, same condition), timer (POSIX per-thread CPU timer, "
                     "tick-limited)",
      .choices = "auto,ring,perf,timer"},
+    {.name = "sampling_python",
+     .variable = "KAIROS_SAMPLING_PYTHON",
+     .type = boolean,
+     .default_value = "true",
+     .category = sampling,
+     .description = "read CPython's frames (3.11 to 3.13) in each sample and put them in place of the "
+                    "interpreter's eval loop; such a program's threads are then sampled with the perf "
+                    "signal under auto (a ring's samples are read after the thread moved on)"},
     {.name = "sampling_cputime_freq",
      .variable = "KAIROS_SAMPLING_CPUTIME_FREQ",
      .type = number,

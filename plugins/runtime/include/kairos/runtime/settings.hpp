@@ -85,6 +85,7 @@ enum class setting : std::size_t {
   sampling_duration,
   sampling_cputime,
   sampling_cputime_source,
+  sampling_python,
   sampling_cputime_freq,
   sampling_cputime_delay,
   sampling_cputime_duration,

@@ -9,6 +9,7 @@
 #include "preload/mpi/mpi_calls.hpp"
 #include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
+#include "preload/sampling/python_frames.hpp"
 #include "preload/sink/profile_database.hpp"
 #include "preload/support/own_costs.hpp"
 #include "preload/threads/thread_registry.hpp"
@@ -127,6 +128,18 @@ void add_mpi_rows(database_batch& rows, const mpi_call_batch& batch) {
 }
 
 }  // namespace
+
+bool interpreter_frame(std::uint64_t address, database::frame_info& frame) {
+  python_frame_name name;
+  if (!python_frame_named(address, name)) return false;
+  frame.address = address;
+  frame.module = name.file;  // a Python function's module is its source file
+  frame.function = std::move(name.function);
+  frame.file = std::move(name.file);
+  frame.line = name.line;
+  frame.language = "python";
+  return true;
+}
 
 void deliver_samples(const sample_batch& batch) {
   std::lock_guard lock{state->mutex};

@@ -3,12 +3,19 @@
 // type and the database's rows. The sampler's batches arrive through deliver_samples (lifecycle
 // hands the sampler this function); regions, instrumented calls and threads are pulled by flush_to_database, which
 // lifecycle's service thread calls every tick and finalize calls last.
+#include <cstdint>
+
+#include <kairos/plugins/database/writer.hpp>
+
 #include "preload/causal/causal_batch.hpp"
 #include "preload/sampling/sample_batch.hpp"
 
 namespace kairos::runtime {
 
 void deliver_samples(const sample_batch& batch);
+// The sink's named frames (set_named_frames): an interpreter's frames, which the sampler put in
+// its stacks under synthetic addresses.
+bool interpreter_frame(std::uint64_t address, database::frame_info& frame);
 // The causal experiments' records (lifecycle hands the experiments these functions).
 void deliver_causal_experiment(const causal_experiment_record& experiment);
 void deliver_causal_samples(const std::vector<causal_location_samples>& locations);

@@ -635,6 +635,8 @@ void start_stages() {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (speaks_for_launch) report(sampling.failure);
     if (speaks_for_launch) report(sampling.note);
+    if (speaks_for_launch) report(sampling.python);
+    set_named_frames(&interpreter_frame);
     if (sampling.failure)
       globals->sampling_off = "sampling could not start (said above)";
     else if (!sampling_wanted(globals->values))

@@ -11,6 +11,7 @@
 #include "preload/pipeline/delivery.hpp"
 #include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
+#include "preload/sampling/python_frames.hpp"
 #include "preload/sampling/sampler.hpp"
 #include "preload/support/problems.hpp"
 #include "preload/support/signal_name.hpp"
@@ -43,6 +44,15 @@ void sampling_metadata(const run_facts&) {
   add_number(key::unsampled_threads, sampling.threads_blocking);
   // The whole the CPU-time samples are a share of (every report states their coverage).
   if (!sampling.cpu_source.empty()) add_number(key::program_cpu_ns, sampling.program_cpu_ns);
+  if (sampling.python_version.empty()) return;
+  add(key::python_version, sampling.python_version);
+  if (!sampling.python_note.empty()) add(key::python_note, sampling.python_note);
+  const auto python = python_frames_counts();
+  add_number(key::python_samples, python.samples);
+  add_number(key::python_unmatched_samples, python.unmatched);
+  add_number(key::python_torn_samples, python.torn);
+  add_number(key::python_read_safely_samples, python.read_safely);
+  add_number(key::python_unreadable_code, python.unreadable);
 }
 
 void causal_metadata(const run_facts& facts) {

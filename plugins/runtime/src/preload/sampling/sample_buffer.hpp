@@ -14,6 +14,7 @@
 
 #include <kairos/plugins/backtrace.hpp>
 
+#include "preload/sampling/python_frames.hpp"
 #include "preload/sampling/sample_batch.hpp"
 
 namespace kairos::runtime {
@@ -27,6 +28,7 @@ struct sample_record {
   sample_source source = sample_source::cpu_time;
   std::int32_t window = 0;  // the time window it was taken in (0: no windows)
   kairos::backtrace<sample_stack_depth> stack;
+  python_frame_capture python;  // the interpreter's frames, where the thread runs Python
 };
 
 struct sample_buffer {

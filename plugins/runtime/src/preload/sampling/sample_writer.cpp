@@ -105,8 +105,16 @@ void copy_out(sample_buffer& buffer, std::uint32_t end, sample_batch& batch) {
     sample.thread_cpu_ns = record.thread_cpu_ns;
     sample.source = record.source;
     sample.window = record.window;
-    sample.frame_count = static_cast<std::uint16_t>(record.stack.size());
-    for (std::size_t f = 0; f < record.stack.size(); ++f) sample.addresses[f] = record.stack.lookup_address(f);
+    const auto depth = record.stack.size();
+    if (record.python.count == 0) {
+      sample.frame_count = static_cast<std::uint16_t>(depth);
+      for (std::size_t f = 0; f < depth; ++f) sample.addresses[f] = record.stack.lookup_address(f);
+      continue;
+    }
+    std::uint64_t native[sample_stack_depth];
+    for (std::size_t f = 0; f < depth; ++f) native[f] = record.stack.lookup_address(f);
+    sample.frame_count = static_cast<std::uint16_t>(splice_python_frames(
+        record.python, native, depth, depth == sample_stack_depth, sample.addresses, sample_stack_depth));
   }
   buffer.consumed = end;
 }

@@ -24,6 +24,7 @@
 #include <kairos/runtime/settings.hpp>
 
 #include "preload/causal/causal.hpp"
+#include "preload/sampling/python_frames.hpp"
 #include "preload/sampling/sample_writer.hpp"
 #include "preload/sampling/thread_sampler.hpp"
 #include "preload/support/bounded_wait.hpp"
@@ -73,6 +74,7 @@ struct sampler_globals {
   std::atomic<bool> user_mode_perf{true};
   const char* source_wanted_explicitly = nullptr;  // KAIROS_SAMPLING_CPUTIME_SOURCE=perf|ring: say so if refused
   int signal_number = 0;
+  python_frames_status python;
   sample_delivery deliver = nullptr;
   std::atomic<bool> stopping{false};
   // The control thread sleeps on it between ticks; stop_sampling posts it so finalize does not
@@ -218,6 +220,7 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
   record.source = source;
   record.window = current_window();
   record.stack.sample(context);
+  capture_python_frames(record.python);
   buffer->committed.store(index + 1, std::memory_order_release);
   sampler.delivered.fetch_add(1, std::memory_order_relaxed);
   if (record.stack.path() == kairos::backtrace_path::tables)
@@ -682,9 +685,19 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   // thread inside its system calls, and a sleep entered then ends early with EINTR (117 of 3,000
   // 1 ms sleeps at 10 kHz here; the timer, which expires only at a tick the thread runs in: none).
   // Causal profiling's delays run in the sampled thread's own handler: a signal it must be.
-  globals->source = wanted_source == "perf" || (wanted_source == "auto" && causal_running()) ? cpu_source::perf
-                    : wanted_source == "timer"                                               ? cpu_source::posix_timer
-                                                                                             : cpu_source::ring;
+  // Python frames are read by the handler, in the thread, at the sample: a ring's samples are read
+  // by the writer after the thread has moved on to other Python code.
+  const bool python_wanted = values.boolean(setting::sampling_python);
+  globals->python = find_python(python_wanted && wanted_source != "ring");
+  const bool signal_wanted = causal_running() || globals->python.found;
+  globals->source = wanted_source == "perf" || (wanted_source == "auto" && signal_wanted) ? cpu_source::perf
+                    : wanted_source == "timer"                                            ? cpu_source::posix_timer
+                                                                                          : cpu_source::ring;
+  if (python_wanted && !globals->python.version.empty() && wanted_source == "ring")
+    globals->python.note =
+        "KAIROS_SAMPLING_CPUTIME_SOURCE=ring: Python frames are not read (a ring's samples "
+        "are read after the thread moved on); auto, perf or timer read them";
+  result.python = problem{globals->python.note};
   if (globals->cpu.enabled && (wanted_source == "perf" || wanted_source == "ring"))
     globals->source_wanted_explicitly = wanted_source == "perf" ? "perf" : "ring";
   struct sigaction action {};
@@ -826,6 +839,8 @@ sampling_summary sampling_totals() noexcept {
                          : globals->source == cpu_source::perf ? "perf task-clock"
                                                                : "POSIX CPU timer";
   summary.signal_number = globals->signal_number;
+  summary.python_version = globals->python.version;
+  summary.python_note = globals->python.note;
   const auto tables = kairos::unwind_table_counts();
   summary.unwind_table_functions = tables.functions;
   summary.unwind_table_rows = tables.rows;

@@ -38,6 +38,8 @@ struct sampling_summary {
   bool enabled = false;
   std::string cpu_source;  // "perf ring buffer", "perf task-clock", "POSIX CPU timer", "" when off
   int signal_number = 0;
+  std::string python_version;  // the CPython loaded in the process ("" without one)
+  std::string python_note;     // why its frames are not read ("" when they are, or no Python)
   std::uint64_t delivered = 0;
   std::uint64_t unwound_by_tables = 0;      // of those delivered: kairos's unwind tables, not libgcc
   std::int64_t unwind_table_functions = 0;  // the functions whose unwind tables were compiled
@@ -58,6 +60,7 @@ bool sampling_wanted(const settings& values);
 struct sampling_start {
   problem failure;  // why sampling does not run although wanted
   problem note;     // something the user should know although it runs
+  problem python;   // why a CPython in the process has its frames left out
 };
 
 // At init: installs the handler, starts the control thread. Batches go to `deliver`; at most

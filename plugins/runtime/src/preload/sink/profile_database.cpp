@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <atomic>
 
 #include <cerrno>
 #include <filesystem>
@@ -98,8 +99,14 @@ backtrace_symbol symbol_of(std::uintptr_t address) {
   return symbol;
 }
 
+std::atomic<named_frame_lookup> named_frames{nullptr};
+
 database::frame_info symbolize(std::uint64_t address) {
   own_cost_timer cost{own_cost::symbols};
+  if (const auto named = named_frames.load(std::memory_order_acquire)) {
+    database::frame_info frame;
+    if (named(address, frame)) return frame;
+  }
   const auto symbol = symbol_of(static_cast<std::uintptr_t>(address));
   database::frame_info frame;
   frame.address = address;
@@ -115,6 +122,7 @@ database::frame_info symbolize(std::uint64_t address) {
       frame.function = std::move(wrapped) + " [kairos wrapper]";
   frame.file = symbol.file;
   frame.line = static_cast<std::uint32_t>(symbol.line > 0 ? symbol.line : 0);
+  if (symbol.from_jit_map) frame.language = "jit";
   return frame;
 }
 
@@ -305,6 +313,8 @@ void save_symbol_cache() {
 }
 
 }  // namespace
+
+void set_named_frames(named_frame_lookup named) { named_frames.store(named, std::memory_order_release); }
 
 void configure_profile_database(path_resolver path_of_this_process, std::string command, metadata_list metadata,
                                 std::int64_t flush_interval_ns, source_lines lines,

@@ -62,6 +62,11 @@ void add_database_metadata(std::string key, std::string value);
 // Who the process is in an MPI launch, for its process row (rank and size none outside a launch).
 void set_database_launch(std::optional<std::int64_t> rank, std::optional<std::int64_t> size, std::string launch_id);
 
+// Frames that are not machine code (an interpreter's): addresses `named` answers for are named by
+// it, not by the symbolizer, and never enter the symbol cache.
+using named_frame_lookup = bool (*)(std::uint64_t address, database::frame_info& frame);
+void set_named_frames(named_frame_lookup named);
+
 enum class sample_clock { cpu_time, real_time };
 
 // A row of the window table (docs/windows.md); amounts in the window's clock units.

@@ -54,6 +54,7 @@ struct backtrace_symbol {
   bool symbol_table_read = false, separate_debug_file_read = false;
   std::string file;  // empty without debug info
   int line = 0;
+  bool from_jit_map = false;  // named by a JIT's perf map (/tmp/perf-<pid>.map), not by a module
 
   bool has_function() const noexcept { return !function.empty(); }
   bool has_source() const noexcept { return !file.empty() && line > 0; }

@@ -24,6 +24,17 @@ inline constexpr std::string_view rows_lost = "rows_lost";
 // functions it named and the lines skipped as malformed.
 inline constexpr std::string_view jit_map_functions = "jit_map.functions";
 inline constexpr std::string_view jit_map_malformed_lines = "jit_map.malformed_lines";
+// CPython in the process (docs/runtime.md, "Python frames"): its version, why its frames were not
+// read (absent when they were), the samples that held its frames, and of those the ones whose
+// interpreter and native stacks did not pair up, that stopped at a torn frame, and that were read
+// through process_vm_readv; the code objects gone before their names were read.
+inline constexpr std::string_view python_version = "python.version";
+inline constexpr std::string_view python_note = "python.note";
+inline constexpr std::string_view python_samples = "python.samples";
+inline constexpr std::string_view python_unmatched_samples = "python.unmatched_samples";
+inline constexpr std::string_view python_torn_samples = "python.torn_samples";
+inline constexpr std::string_view python_read_safely_samples = "python.read_safely_samples";
+inline constexpr std::string_view python_unreadable_code = "python.unreadable_code";
 // Instrumented functions and regions.
 inline constexpr std::string_view traced_events = "traced_events";
 // Causal profiling (docs/causal.md).

@@ -30,6 +30,7 @@ struct frame_info {
   std::string function;      // demangled name; "" when unknown (then "<module file> (no symbols)" is stored)
   std::string file;          // source file, "" when unknown
   std::uint32_t line = 0;
+  std::string language = "native";  // "python" (an interpreter's frame), "jit" (named by a perf map)
 };
 
 struct process_info {
