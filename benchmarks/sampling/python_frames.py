@@ -46,7 +46,10 @@ def truth(output):
 
 
 def kairos_figures(stem_directory):
-    db = sqlite3.connect(glob.glob(os.path.join(stem_directory, "*.db"))[0])
+    found = glob.glob(os.path.join(stem_directory, "*.db"))
+    if not found:  # a run that ended before the sampling delay writes none
+        return 0, {name: 0.0 for name in FUNCTIONS}
+    db = sqlite3.connect(found[0])
     samples, whole = db.execute("SELECT COUNT(*), SUM(weight_ns) FROM sample").fetchone()
     totals = {}
     for name, total in db.execute("SELECT name, total FROM top_functions"):

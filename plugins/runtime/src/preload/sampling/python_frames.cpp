@@ -100,7 +100,7 @@ struct python_globals {
   // Written once before `active` is published; read by handlers and writers after.
   const python_layout* layout = nullptr;
   this_thread_state_function this_thread_state = nullptr;
-  std::uintptr_t code_type = 0;
+  std::uintptr_t code_type = 0, str_type = 0, bytes_type = 0;
   std::uintptr_t eval_begin = 0, eval_end = 0;  // _PyEval_EvalFrameDefault
   std::string version;
   std::atomic<bool> active{false};
@@ -109,7 +109,8 @@ struct python_globals {
   // Writers (several threads) and the sink.
   std::mutex mutex;
   struct code_entry {
-    std::uint32_t fingerprint = 0;
+    std::uint64_t qualname = 0;  // what the sample saw: an address reused by another code object differs
+    std::int32_t first_line_seen = 0;
     bool readable = false;
     std::string function, file;
     std::uint32_t first_line = 0;
@@ -237,13 +238,28 @@ bool read_bytes(std::uint64_t object, std::string& out) {
   return size == 0 || read_memory(object + bytes_data, out.data(), out.size());
 }
 
-bool read_code(std::uint64_t code, python_globals::code_entry& entry) {
+// An object that is alive and of `type`: a freed one has its first word (the reference count)
+// overwritten by the allocator's free-list link, an address far above any count (3.12's immortal
+// objects count 2^32 - 1).
+bool live_object(std::uint64_t object, std::uint64_t type) {
+  std::uint64_t header[2] = {};
+  return read_memory(object, header, sizeof header) && header[0] >= 1 && header[0] <= (std::uint64_t{1} << 32) &&
+         header[1] == type;
+}
+
+// The sampled frame's name, file and line table, if its code object is still the one the sample
+// saw. Freed since (a module's top-level code, once run), its memory may still hold its fields, or
+// pointers to strings reused by others ("vdot (pickle.py)" was read so): every object is checked
+// alive.
+bool read_code(const python_frame_capture::frame& frame, python_globals::code_entry& entry) {
   const auto& layout = *globals->layout;
-  std::uint64_t type = 0, filename = 0, qualname = 0, line_table = 0;
+  std::uint64_t qualname = 0, filename = 0, line_table = 0;
   std::int32_t first_line = 0;
-  if (!read_value(code + object_type, type) || type != globals->code_type) return false;
-  if (!read_value(code + layout.code_filename, filename) || !read_value(code + layout.code_qualname, qualname) ||
-      !read_value(code + layout.code_linetable, line_table) || !read_value(code + layout.code_firstlineno, first_line))
+  if (!live_object(frame.code, globals->code_type) || !read_value(frame.code + layout.code_qualname, qualname) ||
+      qualname != frame.qualname || !read_value(frame.code + layout.code_firstlineno, first_line) ||
+      first_line != frame.first_line || !read_value(frame.code + layout.code_filename, filename) ||
+      !read_value(frame.code + layout.code_linetable, line_table) || !live_object(qualname, globals->str_type) ||
+      !live_object(filename, globals->str_type) || !live_object(line_table, globals->bytes_type))
     return false;
   std::string name;
   if (!read_text(qualname, layout, name) || !read_text(filename, layout, entry.file) ||
@@ -317,6 +333,8 @@ python_frames_status find_python(bool wanted) {
   const auto* version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));
   auto* this_thread_state = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
   auto* code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+  auto* str_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+  auto* bytes_type = dlsym(RTLD_DEFAULT, "PyBytes_Type");
   auto* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
   if (!this_thread_state) return status;  // no Python here
   if (!version) {
@@ -332,7 +350,7 @@ python_frames_status find_python(bool wanted) {
   void* symbol_entry = nullptr;
   const bool sized = eval && dladdr1(eval, &info, &symbol_entry, RTLD_DL_SYMENT) && symbol_entry &&
                      static_cast<const ElfW(Sym)*>(symbol_entry)->st_size > 0;
-  if (!layout || !code_type || !sized) {
+  if (!layout || !code_type || !str_type || !bytes_type || !sized) {
     status.note =
         fmt::format("Python {}: frames are read for CPython 3.11 to 3.13: native frames only", status.version);
     return status;
@@ -340,6 +358,8 @@ python_frames_status find_python(bool wanted) {
   globals->layout = layout;
   globals->this_thread_state = reinterpret_cast<this_thread_state_function>(this_thread_state);
   globals->code_type = reinterpret_cast<std::uintptr_t>(code_type);
+  globals->str_type = reinterpret_cast<std::uintptr_t>(str_type);
+  globals->bytes_type = reinterpret_cast<std::uintptr_t>(bytes_type);
   globals->eval_begin = reinterpret_cast<std::uintptr_t>(eval);
   globals->eval_end = globals->eval_begin + static_cast<const ElfW(Sym)*>(symbol_entry)->st_size;
   globals->version = status.version;
@@ -411,9 +431,8 @@ void capture_python_frames(python_frame_capture& capture) noexcept {
     out.instruction = static_cast<std::uint32_t>(unit);
     if (layout.frame_is_entry != none && field<bool>(frame_data, layout.frame_is_entry))
       out.instruction |= python_entry_flag;
-    const auto name = field<std::uintptr_t>(code_data, layout.code_name);
-    const auto first_line = field<std::int32_t>(code_data, layout.code_firstlineno);
-    out.fingerprint = static_cast<std::uint32_t>(name >> 3) ^ (static_cast<std::uint32_t>(first_line) * 2654435761u);
+    out.qualname = field<std::uintptr_t>(code_data, layout.code_qualname);
+    out.first_line = field<std::int32_t>(code_data, layout.code_firstlineno);
     frame = previous;
   }
   if (capture.count > 0) globals->samples.fetch_add(1, std::memory_order_relaxed);
@@ -426,10 +445,11 @@ namespace {
 // Under the mutex: the synthetic address of one frame.
 std::uint64_t address_of(const python_frame_capture::frame& frame) {
   auto& entry = globals->codes[frame.code];
-  if (entry.fingerprint != frame.fingerprint || entry.function.empty()) {
+  if (entry.qualname != frame.qualname || entry.first_line_seen != frame.first_line || entry.function.empty()) {
     entry = {};
-    entry.fingerprint = frame.fingerprint;
-    entry.readable = read_code(frame.code, entry);
+    entry.qualname = frame.qualname;
+    entry.first_line_seen = frame.first_line;
+    entry.readable = read_code(frame, entry);
     if (!entry.readable) {
       entry.function = "<python frame, code object gone>";
       globals->unreadable.fetch_add(1, std::memory_order_relaxed);

@@ -19,16 +19,19 @@
 
 namespace kairos::runtime {
 
-inline constexpr std::size_t python_stack_depth = 40;
+inline constexpr std::size_t python_stack_depth = 32;
 // Above every user-space address (x86-64 and AArch64 keep them below 2^48).
 inline constexpr std::uint64_t python_frame_address_base = std::uint64_t{1} << 62;
 
 // What the handler copies from one thread's frame chain, innermost first.
 struct python_frame_capture {
   struct frame {
-    std::uint64_t code;         // the PyCodeObject
+    std::uint64_t code;  // the PyCodeObject
+    // Its qualified name (the str object's address) and first line: a code object freed since, its
+    // address reused by another, is told apart.
+    std::uint64_t qualname;
     std::uint32_t instruction;  // index of the last started code unit; top bit: the frame entered the eval loop
-    std::uint32_t fingerprint;  // of the code object's name and first line: an address reused by another
+    std::int32_t first_line;
   };
   std::uint16_t count;
   bool torn;  // a frame failed its checks: the frames read so far (innermost) are kept

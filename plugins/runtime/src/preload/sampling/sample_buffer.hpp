@@ -28,7 +28,6 @@ struct sample_record {
   sample_source source = sample_source::cpu_time;
   std::int32_t window = 0;  // the time window it was taken in (0: no windows)
   kairos::backtrace<sample_stack_depth> stack;
-  python_frame_capture python;  // the interpreter's frames, where the thread runs Python
 };
 
 struct sample_buffer {
@@ -44,6 +43,11 @@ struct sample_buffer {
   sample_record& record(std::uint32_t index) noexcept {
     return reinterpret_cast<sample_record*>(record_storage)[index];
   }
+  // Record `index`'s interpreter frames (python_frames.hpp), written only where a CPython's frames
+  // are read: apart from the records, so that other programs never touch their pages.
+  python_frame_capture& python(std::uint32_t index) noexcept {
+    return reinterpret_cast<python_frame_capture*>(python_storage)[index];
+  }
 
  private:
   // The records are the mapping's zero pages, not constructed objects (sample_record is an
@@ -51,6 +55,7 @@ struct sample_buffer {
   // them wrote every page of both buffers at each thread's start, 1.1 MiB a thread, which made
   // thread churn under kairos 25 times slower. Untouched pages cost nothing.
   alignas(sample_record) unsigned char record_storage[capacity * sizeof(sample_record)];
+  alignas(python_frame_capture) unsigned char python_storage[capacity * sizeof(python_frame_capture)];
 };
 
 // Lock-free hand-off of full buffers to one writer: many handlers push, the writer takes all.

@@ -96,6 +96,7 @@ void note_problem(std::string text) {
 }
 
 void copy_out(sample_buffer& buffer, std::uint32_t end, sample_batch& batch) {
+  const bool python = python_frames_active();
   for (std::uint32_t i = buffer.consumed; i < end; ++i) {
     const auto& record = buffer.record(i);
     auto& sample = batch.emplace_back();
@@ -106,7 +107,7 @@ void copy_out(sample_buffer& buffer, std::uint32_t end, sample_batch& batch) {
     sample.source = record.source;
     sample.window = record.window;
     const auto depth = record.stack.size();
-    if (record.python.count == 0) {
+    if (!python || buffer.python(i).count == 0) {
       sample.frame_count = static_cast<std::uint16_t>(depth);
       for (std::size_t f = 0; f < depth; ++f) sample.addresses[f] = record.stack.lookup_address(f);
       continue;
@@ -114,7 +115,7 @@ void copy_out(sample_buffer& buffer, std::uint32_t end, sample_batch& batch) {
     std::uint64_t native[sample_stack_depth];
     for (std::size_t f = 0; f < depth; ++f) native[f] = record.stack.lookup_address(f);
     sample.frame_count = static_cast<std::uint16_t>(splice_python_frames(
-        record.python, native, depth, depth == sample_stack_depth, sample.addresses, sample_stack_depth));
+        buffer.python(i), native, depth, depth == sample_stack_depth, sample.addresses, sample_stack_depth));
   }
   buffer.consumed = end;
 }

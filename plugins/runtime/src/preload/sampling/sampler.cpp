@@ -220,7 +220,7 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
   record.source = source;
   record.window = current_window();
   record.stack.sample(context);
-  capture_python_frames(record.python);
+  if (python_frames_active()) capture_python_frames(buffer->python(index));
   buffer->committed.store(index + 1, std::memory_order_release);
   sampler.delivered.fetch_add(1, std::memory_order_relaxed);
   if (record.stack.path() == kairos::backtrace_path::tables)
