@@ -230,5 +230,18 @@ def test_python_frames_off_leaves_the_eval_loop(directory):
     check(metadata(db, "sampling_cpu_source") == "perf ring buffer", "the ring, as for any program")
 
 
+def test_program_embedding_python_shows_its_functions(directory):
+    program = os.environ.get("KAIROS_EMBEDDED_PYTHON_PROGRAM", "")
+    if not program:
+        skip("no libpython to link a program with at configure time (python3-dev)")
+    bare, result = run_under_kairos(directory, [program], KAIROS_SAMPLING_FREQ=1000)
+    check(result.stdout == bare.stdout == b"embedded ok\n", f"output unchanged: {result.stdout!r}")
+    db = database(directory)
+    totals = python_totals(db)
+    whole = db.execute("SELECT SUM(weight_ns) FROM sample").fetchone()[0]
+    check(totals.get("embedded_spin", 0) > 0.8 * whole and totals.get("embedded_entry", 0) >= totals["embedded_spin"],
+          f"embedded_entry and embedded_spin hold the run: {sorted(totals.items(), key=lambda kv: -kv[1])[:6]}")
+
+
 if __name__ == "__main__":
     sys.exit(run_named_test(globals(), "kairos-python-frames"))
