@@ -29,8 +29,13 @@
 //   the registered stack at all, and the CFA must grow at every frame. Stale rows (another
 //   module mapped where an unloaded one was, at the same eh_frame_hdr address) give wrong
 //   frames, never a fault or a loop.
-// * Anything else (no module, an unknown function, a stack pointer off the registered stack)
-//   ends the walk unfinished, and the caller unwinds with libgcc instead.
+// * Code outside every module is a JIT's (node, LuaJIT, a JVM), which keeps frame pointers and
+//   registers no unwind tables: the walk steps through such a frame by its rbp chain, as perf
+//   does (the return address at rbp + 8, the caller's rbp at rbp), while the chain stays on the
+//   stack and grows; a frame in a module that has no rows, reached that way, is stepped so too (a
+//   JIT's stubs). libgcc knows neither, so such a walk counts as finished wherever it stops.
+// * Anything else (an unknown function, a stack pointer off the registered stack) ends the walk
+//   unfinished, and the caller unwinds with libgcc instead.
 // * The same walk reads a copy of another thread's stack (walk_copied_stack: a perf sample's user
 //   registers and stack copy), off that thread; what that copy holds bounds it instead.
 //
@@ -226,6 +231,23 @@ inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_
   table_walk walk;
   if (!unwind_tables.in_use.load(std::memory_order_relaxed)) return walk;
   module_lookup module;
+  bool through_jit = false;  // a frame was stepped by its frame pointer
+  // A frame without rows (JIT code): its caller by the rbp chain, while it stays on the stack.
+  auto step_by_frame_pointer = [&]() noexcept {
+    if (bp < sp || !stack.holds(bp) || !stack.holds(bp + sizeof(std::uintptr_t))) return false;
+    const std::uintptr_t caller_pc = stack.word(bp + sizeof(std::uintptr_t));
+    const std::uintptr_t caller_bp = stack.word(bp);
+    if (caller_pc == 0) return false;
+    sp = bp + 2 * sizeof(std::uintptr_t);
+    bp = caller_bp;
+    pc = caller_pc;
+    through_jit = true;
+    return true;
+  };
+  auto stop = [&](walk_end end) noexcept {
+    walk.end = through_jit ? walk_end::finished : end;
+    return walk;
+  };
   for (bool first = true;; first = false) {
     if (walk.count == capacity) {
       walk.truncated = true;
@@ -234,24 +256,34 @@ inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_
     }
     frames[walk.count++] = pc;
     const std::uintptr_t lookup = first ? pc : pc - 1;  // a return address's call lies before it
-    if (!module.find(lookup)) return walk;
+    if (!module.find(lookup)) {
+      if (step_by_frame_pointer()) continue;
+      return stop(walk_end::unfollowed);
+    }
     if (module.index < 0) {
-      if (module.eh_frame_hdr == 0) return walk;
+      if (module.eh_frame_hdr == 0) {
+        if (through_jit && step_by_frame_pointer()) continue;
+        return stop(walk_end::unfollowed);
+      }
       want_module(module.eh_frame_hdr);
-      walk.end = walk_end::missing;
-      return walk;
+      return stop(walk_end::missing);
     }
     const auto& entry = unwind_tables.modules[module.index];
     std::uint32_t index = 0;
-    if (!function_index(entry, lookup, index)) return walk;
+    if (!function_index(entry, lookup, index)) {
+      if (through_jit && step_by_frame_pointer()) continue;
+      return stop(walk_end::unfollowed);
+    }
     const function_rows* function = entry.functions[index].load(std::memory_order_acquire);
     if (function == nullptr) {
       want_function(module.index, index);
-      walk.end = walk_end::missing;
-      return walk;
+      return stop(walk_end::missing);
     }
     const auto offset = static_cast<std::uint32_t>(lookup - entry.bias);
-    if (function->count == 0 || offset >= function->end) return walk;
+    if (function->count == 0 || offset >= function->end) {
+      if (through_jit && step_by_frame_pointer()) continue;
+      return stop(walk_end::unfollowed);
+    }
     const unwind_row* row = function->rows + function->count - 1;
     while (row->start > offset) --row;  // rows[0] starts at the function's start, at or before offset
     if (row->rule == unwind_rule::end_of_stack) {
@@ -261,10 +293,10 @@ inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_
     const std::uintptr_t cfa =
         (row->rule == unwind_rule::cfa_from_rsp ? sp : bp) + static_cast<std::uintptr_t>(row->cfa_offset);
     const std::uintptr_t return_address_at = cfa - sizeof(std::uintptr_t);
-    if (cfa <= sp || !stack.holds(return_address_at)) return walk;
+    if (cfa <= sp || !stack.holds(return_address_at)) return stop(walk_end::unfollowed);
     if (row->rbp_offset != 0) {
       const std::uintptr_t rbp_at = cfa + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(row->rbp_offset));
-      if (!stack.holds(rbp_at)) return walk;
+      if (!stack.holds(rbp_at)) return stop(walk_end::unfollowed);
       bp = stack.word(rbp_at);
     }
     pc = stack.word(return_address_at);
