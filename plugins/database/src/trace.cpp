@@ -1,5 +1,5 @@
 // The Chrome trace (`trace` format): samples, regions, MPI calls, GPU work and windows as
-// trace events, streamed.
+// trace events, and process sampling's metrics as counter tracks ("ph":"C"), streamed.
 #include <kairos/plugins/database/outputs.hpp>
 
 #include <map>
@@ -105,6 +105,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_api_call "
                                 "UNION ALL SELECT MIN(start_ns) FROM mpi_call "
+                                "UNION ALL SELECT MIN(time_ns) FROM process_metric "
                                 "UNION ALL SELECT MIN(start_ns) FROM window)");
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
@@ -219,6 +220,12 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
     if (!mpi_calls.is_null(6)) out << fmt::format(R"({}"peer":{})", comma, mpi_calls.integer(6));
     out << "}}";
   }
+  // Process sampling: a counter track per series, under its process.
+  for_each_metric_value(profile, range, [&](const metric_series& series, std::int64_t time_ns, double value) {
+    out << separator();
+    out << fmt::format(R"({{"ph":"C","cat":"process","name":{},"pid":{},"ts":{:.3f},"args":{{"value":{}}}}})",
+                       json_string(series.name), series.pid, (time_ns - origin_ns) * 1e-3, value);
+  });
   // Samples in the order they were stored (each thread's in time order), as the slices: sorting
   // them by time made SQLite hold every sample (output_helpers.hpp, "samples").
   auto samples = profile.prepare(

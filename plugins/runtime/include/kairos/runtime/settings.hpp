@@ -33,6 +33,7 @@ enum class setting_category {
   windows,
   gpu,
   mpi,
+  process_sampling,
   causal,
   internal,
 };
@@ -99,6 +100,10 @@ enum class setting : std::size_t {
   gpu,
   gpu_stacks,
   mpi,
+  process_sampling,
+  process_sampling_period,
+  process_sampling_metrics,
+  process_sampling_cpu_root,
   causal,
   causal_scope,
   causal_select,
