@@ -43,6 +43,10 @@ void restrict_to_rank(connection& profile, std::int64_t rank);
 // window as a slice on a track of its own.
 void write_trace(connection& profile, std::ostream& out, const window_range& windows = {});
 
+// Perfetto's own trace format (protobuf, docs/outputs.md): the same content as write_trace, the
+// samples as PerfSample packets with interned call stacks, streamed; tens of bytes a sample.
+void write_perfetto(connection& profile, std::ostream& out, const window_range& windows = {});
+
 // Folded stacks ("main;solve;step 1200"), weights in microseconds of CPU time, for flamegraph.pl
 // and speedscope.
 void write_folded(connection& profile, std::ostream& out, const window_range& windows = {});
