@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The Perfetto trace (`perfetto` format, <stem>.perfetto-trace), decoded with python3-protobuf
 against perfetto_schema.py (Perfetto's published field numbers), and checked against the profile
-database it was written from: every interned reference, every track, every count.
+database it was written from: every interned reference, every track, every count. Also the Chrome
+trace's size limit, past which it names the Perfetto file once and adds no more samples.
 
 Run one test: perfetto_tests.py NAME (ctest does, one entry per test). Needs KAIROS_RUN,
 KAIROS_REPORT, KAIROS_PHASED_PROGRAM and KAIROS_SAMPLED_PROGRAM in the environment.
@@ -222,6 +223,33 @@ def test_a_sample_costs_tens_of_bytes(directory):
         "SELECT COUNT(*) FROM sample WHERE stack IS NULL").fetchone()[0], "every stacked sample")
     check(per_sample < 40, f"tens of bytes a sample: {per_sample:.1f}")
     check(chrome / samples > 3 * per_sample, "a few times smaller than the Chrome trace")
+
+
+def test_chrome_trace_stops_adding_samples_past_its_size(directory):
+    # Without process sampling's counters, which alone would fill 20 kB.
+    out, err = kairos([PHASED, "0.3", "0.05"], directory, KAIROS_TRACE_MAX_BYTES="20000", KAIROS_PROCESS_SAMPLING="off")
+    connection = sqlite3.connect(only("*.db", directory))
+    with open(only("*.trace.json", directory)) as file:
+        trace = json.load(file)
+    events = trace["traceEvents"]
+    samples = [e for e in events if e.get("cat") == "sample"]
+    stored = connection.execute("SELECT COUNT(*) FROM sample").fetchone()[0]
+    check(0 < len(samples) < stored, f"samples stop past the size: {len(samples)} of {stored}")
+    regions = [e for e in events if e.get("cat") == "region"]
+    check(len(regions) == connection.execute("SELECT COUNT(*) FROM regions").fetchone()[0], "every region stays")
+    perfetto = os.path.basename(only("*.perfetto-trace", directory))
+    notes = [e for e in events if e.get("name", "").startswith("samples stop here")]
+    check(len(notes) == 1 and perfetto in notes[0]["args"]["perfetto_trace"], f"the trace names the file: {notes}")
+    lines = kairos_lines(err)
+    check(len(lines) == 1 and "KAIROS_TRACE_MAX_BYTES" in lines[0] and perfetto in lines[0],
+          f"one line names the Perfetto file: {lines}")
+    # Without the Perfetto file, the line says how to write it.
+    other = os.path.join(directory, "without")
+    os.makedirs(other)
+    out, err = kairos([PHASED, "0.3", "0.05"], other, KAIROS_TRACE_MAX_BYTES="20000", KAIROS_PROCESS_SAMPLING="off",
+                      KAIROS_OUTPUT_FORMATS="db,trace")
+    lines = kairos_lines(err)
+    check(len(lines) == 1 and "kairos-report" in lines[0] and "-f perfetto" in lines[0], f"how to write it: {lines}")
 
 
 if __name__ == "__main__":

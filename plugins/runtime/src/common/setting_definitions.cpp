@@ -203,6 +203,16 @@ constexpr setting_definition definitions[] = {
      .category = output,
      .description = database::exit_format_descriptions,
      .choices = database::exit_format_names},
+    {.name = "trace_max_bytes",
+     .variable = "KAIROS_TRACE_MAX_BYTES",
+     .type = integer,
+     .default_value = "268435456",
+     .category = output,
+     .description = "size of the Chrome trace (trace format) past which it adds no more samples "
+                    "(regions and the rest stay whole) and names the Perfetto trace (perfetto "
+                    "format), which holds them all in tens of bytes each",
+     .minimum = 1024,
+     .maximum = 1e15},
     {.name = "flush_interval",
      .variable = "KAIROS_FLUSH_INTERVAL",
      .type = number,
@@ -580,6 +590,15 @@ constexpr setting_definition definitions[] = {
      .category = internal,
      .description = "PID:N, how many execs the process PID has gone through"},
 };
+
+// The Chrome trace's writer falls back on the same limit for a database that does not say it.
+constexpr bool trace_limit_agrees() {
+  std::string_view text = definitions[static_cast<std::size_t>(setting::trace_max_bytes)].default_value;
+  std::int64_t value = 0;
+  for (const char digit : text) value = value * 10 + (digit - '0');
+  return value == database::default_trace_max_bytes;
+}
+static_assert(trace_limit_agrees(), "KAIROS_TRACE_MAX_BYTES' default and database::default_trace_max_bytes disagree");
 
 // Row i is enumerator i of enum class setting (settings.hpp), the name code reads it by; and its
 // variable is the name in capitals after "KAIROS_", so a name is never spelt two ways.

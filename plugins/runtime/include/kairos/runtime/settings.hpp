@@ -70,6 +70,7 @@ enum class setting : std::size_t {
   follow_children,
   output_path,
   output_formats,
+  trace_max_bytes,
   flush_interval,
   source_lines,
   symbol_cache,

@@ -332,6 +332,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   }();
   if (!written.database_path.empty() && !wants_format("db")) remove_database_files(written.database_path);
   report(written.failure);
+  if (!written.note.empty()) report(written.note);
   auto with_rows = lost;
   with_rows.rows = counts.rows_lost;
   if (written.files.empty() && !with_rows.rows && !with_rows.samples && !with_rows.gpu_records && !with_rows.mpi_calls)
