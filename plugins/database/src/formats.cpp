@@ -25,6 +25,7 @@ constexpr writer_row writers[] = {
     {format_id::db, nullptr},
     {format_id::text, [](connection& p, std::ostream& o, const window_range& w) { write_text(p, o, {.windows = w}); }},
     {format_id::trace, [](connection& p, std::ostream& o, const window_range& w) { write_trace(p, o, w); }},
+    {format_id::perfetto, [](connection& p, std::ostream& o, const window_range& w) { write_perfetto(p, o, w); }},
     {format_id::folded, [](connection& p, std::ostream& o, const window_range& w) { write_folded(p, o, w); }},
     {format_id::speedscope,
      [](connection& p, std::ostream& o, const window_range& w) { write_speedscope(p, o, w, generator); }},

@@ -137,6 +137,24 @@ void write_region_rows(std::ostream& out, const region_node& node, int depth, st
 
 // --- the timeline ----------------------------------------------------------------------------
 
+// A process_metric series drawn above the threads: its values averaged into the timeline's bins.
+struct sparkline {
+  std::string name;
+  std::vector<double> sum = std::vector<double>(timeline_bins, 0);
+  std::vector<std::int64_t> count = std::vector<std::int64_t>(timeline_bins, 0);
+  double minimum = std::numeric_limits<double>::max(), maximum = std::numeric_limits<double>::lowest();
+};
+constexpr double sparkline_height = 18;
+
+// 1.2 G, 350 M, 2.5 k, 97.3: a value short enough for a label.
+std::string short_number(double value) {
+  const double magnitude = std::abs(value);
+  if (magnitude >= 1e9) return fmt::format("{:.1f} G", value * 1e-9);
+  if (magnitude >= 1e6) return fmt::format("{:.1f} M", value * 1e-6);
+  if (magnitude >= 1e4) return fmt::format("{:.1f} k", value * 1e-3);
+  return fmt::format("{:.1f}", value);
+}
+
 std::string tick_label(std::int64_t ns) {
   if (ns == 0) return "0";
   if (ns % 1'000'000'000 == 0) return fmt::format("{} s", ns / 1'000'000'000);
@@ -145,7 +163,8 @@ std::string tick_label(std::int64_t ns) {
 }
 
 void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timeline>& timelines,
-                    const std::vector<window_row>& windows, const time_span& span) {
+                    const std::vector<sparkline>& sparklines, const std::vector<window_row>& windows,
+                    const time_span& span) {
   // Each thread's row: its CPU use, then as many lanes as its regions' depths (at most timeline_lanes).
   auto lanes_used = [](const thread_timeline& timeline) {
     std::size_t used = 0;
@@ -156,7 +175,8 @@ void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timel
   auto row_height = [&](const thread_timeline& timeline) {
     return std::max(30.0, density_height + 2 + static_cast<double>(lanes_used(timeline)) * lane_height) + 10;
   };
-  const double rows_top = 24;
+  const double sparklines_top = 24;
+  const double rows_top = sparklines_top + static_cast<double>(sparklines.size()) * (sparkline_height + 4);
   double height = rows_top + 6;
   for (const auto& [thread, timeline] : timelines) height += row_height(timeline);
   out << fmt::format(R"(<svg class="timeline" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" )"
@@ -185,6 +205,30 @@ void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timel
                        "\n",
                        x, w, height - 20, window.ordinal, xml_text(window.spec),
                        duration(window.end_ns - window.start_ns), x + 2, height - 6, window.ordinal);
+  }
+  // Process sampling's series: a line each, scaled from its minimum to its maximum.
+  double sparkline_y = sparklines_top;
+  for (const auto& line : sparklines) {
+    std::string points;
+    const double range = line.maximum > line.minimum ? line.maximum - line.minimum : 1;
+    for (int bin = 0; bin < timeline_bins; ++bin) {
+      const auto index = static_cast<std::size_t>(bin);
+      if (line.count[index] == 0) continue;
+      const double mean = line.sum[index] / static_cast<double>(line.count[index]);
+      points +=
+          fmt::format("{:.1f},{:.1f} ", timeline_label_width + (bin + 0.5) * timeline_plot_width / timeline_bins,
+                      sparkline_y + sparkline_height - 1 - (mean - line.minimum) / range * (sparkline_height - 2));
+    }
+    out << fmt::format(R"(<g class="sparkline"><text x="4" y="{:.0f}" class="detail">{}</text>)"
+                       R"(<text x="4" y="{:.0f}" class="axis">{} to {}</text>)"
+                       R"(<rect class="track" x="{:.1f}" y="{:.0f}" width="{:.1f}" height="{:.0f}"/>)"
+                       R"(<polyline class="metric" points="{}"><title>{}: {} to {}</title></polyline></g>)"
+                       "\n",
+                       sparkline_y + 9, xml_text(line.name), sparkline_y + 19, short_number(line.minimum),
+                       short_number(line.maximum), timeline_label_width, sparkline_y, timeline_plot_width,
+                       sparkline_height, points, xml_text(line.name), short_number(line.minimum),
+                       short_number(line.maximum));
+    sparkline_y += sparkline_height + 4;
   }
   const double bin_ns = static_cast<double>(span.span_ns) / timeline_bins;
   double y = rows_top;
@@ -254,6 +298,7 @@ svg.timeline .axis { font: 11px sans-serif; fill: #555; }
 svg.timeline .tick { stroke: #e4e4e4; }
 svg.timeline .track { fill: #f6f6f6; }
 svg.timeline .cpu { fill: #d9622b; }
+svg.timeline .metric { fill: none; stroke: #2b8a3e; stroke-width: 1.2; }
 svg.timeline .window { fill: #3c7bd2; fill-opacity: .08; stroke: #3c7bd2; stroke-opacity: .4; }
 svg.timeline .region-name { font: 10px monospace; pointer-events: none; }
 @media print {
@@ -357,6 +402,19 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
     const auto bin =
         std::min<std::int64_t>(timeline_bins - 1, static_cast<std::int64_t>(offset * timeline_bins / span.span_ns));
     timelines[sample.thread].cpu_ns[static_cast<std::size_t>(bin)] += sample.weight_ns;
+  });
+  std::vector<sparkline> sparklines;  // by series ordinal
+  for_each_metric_value(profile, range, [&](const metric_series& series, std::int64_t time_ns, double value) {
+    if (static_cast<std::size_t>(series.ordinal) >= sparklines.size()) sparklines.resize(series.ordinal + 1);
+    auto& line = sparklines[static_cast<std::size_t>(series.ordinal)];
+    if (line.name.empty()) line.name = series.name;
+    const auto offset = static_cast<__int128>(std::max<std::int64_t>(0, time_ns - span.origin_ns));
+    const auto bin = static_cast<std::size_t>(
+        std::min<std::int64_t>(timeline_bins - 1, static_cast<std::int64_t>(offset * timeline_bins / span.span_ns)));
+    line.sum[bin] += value;
+    ++line.count[bin];
+    line.minimum = std::min(line.minimum, value);
+    line.maximum = std::max(line.maximum, value);
   });
   std::int64_t program_threads = 0;
   for (const auto& thread : threads) {
@@ -477,15 +535,18 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
 
   // --- timeline
   out << "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
-  if (timelines.empty()) {
+  if (timelines.empty() && sparklines.empty()) {
     out << "<p>Nothing was recorded over time.</p>\n";
   } else {
     out << fmt::format(
-        "<p class=\"note\">Each thread's CPU use (orange, from the samples: full height is a "
+        "<p class=\"note\">{}Each thread's CPU use (orange, from the samples: full height is a "
         "thread that ran all along) and its regions by depth (blue; grey where regions of "
         "several names lie closer than a pixel). {} from the start of the process.</p>\n",
+        sparklines.empty() ? ""
+                           : "First the process's metrics (green, each from its least to its greatest value; "
+                             "table <code>process_metric</code>). ",
         duration(span.span_ns));
-    write_timeline(out, timelines, windows, span);
+    write_timeline(out, timelines, sparklines, windows, span);
   }
   out << "</section>\n";
 

@@ -68,6 +68,9 @@ std::vector<copy_step> copy_steps() {
       {"INSERT INTO main.counter (process, thread, time_ns, name, value, window) "
        "SELECT c.process + :process, c.thread + :thread, c.time_ns, merged_string(c.name), c.value, c.window "
        "FROM input.counter AS c"},
+      {"INSERT INTO main.process_metric (process, time_ns, metric, thread, instance, value, window) "
+       "SELECT m.process + :process, m.time_ns, merged_string(m.metric), m.thread + :thread, m.instance, m.value, "
+       "m.window FROM input.process_metric AS m"},
       {"INSERT INTO main.call_tree (thread, node, parent, name, frame, window, calls, total_ns, min_ns, max_ns, "
        "sum_squares_ms) "
        "SELECT c.thread + :thread, c.node, c.parent, merged_string(c.name), merged_frame(c.frame), c.window, c.calls, "

@@ -258,6 +258,21 @@ std::vector<window_row> windows_in(connection& profile, const window_range& wind
 std::map<std::int64_t, std::vector<function_row>> functions_by_window(connection& profile, std::size_t limit,
                                                                       const window_range& windows);
 
+// --- process sampling ------------------------------------------------------------------------
+
+// A counter series of the process_metric table: one (process, metric, thread, instance), named as
+// every output shows it: "memory_resident_bytes", "thread_cpu_percent (thread 1)",
+// "cpu_frequency_mhz (core 3)", "gpu_power_watts (GPU 0)".
+struct metric_series {
+  std::int64_t ordinal = 0;  // dense, in the order the series first appear
+  std::int64_t pid = 0;
+  std::string metric, name;
+};
+// Every process_metric row in the windows in stored order (each series' in time order), with its
+// series; memory is bounded by the series, not the rows.
+void for_each_metric_value(connection& profile, const window_range& windows,
+                           const std::function<void(const metric_series&, std::int64_t time_ns, double value)>& visit);
+
 // --- GPU -------------------------------------------------------------------------------------
 
 constexpr std::int64_t kernels_shown = 20;

@@ -45,6 +45,40 @@ void for_each_sample(connection& profile, const window_range& windows,
     visit({query.integer(0), query.integer(1), query.integer(2), query.integer(3), query.integer(4)});
 }
 
+void for_each_metric_value(connection& profile, const window_range& windows,
+                           const std::function<void(const metric_series&, std::int64_t, double)>& visit) {
+  auto query = profile.prepare(
+      "SELECT m.process, process.pid, process.rank, string.value, m.thread, thread.sequent_id, m.instance, "
+      "m.time_ns, m.value FROM process_metric AS m JOIN string ON string.id = m.metric "
+      "JOIN process ON process.id = m.process LEFT JOIN thread ON thread.id = m.thread WHERE 1" +
+      in_windows(windows, "m.window") + " ORDER BY m.id");
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>, metric_series> series;
+  std::map<std::string, std::int64_t, std::less<>> metric_ids;  // each metric's name, by its string
+  while (query.step()) {
+    const auto metric = query.text(3);
+    const auto metric_id = metric_ids.try_emplace(std::string{metric}, static_cast<std::int64_t>(metric_ids.size()));
+    const auto thread = query.is_null(4) ? -1 : query.integer(4);
+    const auto instance = query.is_null(6) ? -1 : query.integer(6);
+    auto [found, added] = series.try_emplace({query.integer(0), metric_id.first->second, thread, instance});
+    if (added) {
+      auto& entry = found->second;
+      entry.ordinal = static_cast<std::int64_t>(series.size()) - 1;
+      entry.pid = query.integer(1);
+      entry.metric = std::string{metric};
+      const auto rank = query.is_null(2) ? std::nullopt : std::optional<std::int64_t>{query.integer(2)};
+      if (thread >= 0)
+        entry.name =
+            fmt::format("{} ({})", metric,
+                        query.is_null(5) ? fmt::format("thread row {}", thread) : thread_name(rank, query.integer(5)));
+      else if (instance >= 0)
+        entry.name = fmt::format("{} ({} {})", metric, metric.starts_with("gpu_") ? "GPU" : "core", instance);
+      else
+        entry.name = rank ? fmt::format("{} (rank {})", metric, *rank) : std::string{metric};
+    }
+    visit(found->second, query.integer(7), query.real(8));
+  }
+}
+
 std::vector<stack_sum> stack_sums(connection& profile, const window_range& windows) {
   struct key_hash {
     std::size_t operator()(const std::tuple<std::int64_t, std::int64_t, std::int64_t>& key) const {

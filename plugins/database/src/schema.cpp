@@ -129,6 +129,15 @@ CREATE TABLE mpi_call (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread,
   name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   bytes INTEGER, peer INTEGER, window INTEGER NOT NULL DEFAULT 0);
+-- Process sampling (docs/runtime.md, "Process sampling"): what a thread of kairos's read about the
+-- process every period. metric: a string, its unit in its name (memory_resident_bytes,
+-- cpu_percent, ...); thread: whose CPU (thread_cpu_percent), else NULL; instance: the CPU core
+-- (cpu_frequency_mhz) or GPU (gpu_*) the value is of, else NULL. A rate (cpu_percent, *_per_s)
+-- covers the period that ends at time_ns.
+CREATE TABLE process_metric (
+  id INTEGER PRIMARY KEY, process INTEGER NOT NULL DEFAULT 1 REFERENCES process, time_ns INTEGER NOT NULL,
+  metric INTEGER NOT NULL REFERENCES string, thread INTEGER REFERENCES thread, instance INTEGER,
+  value REAL NOT NULL, window INTEGER NOT NULL DEFAULT 0);
 -- Causal profiling (docs/causal.md): each virtual-speedup experiment, with `selected` (a "file:line"
 -- or a function, by `scope`) virtually sped up by `speedup` (0..1); duration_ns is the wall time less
 -- the delays inserted (delay_ns), the denominator of every rate the analysis computes.
@@ -283,6 +292,12 @@ SELECT mpi_call.id AS id, string.value AS name, mpi_call.thread AS thread,
        mpi_call.end_ns - mpi_call.start_ns AS duration_ns, mpi_call.bytes AS bytes,
        mpi_call.peer AS peer, mpi_call.window AS window
 FROM mpi_call JOIN string ON string.id = mpi_call.name;
+
+CREATE VIEW process_metrics AS
+SELECT process_metric.id AS id, string.value AS metric, process_metric.time_ns AS time_ns,
+       process_metric.thread AS thread, process_metric.instance AS instance, process_metric.value AS value,
+       process_metric.window AS window, process_metric.process AS process
+FROM process_metric JOIN string ON string.id = process_metric.metric;
 
 -- Each causal experiment with each of its progress points' counts (one row with NULL point columns
 -- for an experiment in which no point was reached); the per-experiment rows coz's profile.coz holds.

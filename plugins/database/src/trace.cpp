@@ -1,7 +1,8 @@
 // The Chrome trace (`trace` format): samples, regions, MPI calls, GPU work and windows as
-// trace events, streamed.
+// trace events, and process sampling's metrics as counter tracks ("ph":"C"), streamed.
 #include <kairos/plugins/database/outputs.hpp>
 
+#include <charconv>
 #include <map>
 #include <unordered_map>
 
@@ -35,9 +36,27 @@ void append_microseconds(std::string& out, std::int64_t ns) {
   out.append(at, static_cast<std::size_t>(std::end(text) - at));
 }
 
+// The run's KAIROS_TRACE_MAX_BYTES, from the metadata (the setting's default for a database
+// written without it).
+std::int64_t size_limit(connection& profile) {
+  auto query = profile.prepare("SELECT value FROM metadata WHERE key = 'setting.KAIROS_TRACE_MAX_BYTES'");
+  std::int64_t limit = default_trace_max_bytes;
+  if (query.step()) {
+    const auto text = query.text(0);
+    std::from_chars(text.data(), text.data() + text.size(), limit);
+  }
+  return limit;
+}
+
 }  // namespace
 
 using namespace output_helpers;
+
+std::string perfetto_path_of(std::string_view database_path) {
+  std::string path{database_path};
+  if (path.ends_with(".db")) path.resize(path.size() - 3);
+  return path + std::string{format_of(format_id::perfetto).extension};
+}
 
 // GPU work in the trace: each (device, stream) a track of its own, under the process, with its
 // kernels and copies as slices; API calls as slices on the calling thread's track.
@@ -96,7 +115,7 @@ void write_gpu_tracks(connection& profile, std::ostream& out, const window_range
   }
 }
 
-void write_trace(connection& profile, std::ostream& out, const window_range& range) {
+trace_summary write_trace(connection& profile, std::ostream& out, const window_range& range) {
   // Timestamps in microseconds from the earliest event, as the format expects.
   const auto origin_ns = scalar(profile,
                                 "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample "
@@ -105,6 +124,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_api_call "
                                 "UNION ALL SELECT MIN(start_ns) FROM mpi_call "
+                                "UNION ALL SELECT MIN(time_ns) FROM process_metric "
                                 "UNION ALL SELECT MIN(start_ns) FROM window)");
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
@@ -219,20 +239,53 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
     if (!mpi_calls.is_null(6)) out << fmt::format(R"({}"peer":{})", comma, mpi_calls.integer(6));
     out << "}}";
   }
+  // Process sampling: a counter track per series, under its process.
+  for_each_metric_value(profile, range, [&](const metric_series& series, std::int64_t time_ns, double value) {
+    out << separator();
+    out << fmt::format(R"({{"ph":"C","cat":"process","name":{},"pid":{},"ts":{:.3f},"args":{{"value":{}}}}})",
+                       json_string(series.name), series.pid, (time_ns - origin_ns) * 1e-3, value);
+  });
   // Samples in the order they were stored (each thread's in time order), as the slices: sorting
-  // them by time made SQLite hold every sample (output_helpers.hpp, "samples").
+  // them by time made SQLite hold every sample (output_helpers.hpp, "samples"). Past the run's
+  // KAIROS_TRACE_MAX_BYTES, no more: one event says where they all are, the Perfetto trace.
+  const auto limit = size_limit(profile);
+  std::int64_t written = std::max<std::int64_t>(0, static_cast<std::int64_t>(out.tellp()));
+  std::int64_t left_out = 0, stopped_at_ns = 0, written_samples = 0;
   auto samples = profile.prepare(
       "SELECT samples.leaf, threads.pid, threads.tid, samples.time_ns, samples.stack, samples.weight "
       "FROM samples JOIN threads ON threads.id = samples.thread WHERE 1" +
       in_windows(range, "samples.window") + " ORDER BY samples.id");
+  std::string event;
   while (samples.step()) {
-    out << separator();
+    if (left_out > 0) {
+      ++left_out;
+      continue;
+    }
     const auto leaf = samples.is_null(0) ? std::string_view{"<no stack>"} : samples.text(0);
-    out << fmt::format(R"({{"ph":"i","s":"t","cat":"sample","name":{},"pid":{},"tid":{},"ts":{:.3f})",
-                       json_string(leaf), samples.integer(1), samples.integer(2),
-                       (samples.integer(3) - origin_ns) * 1e-3);
-    if (!samples.is_null(4)) out << fmt::format(R"(,"sf":"{}")", samples.integer(4));
-    out << fmt::format(R"(,"args":{{"weight_ns":{}}}}})", samples.integer(5));
+    event =
+        fmt::format(R"({{"ph":"i","s":"t","cat":"sample","name":{},"pid":{},"tid":{},"ts":{:.3f})", json_string(leaf),
+                    samples.integer(1), samples.integer(2), (samples.integer(3) - origin_ns) * 1e-3);
+    if (!samples.is_null(4)) event += fmt::format(R"(,"sf":"{}")", samples.integer(4));
+    event += fmt::format(R"(,"args":{{"weight_ns":{}}}}})", samples.integer(5));
+    if (written + static_cast<std::int64_t>(event.size()) > limit) {
+      left_out = 1;
+      stopped_at_ns = samples.integer(3);
+      continue;
+    }
+    const auto before = separator();
+    written += static_cast<std::int64_t>(before.size() + event.size());
+    ++written_samples;
+    out << before << event;
+  }
+  if (left_out > 0) {
+    out << separator();
+    out << fmt::format(R"({{"ph":"i","s":"g","cat":"kairos","name":{},"pid":{},"tid":0,"ts":{:.3f},)"
+                       R"("args":{{"samples_left_out":{},"perfetto_trace":{}}}}})",
+                       json_string(fmt::format("samples stop here: the trace reached KAIROS_TRACE_MAX_BYTES ({}); "
+                                               "the Perfetto trace has them all",
+                                               limit)),
+                       first_pid, (stopped_at_ns - origin_ns) * 1e-3, left_out,
+                       json_string(perfetto_path_of(profile.path())));
   }
   out << "\n],\"stackFrames\":{";
   auto frames = profile.prepare(
@@ -247,6 +300,7 @@ void write_trace(connection& profile, std::ostream& out, const window_range& ran
     out << '}';
   }
   out << "}}\n";
+  return {written_samples, left_out, limit};
 }
 
 }  // namespace kairos::database

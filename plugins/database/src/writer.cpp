@@ -30,6 +30,9 @@ struct profile_writer::statements {
                         "INSERT INTO realtime_sample (thread, time_ns, weight_ns, stack, window) "
                         "VALUES (?, ?, ?, ?, ?)"},
         counter{database, "INSERT INTO counter (thread, time_ns, name, value, window) VALUES (?, ?, ?, ?, ?)"},
+        process_metric{database,
+                       "INSERT INTO process_metric (time_ns, metric, thread, instance, value, window) "
+                       "VALUES (?, ?, ?, ?, ?, ?)"},
         region_block{database, region_block_insert_sql("region_block")},
         window{database,
                "INSERT OR REPLACE INTO window (ordinal, spec, clock, planned_start, planned_end, "
@@ -63,8 +66,8 @@ struct profile_writer::statements {
         causal_sample{database, "INSERT OR REPLACE INTO causal_sample (scope, location, count) VALUES (?, ?, ?)"} {}
 
   statement metadata, string, process, process_end, process_rank, thread, thread_end, frame, stack, sample,
-      realtime_sample, counter, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call, call_tree,
-      mpi_call, causal_experiment, causal_progress, causal_sample;
+      realtime_sample, counter, process_metric, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call,
+      call_tree, mpi_call, causal_experiment, causal_progress, causal_sample;
 };
 
 profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
@@ -323,6 +326,18 @@ void profile_writer::add_counter(std::int64_t thread, std::int64_t time_ns, std:
   const auto name_id = intern(name);
   ensure_transaction();
   statements_->counter.bind(1, thread).bind(2, time_ns).bind(3, name_id).bind(4, value).bind(5, window).run();
+}
+
+void profile_writer::add_process_metric(std::int64_t time_ns, std::string_view metric,
+                                        std::optional<std::int64_t> thread, std::optional<std::int64_t> instance,
+                                        double value, std::int64_t window) {
+  const auto metric_id = intern(metric);
+  ensure_transaction();
+  auto& insert = statements_->process_metric;
+  insert.bind(1, time_ns).bind(2, metric_id);
+  bind_optional(insert, 3, thread);
+  bind_optional(insert, 4, instance);
+  insert.bind(5, value).bind(6, window).run();
 }
 
 void profile_writer::add_region(std::int64_t thread, std::string_view name, std::int64_t start_ns, std::int64_t end_ns,

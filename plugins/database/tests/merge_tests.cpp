@@ -67,6 +67,9 @@ std::string write_rank(const std::string& name, std::int64_t rank, std::int64_t 
   writer.add_region(worker, fmt::format("rank {} work", rank), 1'100, 1'900, 1);
   writer.add_function_region(main_thread, at(4), 1'200, 1'300 + rank, 1);
   writer.add_counter(worker, 1'500, "thread_cpu_time_ns", 42.0 + static_cast<double>(rank));
+  writer.add_process_metric(1'500, "memory_resident_bytes", std::nullopt, std::nullopt, 1e6 + rank);
+  writer.add_process_metric(1'500, "thread_cpu_percent", worker, std::nullopt, 50.0 + rank);
+  writer.add_process_metric(1'500, "cpu_frequency_mhz", std::nullopt, rank, 2400.0);
   writer.add_window({1, "realtime:0:1", "realtime", 0, 1'000, 0, 1'000, 5 + rank, 1'005 + rank});
   for (const double speedup : {0.0, 0.5}) {
     const db::causal_progress_info progress[] = {
@@ -198,6 +201,10 @@ const question questions[] = {
      "JOIN process ON process.id = counter.process LEFT JOIN thread ON thread.id = counter.thread "
      "JOIN string ON string.id = counter.name",
      5},
+    {"process metrics",
+     "SELECT process.rank, thread.tid, m.time_ns, m.metric, m.instance, m.value FROM process_metrics AS m "
+     "JOIN process ON process.id = m.process LEFT JOIN thread ON thread.id = m.thread",
+     6},
     {"windows",
      "SELECT process.rank, window.ordinal, window.spec, window.start_ns FROM window "
      "JOIN process ON process.id = window.process",

@@ -15,6 +15,7 @@
 
 #include <kairos/component_traits.hpp>
 #include <kairos/components.hpp>
+#include <kairos/runtime/process_metrics.hpp>
 #include <kairos/runtime/settings.hpp>
 #include <kairos/runtime/time_windows.hpp>
 
@@ -184,6 +185,25 @@ constexpr const char* window_examples =
     "    realtime,1.5,250ms                 # from 1.5 s to 1.75 s after the start\n"
     "  docs/windows.md has the rest: precision, the window table, kairos-report --window\n\n";
 
+// What process sampling can read here (KAIROS_PROCESS_SAMPLING_CPU_ROOT as the settings have it):
+// where each metric comes from, or why it is absent.
+std::vector<row> process_metric_rows() {
+  const auto current = kairos::runtime::settings::load(environ);
+  std::vector<row> rows;
+  for (const auto& probe :
+       kairos::runtime::probe_process_metrics(current.text(kairos::runtime::setting::process_sampling_cpu_root))) {
+    const auto& definition = kairos::runtime::definition_of(probe.metric);
+    rows.push_back({std::string{definition.name}, "process",
+                    nlohmann::json{{"name", definition.name},
+                                   {"available", probe.available},
+                                   {"category", "process"},
+                                   {"unit", definition.unit},
+                                   {"description", definition.description},
+                                   {"detail", probe.detail}}});
+  }
+  return rows;
+}
+
 std::vector<row> counter_rows() {
   std::vector<row> rows;
 #if defined(KAIROS_AVAIL_HAS_PERF)
@@ -274,18 +294,21 @@ void print_table(const std::string& title, const std::vector<row>& rows, const s
 
 int main(int argc, char** argv) {
   CLI::App app{"kairos-avail: the components, settings and hardware counters kairos offers here", "kairos-avail"};
-  bool components = false, settings = false, counters = false, windows = false, json = false, markdown = false;
+  bool components = false, settings = false, counters = false, windows = false, process_metrics = false, json = false,
+       markdown = false;
   std::string name_regex, category;
   app.add_flag("-C,--components", components, "components: name, available here, unit, description");
   app.add_flag("-S,--settings", settings, "settings: variable, current value, type, default, category, description");
   app.add_flag("-H,--hw-counters", counters, "perf events and PAPI presets: available here or not, and why");
   app.add_flag("-W,--windows", windows, "time windows: their clocks, available here or not, and examples");
+  app.add_flag("-P,--process-metrics", process_metrics,
+               "process sampling's metrics: available here or not, where each is read or why not");
   app.add_option("-r,--regex", name_regex, "only names matching this regular expression");
   std::string setting_categories;
   for (const auto& entry : kairos::runtime::setting_categories())
     setting_categories += fmt::format("{}{}", setting_categories.empty() ? "" : ", ", entry.name);
   app.add_option("-c,--category", category,
-                 fmt::format("only this category (core, perf, papi, gpu; {}; perf-software, "
+                 fmt::format("only this category (core, perf, papi, gpu, process; {}; perf-software, "
                              "perf-hardware, perf-cache)",
                              setting_categories));
   auto* json_flag = app.add_flag("--json", json, "JSON instead of tables");
@@ -298,7 +321,8 @@ int main(int argc, char** argv) {
     std::cout << settings_markdown();
     return 0;
   }
-  if (!components && !settings && !counters && !windows) components = settings = counters = windows = true;
+  if (!components && !settings && !counters && !windows && !process_metrics)
+    components = settings = counters = windows = process_metrics = true;
 
   std::regex pattern;
   try {
@@ -336,6 +360,9 @@ int main(int argc, char** argv) {
          {"name", "available", "unit", "description", "reason"});
     if (!json) std::cout << window_examples;
   }
+  if (process_metrics)
+    emit("process_metrics", "PROCESS METRICS", filtered(process_metric_rows()),
+         {"name", "available", "unit", "detail"});
   if (counters)
     emit("hw_counters", "HARDWARE COUNTERS", filtered(counter_rows()),
          {"name", "available", "category", "description", "reason"});

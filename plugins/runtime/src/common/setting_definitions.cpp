@@ -9,6 +9,7 @@
 #include <kairos/components.hpp>
 #include <kairos/plugins/database/formats.hpp>
 #include <kairos/runtime/output_path.hpp>
+#include <kairos/runtime/process_metrics.hpp>
 #include <kairos/runtime/settings.hpp>
 #include <kairos/runtime/time_windows.hpp>
 
@@ -127,6 +128,10 @@ constexpr setting_category_definition categories[] = {
     {.category = windows, .name = "windows", .when_rejected = "kairos is disabled for this run", .stops_kairos = true},
     {.category = gpu, .name = "gpu", .when_rejected = "GPU work is not observed", .stops_kairos = false},
     {.category = mpi, .name = "mpi", .when_rejected = "MPI calls are not recorded", .stops_kairos = false},
+    {.category = process_sampling,
+     .name = "process_sampling",
+     .when_rejected = "the process is not sampled",
+     .stops_kairos = false},
     {.category = causal, .name = "causal", .when_rejected = "no causal experiments run", .stops_kairos = false},
     {.category = internal, .name = "internal", .when_rejected = "the value is ignored", .stops_kairos = false},
 };
@@ -198,6 +203,16 @@ constexpr setting_definition definitions[] = {
      .category = output,
      .description = database::exit_format_descriptions,
      .choices = database::exit_format_names},
+    {.name = "trace_max_bytes",
+     .variable = "KAIROS_TRACE_MAX_BYTES",
+     .type = integer,
+     .default_value = "268435456",
+     .category = output,
+     .description = "size of the Chrome trace (trace format) past which it adds no more samples "
+                    "(regions and the rest stay whole) and names the Perfetto trace (perfetto "
+                    "format), which holds them all in tens of bytes each",
+     .minimum = 1024,
+     .maximum = 1e15},
     {.name = "flush_interval",
      .variable = "KAIROS_FLUSH_INTERVAL",
      .type = number,
@@ -459,6 +474,38 @@ constexpr setting_definition definitions[] = {
                     "point-to-point and collective calls where an MPI library is loaded, off "
                     "never wraps anything (the rank still comes from the launcher's environment)",
      .choices = "auto,off"},
+    // process sampling (docs/runtime.md, "Process sampling")
+    {.name = "process_sampling",
+     .variable = "KAIROS_PROCESS_SAMPLING",
+     .type = boolean,
+     .default_value = "on",
+     .category = process_sampling,
+     .description = "sample the process on a thread of kairos's own: memory, CPU use in total and per "
+                    "thread, context switches, page faults, I/O bytes, the frequency of its cores, "
+                    "GPU power, temperature, utilization and memory (kairos-avail --process-metrics "
+                    "says what this machine offers)"},
+    {.name = "process_sampling_period",
+     .variable = "KAIROS_PROCESS_SAMPLING_PERIOD",
+     .type = number,
+     .default_value = "0.05",
+     .category = process_sampling,
+     .description = "seconds between two samples of the process",
+     .minimum = 0.005,
+     .maximum = 3600},
+    {.name = "process_sampling_metrics",
+     .variable = "KAIROS_PROCESS_SAMPLING_METRICS",
+     .type = list,
+     .default_value = "all",
+     .category = process_sampling,
+     .description = "what process sampling reads, by metric name; all: every one this machine offers",
+     .choices = process_metric_choices},
+    {.name = "process_sampling_cpu_root",
+     .variable = "KAIROS_PROCESS_SAMPLING_CPU_ROOT",
+     .type = path,
+     .default_value = "/sys/devices/system/cpu",
+     .category = process_sampling,
+     .description = "directory of the cores' cpu<N>/cpufreq/scaling_cur_freq files (the kernel's; "
+                    "another one for tests)"},
     // causal (docs/causal.md; kairos-causal sets them)
     {.name = "causal",
      .variable = "KAIROS_CAUSAL",
@@ -551,6 +598,15 @@ constexpr setting_definition definitions[] = {
      .category = internal,
      .description = "PID:N, how many execs the process PID has gone through"},
 };
+
+// The Chrome trace's writer falls back on the same limit for a database that does not say it.
+constexpr bool trace_limit_agrees() {
+  std::string_view text = definitions[static_cast<std::size_t>(setting::trace_max_bytes)].default_value;
+  std::int64_t value = 0;
+  for (const char digit : text) value = value * 10 + (digit - '0');
+  return value == database::default_trace_max_bytes;
+}
+static_assert(trace_limit_agrees(), "KAIROS_TRACE_MAX_BYTES' default and database::default_trace_max_bytes disagree");
 
 // Row i is enumerator i of enum class setting (settings.hpp), the name code reads it by; and its
 // variable is the name in capitals after "KAIROS_", so a name is never spelt two ways.

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ext/stdio_filebuf.h>
@@ -175,6 +176,21 @@ written_report write_report(const report_request& request) {
             {"regions", kairos::to_json(data)},
             {"profile", have_database ? profile_summary(profile_database()) : nlohmann::json(nullptr)}};
         file << document.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      } else if (format->id == format_id::trace) {
+        const auto trace = database::write_trace(profile_database(), file);
+        if (trace.samples_left_out > 0) {
+          const auto perfetto = database::perfetto_path_of(database_path);
+          const bool perfetto_written =
+              std::find(request.formats.begin(), request.formats.end(), "perfetto") != request.formats.end();
+          written.note = fmt::format(
+              "the Chrome trace {} reached KAIROS_TRACE_MAX_BYTES ({} bytes) and left out {} of {} samples (the "
+              "rest is whole); {}",
+              path, trace.limit_bytes, trace.samples_left_out, trace.samples_written + trace.samples_left_out,
+              perfetto_written ? fmt::format("every sample is in the Perfetto trace {}", perfetto)
+                               : fmt::format("kairos-report {} -f perfetto -o {} writes every sample to a Perfetto "
+                                             "trace",
+                                             database_path, perfetto));
+        }
       } else {
         database::write_format(format->id, profile_database(), file);
       }

@@ -5,6 +5,7 @@
 //   db      <stem>.db          the SQLite profile (source of truth)
 //   text    <stem>.txt         top functions (overall, per thread), region tables, threads
 //   trace   <stem>.trace.json  Chrome Trace Event JSON (regions as slices, samples with stacks)
+//   perfetto <stem>.perfetto-trace  Perfetto's protobuf trace (the same, interned and streamed)
 //   folded  <stem>.folded      collapsed stacks for flamegraph.pl / speedscope
 //   speedscope <stem>.speedscope.json  speedscope's own format
 //   flamegraph <stem>.svg      a flame graph, self-contained
@@ -32,6 +33,7 @@ struct written_report {
   std::vector<std::string> files;
   problem failure;            // what failed; the files before it were written whole
   std::string database_path;  // where the database is now (an exec snapshot's moves)
+  std::string note;           // the Chrome trace's samples stopped at its size limit: where they all are
 };
 
 // Every file is created exclusively under a temporary name next to its final one and renamed

@@ -7,6 +7,7 @@
 
 #include "preload/gpu/gpu_activity.hpp"
 #include "preload/mpi/mpi_calls.hpp"
+#include "preload/process_sampling/process_sampling.hpp"
 #include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
 #include "preload/sampling/python_frames.hpp"
@@ -29,6 +30,7 @@ struct delivery_state {
   std::unordered_map<pid_t, thread_record*> program_threads;  // by tid: who asked for GPU work
   gpu::activity_batch gpu_activity;                           // kept across flushes: the collector reuses its storage
   mpi_call_batch mpi_calls;                                   // likewise
+  process_sample_batch process_samples;                       // likewise
   std::vector<database::profile_writer::region_input> drained_regions;  // reused by each flush
   bool forget_parent = false;  // set in a fork child; done by the child's first flush
 };
@@ -125,6 +127,18 @@ void add_mpi_rows(database_batch& rows, const mpi_call_batch& batch) {
     rows.add_mpi_call(*thread, name_of(call.function), call.start_ns, call.end_ns,
                       call.bytes >= 0 ? std::optional<std::int64_t>{call.bytes} : std::nullopt,
                       call.peer >= 0 ? std::optional<std::int64_t>{call.peer} : std::nullopt, call.window);
+}
+
+// Process sampling's rows wait for the database (they do not create it: a program that records
+// nothing else costs no file); outside the windows nothing is kept.
+void add_process_rows(database_batch& rows, const process_sample_batch& batch) {
+  for (const auto& row : batch) {
+    const auto window = window_at(row.time_ns);
+    if (!window) continue;
+    rows.add_process_metric(row.time_ns, definition_of(row.metric).name, row.thread,
+                            row.instance >= 0 ? std::optional<std::int64_t>{row.instance} : std::nullopt, row.value,
+                            *window);
+  }
 }
 
 }  // namespace
@@ -229,6 +243,8 @@ void flush_to_database(bool force) {
   // Threads get their rows once the database exists (it is created by the first sample or
   // region); until then they wait here, so a thread that ended early is still listed.
   if (rows.has_file()) {
+    take_process_samples(state->process_samples);
+    add_process_rows(rows, state->process_samples);
     std::erase_if(state->unfinished, [&](thread_record* thread) {
       rows.add_thread(*thread);
       if (thread->running.load(std::memory_order_acquire)) return false;

@@ -21,6 +21,7 @@
 
 #include <cstdio>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -47,6 +48,7 @@
 #include "preload/process/lifecycle.hpp"
 #include "preload/process/stages.hpp"
 #include "preload/process/termination.hpp"
+#include "preload/process_sampling/process_sampling.hpp"
 #include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
 #include "preload/sampling/sample_writer.hpp"
@@ -330,6 +332,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   }();
   if (!written.database_path.empty() && !wants_format("db")) remove_database_files(written.database_path);
   report(written.failure);
+  if (!written.note.empty()) report(written.note);
   auto with_rows = lost;
   with_rows.rows = counts.rows_lost;
   if (written.files.empty() && !with_rows.rows && !with_rows.samples && !with_rows.gpu_records && !with_rows.mpi_calls)
@@ -653,6 +656,20 @@ void start_stages() {
   if (database_wanted && globals->values.category_usable(setting_category::mpi)) {
     const auto note = start_mpi(globals->values.text(setting::mpi) == "auto");
     if (note && speaks_for_launch && verbosity() > 0) report(*note);
+  }
+  if (database_wanted && globals->values.category_usable(setting_category::process_sampling) &&
+      globals->values.boolean(setting::process_sampling)) {
+    const auto names = globals->values.list(setting::process_sampling_metrics);
+    auto started = start_process_sampling(
+        {.period_ns = static_cast<std::int64_t>(globals->values.number(setting::process_sampling_period) * 1e9),
+         .metrics = chosen_process_metrics(names),
+         .metrics_named = std::find(names.begin(), names.end(), "all") == names.end(),
+         .cpu_root = globals->values.text(setting::process_sampling_cpu_root)});
+    if (speaks_for_launch) {
+      for (const auto& line : started.problems) report(line);
+      if (verbosity() > 0)
+        for (const auto& note : started.notes) report(note);
+    }
   }
   atexit(&finalize_at_exit);
   pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);

@@ -9,6 +9,7 @@
 #include "preload/gpu/gpu_activity.hpp"
 #include "preload/mpi/mpi_calls.hpp"
 #include "preload/pipeline/delivery.hpp"
+#include "preload/process_sampling/process_sampling.hpp"
 #include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
 #include "preload/sampling/python_frames.hpp"
@@ -78,6 +79,15 @@ void function_trace_metadata(const run_facts&) {
   add_number(key::traced_events, traced_events());
 }
 
+void process_sampling_metadata(const run_facts&) {
+  const auto totals = process_sampling_totals_now();
+  if (!totals.running) return;
+  add_number(key::process_sampling_period_ns, totals.period_ns);
+  add_number(key::process_sampling_periods, totals.periods);
+  add(key::process_sampling_metrics, totals.metrics);
+  add_number(key::dropped_process_samples, totals.rows_dropped);
+}
+
 void tick_reporting(const char* what, void (*work)()) { report(capture_problem(what, work)); }
 
 constexpr std::array rows{
@@ -111,6 +121,11 @@ constexpr std::array rows{
               },
           .tick = [] { tick_reporting("observing MPI failed", &mpi_tick); },
           .in_child = [](thread_record*) noexcept { mpi_forget_after_fork_in_child(); }},
+    // Its thread holds no lock a fork could leave taken: the child only forgets it.
+    stage{.name = "process_sampling",
+          .stop = [] { stop_process_sampling(); },
+          .add_metadata = &process_sampling_metadata,
+          .in_child = [](thread_record*) noexcept { process_sampling_forget_after_fork_in_child(); }},
     stage{.name = "delivery",
           .tick = [] { tick_reporting("writing the profile database failed", [] { flush_to_database(false); }); },
           .lock_for_fork = [] { delivery_lock_for_fork(); },

@@ -378,6 +378,16 @@ void database_batch::add_counter(thread_record& thread, std::int64_t time_ns, st
   insert([&] { file().writer->add_counter(thread_row(thread), time_ns, name, value, window); });
 }
 
+void database_batch::add_process_metric(std::int64_t time_ns, std::string_view metric, thread_record* thread,
+                                        std::optional<std::int64_t> instance, double value, std::int32_t window) {
+  if (!writable() || !has_file()) return;
+  insert([&] {
+    file().writer->add_process_metric(time_ns, metric,
+                                      thread ? std::optional<std::int64_t>{thread_row(*thread)} : std::nullopt,
+                                      instance, value, window);
+  });
+}
+
 void database_batch::add_regions(thread_record& thread,
                                  std::span<const database::profile_writer::region_input> regions) {
   if (regions.empty() || !writable()) return;

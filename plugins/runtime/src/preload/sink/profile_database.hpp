@@ -100,6 +100,10 @@ class database_batch {
                   std::span<const std::uint64_t> stack_leaf_first, std::int32_t window);
   void add_counter(thread_record& thread, std::int64_t time_ns, std::string_view name, double value,
                    std::int32_t window);
+  // A value process sampling read (the process_metric table): `thread` for a thread's own metric,
+  // `instance` the core or GPU it is of. Like a window, it does not create the file.
+  void add_process_metric(std::int64_t time_ns, std::string_view metric, thread_record* thread,
+                          std::optional<std::int64_t> instance, double value, std::int32_t window);
   // A thread's regions at once (a drained log): user-API regions by name, instrumented functions'
   // calls by address (symbolized like a sampled frame).
   void add_regions(thread_record& thread, std::span<const database::profile_writer::region_input> regions);

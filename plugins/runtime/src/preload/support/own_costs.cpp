@@ -19,8 +19,8 @@ std::array<part_total, static_cast<int>(own_cost::count)> totals;
 std::atomic<bool> measuring{true};
 
 constexpr std::array<const char*, static_cast<int>(own_cost::count)> names{
-    "start-up",      "sample delivery", "database creation", "symbols",
-    "unwind tables", "stopping",        "database end",      "outputs"};
+    "start-up", "sample delivery", "database creation", "symbols",         "unwind tables",
+    "stopping", "database end",    "outputs",           "process sampling"};
 
 std::int64_t thread_cpu_now_ns() noexcept {
   timespec now{};

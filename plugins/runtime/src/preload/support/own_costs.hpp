@@ -19,6 +19,7 @@ enum class own_cost : int {
   stopping,           // at the end: stopping the sampler and delivering what it holds
   database_end,       // at the end: last rows, deferred indexes, closing
   outputs,            // at the end: every output derived from the database
+  process_sampling,   // reading the process's metrics, every period, on its own thread
   count
 };
 

@@ -19,6 +19,7 @@ enum class format_id : std::uint8_t {
   db,
   text,
   trace,
+  perfetto,
   folded,
   speedscope,
   flamegraph,
@@ -58,6 +59,13 @@ inline constexpr std::array<format_row, static_cast<std::size_t>(format_id::coun
      .name = "trace",
      .extension = ".trace.json",
      .description = "Chrome Trace Event JSON, for Perfetto UI and chrome://tracing",
+     .at_exit = true,
+     .from_database = true,
+     .several_databases = false},
+    {.id = format_id::perfetto,
+     .name = "perfetto",
+     .extension = ".perfetto-trace",
+     .description = "Perfetto's own protobuf trace, interned and streamed: tens of bytes a sample",
      .at_exit = true,
      .from_database = true,
      .several_databases = false},
@@ -111,6 +119,10 @@ inline constexpr std::array<format_row, static_cast<std::size_t>(format_id::coun
      .from_database = true,
      .several_databases = false},
 }};
+
+// KAIROS_TRACE_MAX_BYTES' default: the Chrome trace adds no samples past this size (viewers do not
+// open a JSON file much larger); the settings row spells the same number (checked there).
+inline constexpr std::int64_t default_trace_max_bytes = 256ll << 20;
 
 // Tracy's habit: the rows stand in the enum's order, so formats[id] is id's row.
 constexpr bool rows_in_enum_order() {

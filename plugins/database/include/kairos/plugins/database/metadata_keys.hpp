@@ -19,6 +19,7 @@ inline constexpr std::string_view dropped_samples = "dropped.samples";
 inline constexpr std::string_view dropped_region_rows = "dropped.region_rows";
 inline constexpr std::string_view dropped_gpu_records = "dropped.gpu_records";
 inline constexpr std::string_view dropped_mpi_calls = "dropped.mpi_calls";
+inline constexpr std::string_view dropped_process_samples = "dropped.process_samples";
 inline constexpr std::string_view rows_lost = "rows_lost";
 // A JIT's perf map (/tmp/perf-<pid>.map), where frames outside every module were looked up: the
 // functions it named and the lines skipped as malformed.
@@ -47,5 +48,10 @@ inline constexpr std::string_view causal_addresses_unresolved = "causal.addresse
 inline constexpr std::string_view windows_opened = "windows.opened";
 inline constexpr std::string_view windows_skipped = "windows.skipped";
 inline constexpr std::string_view windows_edge_ns = "windows.edge_ns";
+// Process sampling (docs/runtime.md, "Process sampling"): its period, how many periods it read,
+// and the metrics it read.
+inline constexpr std::string_view process_sampling_period_ns = "process_sampling.period_ns";
+inline constexpr std::string_view process_sampling_periods = "process_sampling.periods";
+inline constexpr std::string_view process_sampling_metrics = "process_sampling.metrics";
 
 }  // namespace kairos::database::metadata_key

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <string_view>
 
 #include <kairos/plugins/database/formats.hpp>
@@ -39,9 +40,20 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
 void restrict_to_rank(connection& profile, std::int64_t rank);
 
 // Chrome Trace Event JSON (Perfetto UI, chrome://tracing, speedscope): regions as complete
-// events, samples as instant events carrying their stack ("sf") into "stackFrames", and each time
-// window as a slice on a track of its own.
-void write_trace(connection& profile, std::ostream& out, const window_range& windows = {});
+// events, samples as instant events carrying their stack ("sf") into "stackFrames", each time
+// window as a slice on a track of its own, process sampling's values as counter events. Past the
+// run's KAIROS_TRACE_MAX_BYTES (from the metadata) it adds no more samples: one event says so and
+// names the Perfetto trace beside the database (perfetto_path_of), which holds them all.
+struct trace_summary {
+  std::int64_t samples_written = 0, samples_left_out = 0, limit_bytes = 0;
+};
+trace_summary write_trace(connection& profile, std::ostream& out, const window_range& windows = {});
+// Where the perfetto format's file of a profile database goes: <stem>.perfetto-trace beside <stem>.db.
+std::string perfetto_path_of(std::string_view database_path);
+
+// Perfetto's own trace format (protobuf, docs/outputs.md): the same content as write_trace, the
+// samples as PerfSample packets with interned call stacks, streamed; tens of bytes a sample.
+void write_perfetto(connection& profile, std::ostream& out, const window_range& windows = {});
 
 // Folded stacks ("main;solve;step 1200"), weights in microseconds of CPU time, for flamegraph.pl
 // and speedscope.

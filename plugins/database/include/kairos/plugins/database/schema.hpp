@@ -12,7 +12,8 @@ namespace kairos::database {
 // it (kairos-merge, docs/merge.md); 7: causal_experiment, causal_progress, causal_sample and the
 // causal_experiments and causal_samples views (causal profiling, docs/causal.md); 8: regions in
 // blocks (region_block), `region` a view over them; 9: a block's rows in fixed-width digits, not JSON;
-// 10: call_tree (every traced call counted, docs/instrumentation.md)
+// 10: call_tree (every traced call counted, docs/instrumentation.md); 11: frame.language (python,
+// jit, native), process_metric and the process_metrics view (process sampling, docs/runtime.md)
 inline constexpr int schema_version = 11;
 
 // Creates every table and view in an empty database, with SQL. Profiles are not made this way

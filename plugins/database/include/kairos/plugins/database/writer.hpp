@@ -139,6 +139,10 @@ class profile_writer {
                            std::int64_t window = 0);
   void add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name, double value,
                    std::int64_t window = 0);
+  // A value process sampling read (the process_metric table): `thread` for a thread's own metric,
+  // `instance` the CPU core or GPU it is of; none for the process as a whole.
+  void add_process_metric(std::int64_t time_ns, std::string_view metric, std::optional<std::int64_t> thread,
+                          std::optional<std::int64_t> instance, double value, std::int64_t window = 0);
   // `clipped`: 1 when the start was cut to the window's opening, 2 the end to its closing.
   // Regions are kept per thread and written in blocks of up to region_block_rows (the table
   // region_block, read through the view `region`; region_block.hpp, docs/database.md): a row costs

@@ -1,0 +1,458 @@
+// The Perfetto trace (`perfetto` format, <stem>.perfetto-trace): Perfetto's own protobuf format,
+// streamed a packet at a time. One packet sequence holds everything: a track descriptor for each
+// process, thread, GPU stream, the windows and each process-sampling series; regions and
+// instrumented functions as slices on their thread's track, MPI calls and GPU API calls on a
+// track under their thread's, GPU kernels and copies on their stream's, windows on a track of their
+// own; process sampling's values on counter tracks; CPU samples as PerfSample packets whose call
+// stacks are interned (function names, mappings, frames and callstacks, each sent once, in the
+// packet that first needs it). A sample costs a packet of about 25 bytes where the Chrome trace
+// spends about 170 on its JSON (perfetto_tests.py, a_sample_costs_tens_of_bytes).
+//
+// The interning keys are the database's own ids (a string's, a frame's, a stack's), so a reader can
+// check every reference against the database.
+#include <kairos/plugins/database/outputs.hpp>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "output_helpers.hpp"
+#include "proto_encoder.hpp"
+
+namespace kairos::database {
+namespace {
+
+using namespace output_helpers;
+
+// Field numbers and enum values of Perfetto's published protos (protos/perfetto/trace/), for the
+// messages written here.
+namespace field {
+constexpr std::uint32_t trace_packet = 1;  // Trace
+// TracePacket
+constexpr std::uint32_t timestamp = 8, trusted_packet_sequence_id = 10, track_event = 11, interned_data = 12,
+                        sequence_flags = 13, track_descriptor = 60, perf_sample = 66;
+// TrackDescriptor, ProcessDescriptor, ThreadDescriptor, CounterDescriptor
+constexpr std::uint32_t track_uuid = 1, track_name = 2, track_process = 3, track_thread = 4, track_parent_uuid = 5,
+                        track_counter = 8;
+constexpr std::uint32_t process_pid = 1, process_name = 6;
+constexpr std::uint32_t thread_pid = 1, thread_tid = 2, thread_name = 5;
+constexpr std::uint32_t counter_unit_name = 6;
+// TrackEvent
+constexpr std::uint32_t event_type = 9, event_name_iid = 10, event_track_uuid = 11, event_double_counter_value = 44;
+// InternedData and what it holds: EventName, InternedString, Mapping, Frame, Callstack
+constexpr std::uint32_t interned_event_names = 2, interned_function_names = 5, interned_frames = 6,
+                        interned_callstacks = 7, interned_mapping_paths = 17, interned_mappings = 19;
+constexpr std::uint32_t iid = 1, event_name_name = 2, interned_string_str = 2;
+constexpr std::uint32_t mapping_path_string_ids = 7;
+constexpr std::uint32_t frame_function_name_id = 2, frame_mapping_id = 3, frame_rel_pc = 4;
+constexpr std::uint32_t callstack_frame_ids = 2;
+// PerfSample
+constexpr std::uint32_t sample_pid = 2, sample_tid = 3, sample_callstack_iid = 4;
+}  // namespace field
+
+constexpr std::uint64_t sequence_id = 1;
+constexpr std::uint64_t incremental_state_cleared = 1, needs_incremental_state = 2;  // SequenceFlags
+constexpr std::uint64_t slice_begin = 1, slice_end = 2, counter_event = 4;           // TrackEvent.Type
+
+// Track uuids: a kind in the top bits, the database row (or a dense number) below.
+enum class track_kind : std::uint64_t { process = 1, thread, mpi, gpu_api, gpu_stream, windows, counter };
+std::uint64_t track_of(track_kind kind, std::int64_t number) {
+  return (static_cast<std::uint64_t>(kind) << 48) | static_cast<std::uint64_t>(number);
+}
+
+// The file: each packet as Trace's repeated field 1, out a megabyte at a time.
+class packet_stream {
+ public:
+  explicit packet_stream(std::ostream& out) : out_{out} { buffer_.reserve(written_at + 4096); }
+  ~packet_stream() { out_ << buffer_; }
+
+  void write(const proto_message& packet) {
+    buffer_.push_back(static_cast<char>(field::trace_packet << 3 | 2));  // length-delimited
+    std::uint64_t length = packet.data().size();
+    while (length >= 0x80) {
+      buffer_.push_back(static_cast<char>((length & 0x7f) | 0x80));
+      length >>= 7;
+    }
+    buffer_.push_back(static_cast<char>(length));
+    buffer_ += packet.data();
+    if (buffer_.size() >= written_at) {
+      out_ << buffer_;
+      buffer_.clear();
+    }
+  }
+
+ private:
+  static constexpr std::size_t written_at = 1 << 20;
+  std::ostream& out_;
+  std::string buffer_;
+};
+
+// One packet being built on the sequence, at `time_ns`; interned data it needs goes in with it.
+struct packet_builder {
+  proto_message packet, interned, body;
+
+  void start() {
+    packet.clear();
+    interned.clear();
+    body.clear();
+  }
+  void finish(packet_stream& stream, std::int64_t time_ns, std::uint32_t body_field) {
+    packet.varint(field::timestamp, static_cast<std::uint64_t>(time_ns));
+    packet.varint(field::trusted_packet_sequence_id, sequence_id);
+    packet.varint(field::sequence_flags, needs_incremental_state);
+    if (!interned.empty()) packet.message(field::interned_data, interned);
+    packet.message(body_field, body);
+    stream.write(packet);
+  }
+};
+
+// Slice and event names, interned as the sequence first needs them.
+class event_names {
+ public:
+  std::uint64_t iid_of(std::string_view name, proto_message& interned) {
+    if (const auto found = iids_.find(name); found != iids_.end()) return found->second;
+    const auto iid = static_cast<std::uint64_t>(iids_.size()) + 1;
+    iids_.emplace(std::string{name}, iid);
+    proto_message entry;
+    entry.varint(field::iid, iid).bytes(field::event_name_name, name);
+    interned.message(field::interned_event_names, entry);
+    return iid;
+  }
+
+ private:
+  std::map<std::string, std::uint64_t, std::less<>> iids_;
+};
+
+class trace_writer {
+ public:
+  trace_writer(connection& profile, std::ostream& out) : profile_{profile}, stream_{out} {}
+
+  void descriptor(const proto_message& track, std::int64_t time_ns) {
+    proto_message packet;
+    packet.varint(field::timestamp, static_cast<std::uint64_t>(time_ns));
+    packet.varint(field::trusted_packet_sequence_id, sequence_id);
+    packet.message(field::track_descriptor, track);
+    stream_.write(packet);
+  }
+
+  void slice_edge(std::uint64_t track, std::int64_t time_ns, std::uint64_t type, std::string_view name = {}) {
+    builder_.start();
+    builder_.body.varint(field::event_type, type).varint(field::event_track_uuid, track);
+    if (type == slice_begin) builder_.body.varint(field::event_name_iid, names_.iid_of(name, builder_.interned));
+    builder_.finish(stream_, time_ns, field::track_event);
+  }
+  void slice(std::uint64_t track, std::int64_t start_ns, std::int64_t end_ns, std::string_view name) {
+    slice_edge(track, start_ns, slice_begin, name);
+    slice_edge(track, end_ns, slice_end);
+  }
+
+  void counter(std::uint64_t track, std::int64_t time_ns, double value) {
+    builder_.start();
+    builder_.body.varint(field::event_type, counter_event)
+        .varint(field::event_track_uuid, track)
+        .real(field::event_double_counter_value, value);
+    builder_.finish(stream_, time_ns, field::track_event);
+  }
+
+  void sample(std::int64_t pid, std::int64_t tid, std::int64_t time_ns, std::int64_t stack) {
+    builder_.start();
+    intern_callstack(stack, builder_.interned);
+    builder_.body.varint(field::sample_pid, static_cast<std::uint64_t>(pid))
+        .varint(field::sample_tid, static_cast<std::uint64_t>(tid))
+        .varint(field::sample_callstack_iid, static_cast<std::uint64_t>(stack));
+    builder_.finish(stream_, time_ns, field::perf_sample);
+  }
+
+  // The first packet: it starts the sequence's interned state.
+  void start_sequence(std::int64_t time_ns) {
+    proto_message packet;
+    packet.varint(field::timestamp, static_cast<std::uint64_t>(time_ns));
+    packet.varint(field::trusted_packet_sequence_id, sequence_id);
+    packet.varint(field::sequence_flags, incremental_state_cleared);
+    stream_.write(packet);
+  }
+
+ private:
+  struct frame_row {
+    std::int64_t function = 0, module = 0, offset = 0;  // module 0: none
+  };
+
+  void load_stacks() {
+    if (stacks_loaded_) return;
+    stacks_loaded_ = true;
+    auto stacks = profile_.prepare("SELECT id, COALESCE(parent, 0), frame FROM stack");
+    while (stacks.step()) stack_nodes_.emplace(stacks.integer(0), std::pair{stacks.integer(1), stacks.integer(2)});
+  }
+
+  const frame_row& frame(std::int64_t id) {
+    if (const auto found = frames_.find(id); found != frames_.end()) return found->second;
+    if (!frame_query_)
+      frame_query_.emplace(profile_.prepare("SELECT function, module, offset FROM frame WHERE id = ?"));
+    auto& query = *frame_query_;
+    query.reset();
+    query.bind(1, id);
+    frame_row row;
+    if (query.step()) row = {query.integer(0), query.is_null(1) ? 0 : query.integer(1), query.integer(2)};
+    return frames_.emplace(id, row).first->second;
+  }
+
+  std::string text_of_string(std::int64_t id) {
+    if (!string_query_) string_query_.emplace(profile_.prepare("SELECT value FROM string WHERE id = ?"));
+    auto& query = *string_query_;
+    query.reset();
+    query.bind(1, id);
+    return query.step() ? std::string{query.text(0)} : std::string{};
+  }
+
+  void intern_string(std::unordered_set<std::int64_t>& sent, std::uint32_t table, std::int64_t id,
+                     proto_message& interned) {
+    if (!sent.insert(id).second) return;
+    proto_message entry;
+    entry.varint(field::iid, static_cast<std::uint64_t>(id)).bytes(field::interned_string_str, text_of_string(id));
+    interned.message(table, entry);
+  }
+
+  // The stack's callstack (root frame first) and every frame, function name and mapping it needs
+  // that the sequence has not had yet.
+  void intern_callstack(std::int64_t stack, proto_message& interned) {
+    if (sent_callstacks_.contains(stack)) return;
+    load_stacks();
+    std::vector<std::int64_t> frames;  // leaf first
+    for (auto node = stack; node != 0;) {
+      const auto found = stack_nodes_.find(node);
+      if (found == stack_nodes_.end()) break;
+      frames.push_back(found->second.second);
+      node = found->second.first;
+    }
+    // InternedData's repeated fields may come in any order; a reader resolves them all before the
+    // packet's body. Function names and mappings first reads the most naturally.
+    proto_message callstack;
+    callstack.varint(field::iid, static_cast<std::uint64_t>(stack));
+    for (auto frame_id = frames.rbegin(); frame_id != frames.rend(); ++frame_id) {
+      callstack.varint(field::callstack_frame_ids, static_cast<std::uint64_t>(*frame_id));
+      if (!sent_frames_.insert(*frame_id).second) continue;
+      const auto row = frame(*frame_id);
+      intern_string(sent_function_names_, field::interned_function_names, row.function, interned);
+      proto_message entry;
+      entry.varint(field::iid, static_cast<std::uint64_t>(*frame_id))
+          .varint(field::frame_function_name_id, static_cast<std::uint64_t>(row.function));
+      if (row.module != 0) {
+        if (!sent_mappings_.contains(row.module)) {
+          intern_string(sent_mapping_paths_, field::interned_mapping_paths, row.module, interned);
+          sent_mappings_.insert(row.module);
+          proto_message mapping;
+          mapping.varint(field::iid, static_cast<std::uint64_t>(row.module))
+              .varint(field::mapping_path_string_ids, static_cast<std::uint64_t>(row.module));
+          interned.message(field::interned_mappings, mapping);
+        }
+        entry.varint(field::frame_mapping_id, static_cast<std::uint64_t>(row.module))
+            .varint(field::frame_rel_pc, static_cast<std::uint64_t>(row.offset));
+      }
+      interned.message(field::interned_frames, entry);
+    }
+    interned.message(field::interned_callstacks, callstack);
+    sent_callstacks_.insert(stack);
+  }
+
+  connection& profile_;
+  packet_stream stream_;
+  packet_builder builder_;
+  event_names names_;
+  bool stacks_loaded_ = false;
+  std::unordered_map<std::int64_t, std::pair<std::int64_t, std::int64_t>> stack_nodes_;  // id → (parent, frame)
+  std::unordered_map<std::int64_t, frame_row> frames_;
+  std::optional<statement> frame_query_, string_query_;
+  std::unordered_set<std::int64_t> sent_callstacks_, sent_frames_, sent_function_names_, sent_mapping_paths_,
+      sent_mappings_;
+};
+
+// A region's begin, held back until no region still to come can end at or after its start: at one
+// timestamp a reader must see an end before the next begin, and a parent's begin before its child's
+// (Perfetto orders a sequence's events by timestamp, those at one time as they were written).
+struct held_begin {
+  std::int64_t start_ns;
+  std::size_t depth;
+  std::string name;
+};
+
+}  // namespace
+
+void write_perfetto(connection& profile, std::ostream& out, const window_range& range) {
+  trace_writer trace{profile, out};
+  const auto origin_ns = scalar(profile,
+                                "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample "
+                                "UNION ALL SELECT MIN(start_ns) FROM region_block "
+                                "UNION ALL SELECT MIN(start_ns) FROM gpu_kernel "
+                                "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "
+                                "UNION ALL SELECT MIN(start_ns) FROM gpu_api_call "
+                                "UNION ALL SELECT MIN(start_ns) FROM mpi_call "
+                                "UNION ALL SELECT MIN(time_ns) FROM process_metric "
+                                "UNION ALL SELECT MIN(start_ns) FROM window)");
+  trace.start_sequence(origin_ns);
+
+  // Processes (a merged launch's named by rank first) and their threads.
+  std::map<std::int64_t, std::int64_t> pid_of_process;
+  auto processes = profile.prepare(
+      "SELECT process.id, process.pid, COALESCE(command.value, ''), process.rank FROM process "
+      "LEFT JOIN string AS command ON command.id = process.command");
+  while (processes.step()) {
+    pid_of_process[processes.integer(0)] = processes.integer(1);
+    const auto name = processes.is_null(3) ? std::string{processes.text(2)}
+                                           : fmt::format("rank {}: {}", processes.integer(3), processes.text(2));
+    proto_message process, track;
+    process.varint(field::process_pid, static_cast<std::uint64_t>(processes.integer(1)))
+        .bytes(field::process_name, name);
+    track.varint(field::track_uuid, track_of(track_kind::process, processes.integer(0)))
+        .message(field::track_process, process);
+    trace.descriptor(track, origin_ns);
+  }
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> pid_tid;  // thread.id → (pid, tid)
+  auto threads = profile.prepare("SELECT id, process, pid, tid, COALESCE(name, ''), sequent_id FROM threads");
+  while (threads.step()) {
+    pid_tid[threads.integer(0)] = {threads.integer(2), threads.integer(3)};
+    const auto name =
+        threads.text(4).empty() ? fmt::format("thread {}", threads.integer(5)) : std::string{threads.text(4)};
+    proto_message thread, track;
+    thread.varint(field::thread_pid, static_cast<std::uint64_t>(threads.integer(2)))
+        .varint(field::thread_tid, static_cast<std::uint64_t>(threads.integer(3)))
+        .bytes(field::thread_name, name);
+    track.varint(field::track_uuid, track_of(track_kind::thread, threads.integer(0)))
+        .varint(field::track_parent_uuid, track_of(track_kind::process, threads.integer(1)))
+        .message(field::track_thread, thread);
+    trace.descriptor(track, origin_ns);
+  }
+  const auto first_process = pid_of_process.empty() ? 1 : pid_of_process.begin()->first;
+  auto child_track = [&](track_kind kind, std::int64_t number, std::uint64_t parent, std::string_view name) {
+    proto_message track;
+    track.varint(field::track_uuid, track_of(kind, number))
+        .varint(field::track_parent_uuid, parent)
+        .bytes(field::track_name, name);
+    trace.descriptor(track, origin_ns);
+    return track_of(kind, number);
+  };
+
+  // The windows, on a track of their own under the first process.
+  const auto windows = windows_in(profile, range);
+  if (!windows.empty()) {
+    const auto track = child_track(track_kind::windows, first_process, track_of(track_kind::process, first_process),
+                                   "kairos time windows");
+    for (const auto& window : windows)
+      if (window.opened) trace.slice(track, window.start_ns, window.end_ns, fmt::format("window {}", window.ordinal));
+  }
+
+  // Regions and instrumented functions on their thread's track, each begin held back (held_begin).
+  std::int64_t current_thread = -1;
+  std::uint64_t track = 0;
+  std::vector<held_begin> held;
+  auto release_begins = [&](std::optional<std::int64_t> after_ns) {
+    auto due = std::partition(held.begin(), held.end(),
+                              [&](const held_begin& begin) { return after_ns && begin.start_ns <= *after_ns; });
+    std::sort(due, held.end(), [](const held_begin& a, const held_begin& b) {
+      return std::tie(a.start_ns, a.depth) < std::tie(b.start_ns, b.depth);
+    });
+    for (auto begin = due; begin != held.end(); ++begin)
+      trace.slice_edge(track, begin->start_ns, slice_begin, begin->name);
+    held.erase(due, held.end());
+  };
+  for_each_region(profile, range, [&](const region_visit& region) {
+    if (region.thread != current_thread) {
+      release_begins(std::nullopt);
+      current_thread = region.thread;
+      track = pid_tid.contains(region.thread) ? track_of(track_kind::thread, region.thread) : 0;
+    }
+    if (track == 0) return;  // as the regions view's JOIN with threads
+    release_begins(region.end_ns);
+    if (region.start_ns >= region.end_ns) {
+      trace.slice(track, region.start_ns, region.end_ns, region.name);
+      return;
+    }
+    trace.slice_edge(track, region.end_ns, slice_end);
+    held.push_back({region.start_ns, region.depth, std::string{region.name}});
+  });
+  release_begins(std::nullopt);
+
+  // MPI calls and GPU API calls on a track under their thread's, in time order.
+  std::map<std::pair<track_kind, std::int64_t>, std::uint64_t> call_tracks;
+  auto call_track = [&](track_kind kind, std::int64_t thread) {
+    const auto [found, added] = call_tracks.try_emplace({kind, thread}, 0);
+    if (added)
+      found->second = child_track(kind, thread, track_of(track_kind::thread, thread),
+                                  kind == track_kind::mpi ? "MPI calls" : "GPU API calls");
+    return found->second;
+  };
+  auto mpi_calls = profile.prepare("SELECT thread, name, start_ns, end_ns FROM mpi_calls WHERE 1" +
+                                   in_windows(range, "window") + " ORDER BY start_ns");
+  while (mpi_calls.step())
+    if (pid_tid.contains(mpi_calls.integer(0)))
+      trace.slice(call_track(track_kind::mpi, mpi_calls.integer(0)), mpi_calls.integer(2), mpi_calls.integer(3),
+                  mpi_calls.text(1));
+  auto gpu_calls = profile.prepare("SELECT thread, name, start_ns, end_ns FROM gpu_api_calls WHERE thread IS NOT NULL" +
+                                   in_windows(range, "window") + " ORDER BY start_ns");
+  while (gpu_calls.step())
+    if (pid_tid.contains(gpu_calls.integer(0)))
+      trace.slice(call_track(track_kind::gpu_api, gpu_calls.integer(0)), gpu_calls.integer(2), gpu_calls.integer(3),
+                  gpu_calls.text(1));
+
+  // GPU kernels and copies: a track a (device, stream), under the process.
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::uint64_t> stream_tracks;
+  auto work = profile.prepare(
+      "SELECT gpu_kernel.process, COALESCE(gpu_kernel.device, -1), gpu_kernel.stream, string.value, "
+      "gpu_kernel.start_ns, gpu_kernel.end_ns, COALESCE(gpu_device.name, '?') "
+      "FROM gpu_kernel JOIN string ON string.id = gpu_kernel.name "
+      "LEFT JOIN gpu_device ON gpu_device.id = gpu_kernel.device WHERE 1" +
+      in_windows(range, "gpu_kernel.window") +
+      " UNION ALL SELECT gpu_memcpy.process, COALESCE(gpu_memcpy.device, -1), gpu_memcpy.stream, "
+      "'copy ' || gpu_memcpy.kind, gpu_memcpy.start_ns, gpu_memcpy.end_ns, COALESCE(gpu_device.name, '?') "
+      "FROM gpu_memcpy LEFT JOIN gpu_device ON gpu_device.id = gpu_memcpy.device WHERE 1" +
+      in_windows(range, "gpu_memcpy.window") + " ORDER BY 5");
+  while (work.step()) {
+    const auto key = std::tuple{work.integer(0), work.integer(1), work.integer(2)};
+    auto [found, added] = stream_tracks.try_emplace(key, 0);
+    if (added) {
+      const auto stream = work.integer(2);
+      found->second = child_track(track_kind::gpu_stream, static_cast<std::int64_t>(stream_tracks.size()),
+                                  track_of(track_kind::process, work.integer(0)),
+                                  fmt::format("GPU {} stream {}", work.text(6),
+                                              stream == 0 ? std::string{"default"} : fmt::format("{:#x}", stream)));
+    }
+    trace.slice(found->second, work.integer(4), work.integer(5), work.text(3));
+  }
+
+  // Process sampling: a counter track a series, under its process.
+  std::map<std::int64_t, std::int64_t> process_of_pid;
+  for (const auto& [process, pid] : pid_of_process) process_of_pid.emplace(pid, process);
+  std::vector<std::uint64_t> counter_tracks;
+  for_each_metric_value(profile, range, [&](const metric_series& series, std::int64_t time_ns, double value) {
+    if (static_cast<std::size_t>(series.ordinal) >= counter_tracks.size()) {
+      counter_tracks.resize(static_cast<std::size_t>(series.ordinal) + 1, 0);
+      proto_message counter, descriptor;
+      // The unit the metric's name ends in: memory_resident_bytes, cpu_percent, read_bytes_per_s.
+      const std::string_view metric = series.metric;
+      const auto unit = metric.ends_with("_bytes_per_s") ? std::string_view{"bytes/s"}
+                        : metric.ends_with("_per_s")     ? std::string_view{"1/s"}
+                                                         : metric.substr(metric.rfind('_') + 1);
+      counter.bytes(field::counter_unit_name, unit);
+      const auto process = process_of_pid.contains(series.pid) ? process_of_pid.at(series.pid) : first_process;
+      descriptor.varint(field::track_uuid, track_of(track_kind::counter, series.ordinal))
+          .varint(field::track_parent_uuid, track_of(track_kind::process, process))
+          .bytes(field::track_name, series.name)
+          .message(field::track_counter, counter);
+      trace.descriptor(descriptor, origin_ns);
+      counter_tracks[static_cast<std::size_t>(series.ordinal)] = track_of(track_kind::counter, series.ordinal);
+    }
+    trace.counter(counter_tracks[static_cast<std::size_t>(series.ordinal)], time_ns, value);
+  });
+
+  // CPU samples in the order they were stored, each with its interned call stack.
+  for_each_sample(profile, range, [&](const sample_fields& sample) {
+    if (sample.stack == 0) return;  // no stack to show
+    const auto owner = pid_tid.find(sample.thread);
+    if (owner == pid_tid.end()) return;
+    trace.sample(owner->second.first, owner->second.second, sample.time_ns, sample.stack);
+  });
+}
+
+}  // namespace kairos::database
