@@ -12,8 +12,9 @@ namespace kairos::database {
 // it (kairos-merge, docs/merge.md); 7: causal_experiment, causal_progress, causal_sample and the
 // causal_experiments and causal_samples views (causal profiling, docs/causal.md); 8: regions in
 // blocks (region_block), `region` a view over them; 9: a block's rows in fixed-width digits, not JSON;
-// 10: call_tree (every traced call counted, docs/instrumentation.md)
-inline constexpr int schema_version = 10;
+// 10: call_tree (every traced call counted, docs/instrumentation.md); 11: region_kind,
+// openmp_thread_time, annotation_range and their views (OpenMP, NVTX, Kokkos: docs/openmp.md)
+inline constexpr int schema_version = 11;
 
 // Creates every table and view in an empty database, with SQL. Profiles are not made this way
 // at run time: create_profile copies a file image this made at build time.
