@@ -127,6 +127,10 @@ constexpr setting_category_definition categories[] = {
     {.category = windows, .name = "windows", .when_rejected = "kairos is disabled for this run", .stops_kairos = true},
     {.category = gpu, .name = "gpu", .when_rejected = "GPU work is not observed", .stops_kairos = false},
     {.category = mpi, .name = "mpi", .when_rejected = "MPI calls are not recorded", .stops_kairos = false},
+    {.category = annotations,
+     .name = "annotations",
+     .when_rejected = "OpenMP, NVTX and Kokkos annotations are not recorded",
+     .stops_kairos = false},
     {.category = causal, .name = "causal", .when_rejected = "no causal experiments run", .stops_kairos = false},
     {.category = internal, .name = "internal", .when_rejected = "the value is ignored", .stops_kairos = false},
 };
@@ -451,6 +455,25 @@ constexpr setting_definition definitions[] = {
                     "point-to-point and collective calls where an MPI library is loaded, off "
                     "never wraps anything (the rank still comes from the launcher's environment)",
      .choices = "auto,off"},
+    // annotations (docs/openmp.md)
+    {.name = "openmp",
+     .variable = "KAIROS_OPENMP",
+     .type = text,
+     .default_value = "auto",
+     .category = annotations,
+     .description = "OpenMP regions, waits and each thread's work and wait per parallel region: auto "
+                    "is libomp's OMPT tool and wraps libgomp's entry points where it is loaded, off "
+                    "neither (a program that is not OpenMP pays nothing either way)",
+     .choices = "auto,off"},
+    {.name = "annotations",
+     .variable = "KAIROS_ANNOTATIONS",
+     .type = list,
+     .default_value = "nvtx,kokkos",
+     .category = annotations,
+     .description = "the annotations for other tools that become kairos regions: NVTX ranges and "
+                    "marks (kairos-run sets NVTX_INJECTION64_PATH where the program carries NVTX), "
+                    "Kokkos Tools' kernels and regions (KOKKOS_TOOLS_LIBS where it links Kokkos)",
+     .choices = "nvtx,kokkos"},
     // causal (docs/causal.md; kairos-causal sets them)
     {.name = "causal",
      .variable = "KAIROS_CAUSAL",

@@ -33,6 +33,7 @@ enum class setting_category {
   windows,
   gpu,
   mpi,
+  annotations,
   causal,
   internal,
 };
@@ -99,6 +100,8 @@ enum class setting : std::size_t {
   gpu,
   gpu_stacks,
   mpi,
+  openmp,
+  annotations,
   causal,
   causal_scope,
   causal_select,
