@@ -119,7 +119,18 @@ constexpr std::array rows{
               },
           .tick = [] { tick_reporting("observing MPI failed", &mpi_tick); },
           .in_child = [](thread_record*) noexcept { mpi_forget_after_fork_in_child(); }},
+    stage{.name = "delivery",
+          .tick = [] { tick_reporting("writing the profile database failed", [] { flush_to_database(false); }); },
+          .lock_for_fork = [] { delivery_lock_for_fork(); },
+          .unlock_in_parent = [] { delivery_unlock_after_fork_in_parent(); },
+          .in_child = [](thread_record*) noexcept { delivery_forget_after_fork_in_child(); }},
+    stage{.name = "database",
+          .lock_for_fork = [] { database_lock_for_fork(); },
+          .unlock_in_parent = [] { database_unlock_after_fork_in_parent(); },
+          .in_child = [](thread_record*) noexcept { database_forget_after_fork_in_child(); }},
     // OpenMP, NVTX and Kokkos: their regions go through the traced calls (stopped below).
+    // After delivery and the database in the lock order: the flush takes the annotations' locks
+    // (their ranges, names and sums) while it holds its own.
     stage{.name = "annotations",
           .stop =
               [] {
@@ -149,15 +160,6 @@ constexpr std::array rows{
                 openmp_forget_after_fork_in_child();
                 annotated_regions_forget_after_fork_in_child();
               }},
-    stage{.name = "delivery",
-          .tick = [] { tick_reporting("writing the profile database failed", [] { flush_to_database(false); }); },
-          .lock_for_fork = [] { delivery_lock_for_fork(); },
-          .unlock_in_parent = [] { delivery_unlock_after_fork_in_parent(); },
-          .in_child = [](thread_record*) noexcept { delivery_forget_after_fork_in_child(); }},
-    stage{.name = "database",
-          .lock_for_fork = [] { database_lock_for_fork(); },
-          .unlock_in_parent = [] { database_unlock_after_fork_in_parent(); },
-          .in_child = [](thread_record*) noexcept { database_forget_after_fork_in_child(); }},
     stage{.name = "regions",
           .lock_for_fork = [] { regions_lock_for_fork(); },
           .unlock_in_parent = [] { regions_unlock_after_fork(); },
