@@ -93,8 +93,8 @@ CREATE TABLE call_tree (
   calls INTEGER NOT NULL, total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL,
   sum_squares_ms REAL NOT NULL);
 -- The source of the regions an annotation made (docs/openmp.md): OpenMP's runtimes ('openmp'),
--- NVTX ('nvtx'), Kokkos ('kokkos'), by region name (a name the user API pushed too takes the
--- annotation's kind). The regions view's kind column reads it.
+-- NVTX ('nvtx'), Kokkos ('kokkos'), ROCTx ('roctx'), by region name (a name the user API pushed
+-- too takes the annotation's kind). The regions view's kind column reads it.
 CREATE TABLE region_kind (
   process INTEGER NOT NULL DEFAULT 1 REFERENCES process, name INTEGER NOT NULL REFERENCES string,
   kind TEXT NOT NULL, PRIMARY KEY (process, name));

@@ -4,10 +4,11 @@ run with and without kairos-run, checked through the profile database.
 
 openmp_program.cpp is built here by g++ (libgomp, wrapped entry points) and in the test by clang++
 (libomp, kairos as its OMPT tool); nvtx_program.cpp uses NVTX v3's headers only (no GPU);
-kokkos_hooks_program.cpp calls the Kokkos Tools hooks as Kokkos's runtime does.
+kokkos_hooks_program.cpp calls the Kokkos Tools hooks as Kokkos's runtime does; roctx_program.cpp
+calls ROCTx's functions in a stand-in library (roctx_double.cpp).
 
 Run one test: annotations_tests.py NAME (ctest does). Needs KAIROS_RUN, KAIROS_OPENMP_PROGRAM,
-KAIROS_KOKKOS_HOOKS_PROGRAM, KAIROS_SOURCE_DIR, and KAIROS_NVTX_PROGRAM where NVTX's headers were
+KAIROS_KOKKOS_HOOKS_PROGRAM, KAIROS_ROCTX_PROGRAM, KAIROS_SOURCE_DIR, and KAIROS_NVTX_PROGRAM where NVTX's headers were
 found, in the environment.
 """
 import os
@@ -22,6 +23,7 @@ KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 OPENMP_PROGRAM = os.environ.get("KAIROS_OPENMP_PROGRAM", "")
 NVTX_PROGRAM = os.environ.get("KAIROS_NVTX_PROGRAM", "")
 KOKKOS_PROGRAM = os.environ.get("KAIROS_KOKKOS_HOOKS_PROGRAM", "")
+ROCTX_PROGRAM = os.environ.get("KAIROS_ROCTX_PROGRAM", "")
 SOURCE_DIR = os.environ.get("KAIROS_SOURCE_DIR", "")
 TIMEOUT = 60
 UNIT_MS = 20
@@ -215,6 +217,18 @@ def test_kokkos_hooks_exact_counts(directory):
           == (solve_depth + 1, solve_depth + 1), "kernels nest in the profile region")
     sections = db.execute("SELECT kind, COUNT(*) FROM annotation_ranges WHERE name = 'io' GROUP BY kind").fetchall()
     check(sections == [("kokkos", 2)], f"a profile section started twice: {sections}")
+
+
+def test_roctx_ranges_exact_counts(directory):
+    steps = 5
+    db = recorded(*same_output(directory, [ROCTX_PROGRAM, str(steps)]))
+    counts = dict(db.execute("SELECT name, COUNT(*) FROM regions WHERE kind = 'roctx' GROUP BY name"))
+    check(counts == {"step": 2 * steps, "substep": 4 * steps, "event": 2 * steps}, f"exact counts: {counts}")
+    step_depth = db.execute("SELECT MIN(depth) FROM regions WHERE name = 'step'").fetchone()[0]
+    check(db.execute("SELECT MIN(depth), MAX(depth) FROM regions WHERE name = 'substep'").fetchone()
+          == (step_depth + 1, step_depth + 1), "substeps nest in steps")
+    loads = db.execute("SELECT kind, COUNT(*) FROM annotation_ranges WHERE name = 'load' GROUP BY kind").fetchall()
+    check(loads == [("roctx", 2)], f"start/stop ranges: {loads}")
 
 
 if __name__ == "__main__":

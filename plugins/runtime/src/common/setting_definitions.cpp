@@ -468,12 +468,13 @@ constexpr setting_definition definitions[] = {
     {.name = "annotations",
      .variable = "KAIROS_ANNOTATIONS",
      .type = list,
-     .default_value = "nvtx,kokkos",
+     .default_value = "nvtx,kokkos,roctx",
      .category = annotations,
      .description = "the annotations for other tools that become kairos regions: NVTX ranges and "
                     "marks (kairos-run sets NVTX_INJECTION64_PATH where the program carries NVTX), "
-                    "Kokkos Tools' kernels and regions (KOKKOS_TOOLS_LIBS where it links Kokkos)",
-     .choices = "nvtx,kokkos"},
+                    "Kokkos Tools' kernels and regions (KOKKOS_TOOLS_LIBS where it links Kokkos), "
+                    "ROCTx ranges and marks (its functions wrapped where libroctx64 is loaded)",
+     .choices = "nvtx,kokkos,roctx"},
     // causal (docs/causal.md; kairos-causal sets them)
     {.name = "causal",
      .variable = "KAIROS_CAUSAL",

@@ -1,5 +1,5 @@
 #pragma once
-// What the annotation producers (OpenMP, NVTX, Kokkos) share: their ranges become regions like the
+// What the annotation producers (OpenMP, NVTX, Kokkos, ROCTx) share: their ranges become regions like the
 // user API's (the same functions, so the same rows, call graph and report), each name remembered
 // with the kind of the source that pushed it, for the database's region_kind table; and the one
 // way to name code by its address ("main (solver.cpp:42)") for the regions OpenMP's runtimes
@@ -12,10 +12,10 @@
 
 namespace kairos::runtime {
 
-enum class region_kind : std::uint8_t { openmp, nvtx, kokkos, count };
+enum class region_kind : std::uint8_t { openmp, nvtx, kokkos, roctx, count };
 // The kind's name in the database (region_kind.kind, the regions view's kind column).
-constexpr std::array<std::string_view, static_cast<std::size_t>(region_kind::count)> region_kind_names{"openmp", "nvtx",
-                                                                                                       "kokkos"};
+constexpr std::array<std::string_view, static_cast<std::size_t>(region_kind::count)> region_kind_names{
+    "openmp", "nvtx", "kokkos", "roctx"};
 constexpr std::string_view name_of(region_kind kind) noexcept {
   return region_kind_names[static_cast<std::size_t>(kind)];
 }

@@ -41,6 +41,7 @@
 #include "common/proc_file.hpp"
 #include "preload/annotations/annotations.hpp"
 #include "preload/annotations/openmp.hpp"
+#include "preload/annotations/roctx.hpp"
 #include "preload/causal/blocking_calls.hpp"
 #include "preload/causal/causal.hpp"
 #include "preload/gpu/gpu_activity.hpp"
@@ -662,7 +663,7 @@ void start_stages() {
   if (annotations_usable) {
     const auto sources = globals->values.list(setting::annotations);
     const auto named = [&](std::string_view source) { return std::ranges::find(sources, source) != sources.end(); };
-    start_annotations({named("nvtx"), named("kokkos")});
+    start_annotations({named("nvtx"), named("kokkos"), named("roctx")});
   }
   atexit(&finalize_at_exit);
   pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
@@ -674,6 +675,10 @@ void start_stages() {
   set_function_trace_accepting(true);
   if (annotations_usable) openmp_note = start_openmp(globals->values.text(setting::openmp) == "auto");
   if (openmp_note && speaks_for_launch && verbosity() > 0) report(*openmp_note);
+  if (annotations_usable) {
+    const auto roctx_note = wrap_roctx_if_loaded();
+    if (roctx_note && speaks_for_launch && verbosity() > 0) report(*roctx_note);
+  }
   connect_user_api();
   if (verbosity() > 0)
     report(fmt::format(

@@ -10,6 +10,7 @@
 #include "preload/annotations/annotations.hpp"
 #include "preload/annotations/openmp.hpp"
 #include "preload/annotations/openmp_teams.hpp"
+#include "preload/annotations/roctx.hpp"
 #include "preload/causal/causal.hpp"
 #include "preload/gpu/gpu_activity.hpp"
 #include "preload/mpi/mpi_calls.hpp"
@@ -81,6 +82,7 @@ void annotations_metadata(const run_facts&) {
   std::string attached;
   if (nvtx_attached()) attached = "nvtx";
   if (kokkos_attached()) attached += attached.empty() ? "kokkos" : ",kokkos";
+  if (roctx_attached()) attached += attached.empty() ? "roctx" : ",roctx";
   if (!attached.empty()) add(key::annotations_attached, attached);
   if (const auto dropped = annotation_ranges_dropped(); dropped > 0)
     add_number(key::dropped_annotation_ranges, dropped);
@@ -128,7 +130,7 @@ constexpr std::array rows{
           .lock_for_fork = [] { database_lock_for_fork(); },
           .unlock_in_parent = [] { database_unlock_after_fork_in_parent(); },
           .in_child = [](thread_record*) noexcept { database_forget_after_fork_in_child(); }},
-    // OpenMP, NVTX and Kokkos: their regions go through the traced calls (stopped below).
+    // OpenMP, NVTX, Kokkos and ROCTx: their regions go through the traced calls (stopped below).
     // After delivery and the database in the lock order: the flush takes the annotations' locks
     // (their ranges, names and sums) while it holds its own.
     stage{.name = "annotations",
@@ -138,7 +140,11 @@ constexpr std::array rows{
                 stop_annotations();
               },
           .add_metadata = &annotations_metadata,
-          .tick = [] { tick_reporting("observing OpenMP failed", &openmp_tick); },
+          .tick =
+              [] {
+                tick_reporting("observing OpenMP failed", &openmp_tick);
+                tick_reporting("observing ROCTx failed", &roctx_tick);
+              },
           .lock_for_fork =
               [] {
                 annotated_regions_lock_for_fork();
