@@ -78,6 +78,14 @@ std::vector<copy_step> copy_steps() {
       {"INSERT INTO main.mpi_call (thread, name, start_ns, end_ns, bytes, peer, window) "
        "SELECT m.thread + :thread, merged_string(m.name), m.start_ns, m.end_ns, m.bytes, m.peer, m.window "
        "FROM input.mpi_call AS m"},
+      {"INSERT INTO main.region_kind (process, name, kind) "
+       "SELECT process + :process, merged_string(name), kind FROM input.region_kind"},
+      {"INSERT INTO main.openmp_thread_time (process, region, thread, instances, work_ns, wait_ns) "
+       "SELECT process + :process, merged_string(region), thread, instances, work_ns, wait_ns "
+       "FROM input.openmp_thread_time"},
+      {"INSERT INTO main.annotation_range (thread, end_thread, kind, name, start_ns, end_ns, window) "
+       "SELECT a.thread + :thread, a.end_thread + :thread, a.kind, merged_string(a.name), a.start_ns, a.end_ns, "
+       "a.window FROM input.annotation_range AS a"},
       {"INSERT INTO main.gpu_device (id, process, api, device_index, name, architecture, memory_bytes, "
        "multiprocessors, clock_khz, memory_clock_khz) "
        "SELECT id + :gpu_device, process + :process, api, device_index, name, architecture, memory_bytes, "

@@ -93,6 +93,26 @@ CREATE TABLE call_tree (
   name INTEGER NOT NULL REFERENCES string, frame INTEGER REFERENCES frame, window INTEGER NOT NULL DEFAULT 0,
   calls INTEGER NOT NULL, total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL,
   sum_squares_ms REAL NOT NULL);
+-- The source of the regions an annotation made (docs/openmp.md): OpenMP's runtimes ('openmp'),
+-- NVTX ('nvtx'), Kokkos ('kokkos'), ROCTx ('roctx'), by region name (a name the user API pushed
+-- too takes the annotation's kind). The regions view's kind column reads it.
+CREATE TABLE region_kind (
+  process INTEGER NOT NULL DEFAULT 1 REFERENCES process, name INTEGER NOT NULL REFERENCES string,
+  kind TEXT NOT NULL, PRIMARY KEY (process, name));
+-- OpenMP's parallel regions (docs/openmp.md): per region (a construct of the program, by name) and
+-- thread of its team (its number in the team, 0 the primary), the instances it took part in and its
+-- work and wait summed over them, written at the end. work: from its start to its arrival at the
+-- region's closing barrier, less the waits inside; wait: those waits (barriers, taskwait, locks,
+-- less the tasks it ran meanwhile) and the closing barrier's.
+CREATE TABLE openmp_thread_time (
+  process INTEGER NOT NULL DEFAULT 1 REFERENCES process, region INTEGER NOT NULL REFERENCES string,
+  thread INTEGER NOT NULL, instances INTEGER NOT NULL, work_ns INTEGER NOT NULL, wait_ns INTEGER NOT NULL);
+-- Ranges that need not nest (NVTX's start/end ranges, Kokkos's profile sections): the thread that
+-- started each and the one that ended it.
+CREATE TABLE annotation_range (
+  id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread, end_thread INTEGER REFERENCES thread,
+  kind TEXT NOT NULL, name INTEGER NOT NULL REFERENCES string, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  window INTEGER NOT NULL DEFAULT 0);
 -- Time windows (docs/windows.md): amounts in the clock's units (ns, or instructions) counted from
 -- the process's start; actual_* and *_ns are NULL for a window that never opened.
 CREATE TABLE window (
@@ -251,10 +271,30 @@ CREATE VIEW regions AS
 SELECT string.value AS name, region.thread AS thread, region.start_ns AS start_ns,
        region.end_ns AS end_ns, region.end_ns - region.start_ns AS duration_ns,
        region.depth AS depth, region.window AS window, region.clipped AS clipped,
-       CASE WHEN region.frame IS NULL THEN 'region' ELSE 'function' END AS kind,
+       CASE WHEN region.frame IS NOT NULL THEN 'function' ELSE COALESCE(region_kind.kind, 'region') END AS kind,
        thread.process AS process, process.rank AS rank
 FROM region JOIN string ON string.id = region.name
-LEFT JOIN thread ON thread.id = region.thread LEFT JOIN process ON process.id = thread.process;
+LEFT JOIN thread ON thread.id = region.thread LEFT JOIN process ON process.id = thread.process
+LEFT JOIN region_kind ON region_kind.process = thread.process AND region_kind.name = region.name;
+
+-- Each OpenMP parallel region's imbalance: its threads' work, the largest over the mean (1: even),
+-- and their waits, summed over the region's instances.
+CREATE VIEW openmp_imbalance AS
+SELECT o.process AS process, string.value AS region, COUNT(*) AS threads, MAX(o.instances) AS instances,
+       MAX(o.work_ns) AS max_work_ns, AVG(o.work_ns) AS mean_work_ns, MIN(o.work_ns) AS min_work_ns,
+       CASE WHEN AVG(o.work_ns) > 0 THEN MAX(o.work_ns) / AVG(o.work_ns) END AS imbalance,
+       SUM(o.wait_ns) AS wait_ns
+FROM openmp_thread_time AS o JOIN string ON string.id = o.region GROUP BY o.process, o.region;
+
+CREATE VIEW openmp_thread_times AS
+SELECT o.process AS process, string.value AS region, o.thread AS thread, o.instances AS instances,
+       o.work_ns AS work_ns, o.wait_ns AS wait_ns
+FROM openmp_thread_time AS o JOIN string ON string.id = o.region;
+
+CREATE VIEW annotation_ranges AS
+SELECT a.id AS id, string.value AS name, a.kind AS kind, a.thread AS thread, a.end_thread AS end_thread,
+       a.start_ns AS start_ns, a.end_ns AS end_ns, a.end_ns - a.start_ns AS duration_ns, a.window AS window
+FROM annotation_range AS a JOIN string ON string.id = a.name;
 
 CREATE VIEW gpu_kernels AS
 SELECT gpu_kernel.id AS id, string.value AS name, gpu_kernel.device AS device,

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <kairos/plugins/database/causal.hpp>
+#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/printable.hpp>
 
 #include "output_helpers.hpp"
@@ -378,6 +379,51 @@ void write_mpi_sections(connection& profile, std::ostream& out, const window_ran
   if (shown > 0) out << '\n';
 }
 
+// OpenMP's parallel regions (docs/openmp.md): per region, each thread's work and wait summed over
+// the region's instances (the whole run: the sums are not kept by window), the largest work over
+// the mean. Merged processes' sums are shown process by process.
+constexpr std::int64_t openmp_regions_shown = 20;
+constexpr std::int64_t openmp_threads_shown = 64;
+
+void write_openmp_section(connection& profile, std::ostream& out) {
+  if (scalar(profile, "SELECT COUNT(*) FROM openmp_thread_time") == 0) return;
+  std::string runtime;
+  auto runtime_row = profile.prepare("SELECT value FROM metadata WHERE key = ?");
+  runtime_row.bind(1, database::metadata_key::openmp_runtime);
+  if (runtime_row.step()) runtime = std::string{runtime_row.text(0)};
+  out << fmt::format(
+      "\nOpenMP imbalance{}, whole run: per parallel region, each thread's work and its wait (barriers, "
+      "taskwait, locks), summed over the region's instances; imbalance = largest work / mean work\n",
+      runtime.empty() ? std::string{} : " (" + printable(runtime) + ")");
+  auto regions = profile.prepare(
+      "SELECT process, region, threads, instances, imbalance, max_work_ns, mean_work_ns, wait_ns FROM "
+      "openmp_imbalance ORDER BY max_work_ns * threads DESC LIMIT " +
+      std::to_string(openmp_regions_shown + 1));
+  std::int64_t shown = 0;
+  while (regions.step()) {
+    if (++shown > openmp_regions_shown) {
+      out << "... more regions in the database's openmp_imbalance view\n";
+      break;
+    }
+    out << fmt::format(
+        "{}: {} instances, {} threads, imbalance {:.3f} (largest work {:.3f} ms, mean {:.3f} ms), "
+        "waits {:.3f} ms\n",
+        printable(regions.text(1)), regions.integer(3), regions.integer(2), regions.is_null(4) ? 0.0 : regions.real(4),
+        regions.integer(5) * 1e-6, regions.real(6) * 1e-6, regions.integer(7) * 1e-6);
+    out << fmt::format("{:>8} {:>10} {:>12} {:>12}\n", "thread", "instances", "work ms", "wait ms");
+    auto threads = profile.prepare(
+        "SELECT thread, instances, work_ns, wait_ns FROM openmp_thread_times WHERE process = ? AND region = ? "
+        "ORDER BY thread LIMIT " +
+        std::to_string(openmp_threads_shown));
+    threads.bind(1, regions.integer(0)).bind(2, regions.text(1));
+    while (threads.step())
+      out << fmt::format("{:>8} {:>10} {:>12.3f} {:>12.3f}\n", threads.integer(0), threads.integer(1),
+                         threads.integer(2) * 1e-6, threads.integer(3) * 1e-6);
+    if (regions.integer(2) > openmp_threads_shown)
+      out << fmt::format("... {} more threads\n", regions.integer(2) - openmp_threads_shown);
+  }
+}
+
 }  // namespace
 
 using namespace output_helpers;
@@ -397,6 +443,7 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   if (samples == 0) {
     out << "no samples were recorded\n";
     write_region_section(profile, out, range);
+    write_openmp_section(profile, out);
     write_mpi_sections(profile, out, range);
     write_gpu_sections(profile, out, range);
     write_window_sections(profile, out, range);
@@ -405,6 +452,7 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   auto weights = weigh_functions(profile, options.functions, range);
   write_table(out, "top functions, all threads", weights.overall, weight_ns);
   write_region_section(profile, out, range);
+  write_openmp_section(profile, out);
   write_mpi_sections(profile, out, range);
   write_gpu_sections(profile, out, range);
   write_window_sections(profile, out, range);

@@ -125,6 +125,7 @@ trace_summary write_trace(connection& profile, std::ostream& out, const window_r
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_api_call "
                                 "UNION ALL SELECT MIN(start_ns) FROM mpi_call "
                                 "UNION ALL SELECT MIN(time_ns) FROM process_metric "
+                                "UNION ALL SELECT MIN(start_ns) FROM annotation_range "
                                 "UNION ALL SELECT MIN(start_ns) FROM window)");
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
@@ -179,6 +180,15 @@ trace_summary write_trace(connection& profile, std::ostream& out, const window_r
   auto owners = profile.prepare("SELECT id, pid, tid FROM threads");
   while (owners.step()) pid_tid.emplace(owners.integer(0), std::pair{owners.integer(1), owners.integer(2)});
   std::map<std::string, std::string, std::less<>> quoted;  // each name escaped once
+  // An annotation's regions (OpenMP, NVTX, Kokkos: docs/openmp.md) carry its kind as their category.
+  std::map<std::string, std::string, std::less<>> kinds;
+  auto kind_rows = profile.prepare(
+      "SELECT string.value, region_kind.kind FROM region_kind "
+      "JOIN string ON string.id = region_kind.name");
+  while (kind_rows.step()) kinds.emplace(std::string{kind_rows.text(0)}, std::string{kind_rows.text(1)});
+  const std::string region_category = R"({"ph":"X","cat":"region","name":)";
+  const std::string* category = &region_category;
+  std::map<std::string, std::string, std::less<>> categories;  // kind -> its event's start
   std::int64_t current_thread = -1;
   std::string owner;  // the thread's ,"pid":..,"tid":.. (empty: no such thread)
   // Events go out a megabyte at a time: one stream write an event was a fifth of the trace's time.
@@ -200,9 +210,17 @@ trace_summary write_trace(connection& profile, std::ostream& out, const window_r
       if (found == quoted.end()) found = quoted.emplace(std::string{region.name}, json_string(region.name)).first;
       quoted_name = &found->second;
       last_name = region.name;
+      category = &region_category;
+      if (const auto kind = kinds.find(region.name); kind != kinds.end()) {
+        auto start = categories.find(kind->second);
+        if (start == categories.end())
+          start =
+              categories.emplace(kind->second, R"({"ph":"X","cat":)" + json_string(kind->second) + R"(,"name":)").first;
+        category = &start->second;
+      }
     }
     events += separator();
-    events += R"({"ph":"X","cat":"region","name":)";
+    events += *category;
     events += *quoted_name;
     events += owner;
     events += R"(,"ts":)";
@@ -245,6 +263,21 @@ trace_summary write_trace(connection& profile, std::ostream& out, const window_r
     out << fmt::format(R"({{"ph":"C","cat":"process","name":{},"pid":{},"ts":{:.3f},"args":{{"value":{}}}}})",
                        json_string(series.name), series.pid, (time_ns - origin_ns) * 1e-3, value);
   });
+  // Ranges that need not nest (NVTX's start/end, Kokkos's sections) as async slices: one track
+  // each, beside the thread that started it.
+  auto ranges = profile.prepare(
+      "SELECT annotation_ranges.id, annotation_ranges.name, annotation_ranges.kind, threads.pid, threads.tid, "
+      "annotation_ranges.start_ns, annotation_ranges.end_ns FROM annotation_ranges "
+      "JOIN threads ON threads.id = annotation_ranges.thread WHERE 1" +
+      in_windows(range, "annotation_ranges.window") + " ORDER BY annotation_ranges.start_ns");
+  while (ranges.step()) {
+    const auto head = fmt::format(R"("cat":{},"name":{},"id":{},"pid":{},"tid":{})", json_string(ranges.text(2)),
+                                  json_string(ranges.text(1)), ranges.integer(0), ranges.integer(3), ranges.integer(4));
+    out << separator();
+    out << fmt::format(R"({{"ph":"b",{},"ts":{:.3f}}})", head, (ranges.integer(5) - origin_ns) * 1e-3);
+    out << separator();
+    out << fmt::format(R"({{"ph":"e",{},"ts":{:.3f}}})", head, (ranges.integer(6) - origin_ns) * 1e-3);
+  }
   // Samples in the order they were stored (each thread's in time order), as the slices: sorting
   // them by time made SQLite hold every sample (output_helpers.hpp, "samples"). Past the run's
   // KAIROS_TRACE_MAX_BYTES, no more: one event says where they all are, the Perfetto trace.

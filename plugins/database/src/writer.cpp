@@ -63,11 +63,19 @@ struct profile_writer::statements {
         causal_progress{database,
                         "INSERT INTO causal_progress (experiment, name, kind, delta, arrivals, departures, "
                         "difference) VALUES (?, ?, ?, ?, ?, ?, ?)"},
-        causal_sample{database, "INSERT OR REPLACE INTO causal_sample (scope, location, count) VALUES (?, ?, ?)"} {}
+        causal_sample{database, "INSERT OR REPLACE INTO causal_sample (scope, location, count) VALUES (?, ?, ?)"},
+        region_kind{database, "INSERT OR IGNORE INTO region_kind (name, kind) VALUES (?, ?)"},
+        openmp_thread_time{database,
+                           "INSERT INTO openmp_thread_time (region, thread, instances, work_ns, wait_ns) "
+                           "VALUES (?, ?, ?, ?, ?)"},
+        annotation_range{database,
+                         "INSERT INTO annotation_range (thread, end_thread, kind, name, start_ns, end_ns, window) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?)"} {}
 
   statement metadata, string, process, process_end, process_rank, thread, thread_end, frame, stack, sample,
       realtime_sample, counter, process_metric, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call,
-      call_tree, mpi_call, causal_experiment, causal_progress, causal_sample;
+      call_tree, mpi_call, causal_experiment, causal_progress, causal_sample, region_kind, openmp_thread_time,
+      annotation_range;
 };
 
 profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
@@ -225,6 +233,35 @@ std::int64_t profile_writer::add_causal_experiment(const causal_experiment_info&
 void profile_writer::add_causal_samples(std::string_view scope, std::string_view location, std::int64_t count) {
   ensure_transaction();
   statements_->causal_sample.bind(1, scope).bind(2, location).bind(3, count).run();
+}
+
+void profile_writer::add_region_kind(std::string_view name, std::string_view kind) {
+  const auto name_id = intern(name);
+  ensure_transaction();
+  statements_->region_kind.bind(1, name_id).bind(2, kind).run();
+}
+
+void profile_writer::add_openmp_thread_time(std::string_view region, std::int64_t thread, std::int64_t instances,
+                                            std::int64_t work_ns, std::int64_t wait_ns) {
+  const auto region_id = intern(region);
+  ensure_transaction();
+  statements_->openmp_thread_time.bind(1, region_id)
+      .bind(2, thread)
+      .bind(3, instances)
+      .bind(4, work_ns)
+      .bind(5, wait_ns)
+      .run();
+}
+
+void profile_writer::add_annotation_range(std::int64_t thread, std::optional<std::int64_t> end_thread,
+                                          std::string_view kind, std::string_view name, std::int64_t start_ns,
+                                          std::int64_t end_ns, std::int64_t window) {
+  const auto name_id = intern(name);
+  ensure_transaction();
+  auto& insert = statements_->annotation_range;
+  insert.bind(1, thread);
+  bind_optional(insert, 2, end_thread);
+  insert.bind(3, kind).bind(4, name_id).bind(5, start_ns).bind(6, end_ns).bind(7, window).run();
 }
 
 void profile_writer::end_process(std::int64_t process, std::int64_t end_ns) {

@@ -14,7 +14,7 @@ VIEWS = (
     "samples", "realtime_samples", "regions", "threads", "processes", "top_functions",
     "top_functions_by_thread", "top_functions_by_process", "top_functions_by_window", "stack_weights",
     "stack_functions", "windows", "mpi_calls", "gpu_kernels", "top_kernels", "top_copies", "gpu_api_calls",
-    "causal_experiments", "causal_samples",
+    "causal_experiments", "causal_samples", "openmp_imbalance", "openmp_thread_times", "annotation_ranges",
 )
 
 

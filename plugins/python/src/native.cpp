@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -100,6 +101,10 @@ class region_rows {
                       std::pair<py::object, py::object>{
                           py::int_(threads.integer(1)),
                           threads.is_null(2) ? py::object{py::none()} : py::object{py::int_(threads.integer(2))}});
+    // An annotation's regions (OpenMP, NVTX, Kokkos) carry its kind, by name and process.
+    auto kinds = profile_.prepare("SELECT process, name, kind FROM region_kind");
+    while (kinds.step())
+      kinds_.emplace(std::pair{kinds.integer(0), kinds.integer(1)}, py::str(std::string{kinds.text(2)}));
   }
 
   // The rows of up to `blocks` more blocks, as tuples; an empty list once every block is read.
@@ -115,19 +120,25 @@ class region_rows {
       const auto owner = owners_.find(block.thread);  // LEFT JOIN: none when the thread has no row
       const py::object process = owner == owners_.end() ? py::none() : owner->second.first;
       const py::object rank = owner == owners_.end() ? py::none() : owner->second.second;
+      const auto process_id = owner == owners_.end() ? 0 : process.cast<std::int64_t>();
       const py::int_ thread{block.thread};
       block.decode([&](const db::region_fields& row) {
         const auto& name = name_of(row.name);
         if (name.is_none()) return;  // the view's JOIN with string
-        rows.append(py::make_tuple(name, thread, row.start_ns, row.end_ns, row.end_ns - row.start_ns, row.depth,
-                                   row.window, row.clipped, row.frame == 0 ? region_kind : function_kind, process,
-                                   rank));
+        rows.append(py::make_tuple(
+            name, thread, row.start_ns, row.end_ns, row.end_ns - row.start_ns, row.depth, row.window, row.clipped,
+            row.frame != 0 ? py::object{function_kind} : kind_of(process_id, row.name, region_kind), process, rank));
       });
     }
     return rows;
   }
 
  private:
+  py::object kind_of(std::int64_t process, std::int64_t name, const py::str& otherwise) const {
+    if (kinds_.empty()) return otherwise;
+    const auto found = kinds_.find({process, name});
+    return found == kinds_.end() ? py::object{otherwise} : py::object{found->second};
+  }
   const py::object& name_of(std::int64_t id) {
     auto found = strings_.find(id);
     if (found != strings_.end()) return found->second;
@@ -141,6 +152,7 @@ class region_rows {
   db::statement blocks_, names_;
   std::unordered_map<std::int64_t, std::pair<py::object, py::object>> owners_;  // thread -> (process, rank)
   std::unordered_map<std::int64_t, py::object> strings_;
+  std::map<std::pair<std::int64_t, std::int64_t>, py::object> kinds_;  // (process, name) -> kind
   bool finished_ = false;
 };
 

@@ -2,14 +2,18 @@
 // Turns its options into KAIROS_* variables, puts libkairos.so (found relative to this
 // executable, so a build tree and an install tree both work) first in LD_PRELOAD, and replaces
 // itself with the command (execvpe): the command's exit status is kairos-run's.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -67,6 +71,58 @@ struct assignment {
   const kairos::runtime::setting_definition* definition;
   std::string value;
 };
+
+// The command's file, as execvpe will find it ("" when not found).
+std::filesystem::path command_file(const char* command) {
+  if (std::strchr(command, '/') != nullptr) return command;
+  const char* path = std::getenv("PATH");
+  std::string_view directories = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (!directories.empty()) {
+    const auto colon = directories.find(':');
+    const auto directory = directories.substr(0, colon);
+    const auto candidate = std::filesystem::path{directory.empty() ? "." : directory} / command;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) break;
+    directories.remove_prefix(colon + 1);
+  }
+  return {};
+}
+
+// Whether the file holds one of `markers` (a string its code uses), read through a mapping.
+bool file_contains(const std::filesystem::path& file, std::initializer_list<std::string_view> markers) {
+  constexpr std::uintmax_t largest_scanned = 1ull << 30;
+  std::error_code error;
+  const auto size = std::filesystem::file_size(file, error);
+  if (error || size == 0 || size > largest_scanned) return false;
+  const int descriptor = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0) return false;
+  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, descriptor, 0);
+  close(descriptor);
+  if (mapped == MAP_FAILED) return false;
+  bool found = false;
+  for (const auto marker : markers) found = found || memmem(mapped, size, marker.data(), marker.size()) != nullptr;
+  munmap(mapped, size);
+  return found;
+}
+
+// The annotations a program carries for other tools reach kairos through a variable naming the
+// tool library to load (docs/openmp.md): set to libkairos.so where the program's file carries NVTX
+// (its header-only loader reads NVTX_INJECTION64_PATH) or Kokkos (its runtime reads
+// KOKKOS_TOOLS_LIBS), and the user named no other tool there. OpenMP needs none: libomp asks the
+// loaded libraries for ompt_start_tool.
+void point_annotations_at(const std::filesystem::path& library, const char* command) {
+  const auto unset = [](const char* variable) {
+    const char* value = std::getenv(variable);
+    return value == nullptr || *value == '\0';
+  };
+  const auto file = command_file(command);
+  if (file.empty()) return;
+  if (unset("NVTX_INJECTION64_PATH") && file_contains(file, {"NVTX_INJECTION64_PATH"}))
+    setenv("NVTX_INJECTION64_PATH", library.c_str(), 1);
+  if (unset("KOKKOS_TOOLS_LIBS") && unset("KOKKOS_PROFILE_LIBRARY") &&
+      file_contains(file, {"kokkosp_init_library", "libkokkoscore"}))
+    setenv("KOKKOS_TOOLS_LIBS", library.c_str(), 1);
+}
 
 }  // namespace
 
@@ -188,6 +244,7 @@ int main(int argc, char** argv) {
   std::string preload = library.string();
   if (existing && *existing) preload += std::string{":"} + existing;
   setenv("LD_PRELOAD", preload.c_str(), 1);
+  point_annotations_at(library, command[0]);
 
   return run_command(command);
 }

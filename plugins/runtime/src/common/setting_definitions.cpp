@@ -132,6 +132,10 @@ constexpr setting_category_definition categories[] = {
      .name = "process_sampling",
      .when_rejected = "the process is not sampled",
      .stops_kairos = false},
+    {.category = annotations,
+     .name = "annotations",
+     .when_rejected = "OpenMP, NVTX and Kokkos annotations are not recorded",
+     .stops_kairos = false},
     {.category = causal, .name = "causal", .when_rejected = "no causal experiments run", .stops_kairos = false},
     {.category = internal, .name = "internal", .when_rejected = "the value is ignored", .stops_kairos = false},
 };
@@ -506,6 +510,26 @@ constexpr setting_definition definitions[] = {
      .category = process_sampling,
      .description = "directory of the cores' cpu<N>/cpufreq/scaling_cur_freq files (the kernel's; "
                     "another one for tests)"},
+    // annotations (docs/openmp.md)
+    {.name = "openmp",
+     .variable = "KAIROS_OPENMP",
+     .type = text,
+     .default_value = "auto",
+     .category = annotations,
+     .description = "OpenMP regions, waits and each thread's work and wait per parallel region: auto "
+                    "is libomp's OMPT tool and wraps libgomp's entry points where it is loaded, off "
+                    "neither (a program that is not OpenMP pays nothing either way)",
+     .choices = "auto,off"},
+    {.name = "annotations",
+     .variable = "KAIROS_ANNOTATIONS",
+     .type = list,
+     .default_value = "nvtx,kokkos,roctx",
+     .category = annotations,
+     .description = "the annotations for other tools that become kairos regions: NVTX ranges and "
+                    "marks (kairos-run sets NVTX_INJECTION64_PATH where the program carries NVTX), "
+                    "Kokkos Tools' kernels and regions (KOKKOS_TOOLS_LIBS where it links Kokkos), "
+                    "ROCTx ranges and marks (its functions wrapped where libroctx64 is loaded)",
+     .choices = "nvtx,kokkos,roctx"},
     // causal (docs/causal.md; kairos-causal sets them)
     {.name = "causal",
      .variable = "KAIROS_CAUSAL",

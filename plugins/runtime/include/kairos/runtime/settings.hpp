@@ -34,6 +34,7 @@ enum class setting_category {
   gpu,
   mpi,
   process_sampling,
+  annotations,
   causal,
   internal,
 };
@@ -106,6 +107,8 @@ enum class setting : std::size_t {
   process_sampling_period,
   process_sampling_metrics,
   process_sampling_cpu_root,
+  openmp,
+  annotations,
   causal,
   causal_scope,
   causal_select,

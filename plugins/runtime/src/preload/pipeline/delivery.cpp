@@ -5,6 +5,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "preload/annotations/annotated_regions.hpp"
+#include "preload/annotations/annotation_ranges.hpp"
+#include "preload/annotations/openmp_teams.hpp"
 #include "preload/gpu/gpu_activity.hpp"
 #include "preload/mpi/mpi_calls.hpp"
 #include "preload/process_sampling/process_sampling.hpp"
@@ -31,6 +34,7 @@ struct delivery_state {
   gpu::activity_batch gpu_activity;                           // kept across flushes: the collector reuses its storage
   mpi_call_batch mpi_calls;                                   // likewise
   process_sample_batch process_samples;                       // likewise
+  annotation_range_batch annotation_ranges;                   // likewise
   std::vector<database::profile_writer::region_input> drained_regions;  // reused by each flush
   bool forget_parent = false;  // set in a fork child; done by the child's first flush
 };
@@ -240,6 +244,10 @@ void flush_to_database(bool force) {
   add_gpu_rows(rows, state->gpu_activity);
   take_mpi_calls(state->mpi_calls);
   add_mpi_rows(rows, state->mpi_calls);
+  take_annotation_ranges(state->annotation_ranges);
+  for (const auto& range : state->annotation_ranges.rows)
+    rows.add_annotation_range(*range.start_thread, range.end_thread, name_of(range.kind), range.name, range.start_ns,
+                              range.end_ns, range.window);
   // Threads get their rows once the database exists (it is created by the first sample or
   // region); until then they wait here, so a thread that ended early is still listed.
   if (rows.has_file()) {
@@ -267,6 +275,18 @@ void deliver_call_trees() {
                        row.stats.total_ns, row.stats.min_ns, row.stats.max_ns, row.stats.sum_squares_ms});
     rows.add_call_tree(thread, nodes);
   });
+  rows.commit(false);
+}
+
+void deliver_annotation_summaries() {
+  std::lock_guard lock{state->mutex};
+  forget_parent_if_forked();
+  database_batch rows;
+  if (!rows.has_file()) return;  // nothing was recorded: the names and sums alone make no file
+  for_each_annotated_name([&](std::string_view name, region_kind kind) { rows.add_region_kind(name, name_of(kind)); });
+  for (const auto& time : openmp_thread_times())
+    rows.add_openmp_thread_time(time.region, time.thread, static_cast<std::int64_t>(time.instances), time.work_ns,
+                                time.wait_ns);
   rows.commit(false);
 }
 

@@ -25,6 +25,9 @@ void flush_to_database(bool force);
 // Every traced thread's calls counted (function_trace's call trees) into the database: once, at
 // the end, after the last calls were closed and before the last flush.
 void deliver_call_trees();
+// The annotations' summaries (docs/openmp.md): each annotated region name's kind and OpenMP's
+// per-thread work and wait sums; once, at the end, after the last regions were flushed.
+void deliver_annotation_summaries();
 // fork: the lock is held across fork; in a child (async-signal-safe) the parent's threads and
 // cursors are forgotten at the child's first flush.
 void delivery_lock_for_fork();

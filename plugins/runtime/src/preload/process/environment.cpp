@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -34,6 +35,10 @@ std::vector<std::string>* kept_variables = nullptr;
 // no more than LD_PRELOAD (kairos in the new image sets it again where CUDA can be reached). A
 // fork child needs nothing: kairos is already in its memory.
 constexpr std::string_view cuda_injection_prefix = "CUDA_INJECTION64_PATH=";
+// Set by kairos-run where the program carries NVTX or Kokkos (docs/openmp.md), and read by them
+// after init, so they stay in environ; a child that is not followed does not get them (one that
+// is does: no kairos-run is there to set them again).
+constexpr std::array<std::string_view, 2> annotation_tool_prefixes{"NVTX_INJECTION64_PATH=", "KOKKOS_TOOLS_LIBS="};
 
 // A variable of the settings table: another KAIROS_ variable (a test harness's, a typo) is the
 // program's, and stays.
@@ -47,6 +52,12 @@ bool is_this_library(std::string_view entry) {
   std::error_code error;
   const auto canonical = std::filesystem::weakly_canonical(std::string{entry}, error);
   return !error && canonical == paths->canonical;
+}
+
+bool names_this_library_for_annotations(std::string_view assignment) {
+  for (const auto prefix : annotation_tool_prefixes)
+    if (assignment.starts_with(prefix)) return is_this_library(assignment.substr(prefix.size()));
+  return false;
 }
 
 }  // namespace
@@ -148,6 +159,7 @@ exec_environment environment_for_exec(char* const* environment, bool profiled, b
     if (assignment.starts_with(cuda_injection_prefix) &&
         is_this_library(assignment.substr(cuda_injection_prefix.size())))
       continue;
+    if (!profiled && names_this_library_for_annotations(assignment)) continue;
     if (put_back && assignment.starts_with("LD_PRELOAD=")) {
       preload_seen = true;
       const auto preload = assignment.substr(11);

@@ -39,6 +39,9 @@
 #include <kairos/runtime/time_windows.hpp>
 
 #include "common/proc_file.hpp"
+#include "preload/annotations/annotations.hpp"
+#include "preload/annotations/openmp.hpp"
+#include "preload/annotations/roctx.hpp"
 #include "preload/causal/blocking_calls.hpp"
 #include "preload/causal/causal.hpp"
 #include "preload/gpu/gpu_activity.hpp"
@@ -296,6 +299,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   cost.emplace(own_cost::database_end);
   deliver_call_trees();
   flush_to_database(true);
+  deliver_annotation_summaries();
   auto database_path = finish_profile_database(end_reason);
   close_profile_database();
   cost.reset();
@@ -671,6 +675,14 @@ void start_stages() {
         for (const auto& note : started.notes) report(note);
     }
   }
+  // Annotations make regions (the user API's functions): they start with them, below.
+  const bool annotations_usable = globals->values.category_usable(setting_category::annotations);
+  std::optional<std::string> openmp_note;
+  if (annotations_usable) {
+    const auto sources = globals->values.list(setting::annotations);
+    const auto named = [&](std::string_view source) { return std::ranges::find(sources, source) != sources.end(); };
+    start_annotations({named("nvtx"), named("kokkos"), named("roctx")});
+  }
   atexit(&finalize_at_exit);
   pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
   if (!start_termination_handling({&finalize_on_signal, &flush_on_tick, &finished, &finalizing_here}) &&
@@ -679,6 +691,12 @@ void start_stages() {
   state.store(runtime_state::active, std::memory_order_release);
   set_regions_accepting(true);
   set_function_trace_accepting(true);
+  if (annotations_usable) openmp_note = start_openmp(globals->values.text(setting::openmp) == "auto");
+  if (openmp_note && speaks_for_launch && verbosity() > 0) report(*openmp_note);
+  if (annotations_usable) {
+    const auto roctx_note = wrap_roctx_if_loaded();
+    if (roctx_note && speaks_for_launch && verbosity() > 0) report(*roctx_note);
+  }
   connect_user_api();
   if (verbosity() > 0)
     report(fmt::format(

@@ -5,6 +5,12 @@
 
 #include <kairos/plugins/database/metadata_keys.hpp>
 
+#include "preload/annotations/annotated_regions.hpp"
+#include "preload/annotations/annotation_ranges.hpp"
+#include "preload/annotations/annotations.hpp"
+#include "preload/annotations/openmp.hpp"
+#include "preload/annotations/openmp_teams.hpp"
+#include "preload/annotations/roctx.hpp"
 #include "preload/causal/causal.hpp"
 #include "preload/gpu/gpu_activity.hpp"
 #include "preload/mpi/mpi_calls.hpp"
@@ -88,6 +94,20 @@ void process_sampling_metadata(const run_facts&) {
   add_number(key::dropped_process_samples, totals.rows_dropped);
 }
 
+void annotations_metadata(const run_facts&) {
+  if (openmp_observed()) {
+    add(key::openmp_runtime, openmp_runtime());
+    add_number(key::openmp_parallel_regions, openmp_parallel_regions());
+  }
+  std::string attached;
+  if (nvtx_attached()) attached = "nvtx";
+  if (kokkos_attached()) attached += attached.empty() ? "kokkos" : ",kokkos";
+  if (roctx_attached()) attached += attached.empty() ? "roctx" : ",roctx";
+  if (!attached.empty()) add(key::annotations_attached, attached);
+  if (const auto dropped = annotation_ranges_dropped(); dropped > 0)
+    add_number(key::dropped_annotation_ranges, dropped);
+}
+
 void tick_reporting(const char* what, void (*work)()) { report(capture_problem(what, work)); }
 
 constexpr std::array rows{
@@ -135,6 +155,42 @@ constexpr std::array rows{
           .lock_for_fork = [] { database_lock_for_fork(); },
           .unlock_in_parent = [] { database_unlock_after_fork_in_parent(); },
           .in_child = [](thread_record*) noexcept { database_forget_after_fork_in_child(); }},
+    // OpenMP, NVTX, Kokkos and ROCTx: their regions go through the traced calls (stopped below).
+    // After delivery and the database in the lock order: the flush takes the annotations' locks
+    // (their ranges, names and sums) while it holds its own.
+    stage{.name = "annotations",
+          .stop =
+              [] {
+                stop_openmp();
+                stop_annotations();
+              },
+          .add_metadata = &annotations_metadata,
+          .tick =
+              [] {
+                tick_reporting("observing OpenMP failed", &openmp_tick);
+                tick_reporting("observing ROCTx failed", &roctx_tick);
+              },
+          .lock_for_fork =
+              [] {
+                annotated_regions_lock_for_fork();
+                openmp_lock_for_fork();
+                annotation_ranges_lock_for_fork();
+              },
+          .unlock_in_parent =
+              [] {
+                annotation_ranges_unlock_after_fork();
+                openmp_unlock_after_fork();
+                annotated_regions_unlock_after_fork();
+              },
+          .in_child =
+              [](thread_record*) noexcept {
+                annotation_ranges_unlock_after_fork();
+                openmp_unlock_after_fork();
+                annotated_regions_unlock_after_fork();
+                annotation_ranges_forget_after_fork_in_child();
+                openmp_forget_after_fork_in_child();
+                annotated_regions_forget_after_fork_in_child();
+              }},
     stage{.name = "regions",
           .lock_for_fork = [] { regions_lock_for_fork(); },
           .unlock_in_parent = [] { regions_unlock_after_fork(); },

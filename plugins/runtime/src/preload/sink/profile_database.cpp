@@ -488,6 +488,29 @@ void database_batch::add_causal_samples(std::string_view scope, std::string_view
   insert([&] { file().writer->add_causal_samples(scope, location, samples); });
 }
 
+void database_batch::add_region_kind(std::string_view name, std::string_view kind) {
+  if (!writable()) return;
+  insert([&] { file().writer->add_region_kind(name, kind); });
+}
+
+void database_batch::add_openmp_thread_time(std::string_view region, std::int64_t thread, std::int64_t instances,
+                                            std::int64_t work_ns, std::int64_t wait_ns) {
+  if (!writable()) return;
+  insert([&] { file().writer->add_openmp_thread_time(region, thread, instances, work_ns, wait_ns); });
+}
+
+void database_batch::add_annotation_range(thread_record& thread, thread_record* end_thread, std::string_view kind,
+                                          std::string_view name, std::int64_t start_ns, std::int64_t end_ns,
+                                          std::int32_t window) {
+  if (!writable()) return;
+  insert([&] {
+    const auto start_row = thread_row(thread);
+    const std::optional<std::int64_t> end_row =
+        end_thread == nullptr ? std::nullopt : std::optional<std::int64_t>{thread_row(*end_thread)};
+    file().writer->add_annotation_range(start_row, end_row, kind, name, start_ns, end_ns, window);
+  });
+}
+
 void database_batch::set_process_rank(std::int64_t rank, std::int64_t size) {
   if (!state) return;
   state->rank = rank;

@@ -128,6 +128,14 @@ class database_batch {
   void add_causal_experiment(const database::causal_experiment_info& experiment,
                              std::span<const database::causal_progress_info> progress);
   void add_causal_samples(std::string_view scope, std::string_view location, std::int64_t samples);
+  // Annotations (docs/openmp.md): a region name's kind, an OpenMP region's sums for one thread
+  // of its team (by its number in the team), a range that need not nest (`end_thread`: null when
+  // unknown).
+  void add_region_kind(std::string_view name, std::string_view kind);
+  void add_openmp_thread_time(std::string_view region, std::int64_t thread, std::int64_t instances,
+                              std::int64_t work_ns, std::int64_t wait_ns);
+  void add_annotation_range(thread_record& thread, thread_record* end_thread, std::string_view kind,
+                            std::string_view name, std::int64_t start_ns, std::int64_t end_ns, std::int32_t window);
   // The rank and size MPI_Init gave: they replace the launcher's in the process row.
   void set_process_rank(std::int64_t rank, std::int64_t size);
   // A thread's row now (threads appear with their first sample or region otherwise).

@@ -20,6 +20,7 @@ inline constexpr std::string_view dropped_region_rows = "dropped.region_rows";
 inline constexpr std::string_view dropped_gpu_records = "dropped.gpu_records";
 inline constexpr std::string_view dropped_mpi_calls = "dropped.mpi_calls";
 inline constexpr std::string_view dropped_process_samples = "dropped.process_samples";
+inline constexpr std::string_view dropped_annotation_ranges = "dropped.annotation_ranges";
 inline constexpr std::string_view rows_lost = "rows_lost";
 // A JIT's perf map (/tmp/perf-<pid>.map), where frames outside every module were looked up: the
 // functions it named and the lines skipped as malformed.
@@ -44,6 +45,11 @@ inline constexpr std::string_view causal_experiments_too_few_visits = "causal.ex
 inline constexpr std::string_view causal_delay_ns = "causal.delay_ns";
 inline constexpr std::string_view causal_overslept_ns = "causal.overslept_ns";
 inline constexpr std::string_view causal_addresses_unresolved = "causal.addresses_unresolved";
+// Annotations (docs/openmp.md): the OpenMP runtime observed ("libomp (OMPT)", "libgomp") and its
+// parallel regions' instances; the other sources that attached ("nvtx", "kokkos").
+inline constexpr std::string_view openmp_runtime = "openmp.runtime";
+inline constexpr std::string_view openmp_parallel_regions = "openmp.parallel_regions";
+inline constexpr std::string_view annotations_attached = "annotations.attached";
 // Time windows (docs/windows.md).
 inline constexpr std::string_view windows_opened = "windows.opened";
 inline constexpr std::string_view windows_skipped = "windows.skipped";

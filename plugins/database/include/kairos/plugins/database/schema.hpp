@@ -13,7 +13,8 @@ namespace kairos::database {
 // causal_experiments and causal_samples views (causal profiling, docs/causal.md); 8: regions in
 // blocks (region_block), `region` a view over them; 9: a block's rows in fixed-width digits, not JSON;
 // 10: call_tree (every traced call counted, docs/instrumentation.md); 11: frame.language (python,
-// jit, native), process_metric and the process_metrics view (process sampling, docs/runtime.md)
+// jit, native), process_metric and the process_metrics view (process sampling, docs/runtime.md),
+// region_kind, openmp_thread_time, annotation_range and their views (docs/openmp.md)
 inline constexpr int schema_version = 11;
 
 // Creates every table and view in an empty database, with SQL. Profiles are not made this way

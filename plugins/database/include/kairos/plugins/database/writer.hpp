@@ -195,6 +195,16 @@ class profile_writer {
   // Samples per location in scope (coz's "samples" records), written once at the end.
   void add_causal_samples(std::string_view scope, std::string_view location, std::int64_t count);
 
+  // Annotations (docs/openmp.md): the kind of the regions named `name` (region_kind; the first
+  // kind given a name stays), an OpenMP parallel region's sums for one thread of its team
+  // (openmp_thread_time), a range that need not nest (annotation_range; `end_thread` none when
+  // unknown).
+  void add_region_kind(std::string_view name, std::string_view kind);
+  void add_openmp_thread_time(std::string_view region, std::int64_t thread, std::int64_t instances,
+                              std::int64_t work_ns, std::int64_t wait_ns);
+  void add_annotation_range(std::int64_t thread, std::optional<std::int64_t> end_thread, std::string_view kind,
+                            std::string_view name, std::int64_t start_ns, std::int64_t end_ns, std::int64_t window);
+
   std::int64_t intern(std::string_view text);
 
   // Ends the open transaction: everything added so far is durable. The next add opens another.
