@@ -44,6 +44,7 @@ inline constexpr std::string_view causal_experiments_too_few_visits = "causal.ex
 inline constexpr std::string_view causal_delay_ns = "causal.delay_ns";
 inline constexpr std::string_view causal_overslept_ns = "causal.overslept_ns";
 inline constexpr std::string_view causal_addresses_unresolved = "causal.addresses_unresolved";
+inline constexpr std::string_view causal_wakeups_credited = "causal.wakeups_credited";
 // Time windows (docs/windows.md).
 inline constexpr std::string_view windows_opened = "windows.opened";
 inline constexpr std::string_view windows_skipped = "windows.skipped";
