@@ -1,8 +1,12 @@
 #include "preload/causal/blocking_calls.hpp"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <sys/syscall.h>
 #include <time.h>
+
+#include <cerrno>
 
 #include <array>
 #include <string_view>
@@ -28,17 +32,58 @@ enum class blocking_call {
   sem_wait,
   sem_timedwait,
   sem_post,
+  syscall,
 };
 
 // What each call means for the delays (Coz's rules): a call that may wake another thread pays
 // what its thread owes first; a call that may block credits its thread, on return, with the
 // delays added meanwhile when another thread ended the wait (a timeout is no such wake-up).
+// A futex operation's part in the delays, from its command (futex(2)). std::barrier, std::latch,
+// std::counting_semaphore and std::atomic::wait (libstdc++'s atomic wait, inline in the program)
+// call syscall(SYS_futex, ...) themselves, as do programs with their own futexes.
+enum class futex_role { none, waits, wakes };
+futex_role role_of(long futex_op) noexcept {
+  switch (futex_op & FUTEX_CMD_MASK) {
+    case FUTEX_WAIT:
+    case FUTEX_WAIT_BITSET:
+    case FUTEX_LOCK_PI:
+    case FUTEX_WAIT_REQUEUE_PI:
+      return futex_role::waits;
+    case FUTEX_WAKE:
+    case FUTEX_WAKE_BITSET:
+    case FUTEX_WAKE_OP:
+    case FUTEX_REQUEUE:
+    case FUTEX_CMP_REQUEUE:
+    case FUTEX_CMP_REQUEUE_PI:
+    case FUTEX_UNLOCK_PI:
+      return futex_role::wakes;
+    default:
+      return futex_role::none;
+  }
+}
+
 template <blocking_call C>
 struct interceptor {
   template <class R, class... Args>
   R operator()(const gotcha_data&, R (*original)(Args...), Args... arguments) {
     using enum blocking_call;
-    if constexpr (C == mutex_unlock || C == cond_signal || C == cond_broadcast || C == sem_post) {
+    if constexpr (C == syscall) {
+      // syscall(number, ...): only futexes matter. A wait that returns 0 was woken (a timeout, a
+      // signal or a value that had changed already return -1: no wake-up by another thread).
+      const std::array<long, sizeof...(Args)> values{arguments...};  // number, uaddr, futex_op, ...
+      const auto role = values[0] == SYS_futex ? role_of(values[2]) : futex_role::none;
+      if (role == futex_role::none) return original(arguments...);
+      if (role == futex_role::wakes) {
+        causal_catch_up();
+        return original(arguments...);
+      }
+      causal_before_blocking();
+      const R result = original(arguments...);
+      const int saved_errno = errno;
+      causal_after_blocking(result == 0);
+      errno = saved_errno;
+      return result;
+    } else if constexpr (C == mutex_unlock || C == cond_signal || C == cond_broadcast || C == sem_post) {
       causal_catch_up();
       return original(arguments...);
     } else {
@@ -81,6 +126,8 @@ const std::array wrapped_functions{
     entry<sem_wait, int(sem_t*)>("sem_wait"),
     entry<sem_timedwait, int(sem_t*, const timespec*)>("sem_timedwait"),
     entry<sem_post, int(sem_t*)>("sem_post"),
+    // Variadic: declared with its six arguments after the number, which x86-64 passes alike.
+    entry<syscall, long(long, long, long, long, long, long, long)>("syscall"),
 };
 
 }  // namespace

@@ -6,7 +6,7 @@
 
 namespace kairos::runtime {
 
-// Wraps pthread mutexes, condition variables, joins, barriers and semaphores in every loaded
+// Wraps pthread mutexes, condition variables, joins, barriers, semaphores and futexes (syscall) in every loaded
 // object; a note naming what could not be wrapped, if anything.
 std::optional<std::string> wrap_blocking_calls();
 

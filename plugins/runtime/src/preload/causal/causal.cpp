@@ -63,8 +63,9 @@ struct hot_state {
   std::atomic<std::int64_t> global_delay{0};
   std::atomic<std::int64_t> selected_samples{0};
   std::atomic<std::int64_t> overslept{0};
-  std::atomic<std::uint64_t> inserted{0};    // addresses inserted so far (the resolver rescans when it grows)
-  std::atomic<std::uint64_t> table_full{0};  // frames whose address found no slot
+  std::atomic<std::uint64_t> wakeups_credited{0};  // waits ended by another thread, in experiments
+  std::atomic<std::uint64_t> inserted{0};          // addresses inserted so far (the resolver rescans when it grows)
+  std::atomic<std::uint64_t> table_full{0};        // frames whose address found no slot
   std::atomic<std::uint32_t> recent[recent_samples] = {};  // the in-scope location of recent samples
   std::atomic<std::uint32_t> recent_next{0};
   std::atomic<std::uint32_t> location_samples[max_locations] = {};
@@ -499,6 +500,7 @@ void causal_after_blocking(bool woken_by_another_thread) noexcept {
   const auto since =
       experiment_before == me.experiment ? me.blocked_at : hot.experiment_start_delay.load(std::memory_order_relaxed);
   me.local += std::max<std::int64_t>(hot.global_delay.load(std::memory_order_acquire) - since, 0);
+  hot.wakeups_credited.fetch_add(1, std::memory_order_relaxed);
 }
 
 void causal_catch_up() noexcept {
@@ -513,6 +515,7 @@ causal_summary causal_totals() noexcept {
   auto totals = controller->totals;
   totals.idle = controller->idle.load();
   totals.overslept_ns = hot.overslept.load();
+  totals.wakeups_credited = hot.wakeups_credited.load();
   totals.addresses_unresolved = hot.table_full.load();
   return totals;
 }

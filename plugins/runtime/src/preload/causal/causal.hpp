@@ -65,6 +65,7 @@ struct causal_summary {
   std::int64_t overslept_ns = 0;           // beyond what was asked (nanosleep's granularity)
   std::uint64_t locations = 0;             // distinct locations in scope seen
   std::uint64_t addresses_unresolved = 0;  // the address table was full
+  std::uint64_t wakeups_credited = 0;      // waits that another thread ended, during experiments
 };
 causal_summary causal_totals() noexcept;
 

@@ -70,6 +70,7 @@ void causal_metadata(const run_facts& facts) {
   add_number(key::causal_delay_ns, causal.delay_ns);
   add_number(key::causal_overslept_ns, causal.overslept_ns);
   add_number(key::causal_addresses_unresolved, causal.addresses_unresolved);
+  add_number(key::causal_wakeups_credited, causal.wakeups_credited);
 }
 
 void windows_metadata(const run_facts& facts) {

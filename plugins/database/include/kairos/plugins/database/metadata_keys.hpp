@@ -45,6 +45,7 @@ inline constexpr std::string_view causal_experiments_too_few_visits = "causal.ex
 inline constexpr std::string_view causal_delay_ns = "causal.delay_ns";
 inline constexpr std::string_view causal_overslept_ns = "causal.overslept_ns";
 inline constexpr std::string_view causal_addresses_unresolved = "causal.addresses_unresolved";
+inline constexpr std::string_view causal_wakeups_credited = "causal.wakeups_credited";
 // Annotations (docs/openmp.md): the OpenMP runtime observed ("libomp (OMPT)", "libgomp") and its
 // parallel regions' instances; the other sources that attached ("nvtx", "kokkos").
 inline constexpr std::string_view openmp_runtime = "openmp.runtime";
