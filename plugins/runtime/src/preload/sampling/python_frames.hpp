@@ -4,10 +4,10 @@
 // stack, and the writer splices them in place of the `_PyEval_EvalFrameDefault` frames that run
 // them, so a stack reads main.py's main, solver.py's solve, numpy's C code, the BLAS kernel.
 //
-// The handler only copies (code object, instruction) pairs: a few loads a frame, every pointer
-// checked before it is read (python_frames.cpp says how a torn frame is told apart). Names, files
-// and lines are read later, by the writer, through process_vm_readv, which fails instead of
-// faulting where the memory is gone.
+// The handler only copies (code object, instruction) pairs, a few loads a frame: straight from a
+// chain that starts in the live part of the thread's data stack, else through process_vm_readv,
+// which fails instead of faulting (python_frames.cpp says why the innermost frame decides). Names,
+// files and lines are read later, by the writer, through process_vm_readv too.
 //
 // Python frames take synthetic addresses (python_frame_address_base and up), one per function and
 // line, which the sink names through python_frame_name(): the rest of the data path sees
