@@ -58,6 +58,18 @@ def cpu_split(out):
     return int(match.group(1)), int(match.group(2))
 
 
+def how_sampled(db):
+    """What a failed share check needs to say: the source, and what the samples left out."""
+    facts = dict(db.execute("SELECT key, value FROM metadata WHERE key IN "
+                            "('sampling_cpu_source', 'dropped.samples', 'unsampled_cpu_ns')"))
+    samples = db.execute("SELECT COUNT(*) FROM sample WHERE stack IS NOT NULL").fetchone()[0]
+    weights = [f"{ms:.0f}" for (ms,) in db.execute(
+        "SELECT SUM(weight_ns) / 1e6 FROM sample WHERE stack IS NOT NULL GROUP BY thread ORDER BY 1 DESC")]
+    return (f"{facts.get('sampling_cpu_source')}, {samples} samples weighing {'/'.join(weights)} ms by thread, "
+            f"{facts.get('dropped.samples')} dropped, "
+            f"{int(facts.get('unsampled_cpu_ns') or 0) / 1e6:.1f} ms unsampled")
+
+
 def function_totals(db):
     return {name: total for name, total in db.execute("SELECT name, total FROM top_functions")}
 
@@ -574,7 +586,8 @@ def test_speedscope_file(directory):
                     weights[function] += weight
     share = 100.0 * weights["compute_three_quarters"] / max(1, sum(weights.values()))
     truth = 100.0 * three / (three + one)
-    check(abs(share - truth) <= 5.0, f"compute_three_quarters {share:.1f}% of the two vs {truth:.1f}% by CPU time")
+    check(abs(share - truth) <= 5.0, f"compute_three_quarters {share:.1f}% of the two vs {truth:.1f}% by CPU time "
+                                     f"({how_sampled(db)})")
     report = run_process([KAIROS_REPORT, db_path, "--format", "speedscope"], TIMEOUT)
     check(report.returncode == 0 and json.loads(report.stdout)["profiles"] == profiles,
           f"kairos-report --format speedscope writes the same profiles: {report.stderr!r}")
@@ -609,7 +622,8 @@ def test_flamegraph_file(directory):
     three_share, one_share = share("compute_three_quarters"), share("compute_one_quarter")
     truth = 100.0 * three / (three + one)
     check(abs(100.0 * three_share - truth) <= 3.0 and abs(100.0 * one_share - (100.0 - truth)) <= 3.0,
-          f"widths {100 * three_share:.1f}% / {100 * one_share:.1f}% of the root vs {truth:.1f}% by CPU time")
+          f"widths {100 * three_share:.1f}% / {100 * one_share:.1f}% of the root vs {truth:.1f}% by CPU time "
+          f"({how_sampled(sqlite3.connect(only('*.db', directory)))})")
     for frame in frames:
         title = frame.find(f"{svg}title").text
         check(re.search(r" \(total [0-9.]+ ms, [0-9.]+%; self [0-9.]+ ms\)$", title), f"a tooltip: {title}")
@@ -643,7 +657,8 @@ def test_html_report(directory):
     check(three_ms > 0 and one_ms > 0, f"both workers among the top functions: {sorted(self_ms)}")
     truth = 100.0 * three / (three + one)
     check(abs(100.0 * three_ms / (three_ms + one_ms) - truth) <= 5.0,
-          f"compute_three_quarters {100 * three_ms / (three_ms + one_ms):.1f}% of the two vs {truth:.1f}%")
+          f"compute_three_quarters {100 * three_ms / (three_ms + one_ms):.1f}% of the two vs {truth:.1f}% "
+          f"({how_sampled(sqlite3.connect(only('*.db', directory)))})")
     summary = dict((cells[0][0], cells[1][0]) for cells in page.tables["summary-table"])
     samples = sqlite3.connect(only("*.db", directory)).execute("SELECT COUNT(*) FROM sample").fetchone()[0]
     check(summary["samples"].startswith(f"{samples} standing for"), f"the summary counts the samples: {summary}")
