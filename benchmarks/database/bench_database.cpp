@@ -1,7 +1,10 @@
-// Database ingest: samples per second through profile_writer (as a writer thread inserts them:
-// batches committed every 64 Ki samples), the file size per million samples, and how long the
-// derived outputs take to stream from it, and their sizes.
-// Usage: bench_database [samples, default 1,000,000]
+// The profile database against the run's length: for each sample count, ingest through
+// profile_writer (as a writer thread inserts them: a commit every 64 Ki samples), then what the
+// runtime does after the program's last instruction: the writer's finish (window counts, the last
+// commit) and the outputs written from the database. Printed per count: ingest rate, file size,
+// each output's time and size, the exit time with the default formats (db, text, trace) and with
+// every format, and the peak memory the outputs added (VmHWM, reset before them).
+// Usage: bench_database [counts, comma-separated, default 10000,100000,1000000]
 #include <sys/stat.h>
 
 #include <chrono>
@@ -10,7 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <streambuf>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,16 +26,41 @@
 namespace db = kairos::database;
 using clock_type = std::chrono::steady_clock;
 
+namespace {
+
 double seconds_since(clock_type::time_point begin) {
   return std::chrono::duration<double>(clock_type::now() - begin).count();
 }
 
-int main(int argc, char** argv) {
-  const long samples = argc > 1 ? std::atol(argv[1]) : 1'000'000;
+// The process's resident peak, in MiB, since the last reset_peak().
+double peak_mib() {
+  std::ifstream status{"/proc/self/status"};
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmHWM:")) return std::atof(line.c_str() + 6) / 1024.0;
+  return 0;
+}
+void reset_peak() { std::ofstream{"/proc/self/clear_refs"} << "5"; }
+
+std::vector<long> counts_from(const char* text) {
+  std::vector<long> counts;
+  std::stringstream list{text};
+  for (std::string item; std::getline(list, item, ',');) counts.push_back(std::atol(item.c_str()));
+  return counts;
+}
+
+// Counted, not kept: the size of what a user would get, without the disk's time.
+struct counting_buffer : std::streambuf {
+  std::size_t bytes = 0;
+  int_type overflow(int_type c) override { return ++bytes, c; }
+  std::streamsize xsputn(const char*, std::streamsize n) override { return bytes += n, n; }
+};
+
+void run(long samples) {
   const auto path = (std::filesystem::temp_directory_path() / "kairos_bench_database.db").string();
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
 
-  // 1,000 distinct stacks, 8 to 24 frames deep, over 400 functions: a realistic mid-size program.
+  // 1,000 distinct stacks, 8 to 24 frames deep, over 400 functions, on 8 threads: a realistic
+  // mid-size program.
   std::mt19937_64 random{42};
   std::vector<std::vector<std::uint64_t>> stacks(1000);
   for (auto& stack : stacks) {
@@ -46,44 +76,59 @@ int main(int argc, char** argv) {
   };
 
   const auto begin = clock_type::now();
+  double finish_seconds = 0;
   {
     db::profile_writer writer{path, symbolize};
     const auto process = writer.add_process({1, 0, std::nullopt, "host", "bench", 0});
-    const auto thread = writer.add_thread(process, {0, 0, 1, "main", 0});
+    std::int64_t threads[8];
+    for (int t = 0; t < 8; ++t) threads[t] = writer.add_thread(process, {t, t, 100 + t, "worker", 0});
     for (long i = 0; i < samples; ++i) {
       const auto& stack = stacks[random() % stacks.size()];
-      writer.add_sample(thread, i * 1'000'000, 1'000'000, writer.add_stack(stack));
+      writer.add_sample(threads[i % 8], i * 125'000, 1'000'000, writer.add_stack(stack));
       if (i % 65536 == 65535) writer.commit();
     }
+    const auto finish = clock_type::now();
+    writer.count_window_rows();
+    writer.commit();
+    finish_seconds = seconds_since(finish);
   }
-  const double ingest_seconds = seconds_since(begin);
+  const double ingest_seconds = seconds_since(begin) - finish_seconds;
   std::uintmax_t bytes = 0;
   for (const char* suffix : {"", "-wal"})
     if (std::filesystem::exists(path + suffix)) bytes += std::filesystem::file_size(path + suffix);
 
-  fmt::print("ingest: {} samples in {:.2f} s = {:.0f} samples/s\n", samples, ingest_seconds, samples / ingest_seconds);
-  fmt::print("size: {:.1f} MB, {:.1f} MB per million samples\n", bytes / 1e6, bytes / 1e6 / (samples / 1e6));
+  fmt::print("{} samples: ingest {:.0f} samples/s, {:.1f} MB ({:.1f} MB a million samples)\n", samples,
+             samples / ingest_seconds, bytes / 1e6, bytes / 1e6 / (samples / 1e6));
 
+  reset_peak();
+  const double peak_before = peak_mib();
   auto profile = db::open_profile(path);
-  using writer = void (*)(db::connection&, std::ostream&);
-  const std::pair<const char*, writer> outputs[] = {
-      {"text", [](db::connection& p, std::ostream& o) { db::write_text(p, o); }},
-      {"folded", [](db::connection& p, std::ostream& o) { db::write_folded(p, o); }},
-      {"trace", [](db::connection& p, std::ostream& o) { db::write_trace(p, o); }},
-      {"speedscope", [](db::connection& p, std::ostream& o) { db::write_speedscope(p, o); }},
-      {"flamegraph", [](db::connection& p, std::ostream& o) { db::write_flamegraph(p, o); }},
-      {"html", [](db::connection& p, std::ostream& o) { db::write_html(p, o); }}};
-  for (const auto& [name, write] : outputs) {
-    // Counted, not kept: the size of what a user would get, without the disk's time.
-    struct counting_buffer : std::streambuf {
-      std::size_t bytes = 0;
-      int_type overflow(int_type c) override { return ++bytes, c; }
-      std::streamsize xsputn(const char*, std::streamsize n) override { return bytes += n, n; }
-    } counted;
+  using db::format_id;
+  const std::pair<const char*, format_id> outputs[] = {
+      {"text", format_id::text},       {"trace", format_id::trace},           {"folded", format_id::folded},
+      {"speedscope", format_id::speedscope}, {"flamegraph", format_id::flamegraph}, {"html", format_id::html},
+      {"json", format_id::json},       {"perfetto", format_id::perfetto}};
+  double default_seconds = finish_seconds, all_seconds = finish_seconds;
+  std::string line;
+  for (const auto& [name, id] : outputs) {
+    counting_buffer counted;
     std::ostream sink{&counted};
     const auto output_begin = clock_type::now();
-    write(profile, sink);
-    fmt::print("output {}: {:.2f} s, {:.1f} KB\n", name, seconds_since(output_begin), counted.bytes / 1e3);
+    db::write_format(id, profile, sink);
+    const double seconds = seconds_since(output_begin);
+    all_seconds += seconds;
+    if (id == format_id::text || id == format_id::trace) default_seconds += seconds;
+    line += fmt::format("  {} {:.3f} s {:.1f} MB", name, seconds, counted.bytes / 1e6);
   }
+  fmt::print("  outputs:{}\n", line);
+  fmt::print("  exit work: {:.3f} s with the default formats (db, text, trace), {:.3f} s with all; "
+             "writer's finish {:.3f} s; outputs' peak memory {:.1f} MiB above {:.1f} MiB\n",
+             default_seconds, all_seconds, finish_seconds, peak_mib() - peak_before, peak_before);
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (const auto samples : counts_from(argc > 1 ? argv[1] : "10000,100000,1000000")) run(samples);
 }

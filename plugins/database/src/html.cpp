@@ -367,9 +367,9 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   if (command.empty()) command = metadata_value(metadata, "command");
   if (host.empty()) host = metadata_value(metadata, "host");
 
-  const auto samples = scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"));
+  const auto samples = scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
   const auto weight_ns =
-      scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE 1" + in_windows(range, "window"));
+      scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
   // The blocks know their rows' count; only a window filter needs the rows decoded (here, not
   // through the view).
   std::int64_t region_count = 0;
@@ -384,10 +384,10 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   // started its process row late).
   time_span span;
   const auto first_event = scalar(profile,
-                                  "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample UNION ALL "
+                                  "SELECT MIN(t) FROM (SELECT MIN(first_ns) AS t FROM stack_total UNION ALL "
                                   "SELECT MIN(start_ns) FROM region_block)");
   const auto last_event = scalar(profile,
-                                 "SELECT MAX(t) FROM (SELECT MAX(time_ns) AS t FROM sample UNION ALL "
+                                 "SELECT MAX(t) FROM (SELECT MAX(last_ns) AS t FROM stack_total UNION ALL "
                                  "SELECT MAX(end_ns) FROM region_block)");
   span.origin_ns =
       process_start > 0 ? std::min(process_start, first_event > 0 ? first_event : process_start) : first_event;

@@ -18,11 +18,9 @@ namespace kairos::database::output_helpers {
 
 std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows) {
   std::unordered_map<std::int64_t, std::pair<std::int64_t, std::int64_t>> sums;  // thread -> samples, weight
-  for_each_sample(profile, windows, [&](const sample_fields& sample) {
-    auto& [samples, weight_ns] = sums[sample.thread];
-    ++samples;
-    weight_ns += sample.weight_ns;
-  });
+  auto totals = profile.prepare("SELECT thread, SUM(samples), SUM(weight_ns) FROM stack_total WHERE 1" +
+                                in_windows(windows, "window") + " GROUP BY thread");
+  while (totals.step()) sums[totals.integer(0)] = {totals.integer(1), totals.integer(2)};
   std::vector<thread_row> rows;
   auto query = profile.prepare(
       "SELECT id, sequent_id, tid, pid, COALESCE(name, ''), process, rank FROM threads "
@@ -80,27 +78,11 @@ void for_each_metric_value(connection& profile, const window_range& windows,
 }
 
 std::vector<stack_sum> stack_sums(connection& profile, const window_range& windows) {
-  struct key_hash {
-    std::size_t operator()(const std::tuple<std::int64_t, std::int64_t, std::int64_t>& key) const {
-      const auto [thread, window, stack] = key;
-      return std::hash<std::int64_t>{}((thread * 1'000'003 + window) * 1'000'033 + stack);
-    }
-  };
-  std::unordered_map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::pair<std::int64_t, std::int64_t>,
-                     key_hash>
-      sums;
-  for_each_sample(profile, windows, [&](const sample_fields& sample) {
-    auto& [samples, weight_ns] = sums[{sample.thread, sample.window, sample.stack}];
-    ++samples;
-    weight_ns += sample.weight_ns;
-  });
   std::vector<stack_sum> rows;
-  rows.reserve(sums.size());
-  for (const auto& [key, sum] : sums)
-    rows.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), sum.first, sum.second});
-  std::sort(rows.begin(), rows.end(), [](const stack_sum& a, const stack_sum& b) {
-    return std::tie(a.thread, a.window, a.stack) < std::tie(b.thread, b.window, b.stack);
-  });
+  auto query = profile.prepare("SELECT thread, window, stack, samples, weight_ns FROM stack_total WHERE 1" +
+                               in_windows(windows, "window") + " ORDER BY thread, window, stack");
+  while (query.step())
+    rows.push_back({query.integer(0), query.integer(1), query.integer(2), query.integer(3), query.integer(4)});
   return rows;
 }
 
@@ -229,7 +211,7 @@ sampling_coverage coverage_of(connection& profile) {
   const auto integer = [&](std::string_view key) {
     return static_cast<std::int64_t>(metadata_number(profile, key, true));
   };
-  coverage.sampled_ns = scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample");
+  coverage.sampled_ns = scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM stack_total");
   coverage.program_cpu_ns = integer(metadata_key::program_cpu_ns);
   coverage.blocked_ns = integer(metadata_key::unsampled_cpu_ns);
   coverage.blocked_threads = integer(metadata_key::unsampled_threads);
@@ -311,11 +293,9 @@ std::vector<window_row> windows_in(connection& profile, const window_range& wind
                     query.integer(9)});
   if (rows.empty()) return rows;
   std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> sums;  // window -> samples, weight
-  for_each_sample(profile, windows, [&](const sample_fields& sample) {
-    auto& [samples, weight_ns] = sums[sample.window];
-    ++samples;
-    weight_ns += sample.weight_ns;
-  });
+  auto totals = profile.prepare("SELECT window, SUM(samples), SUM(weight_ns) FROM stack_total WHERE 1" +
+                                in_windows(windows, "window") + " GROUP BY window");
+  while (totals.step()) sums[totals.integer(0)] = {totals.integer(1), totals.integer(2)};
   for (auto& row : rows)
     if (const auto found = sums.find(row.ordinal); found != sums.end())
       std::tie(row.samples, row.weight_ns) = found->second;

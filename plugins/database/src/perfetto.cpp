@@ -283,7 +283,7 @@ struct held_begin {
 void write_perfetto(connection& profile, std::ostream& out, const window_range& range) {
   trace_writer trace{profile, out};
   const auto origin_ns = scalar(profile,
-                                "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample "
+                                "SELECT MIN(t) FROM (SELECT MIN(first_ns) AS t FROM stack_total "
                                 "UNION ALL SELECT MIN(start_ns) FROM region_block "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_kernel "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "

@@ -46,6 +46,14 @@ CREATE TABLE sample (
 CREATE TABLE realtime_sample (
   id INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES thread, time_ns INTEGER NOT NULL,
   weight_ns INTEGER NOT NULL, stack INTEGER REFERENCES stack, window INTEGER NOT NULL DEFAULT 0);
+-- The `sample` rows summed per (thread, window, stack) as they are written, in the same
+-- transactions (stack 0: samples without a stack), with the first and last sample's time. Every
+-- output that shows weights reads these, so its cost follows the distinct stacks, not the run's
+-- length.
+CREATE TABLE stack_total (
+  thread INTEGER NOT NULL REFERENCES thread, window INTEGER NOT NULL, stack INTEGER NOT NULL,
+  samples INTEGER NOT NULL, weight_ns INTEGER NOT NULL, first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL,
+  PRIMARY KEY (thread, window, stack)) WITHOUT ROWID;
 CREATE TABLE counter (
   id INTEGER PRIMARY KEY, process INTEGER NOT NULL DEFAULT 1 REFERENCES process,
   thread INTEGER REFERENCES thread, time_ns INTEGER NOT NULL,
@@ -182,7 +190,7 @@ CREATE TABLE causal_sample (
 -- Each sampled stack with every distinct function on it (for "total" time).
 CREATE VIEW stack_functions AS
 WITH RECURSIVE chain (leaf, node) AS (
-  SELECT DISTINCT stack, stack FROM sample WHERE stack IS NOT NULL
+  SELECT DISTINCT stack, stack FROM stack_total WHERE stack != 0
   UNION ALL
   SELECT chain.leaf, stack.parent FROM chain JOIN stack ON stack.id = chain.node
   WHERE stack.parent IS NOT NULL)
@@ -210,11 +218,10 @@ LEFT JOIN frame ON frame.id = stack.frame
 LEFT JOIN string AS leaf_name ON leaf_name.id = frame.function;
 
 -- Weighted: self counts samples whose leaf is the function, total those with the function
--- anywhere on the stack (once per sample, however often it recurs). Samples are first summed per
--- (thread, stack), so the stack walk runs once per distinct stack, not once per sample.
+-- anywhere on the stack (once per sample, however often it recurs). Samples come summed per
+-- (thread, window, stack), so the stack walk runs once per distinct stack, not once per sample.
 CREATE VIEW stack_weights AS
-SELECT thread, window, stack, SUM(weight_ns) AS weight_ns, COUNT(*) AS samples
-FROM sample WHERE stack IS NOT NULL GROUP BY thread, window, stack;
+SELECT thread, window, stack, weight_ns, samples FROM stack_total WHERE stack != 0;
 
 CREATE VIEW top_functions_by_thread AS
 WITH weights AS MATERIALIZED (SELECT * FROM stack_weights),

@@ -58,7 +58,7 @@ using namespace output_helpers;
 void write_summary_json(connection& profile, std::ostream& out, const text_options& options) {
   const auto& range = options.windows;
   const auto weight_ns =
-      scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM sample WHERE 1" + in_windows(range, "window"));
+      scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
   auto weights = weigh_functions(profile, options.functions, range);
   auto functions_json = [&](const std::vector<function_row>& ranked, std::int64_t whole) {
     nlohmann::json rows = nlohmann::json::array();
@@ -72,7 +72,7 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
   };
   nlohmann::json summary{
       {"schema_version", schema_version},
-      {"samples", scalar(profile, "SELECT COUNT(*) FROM sample WHERE 1" + in_windows(range, "window"))},
+      {"samples", scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" + in_windows(range, "window"))},
       {"weight_ns", weight_ns},
       {"coverage", coverage_json(coverage_of(profile))},
       {"top_functions", functions_json(weights.overall, weight_ns)},

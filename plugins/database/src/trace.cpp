@@ -118,7 +118,7 @@ void write_gpu_tracks(connection& profile, std::ostream& out, const window_range
 trace_summary write_trace(connection& profile, std::ostream& out, const window_range& range) {
   // Timestamps in microseconds from the earliest event, as the format expects.
   const auto origin_ns = scalar(profile,
-                                "SELECT MIN(t) FROM (SELECT MIN(time_ns) AS t FROM sample "
+                                "SELECT MIN(t) FROM (SELECT MIN(first_ns) AS t FROM stack_total "
                                 "UNION ALL SELECT MIN(start_ns) FROM region_block "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_kernel "
                                 "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "
@@ -279,37 +279,69 @@ trace_summary write_trace(connection& profile, std::ostream& out, const window_r
     out << fmt::format(R"({{"ph":"e",{},"ts":{:.3f}}})", head, (ranges.integer(6) - origin_ns) * 1e-3);
   }
   // Samples in the order they were stored (each thread's in time order), as the slices: sorting
-  // them by time made SQLite hold every sample (output_helpers.hpp, "samples"). Past the run's
-  // KAIROS_TRACE_MAX_BYTES, no more: one event says where they all are, the Perfetto trace.
+  // them by time made SQLite hold every sample (output_helpers.hpp, "samples"). A stack's leaf
+  // name and a thread's ids are formatted once; the sample table is read alone, without the
+  // samples view's joins. Past the run's KAIROS_TRACE_MAX_BYTES, no more: one event says where
+  // they all are, the Perfetto trace, and the rest is counted from stack_total, not read.
   const auto limit = size_limit(profile);
   std::int64_t written = std::max<std::int64_t>(0, static_cast<std::int64_t>(out.tellp()));
   std::int64_t left_out = 0, stopped_at_ns = 0, written_samples = 0;
-  auto samples = profile.prepare(
-      "SELECT samples.leaf, threads.pid, threads.tid, samples.time_ns, samples.stack, samples.weight "
-      "FROM samples JOIN threads ON threads.id = samples.thread WHERE 1" +
-      in_windows(range, "samples.window") + " ORDER BY samples.id");
+  std::unordered_map<std::int64_t, std::string> sample_heads;  // by stack: the event up to "pid"
+  auto leaf_of = profile.prepare(
+      "SELECT function.value FROM stack JOIN frame ON frame.id = stack.frame "
+      "JOIN string AS function ON function.id = frame.function WHERE stack.id = ?");
+  auto head_of = [&](std::int64_t stack) -> const std::string& {
+    auto found = sample_heads.find(stack);
+    if (found != sample_heads.end()) return found->second;
+    std::string leaf = "<no stack>";
+    if (stack != 0) {
+      leaf_of.reset();
+      leaf_of.bind(1, stack);
+      if (leaf_of.step()) leaf = leaf_of.text(0);
+    }
+    return sample_heads.emplace(stack, R"({"ph":"i","s":"t","cat":"sample","name":)" + json_string(leaf)).first->second;
+  };
+  std::map<std::int64_t, std::string> sample_owners;  // thread.id -> ,"pid":..,"tid":..,"ts":
+  for (const auto& [thread, ids] : pid_tid)
+    sample_owners.emplace(thread, fmt::format(R"(,"pid":{},"tid":{},"ts":)", ids.first, ids.second));
+  auto samples = profile.prepare("SELECT thread, time_ns, COALESCE(stack, 0), weight_ns FROM sample WHERE 1" +
+                                 in_windows(range, "window") + " ORDER BY id");
+  events.clear();
   std::string event;
   while (samples.step()) {
-    if (left_out > 0) {
-      ++left_out;
-      continue;
+    const auto owner_of = sample_owners.find(samples.integer(0));
+    if (owner_of == sample_owners.end()) continue;  // as the view's JOIN with threads
+    const auto stack = samples.integer(2);
+    event = head_of(stack);
+    event += owner_of->second;
+    append_microseconds(event, samples.integer(1) - origin_ns);
+    if (stack != 0) {
+      event += R"(,"sf":")";
+      event += fmt::format_int{stack}.c_str();
+      event += '"';
     }
-    const auto leaf = samples.is_null(0) ? std::string_view{"<no stack>"} : samples.text(0);
-    event =
-        fmt::format(R"({{"ph":"i","s":"t","cat":"sample","name":{},"pid":{},"tid":{},"ts":{:.3f})", json_string(leaf),
-                    samples.integer(1), samples.integer(2), (samples.integer(3) - origin_ns) * 1e-3);
-    if (!samples.is_null(4)) event += fmt::format(R"(,"sf":"{}")", samples.integer(4));
-    event += fmt::format(R"(,"args":{{"weight_ns":{}}}}})", samples.integer(5));
+    event += R"(,"args":{"weight_ns":)";
+    event += fmt::format_int{samples.integer(3)}.c_str();
+    event += "}}";
     if (written + static_cast<std::int64_t>(event.size()) > limit) {
-      left_out = 1;
-      stopped_at_ns = samples.integer(3);
-      continue;
+      stopped_at_ns = samples.integer(1);
+      const auto in_range =
+          scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total JOIN thread ON thread.id = "
+                          "stack_total.thread WHERE 1" + in_windows(range, "stack_total.window"));
+      left_out = std::max<std::int64_t>(1, in_range - written_samples);
+      break;
     }
     const auto before = separator();
     written += static_cast<std::int64_t>(before.size() + event.size());
     ++written_samples;
-    out << before << event;
+    events += before;
+    events += event;
+    if (events.size() >= written_at) {
+      out << events;
+      events.clear();
+    }
   }
+  out << events;
   if (left_out > 0) {
     out << separator();
     out << fmt::format(R"({{"ph":"i","s":"g","cat":"kairos","name":{},"pid":{},"tid":0,"ts":{:.3f},)"

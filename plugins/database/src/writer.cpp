@@ -26,6 +26,11 @@ struct profile_writer::statements {
               "VALUES (?, ?, ?, ?, ?, ?, ?)"},
         stack{database, "INSERT INTO stack (parent, frame, depth) VALUES (?, ?, ?)"},
         sample{database, "INSERT INTO sample (thread, time_ns, weight_ns, stack, window) VALUES (?, ?, ?, ?, ?)"},
+        stack_total{database,
+                    "INSERT INTO stack_total (thread, window, stack, samples, weight_ns, first_ns, last_ns) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread, window, stack) DO UPDATE SET "
+                    "samples = samples + excluded.samples, weight_ns = weight_ns + excluded.weight_ns, "
+                    "first_ns = MIN(first_ns, excluded.first_ns), last_ns = MAX(last_ns, excluded.last_ns)"},
         realtime_sample{database,
                         "INSERT INTO realtime_sample (thread, time_ns, weight_ns, stack, window) "
                         "VALUES (?, ?, ?, ?, ?)"},
@@ -73,7 +78,7 @@ struct profile_writer::statements {
                          "VALUES (?, ?, ?, ?, ?, ?, ?)"} {}
 
   statement metadata, string, process, process_end, process_rank, thread, thread_end, frame, stack, sample,
-      realtime_sample, counter, process_metric, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call,
+      stack_total, realtime_sample, counter, process_metric, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call,
       call_tree, mpi_call, causal_experiment, causal_progress, causal_sample, region_kind, openmp_thread_time,
       annotation_range;
 };
@@ -124,6 +129,7 @@ void profile_writer::ensure_transaction() {
 void profile_writer::commit() {
   try {
     write_region_blocks();
+    write_stack_totals();
     if (!in_transaction_) return;
     database_.execute("COMMIT");
   } catch (...) {
@@ -150,6 +156,7 @@ void profile_writer::roll_back() noexcept {
   std::erase_if(stacks_, [this](const auto& entry) { return entry.second > committed_.stack; });
   std::erase_if(whole_stacks_, [this](const auto& entry) { return entry.second > committed_.stack; });
   region_blocks_.clear();
+  stack_totals_.clear();
   newest_ = committed_;
 }
 
@@ -347,6 +354,29 @@ void profile_writer::add_sample(std::int64_t thread, std::int64_t time_ns, std::
   insert.bind(1, thread).bind(2, time_ns).bind(3, weight_ns);
   stack < 0 ? insert.bind_null(4) : insert.bind(4, stack);
   insert.bind(5, window).run();
+  auto [found, added] = stack_totals_.try_emplace({thread, window, std::max<std::int64_t>(stack, 0)});
+  auto& total = found->second;
+  if (added) total.first_ns = total.last_ns = time_ns;
+  ++total.samples;
+  total.weight_ns += weight_ns;
+  total.first_ns = std::min(total.first_ns, time_ns);
+  total.last_ns = std::max(total.last_ns, time_ns);
+}
+
+void profile_writer::write_stack_totals() {
+  if (stack_totals_.empty()) return;
+  ensure_transaction();
+  auto& upsert = statements_->stack_total;
+  for (const auto& [key, total] : stack_totals_)
+    upsert.bind(1, key.thread)
+        .bind(2, key.window)
+        .bind(3, key.stack)
+        .bind(4, total.samples)
+        .bind(5, total.weight_ns)
+        .bind(6, total.first_ns)
+        .bind(7, total.last_ns)
+        .run();
+  stack_totals_.clear();
 }
 
 void profile_writer::add_realtime_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns,
@@ -555,24 +585,25 @@ void profile_writer::add_window(const window_info& window) {
 
 void profile_writer::count_window_rows() {
   write_region_blocks();
+  write_stack_totals();
   ensure_transaction();
   {
     auto windows = database_.prepare("SELECT EXISTS (SELECT 1 FROM window)");  // done before the DROP below
     if (!windows.step() || windows.integer(0) == 0) return;
   }
   // Regions counted by decoding their blocks here, a few ns a row, where the view costs about a
-  // microsecond; samples by one pass over each table, where a GROUP BY window sorted them all in
-  // SQLite's temporary store.
+  // microsecond; CPU-time samples from their totals; real-time samples by one pass over their
+  // table, where a GROUP BY window sorted them all in SQLite's temporary store.
   std::map<std::int64_t, std::int64_t> regions;
   auto blocks = database_.prepare("SELECT " + std::string{region_block_columns} + " FROM region_block");
   while (blocks.step()) {
     stored_block(blocks).decode([&](const region_fields& row) { ++regions[row.window]; });
   }
   std::map<std::int64_t, std::int64_t> samples;
-  for (const char* table : {"sample", "realtime_sample"}) {
-    auto rows = database_.prepare(std::string{"SELECT window FROM "} + table);
-    while (rows.step()) ++samples[rows.integer(0)];
-  }
+  auto totals = database_.prepare("SELECT window, SUM(samples) FROM stack_total GROUP BY window");
+  while (totals.step()) samples[totals.integer(0)] += totals.integer(1);
+  auto realtime = database_.prepare("SELECT window FROM realtime_sample");
+  while (realtime.step()) ++samples[realtime.integer(0)];
   database_.execute("UPDATE window SET samples = 0, regions = 0");
   auto set_samples = database_.prepare("UPDATE window SET samples = ? WHERE ordinal = ?");
   for (const auto& [window, count] : samples) set_samples.bind(1, count).bind(2, window).run();

@@ -77,6 +77,24 @@ std::int64_t count(db::connection& profile, const char* sql) {
   return query.integer(0);
 }
 
+// stack_total's rows, and the same sums made from the sample rows: they must be equal.
+using total_rows = std::vector<std::array<std::int64_t, 7>>;
+std::pair<total_rows, total_rows> totals_and_samples(db::connection& profile) {
+  auto read = [&](const char* sql) {
+    total_rows rows;
+    auto query = profile.prepare(sql);
+    while (query.step()) {
+      auto& row = rows.emplace_back();
+      for (int column = 0; column < 7; ++column) row[static_cast<std::size_t>(column)] = query.integer(column);
+    }
+    return rows;
+  };
+  return {read("SELECT thread, window, stack, samples, weight_ns, first_ns, last_ns FROM stack_total "
+               "ORDER BY 1, 2, 3"),
+          read("SELECT thread, window, COALESCE(stack, 0), COUNT(*), SUM(weight_ns), MIN(time_ns), MAX(time_ns) "
+               "FROM sample GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")};
+}
+
 }  // namespace
 
 TEST_CASE("a new profile holds exactly the schema's tables and views, set for writing") {
@@ -112,6 +130,26 @@ TEST_CASE("strings, frames and stacks are stored once") {
   CHECK(count(profile, "SELECT COUNT(*) FROM string WHERE value = 'main'") == 1);
   CHECK(count(profile, "SELECT COUNT(*) FROM sample") == 200);
   CHECK(count(profile, "SELECT COUNT(*) FROM sample WHERE window = 0") == 200);
+}
+
+TEST_CASE("stack_total sums the samples as they are written, commit by commit") {
+  const auto path = fresh_path("totals");
+  const std::uint64_t stacks[][2] = {{0x200, 0x100}, {0x300, 0x100}};
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    const std::int64_t threads[] = {writer.add_thread(process, {0, 0, 1, "a", 0}),
+                                    writer.add_thread(process, {1, 1, 2, "b", 0})};
+    for (int i = 0; i < 1000; ++i) {
+      const auto stack = i % 7 == 0 ? -1 : writer.add_stack(stacks[i % 2]);  // some without a stack
+      writer.add_sample(threads[i % 2], 5'000 - i, 1 + i % 3, stack, i / 400);
+      if (i % 128 == 127) writer.commit();  // a total spans commits
+    }
+  }
+  auto profile = db::open_profile(path);
+  const auto [totals, from_samples] = totals_and_samples(profile);
+  CHECK(totals.size() == 2 * 2 * 3);  // threads, stack or none, windows 0-2
+  CHECK(totals == from_samples);
 }
 
 TEST_CASE("top_functions weighs self by leaf and total once per sample") {
@@ -754,6 +792,8 @@ TEST_CASE("a failed commit forgets what it held, and a writer opened again goes 
   }
   auto profile = db::open_profile(path);
   CHECK(count(profile, "SELECT COUNT(*) FROM sample") == 3);
+  const auto [totals, from_samples] = totals_and_samples(profile);
+  CHECK(totals == from_samples);  // the failed commit's sums were forgotten with its samples
   // What was committed is found again, not written twice: main;solve once, step under it.
   CHECK(count(profile, "SELECT COUNT(*) FROM frame") == 3);
   CHECK(count(profile, "SELECT COUNT(*) FROM stack") == 3);

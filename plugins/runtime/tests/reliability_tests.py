@@ -360,7 +360,11 @@ def test_sigkill_keeps_everything_up_to_the_last_commit(directory):
     with sqlite3.connect(path) as db:  # read-write: rolls back a commit the kill interrupted
         check(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "the database is valid")
         count = db.execute("SELECT COUNT(*) FROM sample").fetchone()[0]
+        totals = db.execute("SELECT thread, window, stack, samples, weight_ns FROM stack_total ORDER BY 1, 2, 3").fetchall()
+        sums = db.execute("SELECT thread, window, COALESCE(stack, 0), COUNT(*), SUM(weight_ns) FROM sample "
+                          "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3").fetchall()
     check(count >= 100, f"the samples committed before the kill are kept: {count}")
+    check(totals == sums, "the sums kept are those of the samples kept")
 
 
 def test_program_near_its_descriptor_limit(directory):

@@ -14,8 +14,9 @@ namespace kairos::database {
 // blocks (region_block), `region` a view over them; 9: a block's rows in fixed-width digits, not JSON;
 // 10: call_tree (every traced call counted, docs/instrumentation.md); 11: frame.language (python,
 // jit, native), process_metric and the process_metrics view (process sampling, docs/runtime.md),
-// region_kind, openmp_thread_time, annotation_range and their views (docs/openmp.md)
-inline constexpr int schema_version = 11;
+// region_kind, openmp_thread_time, annotation_range and their views (docs/openmp.md); 12:
+// stack_total (samples summed per thread, window and stack as the run goes, what the outputs read)
+inline constexpr int schema_version = 12;
 
 // Creates every table and view in an empty database, with SQL. Profiles are not made this way
 // at run time: create_profile copies a file image this made at build time.

@@ -234,6 +234,8 @@ class profile_writer {
   // A thread's regions not yet written.
   void write_region_block(std::int64_t thread, std::vector<region_fields>& block);
   void write_region_blocks();
+  // The samples' sums since the last commit, added to stack_total in the commit's transaction.
+  void write_stack_totals();
 
   connection database_;
   symbolizer symbolize_;
@@ -248,6 +250,19 @@ class profile_writer {
   std::unordered_map<std::uint64_t, frame_entry> frames_;                       // by address
   std::unordered_map<std::int64_t, std::vector<region_fields>> region_blocks_;  // by thread
   encoded_region_block encoded_block_;                                          // reused: its string keeps its capacity
+  struct total_key {
+    std::int64_t thread, window, stack;
+    bool operator==(const total_key&) const = default;
+  };
+  struct total_key_hash {
+    std::size_t operator()(const total_key& key) const noexcept {
+      return std::hash<std::int64_t>{}((key.thread * 0x9e3779b97f4a7c15ll ^ key.window) * 0x100000001b3ll ^ key.stack);
+    }
+  };
+  struct stack_total {
+    std::int64_t samples = 0, weight_ns = 0, first_ns = 0, last_ns = 0;
+  };
+  std::unordered_map<total_key, stack_total, total_key_hash> stack_totals_;  // since the last commit
   struct edge_hash {
     std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& edge) const noexcept {
       return std::hash<std::int64_t>{}(edge.first * 0x9e3779b97f4a7c15ll ^ edge.second);
