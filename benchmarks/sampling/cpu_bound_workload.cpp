@@ -6,6 +6,8 @@
 //
 //   cpu_bound_workload [work units, default 400] [--threads N] [--empty-handler HZ]
 //
+// Prints "cpu_seconds S signals N checksum C end_monotonic_ns T", T when it was done.
+//
 // --empty-handler HZ: the floor any sampler pays. Each thread gets a perf task-clock event that
 // signals it every 1/HZ s of its CPU time, into a handler that only counts.
 #include <fcntl.h>
@@ -124,5 +126,10 @@ int main(int argc, char** argv) {
     cpu_seconds += result.cpu_seconds;
     checksum += result.checksum;
   }
-  std::printf("cpu_seconds %.4f signals %ld checksum %.6g\n", cpu_seconds, handled_signals.load(), checksum);
+  // The program's last instruction, on the clock a benchmark reads when the profiler has exited
+  // (benchmarks/sampling/exit_time.py).
+  timespec end{};
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  std::printf("cpu_seconds %.4f signals %ld checksum %.6g end_monotonic_ns %lld\n", cpu_seconds,
+              handled_signals.load(), checksum, static_cast<long long>(end.tv_sec) * 1'000'000'000 + end.tv_nsec);
 }
