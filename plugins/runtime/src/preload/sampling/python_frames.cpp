@@ -442,6 +442,14 @@ void capture_python_frames(python_frame_capture& capture) noexcept {
 
 namespace {
 
+// Under the mutex: the synthetic address of a name.
+std::uint64_t address_named(std::string function, std::string file, std::uint32_t line) {
+  auto key = fmt::format("{}\n{}\n{}", file, function, line);
+  const auto [found, inserted] = globals->ids.try_emplace(std::move(key), globals->names.size());
+  if (inserted) globals->names.push_back({std::move(function), std::move(file), line});
+  return python_frame_address_base + found->second;
+}
+
 // Under the mutex: the synthetic address of one frame.
 std::uint64_t address_of(const python_frame_capture::frame& frame) {
   auto& entry = globals->codes[frame.code];
@@ -457,10 +465,7 @@ std::uint64_t address_of(const python_frame_capture::frame& frame) {
   }
   const auto line =
       entry.readable ? python_line_of(entry.line_table, entry.first_line, frame.instruction & ~python_entry_flag) : 0;
-  auto key = fmt::format("{}\n{}\n{}", entry.file, entry.function, line);
-  const auto [found, inserted] = globals->ids.try_emplace(std::move(key), globals->names.size());
-  if (inserted) globals->names.push_back({entry.function, entry.file, line});
-  return python_frame_address_base + found->second;
+  return address_named(entry.function, entry.file, line);
 }
 
 }  // namespace
@@ -501,7 +506,11 @@ std::size_t splice_python_frames(const python_frame_capture& capture, const std:
     const auto first = loop == 0 ? std::ptrdiff_t{0} : last;
     ++loop;
     if (last < 0 || last >= static_cast<std::ptrdiff_t>(segment_count)) {
-      out[written++] = native[i];  // a loop without frames: kept as it is
+      // The innermost loop alone without a frame, below loops with theirs: it is entering or
+      // leaving the frame it runs (3.12 and 3.13 unlink a generator's frame at its yield, before
+      // the loop returns), the interpreter's own work for a call. Any other: kept as it is.
+      const bool entering_or_leaving = loop == 1 && last == -1 && segment_count > 0 && !native_cut && !capture.torn;
+      out[written++] = entering_or_leaving ? address_named(std::string{python_call_overhead}, "", 0) : native[i];
       continue;
     }
     for (auto s = first; s <= last; ++s)

@@ -81,6 +81,9 @@ std::size_t splice_python_frames(const python_frame_capture& capture, const std:
 // The line of code unit `instruction` in a 3.11+ location table (co_linetable); 0: none.
 std::uint32_t python_line_of(std::string_view table, std::uint32_t first_line, std::uint32_t instruction);
 
+// The frame standing for an eval loop entering or leaving the Python frame it runs.
+inline constexpr std::string_view python_call_overhead = "<python call: entering or leaving a frame>";
+
 struct python_frame_name {
   std::string function;  // "Solver.solve (solver.py)"
   std::string file;      // the code object's file name, as Python has it
