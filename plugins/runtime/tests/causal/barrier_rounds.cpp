@@ -6,7 +6,8 @@
 //
 //   barrier_rounds std|condvar SECONDS [A_FACTOR [B_FACTOR]]
 // std: a std::barrier (a futex kairos must see); condvar: a mutex and a condition variable.
-// Prints the rounds per second on stdout.
+// Prints the rounds per second on stdout, then per CPU second of the busiest thread (which
+// counts std::barrier's spinning: condvar's is the rate to trust).
 #include <barrier>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +16,8 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+
+#include "busiest_thread.hpp"
 
 #include <kairos/user.h>
 
@@ -81,7 +84,7 @@ void run(Barrier& meet) {
       kairos_progress("round");
       done = std::chrono::steady_clock::now() >= deadline;
       meet.arrive_and_wait();
-      if (done) return;
+      if (done) return causal_toy::note_thread_cpu();
     }
   }};
   std::thread b{[&] {
@@ -89,7 +92,7 @@ void run(Barrier& meet) {
       sink_b += b_work();
       meet.arrive_and_wait();
       meet.arrive_and_wait();
-      if (done) return;
+      if (done) return causal_toy::note_thread_cpu();
     }
   }};
   a.join();
@@ -119,5 +122,6 @@ int main(int argc, char** argv) {
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("rounds per second: %.3f (%ld rounds)\n", rounds / elapsed, rounds);
+  std::printf("rounds per CPU second of the busiest thread: %.3f\n", rounds / causal_toy::busiest_thread_cpu_seconds());
   return 0;
 }
