@@ -117,6 +117,6 @@ int main(int argc, char** argv) {
   pthread_join(c, nullptr);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("items per second: %.3f (%ld items, checksum %lu)\n", consumed / elapsed, consumed, sink & 1);
-  std::printf("items per CPU second of the busiest thread: %.3f\n", consumed / causal_toy::busiest_thread_cpu_seconds());
+  causal_toy::print_cpu_rates("items", consumed);
   return 0;
 }

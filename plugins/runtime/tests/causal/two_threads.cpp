@@ -107,6 +107,6 @@ int main(int argc, char** argv) {
   pthread_join(b, nullptr);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("rounds per second: %.3f (%ld rounds, checksum %lu)\n", rounds / elapsed, rounds, sink & 1);
-  std::printf("rounds per CPU second of the busiest thread: %.3f\n", rounds / causal_toy::busiest_thread_cpu_seconds());
+  causal_toy::print_cpu_rates("rounds", rounds);
   return 0;
 }
