@@ -43,10 +43,11 @@ inline double busiest_thread_cpu_seconds() { return static_cast<double>(busiest_
 // its threads waited for a core, in percent of the time they ran.
 inline void print_cpu_rates(const char* progress, long count) {
   const double ran = static_cast<double>(threads_ran_ns.load());
-  std::printf("%s per CPU second of the busiest thread: %.3f (its threads waited for a core %.1f%% of the time "
-              "they ran)\n",
-              progress, static_cast<double>(count) / busiest_thread_cpu_seconds(),
-              ran > 0 ? 100.0 * static_cast<double>(threads_waited_ns.load()) / ran : 0.0);
+  std::printf(
+      "%s per CPU second of the busiest thread: %.3f (its threads waited for a core %.1f%% of the time "
+      "they ran)\n",
+      progress, static_cast<double>(count) / busiest_thread_cpu_seconds(),
+      ran > 0 ? 100.0 * static_cast<double>(threads_waited_ns.load()) / ran : 0.0);
 }
 
 }  // namespace causal_toy
