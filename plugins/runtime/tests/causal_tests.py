@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Causal profiling tests (docs/causal.md): kairos-causal on toys whose answer is known
-(tests/causal/two_threads.cpp, tests/causal/pipeline.cpp), its predictions held against the
-speedups measured when the toys' work really shrinks; its outputs, its variants, coz.h programs,
-the program's output and exit status, bad options, and futex waits credited (tests/causal/barrier_rounds.cpp).
+(tests/causal/two_threads.cpp, pipeline.cpp, and barrier_rounds.cpp, whose rounds are shorter than
+a sample period), its predictions held against the speedups measured when the toys' work really
+shrinks (per CPU second of the busiest thread, which load does not move); its outputs, its
+variants, coz.h programs, the program's output and exit status, bad options, and futex waits
+credited.
 
 Run one test: causal_tests.py NAME (ctest does, one at a time: timings need the machine's cores).
 Needs KAIROS_CAUSAL, KAIROS_REPORT, KAIROS_TWO_THREADS, KAIROS_PIPELINE, KAIROS_BARRIER_ROUNDS and
