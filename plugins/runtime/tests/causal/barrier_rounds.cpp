@@ -19,7 +19,14 @@
 
 #include "busiest_thread.hpp"
 
+// benchmarks/causal builds the same toy for coz, whose progress points are coz.h's macros.
+#ifdef KAIROS_TOY_FOR_COZ
+#include <coz.h>
+#define mark_progress(name) COZ_PROGRESS_NAMED(name)
+#else
 #include <kairos/user.h>
+#define mark_progress(name) kairos_progress(name)
+#endif
 
 namespace {
 
@@ -81,7 +88,7 @@ void run(Barrier& meet) {
       sink_a += a_work();
       meet.arrive_and_wait();
       ++rounds;
-      kairos_progress("round");
+      mark_progress("round");
       done = std::chrono::steady_clock::now() >= deadline;
       meet.arrive_and_wait();
       if (done) return causal_toy::note_thread_cpu();
