@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""kairos-causal side by side with coz (Debian's coz-profiler) on the two causal toys whose answer is
-known (plugins/runtime/tests/causal/two_threads.cpp and pipeline.cpp), in one run.
+"""kairos-causal side by side with coz (Debian's coz-profiler) on the causal toys whose answer is
+known (plugins/runtime/tests/causal/two_threads.cpp, pipeline.cpp and barrier_rounds.cpp in its
+condvar mode, whose 0.3 ms rounds are shorter than a sample period), in one run.
 
 Each toy is built twice with clang++ -O2 -gdwarf-4 -gdwarf-aranges -fno-omit-frame-pointer, the same
 code: with -DKAIROS_TOY_FOR_COZ (progress marked with coz.h's COZ_PROGRESS_NAMED) for coz, and linked
@@ -14,8 +15,8 @@ to libkairos-user.so (kairos_progress) for kairos. Why those flags:
                       coz finds a call site on the stack through perf's callchain, which walks frame
                       pointers: without them a sample in work() never counts for the line calling it
                       (selected-samples=0 in every experiment, a prediction of 0).
-The lines sped up are those that call work() in a_work() and b_work() (two_threads), consume_item()
-and produce_item() (pipeline), found in the sources; each tool gets them by file:line (coz
+The lines sped up are those that call work() in a_work() and b_work() (two_threads, barrier_rounds),
+consume_item() and produce_item() (pipeline), found in the sources; each tool gets them by file:line (coz
 --fixed-line, kairos --scope line --select). Speeding a_work's line up by s gains s up to 1/3;
 consume_item's gains s up to 1/2; b_work's and produce_item's gain nothing.
 
@@ -51,7 +52,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOYS = os.path.join(ROOT, "plugins/runtime/tests/causal")
-FLAGS = ["-O2", "-gdwarf-4", "-gdwarf-aranges", "-fno-omit-frame-pointer"]
+FLAGS = ["-std=c++20", "-O2", "-gdwarf-4", "-gdwarf-aranges", "-fno-omit-frame-pointer"]
 SPEEDUPS = (0, 25, 50)
 REAL_FACTORS = {25: "0.75", 50: "0.5"}
 
@@ -60,7 +61,10 @@ REAL_FACTORS = {25: "0.75", 50: "0.5"}
 TOY_LINES = {
     "two_threads": [("a_work", 0), ("b_work", 1)],
     "pipeline": [("consume_item", 1), ("produce_item", 0)],
+    "barrier_rounds": [("a_work", 0), ("b_work", 1)],
 }
+# Arguments a toy takes before SECONDS: barrier_rounds' barrier, its condition-variable one.
+TOY_MODES = {"barrier_rounds": ["condvar"]}
 
 
 def require_tools():
@@ -182,7 +186,8 @@ def main():
         programs = build(args.build, work)
         tasks = []  # (name, function of the round number): one configuration's runs in a round
         for toy, entries in lines.items():
-            bare, for_coz = programs[toy]["kairos"], programs[toy]["coz"]
+            mode = TOY_MODES.get(toy, [])
+            bare, for_coz = [programs[toy]["kairos"], *mode], [programs[toy]["coz"], *mode]
             source = os.path.join(TOYS, f"{toy}.cpp")
 
             def factors(position, factor):
@@ -196,14 +201,15 @@ def main():
                     tasks.append((f"{toy} real {function} {percent}", lambda r, toy=toy, bare=bare, function=function,
                                   percent=percent, arguments=factors(position, factor):
                                   add((toy, "real", function, percent),
-                                      1 - run_rate([bare, real_seconds, "1", "1"]) / run_rate([bare, real_seconds, *arguments]))))
+                                      1 - run_rate([*bare, real_seconds, "1", "1"])
+                                      / run_rate([*bare, real_seconds, *arguments]))))
 
                 def coz_runs(r, toy=toy, function=function, location=location, for_coz=for_coz):
                     cell_maps = []
                     for percent in SPEEDUPS:
                         profile = os.path.join(work, f"coz-{toy}-{function}-{percent}-{r}.coz")
                         rate = run_rate(["coz", "run", "--fixed-line", location, "--fixed-speedup", str(percent),
-                                         "-o", profile, "---", for_coz, seconds])
+                                         "-o", profile, "---", *for_coz, seconds])
                         if percent == 0:
                             add((toy, "coz rate", function), rate)
                         cell_maps.append(read_profile(profile, location))
@@ -214,7 +220,7 @@ def main():
                     errors = []
                     run_rate([kairos_causal, "--scope", "line", "--select", rf"{re.escape(toy)}\.cpp:{line}$",
                               "--speedups", ",".join(map(str, SPEEDUPS)), "--experiment", "0.2", "-o", output,
-                              "--", bare, kairos_seconds], errors)
+                              "--", *bare, kairos_seconds], errors)
                     profile = os.path.join(output, "profile.coz")
                     if not os.path.exists(profile):
                         print(f"kairos-causal wrote no profile.coz for {toy} {function}: {errors[0][-600:]}",
@@ -225,15 +231,15 @@ def main():
                 tasks.append((f"{toy} kairos {function}", kairos_runs))
             first_function, first_line = entries[0][0], entries[0][1]
             tasks.append((f"{toy} bare, kairos build", lambda r, toy=toy, bare=bare:
-                          add((toy, "bare rate", "kairos"), run_rate([bare, seconds, "1", "1"]))))
+                          add((toy, "bare rate", "kairos"), run_rate([*bare, seconds, "1", "1"]))))
             tasks.append((f"{toy} bare, coz build", lambda r, toy=toy, for_coz=for_coz:
-                          add((toy, "bare rate", "coz"), run_rate([for_coz, seconds, "1", "1"]))))
+                          add((toy, "bare rate", "coz"), run_rate([*for_coz, seconds, "1", "1"]))))
 
             def kairos_overhead(r, toy=toy, line=first_line, bare=bare):
                 output = os.path.join(work, f"kairos-{toy}-overhead-{r}")
                 add((toy, "kairos rate"), run_rate([kairos_causal, "--scope", "line", "--select",
                                                     rf"{re.escape(toy)}\.cpp:{line}$", "--speedups", "0",
-                                                    "--experiment", "0.2", "-o", output, "--", bare, seconds]))
+                                                    "--experiment", "0.2", "-o", output, "--", *bare, seconds]))
             tasks.append((f"{toy} kairos overhead", kairos_overhead))
 
         load_before = open("/proc/loadavg").read().split()[:3]

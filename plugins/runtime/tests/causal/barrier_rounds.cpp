@@ -6,7 +6,8 @@
 //
 //   barrier_rounds std|condvar SECONDS [A_FACTOR [B_FACTOR]]
 // std: a std::barrier (a futex kairos must see); condvar: a mutex and a condition variable.
-// Prints the rounds per second on stdout.
+// Prints the rounds per second on stdout, then per CPU second of the busiest thread (which
+// counts std::barrier's spinning: condvar's is the rate to trust).
 #include <barrier>
 #include <chrono>
 #include <condition_variable>
@@ -16,7 +17,16 @@
 #include <mutex>
 #include <thread>
 
+#include "busiest_thread.hpp"
+
+// benchmarks/causal builds the same toy for coz, whose progress points are coz.h's macros.
+#ifdef KAIROS_TOY_FOR_COZ
+#include <coz.h>
+#define mark_progress(name) COZ_PROGRESS_NAMED(name)
+#else
 #include <kairos/user.h>
+#define mark_progress(name) kairos_progress(name)
+#endif
 
 namespace {
 
@@ -78,10 +88,10 @@ void run(Barrier& meet) {
       sink_a += a_work();
       meet.arrive_and_wait();
       ++rounds;
-      kairos_progress("round");
+      mark_progress("round");
       done = std::chrono::steady_clock::now() >= deadline;
       meet.arrive_and_wait();
-      if (done) return;
+      if (done) return causal_toy::note_thread_cpu();
     }
   }};
   std::thread b{[&] {
@@ -89,7 +99,7 @@ void run(Barrier& meet) {
       sink_b += b_work();
       meet.arrive_and_wait();
       meet.arrive_and_wait();
-      if (done) return;
+      if (done) return causal_toy::note_thread_cpu();
     }
   }};
   a.join();
@@ -119,5 +129,6 @@ int main(int argc, char** argv) {
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("rounds per second: %.3f (%ld rounds)\n", rounds / elapsed, rounds);
+  causal_toy::print_cpu_rates("rounds", rounds);
   return 0;
 }

@@ -5,13 +5,15 @@
 // period shrinks by s until then); speeding produce_item up changes nothing.
 //
 //   pipeline SECONDS [PRODUCE_FACTOR [CONSUME_FACTOR]]
-// Prints the items per second on stdout.
+// Prints the items per second on stdout, then per CPU second of the busiest thread.
 #include <pthread.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+
+#include "busiest_thread.hpp"
 
 // benchmarks/causal builds the same toy for coz, whose progress points are coz.h's macros.
 #ifdef KAIROS_TOY_FOR_COZ
@@ -72,6 +74,7 @@ void* producer(void*) {
   finished = true;
   pthread_cond_signal(&not_empty);
   pthread_mutex_unlock(&mutex);
+  causal_toy::note_thread_cpu();
   return nullptr;
 }
 
@@ -81,6 +84,7 @@ void* consumer(void*) {
     while (queue.empty() && !finished) pthread_cond_wait(&not_empty, &mutex);
     if (queue.empty()) {
       pthread_mutex_unlock(&mutex);
+      causal_toy::note_thread_cpu();
       return nullptr;
     }
     const auto item = queue.front();
@@ -113,5 +117,6 @@ int main(int argc, char** argv) {
   pthread_join(c, nullptr);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("items per second: %.3f (%ld items, checksum %lu)\n", consumed / elapsed, consumed, sink & 1);
+  causal_toy::print_cpu_rates("items", consumed);
   return 0;
 }

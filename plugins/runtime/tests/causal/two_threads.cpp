@@ -5,12 +5,14 @@
 // beyond; speeding b_work up changes nothing.
 //
 //   two_threads SECONDS [A_FACTOR [B_FACTOR]]   (factors scale each thread's work: a real speedup)
-// Prints the rounds per second on stdout.
+// Prints the rounds per second on stdout, then per CPU second of the busiest thread.
 #include <pthread.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+
+#include "busiest_thread.hpp"
 
 // benchmarks/causal builds the same toy for coz, whose progress points are coz.h's macros.
 #ifdef KAIROS_TOY_FOR_COZ
@@ -65,7 +67,10 @@ void* thread_a(void*) {
     mark_progress("round");
     done = std::chrono::steady_clock::now() >= deadline;
     pthread_barrier_wait(&round_end);
-    if (done) return nullptr;
+    if (done) {
+      causal_toy::note_thread_cpu();
+      return nullptr;
+    }
   }
 }
 
@@ -74,7 +79,10 @@ void* thread_b(void*) {
     sink += b_work();
     pthread_barrier_wait(&round_end);
     pthread_barrier_wait(&round_end);
-    if (done) return nullptr;
+    if (done) {
+      causal_toy::note_thread_cpu();
+      return nullptr;
+    }
   }
 }
 
@@ -99,5 +107,6 @@ int main(int argc, char** argv) {
   pthread_join(b, nullptr);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("rounds per second: %.3f (%ld rounds, checksum %lu)\n", rounds / elapsed, rounds, sink & 1);
+  causal_toy::print_cpu_rates("rounds", rounds);
   return 0;
 }

@@ -1,0 +1,53 @@
+// The toys' second rate: progress per CPU second of their busiest thread. Each toy's critical
+// thread computes without waiting (the others wait for it), so on a machine with a core per
+// thread its CPU time is the run's length; on a loaded machine, waits for a core lengthen the
+// run but not the CPU time, and the toy's speedups still come out as on an idle one
+// (tests/causal_tests.py holds predictions against this rate). A thread that spins while it
+// waits (std::barrier) would count its spinning: barrier_rounds prints it for its condvar mode.
+// And how long the toy's threads waited for a core, runnable (the kernel's schedstat): a profile
+// run that waited long did not have the cores its predictions assume.
+#pragma once
+
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+
+namespace causal_toy {
+
+inline std::atomic<long> busiest_thread_cpu_ns{0};
+inline std::atomic<long long> threads_ran_ns{0}, threads_waited_ns{0};
+
+// Called by each of the toy's threads as it ends.
+inline void note_thread_cpu() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  const long ns = now.tv_sec * 1'000'000'000L + now.tv_nsec;
+  long seen = busiest_thread_cpu_ns.load();
+  while (seen < ns && !busiest_thread_cpu_ns.compare_exchange_weak(seen, ns)) {
+  }
+  long long ran = 0, waited = 0;
+  if (FILE* schedstat = std::fopen("/proc/thread-self/schedstat", "r")) {
+    if (std::fscanf(schedstat, "%lld %lld", &ran, &waited) == 2) {
+      threads_ran_ns += ran;
+      threads_waited_ns += waited;
+    }
+    std::fclose(schedstat);
+  }
+}
+
+inline double busiest_thread_cpu_seconds() { return static_cast<double>(busiest_thread_cpu_ns.load()) * 1e-9; }
+
+// The second line every toy prints: its rate per CPU second of the busiest thread, and how long
+// its threads waited for a core, in percent of the time they ran.
+inline void print_cpu_rates(const char* progress, long count) {
+  const double ran = static_cast<double>(threads_ran_ns.load());
+  std::printf(
+      "%s per CPU second of the busiest thread: %.3f (its threads waited for a core %.1f%% of the time "
+      "they ran)\n",
+      progress, static_cast<double>(count) / busiest_thread_cpu_seconds(),
+      ran > 0 ? 100.0 * static_cast<double>(threads_waited_ns.load()) / ran : 0.0);
+}
+
+}  // namespace causal_toy
