@@ -86,11 +86,12 @@ def predicted_speedups(db):
 def real_speedups(program, configurations, rounds=3, seconds="1", mode=()):
     """{label: measured program speedup} of each (label, arguments) after the first (the base), run
     as PROGRAM MODE... SECONDS ARGUMENTS...: each round runs the base right before each variant and
-    takes the speedup within that pair, the median over rounds. A run's rate is its progress per CPU second of its busiest thread (the
-    toy's second line), not per second of wall time: the critical thread computes without waiting,
-    so on an idle machine the two agree, and on a loaded one waits for a core lengthen the wall
-    time only (on a 2-core machine with builds beside it, a producer that should gain nothing
-    gained 16% by wall time; the CPU-time rates stayed within 1 point of the known answers). Skips when even the CPU-time base rates spread too widely to judge."""
+    takes the speedup within that pair, the median over rounds. A run's rate is its progress per CPU
+    second of its busiest thread (the toy's second line), not per second of wall time: the critical
+    thread computes without waiting, so on an idle machine the two agree, and on a loaded one waits
+    for a core lengthen the wall time only (on a 2-core machine with builds beside it, a producer
+    that should gain nothing gained 16% by wall time; the CPU-time rates stayed within 1 point of the
+    known answers). Skips when even the CPU-time base rates spread too widely to judge."""
     def rate(arguments):
         result = run_process([program, *mode, seconds, *arguments], 30, env=environment())
         check(result.returncode == 0, f"{program} {arguments} failed: {result.stderr.decode(errors='replace')}")
