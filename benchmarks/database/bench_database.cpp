@@ -104,10 +104,14 @@ void run(long samples) {
   const double peak_before = peak_mib();
   auto profile = db::open_profile(path);
   using db::format_id;
-  const std::pair<const char*, format_id> outputs[] = {
-      {"text", format_id::text},       {"trace", format_id::trace},           {"folded", format_id::folded},
-      {"speedscope", format_id::speedscope}, {"flamegraph", format_id::flamegraph}, {"html", format_id::html},
-      {"json", format_id::json},       {"perfetto", format_id::perfetto}};
+  const std::pair<const char*, format_id> outputs[] = {{"text", format_id::text},
+                                                       {"trace", format_id::trace},
+                                                       {"folded", format_id::folded},
+                                                       {"speedscope", format_id::speedscope},
+                                                       {"flamegraph", format_id::flamegraph},
+                                                       {"html", format_id::html},
+                                                       {"json", format_id::json},
+                                                       {"perfetto", format_id::perfetto}};
   double default_seconds = finish_seconds, all_seconds = finish_seconds;
   std::string line;
   for (const auto& [name, id] : outputs) {
@@ -121,9 +125,10 @@ void run(long samples) {
     line += fmt::format("  {} {:.3f} s {:.1f} MB", name, seconds, counted.bytes / 1e6);
   }
   fmt::print("  outputs:{}\n", line);
-  fmt::print("  exit work: {:.3f} s with the default formats (db, text, trace), {:.3f} s with all; "
-             "writer's finish {:.3f} s; outputs' peak memory {:.1f} MiB above {:.1f} MiB\n",
-             default_seconds, all_seconds, finish_seconds, peak_mib() - peak_before, peak_before);
+  fmt::print(
+      "  exit work: {:.3f} s with the default formats (db, text, trace), {:.3f} s with all; "
+      "writer's finish {:.3f} s; outputs' peak memory {:.1f} MiB above {:.1f} MiB\n",
+      default_seconds, all_seconds, finish_seconds, peak_mib() - peak_before, peak_before);
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
 }
 

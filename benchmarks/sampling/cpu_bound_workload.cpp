@@ -130,6 +130,6 @@ int main(int argc, char** argv) {
   // (benchmarks/sampling/exit_time.py).
   timespec end{};
   clock_gettime(CLOCK_MONOTONIC, &end);
-  std::printf("cpu_seconds %.4f signals %ld checksum %.6g end_monotonic_ns %lld\n", cpu_seconds,
-              handled_signals.load(), checksum, static_cast<long long>(end.tv_sec) * 1'000'000'000 + end.tv_nsec);
+  std::printf("cpu_seconds %.4f signals %ld checksum %.6g end_monotonic_ns %lld\n", cpu_seconds, handled_signals.load(),
+              checksum, static_cast<long long>(end.tv_sec) * 1'000'000'000 + end.tv_nsec);
 }

@@ -367,7 +367,8 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   if (command.empty()) command = metadata_value(metadata, "command");
   if (host.empty()) host = metadata_value(metadata, "host");
 
-  const auto samples = scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
+  const auto samples =
+      scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
   const auto weight_ns =
       scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
   // The blocks know their rows' count; only a window filter needs the rows decoded (here, not

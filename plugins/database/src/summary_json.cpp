@@ -70,14 +70,14 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
                       {"total_percent", percent(row.total_ns, whole)}});
     return rows;
   };
-  nlohmann::json summary{
-      {"schema_version", schema_version},
-      {"samples", scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" + in_windows(range, "window"))},
-      {"weight_ns", weight_ns},
-      {"coverage", coverage_json(coverage_of(profile))},
-      {"top_functions", functions_json(weights.overall, weight_ns)},
-      {"threads", nlohmann::json::array()},
-      {"windows", nlohmann::json::array()}};
+  nlohmann::json summary{{"schema_version", schema_version},
+                         {"samples", scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" +
+                                                         in_windows(range, "window"))},
+                         {"weight_ns", weight_ns},
+                         {"coverage", coverage_json(coverage_of(profile))},
+                         {"top_functions", functions_json(weights.overall, weight_ns)},
+                         {"threads", nlohmann::json::array()},
+                         {"windows", nlohmann::json::array()}};
   auto window_functions = functions_by_window(profile, options.functions, range);
   for (const auto& window : windows_in(profile, range)) {
     nlohmann::json entry{{"ordinal", window.ordinal},

@@ -430,7 +430,8 @@ using namespace output_helpers;
 
 void write_text(connection& profile, std::ostream& out, const text_options& options) {
   const auto& range = options.windows;
-  const auto samples = scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
+  const auto samples =
+      scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
   const auto weight_ns =
       scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
   const auto threads = sampled_threads(profile, range);

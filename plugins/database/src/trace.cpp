@@ -325,9 +325,10 @@ trace_summary write_trace(connection& profile, std::ostream& out, const window_r
     event += "}}";
     if (written + static_cast<std::int64_t>(event.size()) > limit) {
       stopped_at_ns = samples.integer(1);
-      const auto in_range =
-          scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total JOIN thread ON thread.id = "
-                          "stack_total.thread WHERE 1" + in_windows(range, "stack_total.window"));
+      const auto in_range = scalar(profile,
+                                   "SELECT COALESCE(SUM(samples), 0) FROM stack_total JOIN thread ON thread.id = "
+                                   "stack_total.thread WHERE 1" +
+                                       in_windows(range, "stack_total.window"));
       left_out = std::max<std::int64_t>(1, in_range - written_samples);
       break;
     }

@@ -77,8 +77,8 @@ struct profile_writer::statements {
                          "INSERT INTO annotation_range (thread, end_thread, kind, name, start_ns, end_ns, window) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?)"} {}
 
-  statement metadata, string, process, process_end, process_rank, thread, thread_end, frame, stack, sample,
-      stack_total, realtime_sample, counter, process_metric, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call,
+  statement metadata, string, process, process_end, process_rank, thread, thread_end, frame, stack, sample, stack_total,
+      realtime_sample, counter, process_metric, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call,
       call_tree, mpi_call, causal_experiment, causal_progress, causal_sample, region_kind, openmp_thread_time,
       annotation_range;
 };
