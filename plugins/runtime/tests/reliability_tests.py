@@ -305,6 +305,9 @@ def test_cuda_injection_only_where_cuda_can_be_reached(directory):
 
 # --- limits and faults ---------------------------------------------------------------------------
 
+# A new profile's size: the schema's pages (38 of 8 KiB at schema version 12).
+EMPTY_PROFILE_BYTES = 304 * 1024
+
 BUSY_THREADS = ("import threading, time\n"
                 "def work():\n"
                 "    end = time.process_time() + 1.0\n"
@@ -320,8 +323,9 @@ def test_full_disk_costs_the_outputs_never_the_program(directory):
     # happens, with what was lost, and the program's output and status are unchanged.
     import resource
 
-    def small_quota():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (300 * 1024, 300 * 1024))
+    def small_quota():  # the empty profile (EMPTY_PROFILE_BYTES) fits, a second of samples does not
+        limit = EMPTY_PROFILE_BYTES + 32 * 1024
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     out, err, status = kairos([sys.executable, "-c", BUSY_THREADS], directory, ["--freq", "10000"],
                               preexec=small_quota, TMPDIR=directory)
@@ -346,13 +350,12 @@ def test_sigkill_keeps_everything_up_to_the_last_commit(directory):
                                                KAIROS_OUTPUT_PATH="kairos-output/run"),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     path = os.path.join(directory, "kairos-output", "run.db")
-    empty_profile_bytes = 264 * 1024
     grown, deadline = 0, time.monotonic() + 60
     try:
         while grown < 64 * 1024 and time.monotonic() < deadline:
             time.sleep(0.1)
             if os.path.exists(path):
-                grown = os.path.getsize(path) - empty_profile_bytes
+                grown = os.path.getsize(path) - EMPTY_PROFILE_BYTES
     finally:
         process.kill()
         process.wait(timeout=TIMEOUT)
