@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """Causal profiling tests (docs/causal.md): kairos-causal on toys whose answer is known
-(tests/causal/two_threads.cpp, pipeline.cpp, and barrier_rounds.cpp, whose rounds are shorter than
-a sample period), its predictions held against the speedups measured when the toys' work really
-shrinks (per CPU second of the busiest thread, which load does not move); its outputs, its
-variants, coz.h programs, the program's output and exit status, bad options, and futex waits
-credited.
+(tests/causal/two_threads.cpp, pipeline.cpp), its predictions held against the speedups measured
+when the toys' work really shrinks (per CPU second of the busiest thread, which load does not
+move); its outputs, its variants, coz.h programs, the program's output and exit status, bad
+options, and futex waits credited (tests/causal/barrier_rounds.cpp).
 
 Run one test: causal_tests.py NAME (ctest does, one at a time: timings need the machine's cores).
 Needs KAIROS_CAUSAL, KAIROS_REPORT, KAIROS_TWO_THREADS, KAIROS_PIPELINE, KAIROS_BARRIER_ROUNDS and
@@ -83,9 +82,9 @@ def predicted_speedups(db):
             for name, speedup, duration, visits in rows if visits > 0 and speedup > 0}
 
 
-def real_speedups(program, configurations, rounds=3, seconds="1", mode=()):
+def real_speedups(program, configurations, rounds=3, seconds="1"):
     """{label: measured program speedup} of each (label, arguments) after the first (the base), run
-    as PROGRAM MODE... SECONDS ARGUMENTS...: each round runs the base right before each variant and
+    as PROGRAM SECONDS ARGUMENTS...: each round runs the base right before each variant and
     takes the speedup within that pair, the median over rounds. A run's rate is its progress per CPU
     second of its busiest thread (the toy's second line), not per second of wall time: the critical
     thread computes without waiting, so on an idle machine the two agree, and on a loaded one waits
@@ -93,7 +92,7 @@ def real_speedups(program, configurations, rounds=3, seconds="1", mode=()):
     that should gain nothing gained 16% by wall time; the CPU-time rates stayed within 1 point of the
     known answers). Skips when even the CPU-time base rates spread too widely to judge."""
     def rate(arguments):
-        result = run_process([program, *mode, seconds, *arguments], 30, env=environment())
+        result = run_process([program, seconds, *arguments], 30, env=environment())
         check(result.returncode == 0, f"{program} {arguments} failed: {result.stderr.decode(errors='replace')}")
         per_cpu_second = re.search(rb"per CPU second of the busiest thread: ([0-9.]+)", result.stdout)
         check(per_cpu_second is not None, f"{program} prints its rate per CPU second: {result.stdout!r}")
@@ -157,20 +156,6 @@ def test_pipeline_predictions_match_real_speedups(directory):
                                     ("p50", ["0.5", "1"])])
     check_predictions(predictions, real, [("consume_item", 0.25, "c25"), ("consume_item", 0.5, "c50"),
                                           ("produce_item", 0.5, "p50")], disturbance(result))
-
-
-def test_rounds_shorter_than_a_sample_period_are_predicted(directory):
-    # barrier_rounds: A 3 units, B 2, a unit 0.1 ms, a barrier (mutex and condition variable) per
-    # 0.3 ms round. Speeding a_work up by 50% gains a third; speeding b_work up gains nothing. Delays
-    # in 1 ms quanta (one sample at 1 kHz) predicted half the first (docs/causal.md, "The delays").
-    result, err, db = causal(directory, ["--scope", "function", "--select", "a_work", "--select", "b_work",
-                                         "--speedups", "0,50", "--experiment", "0.1"],
-                             [BARRIER_ROUNDS, "condvar", "20"])
-    check(result.returncode == 0 and db is not None, f"status {result.returncode}: {err}")
-    predictions = predicted_speedups(db)
-    real = real_speedups(BARRIER_ROUNDS, [("base", ["1", "1"]), ("a50", ["0.5", "1"]), ("b50", ["1", "0.5"])],
-                         mode=["condvar"])
-    check_predictions(predictions, real, [("a_work", 0.5, "a50"), ("b_work", 0.5, "b50")], disturbance(result))
 
 
 def test_futex_waits_are_credited(directory):

@@ -629,14 +629,14 @@ void start_stages() {
                            globals->values.category_usable(setting_category::sampling) &&
                            globals->values.boolean(setting::causal);
   if (globals->causal_wanted) {
-    // Experiments need samples from the start, and finer ones than a profile does. A sample's
-    // delay is a quantum: at coz's 1 kHz, a program whose rounds are shorter than 1 ms
-    // (tests/causal/barrier_rounds.cpp, 0.3 ms) got delays in lumps of three rounds, and speeding
-    // its critical thread up by 100% predicted +15% for +33% real; at 5 kHz, +33%.
+    // Experiments need samples from the start, and finer ones than a profile does (coz's 1 kHz).
+    // A sample's delay is a quantum: rounds shorter than a period are predicted better at 5 kHz
+    // (tests/causal/barrier_rounds.cpp), but the sampler's own cost, which is not sped up, then
+    // put two_threads' critical thread 2-5 points low (docs/causal.md, "Limits").
     if (globals->values.at(setting::sampling_delay).source == setting_source::default_value)
       globals->values.set(setting::sampling_delay, "0", setting_source::default_value);
     if (globals->values.at(setting::sampling_freq).source == setting_source::default_value)
-      globals->values.set(setting::sampling_freq, "5000", setting_source::default_value);
+      globals->values.set(setting::sampling_freq, "1000", setting_source::default_value);
     start_causal_experiments(speaks_for_launch);
   }
   if (const auto rejected = globals->values.rejection_of(setting_category::sampling)) {
