@@ -676,7 +676,10 @@ def test_coverage_stated_in_every_report(directory):
     not sampled (the figures the metadata holds), the HTML summary first; kairos-report's outputs say
     the same."""
     import html_page
-    out, err, status = kairos(["blocked-worker", "1.2"], directory, ["--freq", "500"], KAIROS_SAMPLING_DELAY="0.2",
+    # 5 kHz: each perf-signal sample weighs the mean period, so the sampled sum carries Poisson
+    # noise of sqrt(CPU time x period): 22 ms on the main thread's 0.24 s at 500 Hz, against a
+    # margin of about 33 ms below (a fresh clone's run under load failed it once), 7 ms at 5 kHz.
+    out, err, status = kairos(["blocked-worker", "1.2"], directory, ["--freq", "5000"], KAIROS_SAMPLING_DELAY="0.2",
                               KAIROS_SAMPLING_CPUTIME_SOURCE="perf",
                               KAIROS_OUTPUT_FORMATS="db,text,json,html,flamegraph,speedscope")
     check(status == 0, err)
