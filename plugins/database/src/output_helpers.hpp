@@ -140,6 +140,9 @@ struct sample_fields {
   std::int64_t thread, window, stack;  // stack 0: a sample with no stack
   std::int64_t time_ns, weight_ns;
 };
+// The time of the profile's earliest event of any kind (0: none): the traces' origin.
+std::int64_t earliest_event_ns(connection& profile);
+
 void for_each_sample(connection& profile, const window_range& windows,
                      const std::function<void(const sample_fields&)>& visit);
 

@@ -35,6 +35,19 @@ std::vector<thread_row> sampled_threads(connection& profile, const window_range&
   return rows;
 }
 
+std::int64_t earliest_event_ns(connection& profile) {
+  return scalar(profile,
+                "SELECT MIN(t) FROM (SELECT MIN(first_ns) AS t FROM stack_total "
+                "UNION ALL SELECT MIN(start_ns) FROM region_block "
+                "UNION ALL SELECT MIN(start_ns) FROM gpu_kernel "
+                "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "
+                "UNION ALL SELECT MIN(start_ns) FROM gpu_api_call "
+                "UNION ALL SELECT MIN(start_ns) FROM mpi_call "
+                "UNION ALL SELECT MIN(time_ns) FROM process_metric "
+                "UNION ALL SELECT MIN(start_ns) FROM annotation_range "
+                "UNION ALL SELECT MIN(start_ns) FROM window)");
+}
+
 void for_each_sample(connection& profile, const window_range& windows,
                      const std::function<void(const sample_fields&)>& visit) {
   auto query = profile.prepare("SELECT thread, window, COALESCE(stack, 0), time_ns, weight_ns FROM sample WHERE 1" +

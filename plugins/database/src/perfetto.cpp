@@ -282,15 +282,7 @@ struct held_begin {
 
 void write_perfetto(connection& profile, std::ostream& out, const window_range& range) {
   trace_writer trace{profile, out};
-  const auto origin_ns = scalar(profile,
-                                "SELECT MIN(t) FROM (SELECT MIN(first_ns) AS t FROM stack_total "
-                                "UNION ALL SELECT MIN(start_ns) FROM region_block "
-                                "UNION ALL SELECT MIN(start_ns) FROM gpu_kernel "
-                                "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "
-                                "UNION ALL SELECT MIN(start_ns) FROM gpu_api_call "
-                                "UNION ALL SELECT MIN(start_ns) FROM mpi_call "
-                                "UNION ALL SELECT MIN(time_ns) FROM process_metric "
-                                "UNION ALL SELECT MIN(start_ns) FROM window)");
+  const auto origin_ns = earliest_event_ns(profile);
   trace.start_sequence(origin_ns);
 
   // Processes (a merged launch's named by rank first) and their threads.

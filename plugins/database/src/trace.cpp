@@ -117,16 +117,7 @@ void write_gpu_tracks(connection& profile, std::ostream& out, const window_range
 
 trace_summary write_trace(connection& profile, std::ostream& out, const window_range& range) {
   // Timestamps in microseconds from the earliest event, as the format expects.
-  const auto origin_ns = scalar(profile,
-                                "SELECT MIN(t) FROM (SELECT MIN(first_ns) AS t FROM stack_total "
-                                "UNION ALL SELECT MIN(start_ns) FROM region_block "
-                                "UNION ALL SELECT MIN(start_ns) FROM gpu_kernel "
-                                "UNION ALL SELECT MIN(start_ns) FROM gpu_memcpy "
-                                "UNION ALL SELECT MIN(start_ns) FROM gpu_api_call "
-                                "UNION ALL SELECT MIN(start_ns) FROM mpi_call "
-                                "UNION ALL SELECT MIN(time_ns) FROM process_metric "
-                                "UNION ALL SELECT MIN(start_ns) FROM annotation_range "
-                                "UNION ALL SELECT MIN(start_ns) FROM window)");
+  const auto origin_ns = earliest_event_ns(profile);
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
   // What goes before the next event (or frame): a comma, except before the first.
