@@ -139,12 +139,16 @@ def main():
         print(f"ratio wall {name} vs bare: {median(figures[name]['wall']) / bare_wall:.3f}")
     per_sample = {}
     for name in ("kairos 1 kHz, native frames", "kairos 1 kHz, Python frames"):
-        per_sample[name] = (median(figures[name]["cpu"]) - bare_cpu) / max(median(figures[name]["samples"]), 1)
-        print(f"cost per sample, {name}: {per_sample[name] * 1e6:.1f} us")
-    native = per_sample["kairos 1 kHz, native frames"]
-    # A bare run slower than both (one short round on a loaded machine) leaves no cost to compare.
-    ratio = f"{per_sample['kairos 1 kHz, Python frames'] / native:.2f}" if native > 0 else \
-        "not measured (the bare runs were not faster: more rounds)"
+        extra, samples = median(figures[name]["cpu"]) - bare_cpu, median(figures[name]["samples"])
+        # A short round on a loaded machine can leave a sampled run cheaper than the bare one: no cost
+        # can be read from it, and a negative one would be noise printed as a figure.
+        per_sample[name] = extra / samples if extra > 0 and samples > 0 else None
+        cost = f"{per_sample[name] * 1e6:.1f} us" if per_sample[name] else \
+            f"not measured (CPU {extra * 1e3:+.0f} ms against bare over {samples:.0f} samples)"
+        print(f"cost per sample, {name}: {cost}")
+    native, python = per_sample["kairos 1 kHz, native frames"], per_sample["kairos 1 kHz, Python frames"]
+    ratio = f"{python / native:.2f}" if native and python else \
+        "not measured (a sampled run was not slower than bare: more rounds or a longer --seconds)"
     print(f"ratio cost per sample, Python frames vs native: {ratio}")
 
 
