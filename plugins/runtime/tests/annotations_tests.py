@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 import sys
 
-from harness import check, run_named_test, run_process, skip
+from harness import check, clean_environment, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 OPENMP_PROGRAM = os.environ.get("KAIROS_OPENMP_PROGRAM", "")
@@ -32,12 +32,7 @@ TEAM = 4
 
 
 def environment(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("KAIROS_") and k not in ("LD_PRELOAD", "OMP_TOOL_LIBRARIES", "NVTX_INJECTION64_PATH",
-                                                        "KOKKOS_TOOLS_LIBS", "KOKKOS_PROFILE_LIBRARY")}
-    env.update({"LC_ALL": "C", "KAIROS_OUTPUT_FORMATS": "db,text", "KAIROS_SAMPLING_CPUTIME": "false"})
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_environment({"KAIROS_OUTPUT_FORMATS": "db,text", "KAIROS_SAMPLING_CPUTIME": "false"}, **extra)
 
 
 def plain(command, **extra):

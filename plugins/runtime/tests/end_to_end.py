@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import html_page
-from harness import Failure, check, communicate, read_line, run_named_test, run_process
+from harness import Failure, check, clean_environment, communicate, read_line, run_named_test, run_process
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_AVAIL = os.environ.get("KAIROS_AVAIL", "")
@@ -26,19 +26,13 @@ TIMEOUT = 45
 SUMMARY = re.compile(rb"^\[kairos\] \d+ samples?, \d+ regions? on \d+ threads?; outputs: .*$", re.M)
 
 
-def clean_environment(**extra):
-    """The caller's environment without any KAIROS_* or LD_PRELOAD, plus `extra`. The region
-    report's JSON is asked for on top of the default outputs (db, text, trace), which stay on."""
-    environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    environment["KAIROS_OUTPUT_FORMATS"] = "db,text,trace,json"
-    environment["LC_ALL"] = "C"
-    environment.update(extra)
-    return environment
+def run_environment(**extra):
+    """The region report's JSON is asked for on top of the default outputs (db, text, trace)."""
+    return clean_environment({"KAIROS_OUTPUT_FORMATS": "db,text,trace,json"}, **extra)
 
 
 def run(command, cwd, environment=None, stdin=None):
-    result = run_process(command, TIMEOUT, cwd=cwd, env=environment or clean_environment(),
+    result = run_process(command, TIMEOUT, cwd=cwd, env=environment or run_environment(),
                          stdin=stdin)
     return result.stdout, result.stderr, result.returncode
 
@@ -127,7 +121,7 @@ def test_bad_option_value_runs_the_program_without_kairos(directory):
         check(not os.path.exists(os.path.join(directory, "kairos-output")), f"{options}: kairos was off")
     # An empty value is no value: the default output path.
     out, err, status = run([KAIROS_RUN, "-o", "", "--", "sh", "-c", "echo ran; exit 3"], directory,
-                           clean_environment(KAIROS_SAMPLING_DELAY="0"))
+                           run_environment(KAIROS_SAMPLING_DELAY="0"))
     check((out, status) == (b"ran\n", 3) and not [line for line in kairos_lines(err) if "not valid" in line],
           f"-o '': {out!r} {status} {err!r}")
     out, err, status = run([KAIROS_RUN, "--", "/nonexistent/program"], directory)
@@ -168,7 +162,7 @@ def test_python_through_wrapper_script(directory):
               "while time.process_time() < end: pass\n"
               "print('hello from', sys.argv[1:]); sys.stderr.write('warn\\n'); sys.exit(5)")
     same_as_without_kairos([wrapper, "-c", script, "a", "b"], directory,
-                           environment=clean_environment(KAIROS_SAMPLING_DELAY="0"))
+                           environment=run_environment(KAIROS_SAMPLING_DELAY="0"))
     # The program at the end of the exec chain is the one reported.
     written = reports(directory)
     check(len(written) == 1, f"one report for the chain, got {written}")
@@ -186,7 +180,7 @@ def region_rows(directory):
 
 def test_user_api_regions_report(directory):
     out, err, status = kairos([PROGRAM, "nested"], directory,
-                              environment=clean_environment(KAIROS_OUTPUT_FORMATS="db,text,trace,json,html"))
+                              environment=run_environment(KAIROS_OUTPUT_FORMATS="db,text,trace,json,html"))
     check(status == 0 and b"active=1" in out, f"{status} {out!r} {err!r}")
     check(len(summaries(err)) == 1, f"one summary line: {err!r}")
     report = load_report(reports(directory)[0])
@@ -249,7 +243,7 @@ def test_exit_from_non_main_thread(directory):
 
 def signal_mid_run(directory, signal_number, name):
     def start(command):
-        process = subprocess.Popen(command, cwd=directory, env=clean_environment(),
+        process = subprocess.Popen(command, cwd=directory, env=run_environment(),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         check(read_line(process, TIMEOUT) == b"ready\n", "the program started")
         process.send_signal(signal_number)
@@ -279,7 +273,7 @@ def test_bad_setting_in_environment(top_directory):
     os.mkdir(directory)
     # Sampling depends on it, not the regions: one line, and kairos still reports.
     out, err, status = run([KAIROS_RUN, "--", *command], directory,
-                           clean_environment(KAIROS_SAMPLING_FREQ="abc"))
+                           run_environment(KAIROS_SAMPLING_FREQ="abc"))
     check((out, status) == (b"out\n", 3), f"{out!r} {status}")
     lines = kairos_lines(err)
     check(len(lines) == 2 and "KAIROS_SAMPLING_FREQ=\"abc\"" in lines[0]
@@ -288,19 +282,19 @@ def test_bad_setting_in_environment(top_directory):
     directory = os.path.join(top_directory, "components")
     os.mkdir(directory)
     out, err, status = run([KAIROS_RUN, "--", *command], directory,
-                           clean_environment(KAIROS_COMPONENTS="wall_clock,bogus_clock"))
+                           run_environment(KAIROS_COMPONENTS="wall_clock,bogus_clock"))
     check((out, status) == (b"out\n", 3), f"{out!r} {status}")
     lines = kairos_lines(err)
     check(len(lines) == 1 and "bogus_clock" in lines[0] and "peak_rss" in lines[0], f"{lines}")
     check(not os.path.exists(os.path.join(directory, "kairos-output")), "nothing written")
     # An unknown KAIROS_ variable (a typo?) is pointed out; nothing depends on it.
     out, err, status = run([KAIROS_RUN, "--", *command], directory,
-                           clean_environment(KAIROS_SAMPLNG_FREQ="10"))
+                           run_environment(KAIROS_SAMPLNG_FREQ="10"))
     lines = kairos_lines(err)
     check(status == 3 and len(lines) == 2 and "KAIROS_SAMPLNG_FREQ" in lines[0], f"{lines}")
     # KAIROS_ENABLED=false: silent.
     out, err, status = run([KAIROS_RUN, "--", *command], directory,
-                           clean_environment(KAIROS_ENABLED="false"))
+                           run_environment(KAIROS_ENABLED="false"))
     check((out, err, status) == (b"out\n", b"", 3), f"{out!r} {err!r} {status}")
 
 
@@ -318,7 +312,7 @@ def test_unwritable_output_path(directory):
     # Sampled from the start and busy for a moment, so there is something to write.
     busy = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo out; exit 5"
     out, err, status = run([KAIROS_RUN, "-o", "/proc/kairos-cannot-write-here/%pid%", "--", "sh",
-                            "-c", busy], directory, clean_environment(KAIROS_SAMPLING_DELAY="0"))
+                            "-c", busy], directory, run_environment(KAIROS_SAMPLING_DELAY="0"))
     check((out, status) == (b"out\n", 5), f"{out!r} {status}")
     lines = kairos_lines(err)
     check(len(lines) == 2 and "cannot write" in lines[0] and "KAIROS_OUTPUT_PATH" in lines[0],
@@ -369,7 +363,7 @@ def test_odd_region_names_keep_every_output_whole(directory):
     # the text tables' rows and a 1 MiB name made a 42 MB .txt. Stored exactly, shown escaped
     # and capped (kairos::printable), in every output.
     out, err, status = kairos([PROGRAM, "odd-names"], directory,
-                              environment=clean_environment(KAIROS_OUTPUT_FORMATS="db,text,trace,json,html"))
+                              environment=run_environment(KAIROS_OUTPUT_FORMATS="db,text,trace,json,html"))
     check((out, status) == (b"odd names done\n", 0), f"{out!r} {status} {err!r}")
     check(len(summaries(err)) == 1, f"the summary line: {err!r}")
     report = load_report(reports(directory)[0])  # parses: valid JSON
@@ -425,7 +419,7 @@ def test_kairos_avail_json(directory):
     out, _, _ = run([KAIROS_AVAIL, "--settings", "--json", "--category", "sampling"], directory)
     check(all(s["category"] == "sampling" for s in json.loads(out)["settings"]), "category filter")
     out, _, _ = run([KAIROS_AVAIL, "-S", "--json", "-r", "OUTPUT"], directory,
-                    clean_environment(KAIROS_OUTPUT_PATH="x/%pid%"))
+                    run_environment(KAIROS_OUTPUT_PATH="x/%pid%"))
     variables = {s["variable"]: s for s in json.loads(out)["settings"]}
     check(set(variables) == {"KAIROS_OUTPUT_PATH", "KAIROS_OUTPUT_FORMATS"}, f"{variables}")
     check(variables["KAIROS_OUTPUT_PATH"]["value"] == "x/%pid%", "current values are shown")
@@ -436,7 +430,7 @@ def test_kairos_avail_json(directory):
 def test_output_path_keys(directory):
     out, err, status = kairos([PROGRAM, "nested"], directory,
                               ["-o", "out/%exe%-%env{TEST_TAG}%-r%rank%-%launch_id%-%pid%"],
-                              clean_environment(TEST_TAG="tag7"))
+                              run_environment(TEST_TAG="tag7"))
     check(status == 0, f"{err!r}")
     written = glob.glob(os.path.join(directory, "out", "kairos_user_api_program-tag7-r0-none-*[0-9].json"))
     check(len(written) == 1, f"{os.listdir(os.path.join(directory, 'out'))}")

@@ -17,7 +17,7 @@ import sqlite3
 import sys
 
 import html_page
-from harness import check, run_named_test, run_process, skip
+from harness import check, clean_environment, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
@@ -35,12 +35,7 @@ COPIES = {("host_to_device", 1 << 20), ("device_to_host", 512 << 10), ("memset",
 
 
 def environment(double=True, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env["LC_ALL"] = "C"
-    if double:
-        env["LD_LIBRARY_PATH"] = DOUBLE_DIR
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_environment({"LD_LIBRARY_PATH": DOUBLE_DIR} if double else {}, **extra)
 
 
 def plain(double=True, **extra):

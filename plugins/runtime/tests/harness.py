@@ -21,6 +21,21 @@ class Skipped(Exception):
     """The test's subject cannot run on this machine; ctest reports the test skipped."""
 
 
+# What reaches a program from an outer kairos or another tool: none of it may leak into a test's run.
+TOOL_VARIABLES = ("LD_PRELOAD", "OMP_TOOL_LIBRARIES", "NVTX_INJECTION64_PATH", "KOKKOS_TOOLS_LIBS",
+                  "KOKKOS_PROFILE_LIBRARY")
+
+
+def clean_environment(*defaults, **settings):
+    """The caller's environment without any KAIROS_* setting or tool variable, in the C locale, then
+    each of `defaults` (a test script's own dicts) and the test's `settings` on top, as strings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k not in TOOL_VARIABLES}
+    env["LC_ALL"] = "C"
+    for layer in (*defaults, settings):
+        env.update({k: str(v) for k, v in layer.items()})
+    return env
+
+
 def check(condition, message):
     if not condition:
         raise Failure(message)

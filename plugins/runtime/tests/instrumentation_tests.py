@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 
-from harness import check, run_named_test, run_process, skip
+from harness import check, clean_environment, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
@@ -29,10 +29,7 @@ def fib_calls(n):
 
 
 def environment(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env.update({"LC_ALL": "C", "KAIROS_OUTPUT_FORMATS": "db,text", "KAIROS_SAMPLING_CPUTIME": "false"})
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_environment({"KAIROS_OUTPUT_FORMATS": "db,text", "KAIROS_SAMPLING_CPUTIME": "false"}, **extra)
 
 
 def plain(arguments, program=PROGRAM):

@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 
-from harness import check, communicate, run_named_test, run_process, skip
+from harness import check, clean_environment, communicate, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
@@ -25,12 +25,6 @@ RANKS = 4
 UNIT_SECONDS = "0.15"  # rank r works (r + 1) units: 1.5 s of CPU in all, on 2 cores
 TIMEOUT = 50
 
-
-def environment(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env["LC_ALL"] = "C"
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
 
 
 def launcher(ranks):
@@ -44,7 +38,7 @@ def launcher(ranks):
 
 
 def mpirun(ranks, command, directory, **extra):
-    return run_process(launcher(ranks) + command, TIMEOUT, cwd=directory, env=environment(**extra))
+    return run_process(launcher(ranks) + command, TIMEOUT, cwd=directory, env=clean_environment(**extra))
 
 
 def require_mpirun(directory):
@@ -186,7 +180,7 @@ def test_launches_in_the_same_second_write_apart_and_merge_only_together(directo
     launch ids differ), no file of one beside the other's, and kairos-merge refuses to add them up
     unless told they belong together."""
     require_mpirun(directory)
-    launches = [subprocess.Popen(launcher(2) + [KAIROS_RUN, "--", PROGRAM, "0.02"], cwd=directory, env=environment(),
+    launches = [subprocess.Popen(launcher(2) + [KAIROS_RUN, "--", PROGRAM, "0.02"], cwd=directory, env=clean_environment(),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     for launch in launches:
         _, stderr = communicate(launch, TIMEOUT)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from harness import check, run_named_test, run_process, skip
+from harness import check, clean_environment, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_AVAIL = os.environ.get("KAIROS_AVAIL", "")
@@ -24,10 +24,7 @@ GPU_METRICS = ("gpu_power_watts", "gpu_temperature_celsius", "gpu_utilization_pe
 
 
 def environment(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env.update({"LC_ALL": "C", "KAIROS_SAMPLING_DELAY": "0", "KAIROS_OUTPUT_FORMATS": "db,trace,html"})
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_environment({"KAIROS_SAMPLING_DELAY": "0", "KAIROS_OUTPUT_FORMATS": "db,trace,html"}, **extra)
 
 
 def kairos(arguments, directory, **extra):

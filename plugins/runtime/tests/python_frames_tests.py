@@ -7,7 +7,7 @@ import shutil
 import sqlite3
 import sys
 
-from harness import check, run_named_test, run_process, skip
+from harness import check, clean_environment, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 TIMEOUT = 90
@@ -103,11 +103,8 @@ def interpreters():
 
 
 def environment(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env.update({"LC_ALL": "C", "KAIROS_SAMPLING_DELAY": "0", "KAIROS_OUTPUT_FORMATS": "db,text,folded",
-                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_environment({"KAIROS_SAMPLING_DELAY": "0", "KAIROS_OUTPUT_FORMATS": "db,text,folded",
+                              "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}, **extra)
 
 
 def output(directory, extension):

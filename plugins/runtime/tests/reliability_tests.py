@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 
-from harness import Skipped, check, run_named_test
+from harness import Skipped, check, clean_environment, run_named_test
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 PROGRAM = os.environ.get("KAIROS_SAMPLED_PROGRAM", "")
@@ -21,10 +21,7 @@ TIMEOUT = 120
 
 
 def environment(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env.update({"LC_ALL": "C", "KAIROS_SAMPLING_DELAY": "0"})
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_environment({"KAIROS_SAMPLING_DELAY": "0"}, **extra)
 
 
 def run(command, directory, env=None, preexec=None):

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from harness import Failure, check, communicate, read_line, run_named_test, run_process, skip
+from harness import Failure, check, clean_environment, communicate, read_line, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
@@ -26,11 +26,7 @@ TIMEOUT = 60
 
 
 def environment(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env.update({"LC_ALL": "C", "KAIROS_SAMPLING_DELAY": "0",
-                "KAIROS_OUTPUT_FORMATS": "db,text,trace,folded,json"})
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_environment({"KAIROS_SAMPLING_DELAY": "0", "KAIROS_OUTPUT_FORMATS": "db,text,trace,folded,json"}, **extra)
 
 
 def kairos(arguments, directory, options=(), **extra):

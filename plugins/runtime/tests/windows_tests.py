@@ -14,7 +14,7 @@ import statistics
 import sys
 
 import html_page
-from harness import check, run_named_test, run_process, skip
+from harness import check, clean_environment, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
@@ -28,10 +28,7 @@ PHASE_FUNCTIONS = {"alpha": "alpha(double)", "beta": "beta(double)", "gamma": "g
 
 
 def environment(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env.update({"LC_ALL": "C", "KAIROS_OUTPUT_FORMATS": "db,text,trace,json", "KAIROS_SAMPLING_FREQ": "1000"})
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_environment({"KAIROS_OUTPUT_FORMATS": "db,text,trace,json", "KAIROS_SAMPLING_FREQ": "1000"}, **extra)
 
 
 def run(directory, options, arguments, **extra):
