@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Python programs under kairos beside Austin (a Python frame sampler, built from its public
-source where Debian's 1.0 cannot read this interpreter): python_workload.py, configurations
-interleaved round by round, medians [lowest-highest] and ratios of medians from the same run.
+source where Debian's 1.0 cannot read this interpreter): the runtime tests'
+python_shares_program.py, configurations interleaved round by round, medians [lowest-highest] and
+ratios of medians from the same run.
 
 Prints, per configuration: wall time and process CPU time (user + system of every thread and
 child, wait4); samples delivered; each function's share of the samples' weight against the
@@ -25,6 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from interleaved import run_measured  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SHARES_PROGRAM = os.path.join(HERE, "../../plugins/runtime/tests/python_shares_program.py")
 FUNCTIONS = ("pure_loop", "matrix_work", "nested_outer")
 
 
@@ -41,7 +43,7 @@ def austin_binary(path, directory):
 
 
 def truth(output):
-    fields = dict(word.split("=") for word in output.split())
+    fields = dict(word.split("=") for word in output.splitlines()[0].split())
     return {name: float(fields[name]) / float(fields["process"]) for name in FUNCTIONS}
 
 
@@ -83,7 +85,7 @@ def main():
     parser.add_argument("--seconds", default="3.0")
     options = parser.parse_args()
     kairos_run = os.path.join(os.path.abspath(options.build), "plugins/runtime/kairos-run")
-    program = [options.python, os.path.join(HERE, "python_workload.py"), options.seconds]
+    program = [options.python, SHARES_PROGRAM, options.seconds]
     with tempfile.TemporaryDirectory(prefix="kairos-python-frames-") as directory:
         signal = {"KAIROS_SAMPLING_DELAY": "0", "KAIROS_SAMPLING_FREQ": "1000",
                   "KAIROS_SAMPLING_CPUTIME_SOURCE": "perf", "KAIROS_OUTPUT_FORMATS": "db"}
@@ -121,7 +123,7 @@ def main():
                 figures[name]["samples"].append(samples)
                 figures[name]["shares"].append({f: shares[f] - expected[f] for f in FUNCTIONS})
     median = statistics.median
-    print(f"{options.python} python_workload.py {options.seconds}: {options.rounds} interleaved rounds, "
+    print(f"{options.python} python_shares_program.py {options.seconds}: {options.rounds} interleaved rounds, "
           "median [lowest-highest]")
     for name, values in figures.items():
         cells = [f"wall {median(values['wall']):.3f} s [{min(values['wall']):.3f}-{max(values['wall']):.3f}]",

@@ -13,59 +13,8 @@ KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 TIMEOUT = 90
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# Three functions with known CPU shares, one of them calling numpy's matrix product (C and BLAS
-# under Python): each measures its own thread CPU time, which is the truth the samples are held to.
-SHARES_SCRIPT = r"""
-import sys, time
-try:
-    import numpy
-except ImportError:
-    numpy = None
-
-def pure_loop(seconds):
-    end = time.thread_time() + seconds
-    x = 0
-    while time.thread_time() < end:
-        for i in range(2000):
-            x += i * i
-    return x
-
-def matrix_work(seconds):
-    if numpy is None:  # its own loop, so that pure_loop's share stays pure_loop's
-        end = time.thread_time() + seconds
-        x = 0
-        while time.thread_time() < end:
-            x = sum(i * i for i in range(1000)) + x % 5
-        return x
-    a = numpy.random.rand(200, 200)
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        a = (a @ a) / 200.0
-    return a
-
-def nested_inner(seconds):
-    end = time.thread_time() + seconds
-    x = 0
-    while time.thread_time() < end:
-        x = sum(i * 3 for i in range(500)) + x % 7
-    return x
-
-def nested_outer(seconds):
-    return nested_inner(seconds)
-
-def main(total):
-    spent = {}
-    for name, share, work in (("pure_loop", 0.5, pure_loop), ("matrix_work", 0.3, matrix_work),
-                              ("nested_outer", 0.2, nested_outer)):
-        start = time.thread_time()
-        work(total * share)
-        spent[name] = time.thread_time() - start
-    everything = time.process_time()
-    print(" ".join(f"{name}={seconds:.6f}" for name, seconds in spent.items()), f"process={everything:.6f}")
-    print("numpy" if numpy else "no-numpy")
-
-main(float(sys.argv[1]))
-"""
+# Three functions with known CPU shares, one of them calling numpy (python_shares_program.py).
+SHARES_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python_shares_program.py")
 
 POOL_SCRIPT = r"""
 import concurrent.futures, time
@@ -149,7 +98,7 @@ def test_python_functions_take_their_shares(directory):
             continue
         os.makedirs(os.path.join(directory, os.path.basename(python)), exist_ok=True)
         where = os.path.join(directory, os.path.basename(python))
-        bare, result = run_under_kairos(where, [python, "-c", SHARES_SCRIPT, "3.0"], KAIROS_SAMPLING_FREQ=1000)
+        bare, result = run_under_kairos(where, [python, SHARES_PROGRAM, "3.0"], KAIROS_SAMPLING_FREQ=1000)
         check(result.stdout.splitlines()[1] == bare.stdout.splitlines()[1], "the program's output unchanged")
         own = dict(field.split("=") for field in result.stdout.decode().split()[:4])
         db = database(where)
@@ -181,7 +130,8 @@ def test_python_functions_take_their_shares(directory):
             check(native_below, f"{python}: numpy's native frames under matrix_work: {under_matrix[:3]}")
         lines = db.execute("SELECT COUNT(*) FROM frame WHERE language = 'python' AND line > 0").fetchone()[0]
         check(lines > 0, f"{python}: Python frames carry lines")
-        loop_line = SHARES_SCRIPT.splitlines().index("            x += i * i") + 1  # -c code counts from 1
+        with open(SHARES_PROGRAM) as program:
+            loop_line = program.read().splitlines().index("            x += i * i") + 1
         hot = db.execute("""SELECT frame.line, SUM(sample.weight_ns) FROM sample JOIN stack ON stack.id = sample.stack
                             JOIN frame ON frame.id = stack.frame JOIN string ON string.id = frame.function
                             WHERE string.value LIKE 'pure_loop (%' GROUP BY frame.line
@@ -224,7 +174,7 @@ def test_python_frames_off_leaves_the_eval_loop(directory):
     found = interpreters()
     if not found:
         skip("no CPython 3.11+ here (Debian's python3)")
-    run_under_kairos(directory, [found[0], "-c", SHARES_SCRIPT, "0.5"], KAIROS_SAMPLING_PYTHON="off")
+    run_under_kairos(directory, [found[0], SHARES_PROGRAM, "0.5"], KAIROS_SAMPLING_PYTHON="off")
     db = database(directory)
     check(db.execute("SELECT COUNT(*) FROM frame WHERE language = 'python'").fetchone()[0] == 0,
           "no Python frames when KAIROS_SAMPLING_PYTHON=off")

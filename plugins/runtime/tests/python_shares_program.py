@@ -1,6 +1,7 @@
-"""A Python program with known CPU shares for benchmarks/sampling/python_frames.py: three functions,
-one calling numpy's matrix product (C and BLAS under Python), each timing its own thread CPU time,
-which it prints as the truth ("name=seconds ... process=seconds")."""
+"""A Python program with known CPU shares, for python_frames_tests.py and
+benchmarks/sampling/python_frames.py: three functions, one calling numpy's matrix product (C and BLAS
+under Python), each timing its own thread CPU time. It prints that truth on its first line
+("name=seconds ... process=seconds") and whether numpy was there on its second."""
 import sys
 import time
 
@@ -53,6 +54,7 @@ def main(total):
         work(total * share)
         spent[name] = time.thread_time() - start
     print(" ".join(f"{name}={seconds:.6f}" for name, seconds in spent.items()), f"process={time.process_time():.6f}")
+    print("numpy" if numpy else "no-numpy")
 
 
 main(float(sys.argv[1]) if len(sys.argv) > 1 else 3.0)
