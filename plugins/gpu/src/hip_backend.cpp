@@ -278,14 +278,9 @@ struct interceptor {
 template <hip_call C>
 using wrapper = kairos::gotcha<1, interceptor<C>, std::integral_constant<hip_call, C>>;
 
-struct wrapped_function {
-  const char* symbol;
-  gotcha_patcher::wrap_status (*wrap)(std::string_view);
-  bool (*unwrap)();
-};
 template <hip_call C, class Function>
-constexpr wrapped_function entry(const char* symbol) {
-  return {symbol, &wrapper<C>::template wrap<0, Function>, &wrapper<C>::template unwrap<0>};
+constexpr wrapped_symbol entry(const char* symbol) {
+  return wrapped_symbol::of<wrapper<C>, Function>(symbol);
 }
 
 using launch_type = hipError_t(const void*, dim3, dim3, void**, size_t, hipStream_t);

@@ -14,6 +14,8 @@
 //   traced::wrap<1, std::size_t(const char*)>("strlen");
 //   ...
 //   traced::unwrap_all();
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cstddef>
 #include <string>
@@ -210,5 +212,38 @@ struct gotcha {
     }
   };
 };
+
+// One row of a table of functions to wrap, each by a gotcha<1, ...> of its own (a replacement and a
+// tag that tells the rows apart):
+//   template <call C> using wrapper = kairos::gotcha<1, interceptor<C>, std::integral_constant<call, C>>;
+//   const std::array table{wrapped_symbol::of<wrapper<call::open>, int(const char*, int)>("open"), ...};
+//   const auto failed = wrap_each(table);
+struct wrapped_symbol {
+  const char* symbol;
+  gotcha_patcher::wrap_status (*wrap)(std::string_view);
+  bool (*unwrap)();
+
+  template <class Gotcha, class Function>
+  static constexpr wrapped_symbol of(const char* symbol) {
+    return {symbol, &Gotcha::template wrap<0, Function>, &Gotcha::template unwrap<0>};
+  }
+};
+
+// Whether a row whose symbol no loaded object defines yet is wrapped anyway (its binding waits for
+// a library loaded later) or passed over (an older library without that entry point).
+enum class absent_symbols { wrapped, passed_over };
+
+// Installs every row's wrapper. Returns the symbols whose wrapper could not be installed, joined by
+// ", ": empty when all were. Runs the patcher, so callers hold their re-entry guard.
+template <class Rows>
+std::string wrap_each(const Rows& rows, absent_symbols absent = absent_symbols::wrapped) {
+  std::string failed;
+  for (const wrapped_symbol& row : rows) {
+    if (absent == absent_symbols::passed_over && dlsym(RTLD_DEFAULT, row.symbol) == nullptr) continue;
+    if (row.wrap(row.symbol).installed) continue;
+    failed += (failed.empty() ? "" : ", ") + std::string{row.symbol};
+  }
+  return failed;
+}
 
 }  // namespace kairos

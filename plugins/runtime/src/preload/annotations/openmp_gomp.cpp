@@ -123,13 +123,9 @@ struct interceptor {
 template <class Call, Call C>
 using wrapper = kairos::gotcha<1, interceptor<Call, C>, std::integral_constant<Call, C>>;
 
-struct wrapped_function {
-  const char* symbol;
-  gotcha_patcher::wrap_status (*wrap)(std::string_view);
-};
 template <auto C, class Function>
-constexpr wrapped_function entry(const char* symbol) {
-  return {symbol, &wrapper<decltype(C), C>::template wrap<0, Function>};
+constexpr wrapped_symbol entry(const char* symbol) {
+  return wrapped_symbol::of<wrapper<decltype(C), C>, Function>(symbol);
 }
 
 using parallel_type = void(outlined, void*, unsigned, unsigned);
@@ -138,27 +134,19 @@ using loop_runtime_type = void(outlined, void*, unsigned, long, long, long, unsi
 using sections_type = void(outlined, void*, unsigned, unsigned, unsigned);
 using reductions_type = unsigned(outlined, void*, unsigned, unsigned);
 
+// The combined parallel loops share one interceptor; a tag per symbol gives each its own wrapper.
+template <int N>
+struct loop_tag {};
+template <int N, class Function>
+constexpr wrapped_symbol loop_entry(const char* symbol) {
+  return wrapped_symbol::of<kairos::gotcha<1, interceptor<gomp_parallel, gomp_parallel::loop>, loop_tag<N>>, Function>(
+      symbol);
+}
+
 const std::array wrapped_functions{
     entry<gomp_parallel::parallel, parallel_type>("GOMP_parallel"),
     entry<gomp_parallel::sections, sections_type>("GOMP_parallel_sections"),
     entry<gomp_parallel::reductions, reductions_type>("GOMP_parallel_reductions"),
-    entry<gomp_wait::barrier, void()>("GOMP_barrier"),
-    entry<gomp_wait::loop_end, void()>("GOMP_loop_end"),
-    entry<gomp_wait::sections_end, void()>("GOMP_sections_end"),
-    entry<gomp_wait::taskwait, void()>("GOMP_taskwait"),
-    entry<gomp_wait::critical, void()>("GOMP_critical_start"),
-    entry<gomp_wait::critical_name, void(void**)>("GOMP_critical_name_start"),
-};
-
-// The combined parallel loops, one wrapper each (a wrapper is its types: the tag tells them apart).
-template <int N>
-struct loop_tag {};
-template <int N, class Function>
-constexpr wrapped_function loop_entry(const char* symbol) {
-  return {symbol,
-          &kairos::gotcha<1, interceptor<gomp_parallel, gomp_parallel::loop>, loop_tag<N>>::template wrap<0, Function>};
-}
-const std::array wrapped_loops{
     loop_entry<0, loop_type>("GOMP_parallel_loop_static"),
     loop_entry<1, loop_type>("GOMP_parallel_loop_dynamic"),
     loop_entry<2, loop_type>("GOMP_parallel_loop_guided"),
@@ -167,6 +155,12 @@ const std::array wrapped_loops{
     loop_entry<5, loop_runtime_type>("GOMP_parallel_loop_runtime"),
     loop_entry<6, loop_runtime_type>("GOMP_parallel_loop_nonmonotonic_runtime"),
     loop_entry<7, loop_runtime_type>("GOMP_parallel_loop_maybe_nonmonotonic_runtime"),
+    entry<gomp_wait::barrier, void()>("GOMP_barrier"),
+    entry<gomp_wait::loop_end, void()>("GOMP_loop_end"),
+    entry<gomp_wait::sections_end, void()>("GOMP_sections_end"),
+    entry<gomp_wait::taskwait, void()>("GOMP_taskwait"),
+    entry<gomp_wait::critical, void()>("GOMP_critical_start"),
+    entry<gomp_wait::critical_name, void(void**)>("GOMP_critical_name_start"),
 };
 
 }  // namespace
@@ -178,14 +172,7 @@ std::optional<std::string> wrap_libgomp_if_loaded() {
     return std::nullopt;
   thread_number = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_thread_num"));
   max_threads = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
-  std::string unwrapped;
-  const auto wrap = [&](const wrapped_function& function) {
-    if (dlsym(RTLD_DEFAULT, function.symbol) == nullptr) return;  // an older libgomp
-    if (!function.wrap(function.symbol).installed)
-      unwrapped += std::string{unwrapped.empty() ? "" : ", "} + function.symbol;
-  };
-  for (const auto& function : wrapped_functions) wrap(function);
-  for (const auto& function : wrapped_loops) wrap(function);
+  const auto unwrapped = wrap_each(wrapped_functions, absent_symbols::passed_over);  // an older libgomp lacks some
   set_openmp_runtime("libgomp");
   if (!unwrapped.empty()) return "OpenMP: could not wrap " + unwrapped + "; those constructs are not recorded";
   return std::string{"OpenMP: observing libgomp"};

@@ -106,13 +106,9 @@ struct interceptor {
 template <roctx_call C>
 using wrapper = kairos::gotcha<1, interceptor<C>, std::integral_constant<roctx_call, C>>;
 
-struct wrapped_function {
-  const char* symbol;
-  gotcha_patcher::wrap_status (*wrap)(std::string_view);
-};
 template <roctx_call C, class Function>
-constexpr wrapped_function entry(const char* symbol) {
-  return {symbol, &wrapper<C>::template wrap<0, Function>};
+constexpr wrapped_symbol entry(const char* symbol) {
+  return wrapped_symbol::of<wrapper<C>, Function>(symbol);
 }
 
 using roctx_range_id = std::uint64_t;
@@ -130,10 +126,7 @@ std::optional<std::string> wrap_roctx_if_loaded() {
   reentry_guard guard;
   last_check_ns.store(steady_now_ns(), std::memory_order_relaxed);
   if (wrapped.load(std::memory_order_acquire) || dlsym(RTLD_DEFAULT, "roctxRangePushA") == nullptr) return std::nullopt;
-  std::string unwrapped;
-  for (const auto& function : wrapped_functions)
-    if (dlsym(RTLD_DEFAULT, function.symbol) != nullptr && !function.wrap(function.symbol).installed)
-      unwrapped += std::string{unwrapped.empty() ? "" : ", "} + function.symbol;
+  const auto unwrapped = wrap_each(wrapped_functions, absent_symbols::passed_over);
   wrapped.store(true, std::memory_order_release);
   set_roctx_attached();
   if (!unwrapped.empty()) return "ROCTx: could not wrap " + unwrapped + "; those calls are not recorded";

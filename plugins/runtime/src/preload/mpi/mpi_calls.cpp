@@ -244,13 +244,9 @@ struct interceptor {
 template <class Call, Call C>
 using wrapper = kairos::gotcha<1, interceptor<Call, C>, std::integral_constant<Call, C>>;
 
-struct wrapped_function {
-  const char* symbol;
-  gotcha_patcher::wrap_status (*wrap)(std::string_view);
-};
 template <auto C, class Function>
-constexpr wrapped_function entry(const char* symbol) {
-  return {symbol, &wrapper<decltype(C), C>::template wrap<0, Function>};
+constexpr wrapped_symbol entry(const char* symbol) {
+  return wrapped_symbol::of<wrapper<decltype(C), C>, Function>(symbol);
 }
 
 using point_to_point = int(const void*, int, mpi_handle, int, int, mpi_handle);
@@ -304,11 +300,7 @@ std::optional<std::string> wrap_if_loaded() {
   find(mpi.type_size, "PMPI_Type_size");
   void* open_mpi_world = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");
   mpi.comm_world = open_mpi_world ? reinterpret_cast<mpi_handle>(open_mpi_world) : mpich_comm_world;
-  std::string unwrapped;
-  for (const auto& function : wrapped_functions) {
-    const auto status = function.wrap(function.symbol);
-    if (!status.installed) unwrapped += std::string{unwrapped.empty() ? "" : ", "} + function.symbol;
-  }
+  const auto unwrapped = wrap_each(wrapped_functions);
   state->wrapped.store(true, std::memory_order_release);
   state->recording.store(true, std::memory_order_release);
   if (!unwrapped.empty()) return "MPI: could not wrap " + unwrapped + "; those calls are not recorded";
