@@ -8,7 +8,8 @@ between threads credited (tests/causal/pipe_round_trips.cpp).
 
 Run one test: causal_tests.py NAME (ctest does, one at a time: timings need the machine's cores).
 Needs KAIROS_CAUSAL, KAIROS_REPORT, KAIROS_TWO_THREADS, KAIROS_PIPELINE, KAIROS_BARRIER_ROUNDS,
-KAIROS_PIPE_ROUND_TRIPS and KAIROS_USER_LIBRARY in the environment.
+KAIROS_PIPE_ROUND_TRIPS and KAIROS_USER_LIBRARY in the environment; KAIROS_COZ_PIPELINE (the
+pipeline toy built with coz.h) where coz.h is installed.
 """
 import os
 import re
@@ -27,6 +28,7 @@ TWO_THREADS = os.environ.get("KAIROS_TWO_THREADS", "")
 PIPELINE = os.environ.get("KAIROS_PIPELINE", "")
 BARRIER_ROUNDS = os.environ.get("KAIROS_BARRIER_ROUNDS", "")
 PIPE_ROUND_TRIPS = os.environ.get("KAIROS_PIPE_ROUND_TRIPS", "")
+COZ_PIPELINE = os.environ.get("KAIROS_COZ_PIPELINE", "")
 TIMEOUT = 120
 # The issue's bar: a prediction within 5 percentage points of the speedup really measured.
 TOLERANCE = 0.05
@@ -223,6 +225,25 @@ def test_pipe_wakeups_are_credited(directory):
     keys, rounds = credited("hidden")
     check(keys.get("causal.pipe_wakeups_credited") == 0,
           f"descriptors kairos did not see made are not credited: {keys} for {rounds} round trips")
+
+
+def test_coz_annotated_predictions_match_real_speedups(directory):
+    # The pipeline toy with its progress point marked by coz.h's COZ_PROGRESS_NAMED, which finds
+    # kairos's counter through _coz_get_counter: its predictions hold as the kairos_progress build's.
+    if not COZ_PIPELINE:
+        skip("coz.h is not installed (Debian's coz-profiler; scripts/install-deps.sh installs it), so the "
+             "coz.h-annotated toy was not built")
+    result, err, db = causal(directory, ["--scope", "function", "--select", "produce_item", "--select",
+                                         "consume_item", "--speedups", "0,25,50", "--experiment", "0.1"],
+                             [COZ_PIPELINE, "24"])
+    check(result.returncode == 0 and db is not None, f"status {result.returncode}: {err}")
+    points = set(db.execute("SELECT DISTINCT name FROM causal_progress"))
+    check(points == {("item",)}, f"coz.h's point is the one counted: {points}")
+    predictions = predicted_speedups(db)
+    real = real_speedups(COZ_PIPELINE, [("base", ["1", "1"]), ("c25", ["1", "0.75"]), ("c50", ["1", "0.5"]),
+                                        ("p50", ["0.5", "1"])])
+    check_predictions(predictions, real, [("consume_item", 0.25, "c25"), ("consume_item", 0.5, "c50"),
+                                          ("produce_item", 0.5, "p50")], disturbance(result))
 
 
 def test_line_scope_outputs_are_written_and_readable(directory):
