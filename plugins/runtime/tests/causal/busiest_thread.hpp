@@ -4,6 +4,8 @@
 // run but not the CPU time, and the toy's speedups still come out as on an idle one
 // (tests/causal_tests.py holds predictions against this rate). A thread that spins while it
 // waits (std::barrier) would count its spinning: barrier_rounds prints it for its condvar mode.
+// A toy whose threads take turns (pipe_round_trips) has no thread busy throughout: its CPU time of
+// all threads together is its run's length on an idle machine, and that is the rate it prints.
 // And how long the toy's threads waited for a core, runnable (the kernel's schedstat): a profile
 // run that waited long did not have the cores its predictions assume.
 #pragma once
@@ -17,6 +19,7 @@
 namespace causal_toy {
 
 inline std::atomic<long> busiest_thread_cpu_ns{0};
+inline std::atomic<long long> threads_cpu_ns{0};
 inline std::atomic<long long> threads_ran_ns{0}, threads_waited_ns{0};
 
 // Called by each of the toy's threads as it ends.
@@ -27,6 +30,7 @@ inline void note_thread_cpu() {
   long seen = busiest_thread_cpu_ns.load();
   while (seen < ns && !busiest_thread_cpu_ns.compare_exchange_weak(seen, ns)) {
   }
+  threads_cpu_ns += ns;
   long long ran = 0, waited = 0;
   if (FILE* schedstat = std::fopen("/proc/thread-self/schedstat", "r")) {
     if (std::fscanf(schedstat, "%lld %lld", &ran, &waited) == 2) {
@@ -39,15 +43,27 @@ inline void note_thread_cpu() {
 
 inline double busiest_thread_cpu_seconds() { return static_cast<double>(busiest_thread_cpu_ns.load()) * 1e-9; }
 
+inline double waited_for_a_core_percent() {
+  const double ran = static_cast<double>(threads_ran_ns.load());
+  return ran > 0 ? 100.0 * static_cast<double>(threads_waited_ns.load()) / ran : 0.0;
+}
+
 // The second line every toy prints: its rate per CPU second of the busiest thread, and how long
 // its threads waited for a core, in percent of the time they ran.
 inline void print_cpu_rates(const char* progress, long count) {
-  const double ran = static_cast<double>(threads_ran_ns.load());
   std::printf(
       "%s per CPU second of the busiest thread: %.3f (its threads waited for a core %.1f%% of the time "
       "they ran)\n",
-      progress, static_cast<double>(count) / busiest_thread_cpu_seconds(),
-      ran > 0 ? 100.0 * static_cast<double>(threads_waited_ns.load()) / ran : 0.0);
+      progress, static_cast<double>(count) / busiest_thread_cpu_seconds(), waited_for_a_core_percent());
+}
+
+// The same for a toy whose threads take turns: per CPU second of its threads together.
+inline void print_cpu_rates_of_turns(const char* progress, long count) {
+  std::printf(
+      "%s per CPU second of its threads together: %.3f (its threads waited for a core %.1f%% of the time "
+      "they ran)\n",
+      progress, static_cast<double>(count) / (static_cast<double>(threads_cpu_ns.load()) * 1e-9),
+      waited_for_a_core_percent());
 }
 
 }  // namespace causal_toy

@@ -1,20 +1,28 @@
 #include "preload/causal/blocking_calls.hpp"
 
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 
 #include <array>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 
 #include <kairos/plugins/gotcha.hpp>
 
 #include "preload/causal/causal.hpp"
+#include "preload/causal/descriptor_set.hpp"
 #include "preload/support/reentry_guard.hpp"
 
 namespace kairos::runtime {
@@ -33,7 +41,40 @@ enum class blocking_call {
   sem_timedwait,
   sem_post,
   syscall,
+  // Pipes and socket pairs between the process's threads: the calls that make, copy and close
+  // descriptors keep `intra_process` right; the transfers on its descriptors are credited.
+  pipe,
+  pipe2,
+  socketpair,
+  dup,
+  dup2,
+  dup3,
+  close,
+  fclose,
+  read,
+  readv,
+  recv,
+  recvfrom,
+  recvmsg,
+  write,
+  writev,
+  send,
+  sendto,
+  sendmsg,
+  poll,
 };
+
+// Descriptors both of whose ends this process made: a thread that waits on one waits for another
+// thread of the process (or for itself), never for the outside world. Emptied at a fork, whose
+// child holds the ends too: a pipe made before a fork may connect two processes.
+descriptor_set intra_process;
+std::atomic<std::uint64_t> pipe_wakeups{0};
+
+constexpr bool transfers(blocking_call call) noexcept {
+  using enum blocking_call;
+  return call == read || call == readv || call == recv || call == recvfrom || call == recvmsg || call == write ||
+         call == writev || call == send || call == sendto || call == sendmsg;
+}
 
 // What each call means for the delays (Coz's rules): a call that may wake another thread pays
 // what its thread owes first; a call that may block credits its thread, on return, with the
@@ -62,12 +103,66 @@ futex_role role_of(long futex_op) noexcept {
   }
 }
 
+template <std::size_t I, class... Args>
+auto nth(Args... arguments) noexcept {
+  return std::get<I>(std::tuple<Args...>{arguments...});
+}
+
 template <blocking_call C>
 struct interceptor {
   template <class R, class... Args>
   R operator()(const gotcha_data&, R (*original)(Args...), Args... arguments) {
     using enum blocking_call;
-    if constexpr (C == syscall) {
+    if constexpr (C == pipe || C == pipe2 || C == socketpair) {
+      const R result = original(arguments...);
+      if (result == 0) {
+        constexpr std::size_t ends_at = C == socketpair ? 3 : 0;  // the int[2] argument
+        int* ends = nth<ends_at>(arguments...);
+        intra_process.insert(ends[0]);
+        intra_process.insert(ends[1]);
+      }
+      return result;
+    } else if constexpr (C == close || C == fclose) {
+      // Forgotten before it closes: once closed, another thread may get the number back.
+      if constexpr (C == close) {
+        intra_process.erase(nth<0>(arguments...));
+      } else if (FILE* stream = nth<0>(arguments...)) {
+        intra_process.erase(fileno(stream));
+      }
+      return original(arguments...);
+    } else if constexpr (C == dup || C == dup2 || C == dup3) {
+      const int old_fd = nth<0>(arguments...);
+      const R result = original(arguments...);
+      if (result >= 0 && result != old_fd) intra_process.assign(result, intra_process.contains(old_fd));
+      return result;
+    } else if constexpr (transfers(C)) {
+      // Either end may wake the other (data for a reader, room for a writer): it pays first; and
+      // either may wait for the other, so a call that moved data is credited as a wake-up.
+      if (!intra_process.contains(nth<0>(arguments...))) return original(arguments...);
+      causal_catch_up();
+      causal_before_blocking();
+      const R result = original(arguments...);
+      const int saved_errno = errno;
+      if (causal_after_blocking(result > 0)) pipe_wakeups.fetch_add(1, std::memory_order_relaxed);
+      errno = saved_errno;
+      return result;
+    } else if constexpr (C == poll) {
+      pollfd* fds = nth<0>(arguments...);
+      const nfds_t count = nth<1>(arguments...);
+      bool watches_intra_process = false;
+      for (nfds_t i = 0; i < count && !watches_intra_process; ++i)
+        watches_intra_process = intra_process.contains(fds[i].fd);
+      if (!watches_intra_process) return original(arguments...);
+      causal_before_blocking();
+      const R result = original(arguments...);
+      const int saved_errno = errno;
+      bool ready = false;
+      for (nfds_t i = 0; result > 0 && i < count && !ready; ++i)
+        ready = intra_process.contains(fds[i].fd) && (fds[i].revents & (POLLIN | POLLOUT)) != 0;
+      if (causal_after_blocking(ready)) pipe_wakeups.fetch_add(1, std::memory_order_relaxed);
+      errno = saved_errno;
+      return result;
+    } else if constexpr (C == syscall) {
       // syscall(number, ...): only futexes matter. A wait that returns 0 was woken (a timeout, a
       // signal or a value that had changed already return -1: no wake-up by another thread).
       const std::array<long, sizeof...(Args)> values{arguments...};  // number, uaddr, futex_op, ...
@@ -128,12 +223,34 @@ const std::array wrapped_functions{
     entry<sem_post, int(sem_t*)>("sem_post"),
     // Variadic: declared with its six arguments after the number, which x86-64 passes alike.
     entry<syscall, long(long, long, long, long, long, long, long)>("syscall"),
+    entry<pipe, int(int*)>("pipe"),
+    entry<pipe2, int(int*, int)>("pipe2"),
+    entry<socketpair, int(int, int, int, int*)>("socketpair"),
+    entry<dup, int(int)>("dup"),
+    entry<dup2, int(int, int)>("dup2"),
+    entry<dup3, int(int, int, int)>("dup3"),
+    entry<close, int(int)>("close"),
+    entry<fclose, int(FILE*)>("fclose"),
+    entry<read, ssize_t(int, void*, size_t)>("read"),
+    entry<readv, ssize_t(int, const iovec*, int)>("readv"),
+    entry<recv, ssize_t(int, void*, size_t, int)>("recv"),
+    entry<recvfrom, ssize_t(int, void*, size_t, int, sockaddr*, socklen_t*)>("recvfrom"),
+    entry<recvmsg, ssize_t(int, msghdr*, int)>("recvmsg"),
+    entry<write, ssize_t(int, const void*, size_t)>("write"),
+    entry<writev, ssize_t(int, const iovec*, int)>("writev"),
+    entry<send, ssize_t(int, const void*, size_t, int)>("send"),
+    entry<sendto, ssize_t(int, const void*, size_t, int, const sockaddr*, socklen_t)>("sendto"),
+    entry<sendmsg, ssize_t(int, const msghdr*, int)>("sendmsg"),
+    entry<poll, int(pollfd*, nfds_t, int)>("poll"),
 };
+
+void forget_intra_process_descriptors() { intra_process.clear(); }
 
 }  // namespace
 
 std::optional<std::string> wrap_blocking_calls() {
   reentry_guard guard;  // the patcher runs kairos's code
+  pthread_atfork(nullptr, &forget_intra_process_descriptors, &forget_intra_process_descriptors);
   std::string unwrapped;
   for (const auto& function : wrapped_functions) {
     const auto status = function.wrap(function.symbol);
@@ -143,5 +260,7 @@ std::optional<std::string> wrap_blocking_calls() {
   return "causal profiling: could not wrap " + unwrapped +
          "; a thread woken through them pays delays it does not owe, which biases predictions down";
 }
+
+std::uint64_t pipe_wakeups_credited() noexcept { return pipe_wakeups.load(std::memory_order_relaxed); }
 
 }  // namespace kairos::runtime

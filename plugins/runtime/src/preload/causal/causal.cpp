@@ -488,18 +488,19 @@ void causal_before_blocking() noexcept {
   me.blocked_at = hot.global_delay.load(std::memory_order_acquire);
 }
 
-void causal_after_blocking(bool woken_by_another_thread) noexcept {
+bool causal_after_blocking(bool woken_by_another_thread) noexcept {
   auto& me = this_thread;
-  if (!me.blocked) return;
+  if (!me.blocked) return false;
   me.blocked = false;
   const auto experiment_before = me.experiment;
-  if (join_experiment(me) == 0 || !woken_by_another_thread) return;
+  if (join_experiment(me) == 0 || !woken_by_another_thread) return false;
   // Its waker paid these delays before waking it, so it owes none of them. Blocked since an
   // earlier experiment: only this one's count matters.
   const auto since =
       experiment_before == me.experiment ? me.blocked_at : hot.experiment_start_delay.load(std::memory_order_relaxed);
   me.local += std::max<std::int64_t>(hot.global_delay.load(std::memory_order_acquire) - since, 0);
   hot.wakeups_credited.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 void causal_catch_up() noexcept {

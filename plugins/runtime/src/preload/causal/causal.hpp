@@ -9,7 +9,7 @@
 // the selected location adds to its own count and raises the global one to match; a thread whose
 // count is behind sleeps the difference in its signal handler (nanosleep: async-signal-safe) and
 // catches up. A thread woken by another (mutex, condition variable, join, barrier, semaphore:
-// blocking_calls.cpp) is credited with the delays added while it waited, since its waker paid
+// futex, pipe: blocking_calls.cpp) is credited with the delays added while it waited, since its waker paid
 // them before waking it; a thread pays what it owes before it wakes another.
 //
 // Locations are known by address: the handler looks each frame up in an insert-only table that
@@ -51,7 +51,8 @@ void causal_on_sample(const std::uint64_t* addresses, std::size_t count, std::in
 
 // Around the program's blocking calls (blocking_calls.cpp) and as a thread ends.
 void causal_before_blocking() noexcept;
-void causal_after_blocking(bool woken_by_another_thread) noexcept;
+// Whether the wake-up was credited (an experiment was under way and another thread ended the wait).
+bool causal_after_blocking(bool woken_by_another_thread) noexcept;
 void causal_catch_up() noexcept;
 
 // Why no experiment ran, when none did.

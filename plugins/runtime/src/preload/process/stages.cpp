@@ -11,6 +11,7 @@
 #include "preload/annotations/openmp.hpp"
 #include "preload/annotations/openmp_teams.hpp"
 #include "preload/annotations/roctx.hpp"
+#include "preload/causal/blocking_calls.hpp"
 #include "preload/causal/causal.hpp"
 #include "preload/gpu/gpu_activity.hpp"
 #include "preload/mpi/mpi_calls.hpp"
@@ -71,6 +72,7 @@ void causal_metadata(const run_facts& facts) {
   add_number(key::causal_overslept_ns, causal.overslept_ns);
   add_number(key::causal_addresses_unresolved, causal.addresses_unresolved);
   add_number(key::causal_wakeups_credited, causal.wakeups_credited);
+  add_number(key::causal_pipe_wakeups_credited, pipe_wakeups_credited());
 }
 
 void windows_metadata(const run_facts& facts) {

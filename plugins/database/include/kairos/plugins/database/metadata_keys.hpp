@@ -46,6 +46,7 @@ inline constexpr std::string_view causal_delay_ns = "causal.delay_ns";
 inline constexpr std::string_view causal_overslept_ns = "causal.overslept_ns";
 inline constexpr std::string_view causal_addresses_unresolved = "causal.addresses_unresolved";
 inline constexpr std::string_view causal_wakeups_credited = "causal.wakeups_credited";
+inline constexpr std::string_view causal_pipe_wakeups_credited = "causal.pipe_wakeups_credited";
 // Annotations (docs/openmp.md): the OpenMP runtime observed ("libomp (OMPT)", "libgomp") and its
 // parallel regions' instances; the other sources that attached ("nvtx", "kokkos").
 inline constexpr std::string_view openmp_runtime = "openmp.runtime";
