@@ -20,7 +20,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 
-from harness import check, run_named_test, run_process, skip
+from harness import check, clean_environment, run_named_test, run_process, skip
 
 KAIROS_CAUSAL = os.environ.get("KAIROS_CAUSAL", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
@@ -42,11 +42,6 @@ STEADY_SPREAD = 0.10
 MOST_WAITED_FOR_A_CORE = 0.10
 
 
-def environment():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env["LC_ALL"] = "C"
-    return env
-
 
 def disturbance(result):
     """Why the profile whose kairos-causal `result` this is cannot be judged, or None: the toy's
@@ -65,7 +60,7 @@ def disturbance(result):
 def causal(directory, options, command, limit=TIMEOUT):
     """kairos-causal -o DIRECTORY/out OPTIONS -- COMMAND: (result, stderr text, causal.db or None)."""
     output = os.path.join(directory, "out")
-    result = run_process([KAIROS_CAUSAL, "-o", output, *options, "--", *command], limit, env=environment())
+    result = run_process([KAIROS_CAUSAL, "-o", output, *options, "--", *command], limit, env=clean_environment())
     path = os.path.join(output, "causal.db")
     return result, result.stderr.decode(errors="replace"), sqlite3.connect(path) if os.path.exists(path) else None
 
@@ -96,7 +91,7 @@ def real_speedups(program, configurations, rounds=3, seconds="1"):
     that should gain nothing gained 16% by wall time; the CPU-time rates stayed within 1 point of the
     known answers). Skips when even the CPU-time base rates spread too widely to judge."""
     def rate(arguments):
-        result = run_process([program, seconds, *arguments], 30, env=environment())
+        result = run_process([program, seconds, *arguments], 30, env=clean_environment())
         check(result.returncode == 0, f"{program} {arguments} failed: {result.stderr.decode(errors='replace')}")
         per_cpu_second = re.search(rb"per CPU second of (?:the busiest thread|its threads together): ([0-9.]+)",
                                    result.stdout)
@@ -272,7 +267,7 @@ def test_line_scope_outputs_are_written_and_readable(directory):
     svg = ElementTree.parse(os.path.join(output, "causal.svg")).getroot()
     check(svg.tag.endswith("svg"), f"causal.svg is an SVG document: {svg.tag}")
     again = run_process([KAIROS_REPORT, "--format", "coz", os.path.join(output, "causal.db")], TIMEOUT,
-                        env=environment())
+                        env=clean_environment())
     check(again.returncode == 0 and again.stdout.decode().splitlines() == coz,
           "kairos-report --format coz writes the same profile.coz")
 
@@ -352,7 +347,7 @@ def test_coz_annotated_program_works_unchanged(directory):
 
 def test_output_and_exit_status_unchanged(directory):
     command = ["sh", "-c", "echo out; echo err >&2; exit 7"]
-    plain = run_process(command, TIMEOUT, env=environment())
+    plain = run_process(command, TIMEOUT, env=clean_environment())
     result, err, _ = causal(directory, [], command)
     check(result.returncode == 7 and plain.returncode == 7, f"exit status 7 passed through: {result.returncode}")
     check(result.stdout == plain.stdout == b"out\n", f"stdout unchanged: {result.stdout!r}")
@@ -367,14 +362,14 @@ def test_bad_options_are_named(directory):
         (["--speedups", "33"], "KAIROS_CAUSAL_SPEEDUPS"),
     ):
         output = os.path.join(directory, f"out{len(options[1])}")
-        result = run_process([KAIROS_CAUSAL, "-o", output, *options, "--", "true"], TIMEOUT, env=environment())
+        result = run_process([KAIROS_CAUSAL, "-o", output, *options, "--", "true"], TIMEOUT, env=clean_environment())
         err = result.stderr.decode(errors="replace")
         check(result.returncode == 2 and expected in err, f"{options}: status {result.returncode}, names {expected}: {err}")
     existing = os.path.join(directory, "exists")
     os.mkdir(existing)
-    result = run_process([KAIROS_CAUSAL, "-o", existing, "--", "true"], TIMEOUT, env=environment())
+    result = run_process([KAIROS_CAUSAL, "-o", existing, "--", "true"], TIMEOUT, env=clean_environment())
     check(result.returncode == 2 and "exists already" in result.stderr.decode(), "an existing output directory is refused")
-    result = run_process([KAIROS_CAUSAL, "true"], TIMEOUT, env=environment())
+    result = run_process([KAIROS_CAUSAL, "true"], TIMEOUT, env=clean_environment())
     check(result.returncode == 2 and "missing '--'" in result.stderr.decode(), "the missing '--' is named")
 
 

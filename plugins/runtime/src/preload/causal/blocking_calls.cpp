@@ -196,13 +196,9 @@ struct interceptor {
 template <blocking_call C>
 using wrapper = kairos::gotcha<1, interceptor<C>, std::integral_constant<blocking_call, C>>;
 
-struct wrapped_function {
-  const char* symbol;
-  gotcha_patcher::wrap_status (*wrap)(std::string_view);
-};
 template <blocking_call C, class Function>
-constexpr wrapped_function entry(const char* symbol) {
-  return {symbol, &wrapper<C>::template wrap<0, Function>};
+constexpr wrapped_symbol entry(const char* symbol) {
+  return wrapped_symbol::of<wrapper<C>, Function>(symbol);
 }
 
 using enum blocking_call;
@@ -251,11 +247,7 @@ void forget_intra_process_descriptors() { intra_process.clear(); }
 std::optional<std::string> wrap_blocking_calls() {
   reentry_guard guard;  // the patcher runs kairos's code
   pthread_atfork(nullptr, &forget_intra_process_descriptors, &forget_intra_process_descriptors);
-  std::string unwrapped;
-  for (const auto& function : wrapped_functions) {
-    const auto status = function.wrap(function.symbol);
-    if (!status.installed) unwrapped += std::string{unwrapped.empty() ? "" : ", "} + function.symbol;
-  }
+  const auto unwrapped = wrap_each(wrapped_functions);
   if (unwrapped.empty()) return std::nullopt;
   return "causal profiling: could not wrap " + unwrapped +
          "; a thread woken through them pays delays it does not owe, which biases predictions down";
