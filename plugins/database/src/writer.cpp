@@ -119,6 +119,9 @@ profile_writer::profile_writer(const std::string& path, symbolizer symbolize, re
   bucket_width_ns_ = committed_bucket_width_ns_ = width.integer(0);
   auto span = database_.prepare("SELECT MIN(first_ns), MAX(last_ns) FROM stack_total");
   if (span.step() && !span.is_null(0)) first_sample_ns_ = span.integer(0), last_sample_ns_ = span.integer(1);
+  // Once, after the connection broke: a pass over the real-time samples committed.
+  auto realtime = database_.prepare("SELECT window, COUNT(*) FROM realtime_sample GROUP BY window");
+  while (realtime.step()) committed_realtime_window_rows_[realtime.integer(0)] = realtime.integer(1);
 }
 
 profile_writer::~profile_writer() {
@@ -149,6 +152,8 @@ void profile_writer::commit() {
   in_transaction_ = false;
   committed_ = newest_;
   committed_bucket_width_ns_ = bucket_width_ns_;
+  for (const auto& [window, rows] : realtime_window_rows_) committed_realtime_window_rows_[window] += rows;
+  realtime_window_rows_.clear();
 }
 
 bool profile_writer::roll_back_if_ended() {
@@ -169,6 +174,7 @@ void profile_writer::roll_back() noexcept {
   region_blocks_.clear();
   stack_totals_.clear();
   timeline_buckets_.clear();  // the width stays: rows committed finer are merged at the next commit
+  realtime_window_rows_.clear();
   newest_ = committed_;
 }
 
@@ -446,6 +452,7 @@ void profile_writer::add_realtime_sample(std::int64_t thread, std::int64_t time_
   insert.bind(1, thread).bind(2, time_ns).bind(3, weight_ns);
   stack < 0 ? insert.bind_null(4) : insert.bind(4, stack);
   insert.bind(5, window).run();
+  ++realtime_window_rows_[window];
 }
 
 void profile_writer::add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name, double value,
@@ -652,8 +659,8 @@ void profile_writer::count_window_rows() {
     if (!windows.step() || windows.integer(0) == 0) return;
   }
   // Regions counted by decoding their blocks here, a few ns a row, where the view costs about a
-  // microsecond; CPU-time samples from their totals; real-time samples by one pass over their
-  // table, where a GROUP BY window sorted them all in SQLite's temporary store.
+  // microsecond; CPU-time samples from their totals; real-time samples as the writer counted them
+  // (a pass over their table took time that grew with the run).
   std::map<std::int64_t, std::int64_t> regions;
   auto blocks = database_.prepare("SELECT " + std::string{region_block_columns} + " FROM region_block");
   while (blocks.step()) {
@@ -662,8 +669,8 @@ void profile_writer::count_window_rows() {
   std::map<std::int64_t, std::int64_t> samples;
   auto totals = database_.prepare("SELECT window, SUM(samples) FROM stack_total GROUP BY window");
   while (totals.step()) samples[totals.integer(0)] += totals.integer(1);
-  auto realtime = database_.prepare("SELECT window FROM realtime_sample");
-  while (realtime.step()) ++samples[realtime.integer(0)];
+  for (const auto* counted : {&committed_realtime_window_rows_, &realtime_window_rows_})
+    for (const auto& [window, rows] : *counted) samples[window] += rows;
   database_.execute("UPDATE window SET samples = 0, regions = 0");
   auto set_samples = database_.prepare("UPDATE window SET samples = ? WHERE ordinal = ?");
   for (const auto& [window, count] : samples) set_samples.bind(1, count).bind(2, window).run();

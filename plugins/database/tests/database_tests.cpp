@@ -1039,6 +1039,51 @@ TEST_CASE("the HTML timeline drawn from the time buckets is the samples' within 
   CHECK(same_page.str() == page.str());
 }
 
+TEST_CASE("each window's sample count is its rows', real-time samples counted as added, a failed commit's not") {
+  const auto path = fresh_path("window_counts");
+  const std::uint64_t stack[] = {0x200, 0x100};
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    const auto thread = writer.add_thread(process, {0, 0, 1, "main", 0});
+    for (std::int64_t window = 1; window <= 3; ++window)
+      writer.add_window({window, "realtime:0:1", "realtime", 0, 1, 0, 1, window * 100, window * 100 + 99});
+    auto add = [&](int count, std::int64_t window) {
+      for (int i = 0; i < count; ++i) {
+        writer.add_sample(thread, window * 100 + i, 1, writer.add_stack(stack), window);
+        writer.add_realtime_sample(thread, window * 100 + i, 1, writer.add_stack(stack), window);
+        writer.add_realtime_sample(thread, window * 100 + i, 1, -1, window);
+      }
+    };
+    add(10, 1);
+    writer.commit();
+    add(20, 2);  // lost with its commit
+    const auto held = descriptors_of(path);
+    std::vector<int> spares;
+    for (const int fd : held) spares.push_back(::dup(fd));
+    for (const int fd : held) ::close(fd);
+    CHECK_THROWS(writer.commit());
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      REQUIRE(::dup2(spares[i], held[i]) == held[i]);
+      ::close(spares[i]);
+    }
+    for (std::int64_t window = 1; window <= 3; ++window)  // the failed commit lost them too
+      writer.add_window({window, "realtime:0:1", "realtime", 0, 1, 0, 1, window * 100, window * 100 + 99});
+    add(5, 1);
+    add(7, 3);
+    writer.count_window_rows();  // uncommitted rows counted with the committed
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  CHECK(count(profile, "SELECT COUNT(*) FROM realtime_sample") == 2 * (10 + 5 + 7));
+  auto windows = profile.prepare(
+      "SELECT ordinal, samples, (SELECT COUNT(*) FROM sample WHERE window = ordinal) + "
+      "(SELECT COUNT(*) FROM realtime_sample WHERE window = ordinal) FROM window ORDER BY ordinal");
+  std::vector<std::array<std::int64_t, 3>> rows;
+  while (windows.step()) rows.push_back({windows.integer(0), windows.integer(1), windows.integer(2)});
+  CHECK(rows == std::vector<std::array<std::int64_t, 3>>{{1, 45, 45}, {2, 0, 0}, {3, 21, 21}});
+}
+
 TEST_CASE("a profile its program still writes is named as locked, not as foreign") {
   // The runtime's writer holds the lock until its program ends (locking_mode EXCLUSIVE); a reader
   // waits SQLite's 5 s, then is told why.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -298,6 +299,9 @@ class profile_writer {
   // The span of every sample added (rolled-back ones too: the width never narrows).
   std::int64_t first_sample_ns_ = std::numeric_limits<std::int64_t>::max();
   std::int64_t last_sample_ns_ = std::numeric_limits<std::int64_t>::min();
+  // Real-time samples per window, counted as they are added (count_window_rows needs no pass
+  // over their table): since the last commit, and committed.
+  std::map<std::int64_t, std::int64_t> realtime_window_rows_, committed_realtime_window_rows_;
   struct edge_hash {
     std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& edge) const noexcept {
       return std::hash<std::int64_t>{}(edge.first * 0x9e3779b97f4a7c15ll ^ edge.second);
