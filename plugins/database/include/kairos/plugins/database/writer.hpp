@@ -241,10 +241,9 @@ class profile_writer {
   // The samples' weight over time since the last commit, added to sample_timeline in the commit's
   // transaction; rows committed at a finer bucket width are merged into the current width first.
   void write_timeline_buckets();
-  // A time's bucket at the current width: the multiple of the width at or below it.
-  std::int64_t bucket_start(std::int64_t time_ns) const noexcept {
-    return time_ns - ((time_ns % bucket_width_ns_) + bucket_width_ns_) % bucket_width_ns_;
-  }
+  // A time's bucket at the current width: the multiple of the width at or below it (the width is
+  // a power of two: a mask, not two divisions).
+  std::int64_t bucket_start(std::int64_t time_ns) const noexcept { return time_ns & -bucket_width_ns_; }
 
   connection database_;
   symbolizer symbolize_;
