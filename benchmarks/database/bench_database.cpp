@@ -3,10 +3,12 @@
 // runtime does after the program's last instruction: the writer's finish (window counts, the last
 // commit) and the outputs written from the database. Printed per count: ingest rate, file size,
 // each output's time and size, the exit time with the default formats (db, text, trace) and with
-// every format, and the peak memory the outputs added (VmHWM, reset before them).
+// every format, and the peak memory the outputs added (VmHWM, reset before them); then the HTML
+// timeline's CPU use drawn from the time buckets and from the samples, side by side.
 // Usage: bench_database [counts, comma-separated, default 10000,100000,1000000]
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +56,12 @@ struct counting_buffer : std::streambuf {
   int_type overflow(int_type c) override { return ++bytes, c; }
   std::streamsize xsputn(const char*, std::streamsize n) override { return bytes += n, n; }
 };
+
+std::int64_t earliest_sample_ns(db::connection& profile) {
+  auto query = profile.prepare("SELECT COALESCE(MIN(first_ns), 0) FROM stack_total");
+  query.step();
+  return query.integer(0);
+}
 
 void run(long samples) {
   const auto path = (std::filesystem::temp_directory_path() / "kairos_bench_database.db").string();
@@ -125,6 +133,21 @@ void run(long samples) {
     line += fmt::format("  {} {:.3f} s {:.1f} MB", name, seconds, counted.bytes / 1e6);
   }
   fmt::print("  outputs:{}\n", line);
+  // The HTML timeline's CPU use, side by side: from the writer's time buckets (what the page
+  // draws) and from a pass over the samples (what it drew before sample_timeline).
+  {
+    const auto origin_ns = earliest_sample_ns(profile), span_ns = std::max<long>(1, samples) * 125'000;
+    auto timed = [&](bool read_samples) {
+      const auto timing_begin = clock_type::now();
+      const auto timeline = db::bin_cpu_time(profile, {}, origin_ns, span_ns, 255, read_samples);
+      return std::pair{seconds_since(timing_begin), timeline.from_buckets};
+    };
+    const auto [bucket_seconds, from_buckets] = timed(false);
+    const auto sample_seconds = timed(true).first;
+    fmt::print("  html timeline: {:.3f} s from {}, {:.3f} s from the samples ({:.0f}x)\n", bucket_seconds,
+               from_buckets ? "the time buckets" : "the samples (buckets too wide)", sample_seconds,
+               sample_seconds / std::max(bucket_seconds, 1e-6));
+  }
   fmt::print(
       "  exit work: {:.3f} s with the default formats (db, text, trace), {:.3f} s with all; "
       "writer's finish {:.3f} s; outputs' peak memory {:.1f} MiB above {:.1f} MiB\n",

@@ -3,7 +3,9 @@
 // settings, the top functions (a table sorted by clicking its headers), the flame graph
 // (write_flamegraph's SVG, inline), the regions' call graph with statistics, a per-thread timeline
 // of regions and CPU use, then the time windows and the GPU work where the profile has them.
-// Every section is built by streaming queries; each table and picture has a bounded size.
+// Every section is built by streaming queries; each table and picture has a bounded size. None
+// reads the samples: weights come from stack_total, the timeline's CPU use from sample_timeline
+// (bin_cpu_time), so the page's cost does not grow with the run.
 #include <kairos/plugins/database/outputs.hpp>
 
 #include <algorithm>
@@ -136,6 +138,36 @@ void write_region_rows(std::ostream& out, const region_node& node, int depth, st
 }
 
 // --- the timeline ----------------------------------------------------------------------------
+
+}  // namespace
+
+cpu_timeline bin_cpu_time(connection& profile, const window_range& windows, std::int64_t origin_ns,
+                          std::int64_t span_ns, int bins, bool read_samples) {
+  cpu_timeline timeline;
+  span_ns = std::max<std::int64_t>(1, span_ns);
+  auto add = [&](std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns) {
+    auto& weights = timeline.weight_ns[thread];
+    if (weights.empty()) weights.resize(static_cast<std::size_t>(bins));
+    const auto offset = static_cast<__int128>(std::max<std::int64_t>(0, time_ns - origin_ns));
+    const auto bin = std::min<std::int64_t>(bins - 1, static_cast<std::int64_t>(offset * bins / span_ns));
+    weights[static_cast<std::size_t>(bin)] += weight_ns;
+  };
+  // A bucket of at most 1/16 of a bin: its samples are drawn at most half a bucket from their time.
+  const auto widest =
+      scalar(profile, "SELECT COALESCE(MAX(width_ns), 0) FROM sample_timeline WHERE 1" + in_windows(windows, "window"));
+  timeline.from_buckets = !read_samples && widest > 0 && static_cast<__int128>(widest) * 16 * bins <= span_ns;
+  if (timeline.from_buckets) {
+    auto buckets = profile.prepare("SELECT thread, start_ns + width_ns / 2, weight_ns FROM sample_timeline WHERE 1" +
+                                   in_windows(windows, "window"));
+    while (buckets.step()) add(buckets.integer(0), buckets.integer(1), buckets.integer(2));
+  } else {
+    for_each_sample(profile, windows,
+                    [&](const sample_fields& sample) { add(sample.thread, sample.time_ns, sample.weight_ns); });
+  }
+  return timeline;
+}
+
+namespace {
 
 // A process_metric series drawn above the threads: its values averaged into the timeline's bins.
 struct sparkline {
@@ -398,12 +430,8 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   std::map<std::int64_t, thread_timeline> timelines;  // by thread.id, in id order
   region_node regions;
   read_regions(profile, range, span, regions, timelines);
-  for_each_sample(profile, range, [&](const sample_fields& sample) {
-    const auto offset = static_cast<__int128>(std::max<std::int64_t>(0, sample.time_ns - span.origin_ns));
-    const auto bin =
-        std::min<std::int64_t>(timeline_bins - 1, static_cast<std::int64_t>(offset * timeline_bins / span.span_ns));
-    timelines[sample.thread].cpu_ns[static_cast<std::size_t>(bin)] += sample.weight_ns;
-  });
+  for (auto& [thread, weights] : bin_cpu_time(profile, range, span.origin_ns, span.span_ns, timeline_bins).weight_ns)
+    timelines[thread].cpu_ns = std::move(weights);
   std::vector<sparkline> sparklines;  // by series ordinal
   for_each_metric_value(profile, range, [&](const metric_series& series, std::int64_t time_ns, double value) {
     if (static_cast<std::size_t>(series.ordinal) >= sparklines.size()) sparklines.resize(series.ordinal + 1);

@@ -64,6 +64,9 @@ std::vector<copy_step> copy_steps() {
       {"INSERT INTO main.stack_total (thread, window, stack, samples, weight_ns, first_ns, last_ns) "
        "SELECT s.thread + :thread, s.window, CASE s.stack WHEN 0 THEN 0 ELSE merged_stack(s.stack) END, s.samples, "
        "s.weight_ns, s.first_ns, s.last_ns FROM input.stack_total AS s"},
+      {"INSERT INTO main.sample_timeline (thread, window, start_ns, width_ns, samples, weight_ns) "
+       "SELECT s.thread + :thread, s.window, s.start_ns, s.width_ns, s.samples, s.weight_ns "
+       "FROM input.sample_timeline AS s"},
       {"INSERT INTO main.realtime_sample (thread, time_ns, weight_ns, stack, window) "
        "SELECT s.thread + :thread, s.time_ns, s.weight_ns, merged_stack(s.stack), s.window "
        "FROM input.realtime_sample AS s",

@@ -25,6 +25,8 @@ void restrict_to_rank(connection& profile, std::int64_t rank) {
       {"process_metadata", "process IN " + processes},
       {"thread", "process IN " + processes},
       {"sample", "thread IN " + threads},
+      {"stack_total", "thread IN " + threads},
+      {"sample_timeline", "thread IN " + threads},
       {"realtime_sample", "thread IN " + threads},
       {"region_block", "thread IN " + threads},
       {"mpi_call", "thread IN " + threads},

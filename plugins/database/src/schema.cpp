@@ -54,6 +54,16 @@ CREATE TABLE stack_total (
   thread INTEGER NOT NULL REFERENCES thread, window INTEGER NOT NULL, stack INTEGER NOT NULL,
   samples INTEGER NOT NULL, weight_ns INTEGER NOT NULL, first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL,
   PRIMARY KEY (thread, window, stack)) WITHOUT ROWID;
+-- The `sample` rows' weight over time, summed as they are written, in the same transactions: per
+-- (thread, window), the samples in [start_ns, start_ns + width_ns). A width is a power of two of ns
+-- and a start a multiple of it; the writer doubles the width (merging pairs of buckets) whenever
+-- the samples' span passes 8,192 widths, so a thread and window has at most 8,193 rows however
+-- long the run (a profile's rows all have one width, a merged database's one per process). The
+-- HTML report draws its timeline from them: a bucket is under 1/32 of its bins.
+CREATE TABLE sample_timeline (
+  thread INTEGER NOT NULL REFERENCES thread, window INTEGER NOT NULL, start_ns INTEGER NOT NULL,
+  width_ns INTEGER NOT NULL, samples INTEGER NOT NULL, weight_ns INTEGER NOT NULL,
+  PRIMARY KEY (thread, window, start_ns)) WITHOUT ROWID;
 CREATE TABLE counter (
   id INTEGER PRIMARY KEY, process INTEGER NOT NULL DEFAULT 1 REFERENCES process,
   thread INTEGER REFERENCES thread, time_ns INTEGER NOT NULL,

@@ -31,6 +31,10 @@ struct profile_writer::statements {
                     "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread, window, stack) DO UPDATE SET "
                     "samples = samples + excluded.samples, weight_ns = weight_ns + excluded.weight_ns, "
                     "first_ns = MIN(first_ns, excluded.first_ns), last_ns = MAX(last_ns, excluded.last_ns)"},
+        sample_timeline{database,
+                        "INSERT INTO sample_timeline (thread, window, start_ns, width_ns, samples, weight_ns) "
+                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread, window, start_ns) DO UPDATE SET "
+                        "samples = samples + excluded.samples, weight_ns = weight_ns + excluded.weight_ns"},
         realtime_sample{database,
                         "INSERT INTO realtime_sample (thread, time_ns, weight_ns, stack, window) "
                         "VALUES (?, ?, ?, ?, ?)"},
@@ -78,9 +82,9 @@ struct profile_writer::statements {
                          "VALUES (?, ?, ?, ?, ?, ?, ?)"} {}
 
   statement metadata, string, process, process_end, process_rank, thread, thread_end, frame, stack, sample, stack_total,
-      realtime_sample, counter, process_metric, region_block, window, gpu_device, gpu_kernel, gpu_memcpy, gpu_api_call,
-      call_tree, mpi_call, causal_experiment, causal_progress, causal_sample, region_kind, openmp_thread_time,
-      annotation_range;
+      sample_timeline, realtime_sample, counter, process_metric, region_block, window, gpu_device, gpu_kernel,
+      gpu_memcpy, gpu_api_call, call_tree, mpi_call, causal_experiment, causal_progress, causal_sample, region_kind,
+      openmp_thread_time, annotation_range;
 };
 
 profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
@@ -110,6 +114,14 @@ profile_writer::profile_writer(const std::string& path, symbolizer symbolize, re
   committed_ = {newest_row(database_, "string"), newest_row(database_, "frame"), newest_row(database_, "stack"),
                 newest_row(database_, "thread"), newest_row(database_, "gpu_device")};
   newest_ = committed_;
+  auto width = database_.prepare("SELECT COALESCE(MAX(width_ns), 1) FROM sample_timeline");
+  width.step();
+  bucket_width_ns_ = committed_bucket_width_ns_ = width.integer(0);
+  auto span = database_.prepare("SELECT MIN(first_ns), MAX(last_ns) FROM stack_total");
+  if (span.step() && !span.is_null(0)) first_sample_ns_ = span.integer(0), last_sample_ns_ = span.integer(1);
+  // Once, after the connection broke: a pass over the real-time samples committed.
+  auto realtime = database_.prepare("SELECT window, COUNT(*) FROM realtime_sample GROUP BY window");
+  while (realtime.step()) committed_realtime_window_rows_[realtime.integer(0)] = realtime.integer(1);
 }
 
 profile_writer::~profile_writer() {
@@ -130,6 +142,7 @@ void profile_writer::commit() {
   try {
     write_region_blocks();
     write_stack_totals();
+    write_timeline_buckets();
     if (!in_transaction_) return;
     database_.execute("COMMIT");
   } catch (...) {
@@ -138,6 +151,9 @@ void profile_writer::commit() {
   }
   in_transaction_ = false;
   committed_ = newest_;
+  committed_bucket_width_ns_ = bucket_width_ns_;
+  for (const auto& [window, rows] : realtime_window_rows_) committed_realtime_window_rows_[window] += rows;
+  realtime_window_rows_.clear();
 }
 
 bool profile_writer::roll_back_if_ended() {
@@ -157,6 +173,8 @@ void profile_writer::roll_back() noexcept {
   std::erase_if(whole_stacks_, [this](const auto& entry) { return entry.second > committed_.stack; });
   region_blocks_.clear();
   stack_totals_.clear();
+  timeline_buckets_.clear();  // the width stays: rows committed finer are merged at the next commit
+  realtime_window_rows_.clear();
   newest_ = committed_;
 }
 
@@ -361,6 +379,54 @@ void profile_writer::add_sample(std::int64_t thread, std::int64_t time_ns, std::
   total.weight_ns += weight_ns;
   total.first_ns = std::min(total.first_ns, time_ns);
   total.last_ns = std::max(total.last_ns, time_ns);
+  first_sample_ns_ = std::min(first_sample_ns_, time_ns);
+  last_sample_ns_ = std::max(last_sample_ns_, time_ns);
+  if (last_sample_ns_ - first_sample_ns_ > timeline_buckets * bucket_width_ns_) [[unlikely]] {
+    while (last_sample_ns_ - first_sample_ns_ > timeline_buckets * bucket_width_ns_) bucket_width_ns_ *= 2;
+    auto finer = std::move(timeline_buckets_);
+    timeline_buckets_.clear();
+    for (const auto& [key, sum] : finer) {
+      auto& bucket = timeline_buckets_[{key.thread, key.window, bucket_start(key.start_ns)}];
+      bucket.samples += sum.samples;
+      bucket.weight_ns += sum.weight_ns;
+    }
+  }
+  auto& bucket = timeline_buckets_[{thread, window, bucket_start(time_ns)}];
+  ++bucket.samples;
+  bucket.weight_ns += weight_ns;
+}
+
+void profile_writer::write_timeline_buckets() {
+  if (bucket_width_ns_ != committed_bucket_width_ns_) {
+    // The width grew since the last commit: the committed rows, finer, are merged into it (a
+    // thread and window's rows are few, timeline_buckets at most) and written again below.
+    ensure_transaction();
+    std::int64_t merged = 0;
+    {
+      auto finer = database_.prepare(
+          "SELECT thread, window, start_ns, samples, weight_ns FROM sample_timeline WHERE width_ns < ?");
+      finer.bind(1, bucket_width_ns_);
+      while (finer.step()) {
+        auto& bucket = timeline_buckets_[{finer.integer(0), finer.integer(1), bucket_start(finer.integer(2))}];
+        bucket.samples += finer.integer(3);
+        bucket.weight_ns += finer.integer(4);
+        ++merged;
+      }
+    }
+    if (merged > 0) database_.prepare("DELETE FROM sample_timeline WHERE width_ns < ?").bind(1, bucket_width_ns_).run();
+  }
+  if (timeline_buckets_.empty()) return;
+  ensure_transaction();
+  auto& upsert = statements_->sample_timeline;
+  for (const auto& [key, sum] : timeline_buckets_)
+    upsert.bind(1, key.thread)
+        .bind(2, key.window)
+        .bind(3, key.start_ns)
+        .bind(4, bucket_width_ns_)
+        .bind(5, sum.samples)
+        .bind(6, sum.weight_ns)
+        .run();
+  timeline_buckets_.clear();
 }
 
 void profile_writer::write_stack_totals() {
@@ -386,6 +452,7 @@ void profile_writer::add_realtime_sample(std::int64_t thread, std::int64_t time_
   insert.bind(1, thread).bind(2, time_ns).bind(3, weight_ns);
   stack < 0 ? insert.bind_null(4) : insert.bind(4, stack);
   insert.bind(5, window).run();
+  ++realtime_window_rows_[window];
 }
 
 void profile_writer::add_counter(std::int64_t thread, std::int64_t time_ns, std::string_view name, double value,
@@ -592,8 +659,8 @@ void profile_writer::count_window_rows() {
     if (!windows.step() || windows.integer(0) == 0) return;
   }
   // Regions counted by decoding their blocks here, a few ns a row, where the view costs about a
-  // microsecond; CPU-time samples from their totals; real-time samples by one pass over their
-  // table, where a GROUP BY window sorted them all in SQLite's temporary store.
+  // microsecond; CPU-time samples from their totals; real-time samples as the writer counted them
+  // (a pass over their table took time that grew with the run).
   std::map<std::int64_t, std::int64_t> regions;
   auto blocks = database_.prepare("SELECT " + std::string{region_block_columns} + " FROM region_block");
   while (blocks.step()) {
@@ -602,8 +669,8 @@ void profile_writer::count_window_rows() {
   std::map<std::int64_t, std::int64_t> samples;
   auto totals = database_.prepare("SELECT window, SUM(samples) FROM stack_total GROUP BY window");
   while (totals.step()) samples[totals.integer(0)] += totals.integer(1);
-  auto realtime = database_.prepare("SELECT window FROM realtime_sample");
-  while (realtime.step()) ++samples[realtime.integer(0)];
+  for (const auto* counted : {&committed_realtime_window_rows_, &realtime_window_rows_})
+    for (const auto& [window, rows] : *counted) samples[window] += rows;
   database_.execute("UPDATE window SET samples = 0, regions = 0");
   auto set_samples = database_.prepare("UPDATE window SET samples = ? WHERE ordinal = ?");
   for (const auto& [window, count] : samples) set_samples.bind(1, count).bind(2, window).run();

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <kairos/plugins/database.hpp>
@@ -858,6 +860,228 @@ TEST_CASE("after a failed commit the same writer goes on, and no row refers to o
   CHECK(count(profile,
               "SELECT COUNT(*) FROM samples JOIN thread ON thread.id = samples.thread "
               "JOIN string ON string.id = thread.name WHERE string.value = 'later'") == 2);
+}
+
+namespace {
+// sample_timeline's rows, and the same sums made from the sample rows at the rows' one width.
+using bucket_rows = std::vector<std::array<std::int64_t, 5>>;
+std::pair<bucket_rows, bucket_rows> buckets_and_samples(db::connection& profile, std::int64_t width_ns) {
+  auto read = [&](const std::string& sql) {
+    bucket_rows rows;
+    auto query = profile.prepare(sql);
+    while (query.step()) {
+      auto& row = rows.emplace_back();
+      for (int column = 0; column < 5; ++column) row[static_cast<std::size_t>(column)] = query.integer(column);
+    }
+    return rows;
+  };
+  return {read("SELECT thread, window, start_ns, samples, weight_ns FROM sample_timeline ORDER BY 1, 2, 3"),
+          read(fmt::format("SELECT thread, window, time_ns - time_ns % {0}, COUNT(*), SUM(weight_ns) FROM sample "
+                           "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+                           width_ns))};
+}
+
+// The width the writer's rule gives a span: the least power of two of which 8,192 cover it.
+std::int64_t bucket_width_for(std::int64_t span_ns) {
+  std::int64_t width = 1;
+  while (span_ns > 8192 * width) width *= 2;
+  return width;
+}
+}  // namespace
+
+TEST_CASE("sample_timeline sums each thread's samples per window and time bucket, commit by commit") {
+  const auto path = fresh_path("timeline_buckets");
+  const std::uint64_t stack[] = {0x200, 0x100};
+  std::int64_t last_ns = 0;
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    const std::int64_t threads[] = {writer.add_thread(process, {0, 0, 1, "a", 0}),
+                                    writer.add_thread(process, {1, 1, 2, "b", 0})};
+    // Times out of order and growing by orders of magnitude: the width doubles within batches
+    // and between commits, and committed rows are merged into it.
+    std::mt19937_64 random{7};
+    for (int i = 0; i < 20000; ++i) {
+      const auto time_ns = static_cast<std::int64_t>(random() % (1000 + static_cast<std::uint64_t>(i) * i * 50));
+      last_ns = std::max(last_ns, time_ns);
+      writer.add_sample(threads[i % 2], time_ns, 1 + i % 5, i % 3 == 0 ? -1 : writer.add_stack(stack), i / 8000);
+      if (i % 999 == 998) writer.commit();
+    }
+  }
+  auto profile = db::open_profile(path);
+  CHECK(count(profile, "SELECT COUNT(DISTINCT width_ns) FROM sample_timeline") == 1);
+  const auto width = count(profile, "SELECT width_ns FROM sample_timeline LIMIT 1");
+  const auto first_ns = count(profile, "SELECT MIN(time_ns) FROM sample");
+  CHECK(width == bucket_width_for(last_ns - first_ns));
+  CHECK(width > 1024);
+  CHECK(count(profile, "SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM sample_timeline GROUP BY thread, window)") <=
+        8193);
+  CHECK(count(profile, "SELECT COUNT(*) FROM sample_timeline WHERE start_ns % width_ns != 0") == 0);
+  const auto [buckets, from_samples] = buckets_and_samples(profile, width);
+  CHECK(buckets.size() > 1000);
+  CHECK(buckets == from_samples);
+}
+
+TEST_CASE("sample_timeline holds nothing of a failed commit's samples, whatever width they made") {
+  const auto path = fresh_path("timeline_rolled_back");
+  const std::uint64_t stack[] = {0x200, 0x100};
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    const auto thread = writer.add_thread(process, {0, 0, 1, "main", 0});
+    for (int i = 0; i < 100; ++i) writer.add_sample(thread, i * 1000, 10, writer.add_stack(stack));
+    writer.commit();
+    // The lost batch: samples far later (the width grows a thousandfold) and in a window of their own.
+    for (int i = 0; i < 100; ++i) writer.add_sample(thread, 1'000'000'000 + i * 1000, 7, writer.add_stack(stack), 3);
+    const auto held = descriptors_of(path);
+    std::vector<int> spares;
+    for (const int fd : held) spares.push_back(::dup(fd));
+    for (const int fd : held) ::close(fd);
+    CHECK_THROWS(writer.commit());
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      REQUIRE(::dup2(spares[i], held[i]) == held[i]);
+      ::close(spares[i]);
+    }
+    for (int i = 0; i < 100; ++i) writer.add_sample(thread, 100'000 + i * 1000, 20, writer.add_stack(stack));
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  CHECK(count(profile, "SELECT COUNT(*) FROM sample") == 200);
+  CHECK(count(profile, "SELECT COUNT(*) FROM sample_timeline WHERE window = 3") == 0);
+  CHECK(count(profile, "SELECT SUM(samples) FROM sample_timeline") == 200);
+  CHECK(count(profile, "SELECT SUM(weight_ns) FROM sample_timeline") == 100 * 10 + 100 * 20);
+  // The rolled-back samples' span may leave the buckets coarser, never wrong: every committed
+  // sample is in its bucket.
+  const auto width = count(profile, "SELECT MAX(width_ns) FROM sample_timeline");
+  CHECK(count(profile, "SELECT COUNT(DISTINCT width_ns) FROM sample_timeline") == 1);
+  const auto [buckets, from_samples] = buckets_and_samples(profile, width);
+  CHECK(buckets == from_samples);
+}
+
+TEST_CASE("the HTML timeline drawn from the time buckets is the samples' within 1/32 of a bin") {
+  const auto path = fresh_path("timeline_html");
+  const std::uint64_t stack[] = {0x300, 0x200, 0x100};
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 1'000'000'000});
+    std::vector<std::int64_t> threads;
+    for (int i = 0; i < 4; ++i) threads.push_back(writer.add_thread(process, {i, i, 10 + i, "", 0}));
+    // Threads busy in bursts over 10 s, at random times, in windows 0-2.
+    std::mt19937_64 random{11};
+    for (int i = 0; i < 40000; ++i) {
+      const auto thread = static_cast<std::size_t>(i % 4);
+      const auto time_ns = 1'000'000'000 + static_cast<std::int64_t>(random() % 10'000'000'000ull);
+      if ((time_ns / 700'000'000) % 4 == static_cast<std::int64_t>(thread)) continue;  // idle a while
+      writer.add_sample(threads[thread], time_ns, 500'000 + static_cast<std::int64_t>(random() % 1'000'000),
+                        writer.add_stack(stack), time_ns / 4'000'000'000);
+      if (i % 4096 == 4095) writer.commit();
+    }
+    writer.end_process(process, 11'000'000'000);
+  }
+  auto profile = db::open_profile(path);
+  const std::int64_t origin_ns = 1'000'000'000, span_ns = 10'000'000'000;
+  const int bins = 255;
+  const auto width = count(profile, "SELECT MAX(width_ns) FROM sample_timeline");
+  CHECK(static_cast<double>(width) / 2 <= static_cast<double>(span_ns) / bins / 32);
+  for (const auto& range : {db::window_range{}, db::window_range::only(1, 1), db::window_range::only(0, 1)}) {
+    CAPTURE(range.first);
+    CAPTURE(range.all);
+    const auto drawn = db::bin_cpu_time(profile, range, origin_ns, span_ns, bins);
+    const auto sampled = db::bin_cpu_time(profile, range, origin_ns, span_ns, bins, true);
+    CHECK(drawn.from_buckets);
+    CHECK_FALSE(sampled.from_buckets);
+    REQUIRE(drawn.weight_ns.size() == sampled.weight_ns.size());
+    // A bin may differ from the samples' by the weight of the samples within half a bucket of its
+    // edges (drawn in the neighbouring bin), no more; each thread's whole weight is the same.
+    std::map<std::int64_t, std::vector<std::int64_t>> near_edges;
+    auto samples = profile.prepare(
+        "SELECT thread, time_ns, weight_ns FROM sample WHERE " +
+        (range.all ? std::string{"1"} : fmt::format("window BETWEEN {} AND {}", range.first, range.last)));
+    while (samples.step()) {
+      auto& near = near_edges[samples.integer(0)];
+      near.resize(bins);
+      const double position = static_cast<double>(samples.integer(1) - origin_ns) * bins / span_ns;
+      const auto bin = std::min(bins - 1, static_cast<int>(position));
+      const double to_edge = std::min(position - bin, bin + 1 - position) * span_ns / bins;
+      if (to_edge <= static_cast<double>(width) / 2) {
+        near[static_cast<std::size_t>(bin)] += samples.integer(2);
+        if (position - bin < 0.5 && bin > 0) near[static_cast<std::size_t>(bin - 1)] += samples.integer(2);
+        if (position - bin >= 0.5 && bin + 1 < bins) near[static_cast<std::size_t>(bin + 1)] += samples.integer(2);
+      }
+    }
+    std::int64_t moved_ns = 0, whole_ns = 0;
+    for (const auto& [thread, weights] : sampled.weight_ns) {
+      CAPTURE(thread);
+      const auto& from_buckets = drawn.weight_ns.at(thread);
+      CHECK(std::accumulate(weights.begin(), weights.end(), std::int64_t{0}) ==
+            std::accumulate(from_buckets.begin(), from_buckets.end(), std::int64_t{0}));
+      for (std::size_t bin = 0; bin < weights.size(); ++bin) {
+        CHECK(std::abs(weights[bin] - from_buckets[bin]) <= near_edges[thread][bin]);
+        moved_ns += std::abs(weights[bin] - from_buckets[bin]);
+        whole_ns += weights[bin];
+      }
+    }
+    CHECK(moved_ns < whole_ns / 10);  // a few percent of the weight drawn a bin off, at most
+  }
+  // The page reads no sample: without the sample rows it is the same page.
+  std::ostringstream page;
+  db::write_html(profile, page, {}, "kairos test");
+  CHECK(page.str().find("% CPU</title>") != std::string::npos);
+  const auto copy = fresh_path("timeline_html_no_samples");
+  std::filesystem::copy_file(path, copy);
+  {
+    db::connection writable{copy, db::connection::mode::read_write};
+    writable.execute("DELETE FROM sample");
+  }
+  auto without_samples = db::open_profile(copy);
+  std::ostringstream same_page;
+  db::write_html(without_samples, same_page, {}, "kairos test");
+  CHECK(same_page.str() == page.str());
+}
+
+TEST_CASE("each window's sample count is its rows', real-time samples counted as added, a failed commit's not") {
+  const auto path = fresh_path("window_counts");
+  const std::uint64_t stack[] = {0x200, 0x100};
+  {
+    db::profile_writer writer{path, fake_symbols};
+    const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    const auto thread = writer.add_thread(process, {0, 0, 1, "main", 0});
+    for (std::int64_t window = 1; window <= 3; ++window)
+      writer.add_window({window, "realtime:0:1", "realtime", 0, 1, 0, 1, window * 100, window * 100 + 99});
+    auto add = [&](int count, std::int64_t window) {
+      for (int i = 0; i < count; ++i) {
+        writer.add_sample(thread, window * 100 + i, 1, writer.add_stack(stack), window);
+        writer.add_realtime_sample(thread, window * 100 + i, 1, writer.add_stack(stack), window);
+        writer.add_realtime_sample(thread, window * 100 + i, 1, -1, window);
+      }
+    };
+    add(10, 1);
+    writer.commit();
+    add(20, 2);  // lost with its commit
+    const auto held = descriptors_of(path);
+    std::vector<int> spares;
+    for (const int fd : held) spares.push_back(::dup(fd));
+    for (const int fd : held) ::close(fd);
+    CHECK_THROWS(writer.commit());
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      REQUIRE(::dup2(spares[i], held[i]) == held[i]);
+      ::close(spares[i]);
+    }
+    for (std::int64_t window = 1; window <= 3; ++window)  // the failed commit lost them too
+      writer.add_window({window, "realtime:0:1", "realtime", 0, 1, 0, 1, window * 100, window * 100 + 99});
+    add(5, 1);
+    add(7, 3);
+    writer.count_window_rows();  // uncommitted rows counted with the committed
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  CHECK(count(profile, "SELECT COUNT(*) FROM realtime_sample") == 2 * (10 + 5 + 7));
+  auto windows = profile.prepare(
+      "SELECT ordinal, samples, (SELECT COUNT(*) FROM sample WHERE window = ordinal) + "
+      "(SELECT COUNT(*) FROM realtime_sample WHERE window = ordinal) FROM window ORDER BY ordinal");
+  std::vector<std::array<std::int64_t, 3>> rows;
+  while (windows.step()) rows.push_back({windows.integer(0), windows.integer(1), windows.integer(2)});
+  CHECK(rows == std::vector<std::array<std::int64_t, 3>>{{1, 45, 45}, {2, 0, 0}, {3, 21, 21}});
 }
 
 TEST_CASE("a profile its program still writes is named as locked, not as foreign") {

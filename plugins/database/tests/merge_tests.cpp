@@ -191,6 +191,10 @@ const question questions[] = {
      "SELECT samples.rank, thread.tid, samples.time_ns, samples.weight, up.path FROM up "
      "JOIN samples ON samples.id = up.sample JOIN thread ON thread.id = samples.thread WHERE up.node IS NULL",
      5},
+    {"samples summed over time",
+     "SELECT process.rank, thread.tid, t.window, t.start_ns, t.width_ns, t.samples, t.weight_ns "
+     "FROM sample_timeline AS t JOIN thread ON thread.id = t.thread JOIN process ON process.id = thread.process",
+     7},
     {"real-time samples",
      "SELECT realtime_samples.rank, thread.tid, leaf, weight FROM realtime_samples "
      "JOIN thread ON thread.id = realtime_samples.thread",

@@ -302,8 +302,8 @@ def test_cuda_injection_only_where_cuda_can_be_reached(directory):
 
 # --- limits and faults ---------------------------------------------------------------------------
 
-# A new profile's size: the schema's pages (38 of 8 KiB at schema version 12).
-EMPTY_PROFILE_BYTES = 304 * 1024
+# A new profile's size: the schema's pages (39 of 8 KiB at schema version 13).
+EMPTY_PROFILE_BYTES = 312 * 1024
 
 BUSY_THREADS = ("import threading, time\n"
                 "def work():\n"
@@ -363,8 +363,14 @@ def test_sigkill_keeps_everything_up_to_the_last_commit(directory):
         totals = db.execute("SELECT thread, window, stack, samples, weight_ns FROM stack_total ORDER BY 1, 2, 3").fetchall()
         sums = db.execute("SELECT thread, window, COALESCE(stack, 0), COUNT(*), SUM(weight_ns) FROM sample "
                           "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3").fetchall()
+        buckets = db.execute("SELECT thread, window, start_ns, samples, weight_ns FROM sample_timeline "
+                             "ORDER BY 1, 2, 3").fetchall()
+        width = db.execute("SELECT MAX(width_ns) FROM sample_timeline").fetchone()[0]
+        bucket_sums = db.execute(f"SELECT thread, window, time_ns - time_ns % {width}, COUNT(*), SUM(weight_ns) "
+                                 "FROM sample GROUP BY 1, 2, 3 ORDER BY 1, 2, 3").fetchall()
     check(count >= 100, f"the samples committed before the kill are kept: {count}")
     check(totals == sums, "the sums kept are those of the samples kept")
+    check(buckets == bucket_sums, "the time buckets kept are those of the samples kept")
 
 
 def test_program_near_its_descriptor_limit(directory):

@@ -3,9 +3,11 @@
 // number of threads and distinct names, never by the number of samples or regions.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <kairos/plugins/database/formats.hpp>
 #include <kairos/plugins/database/sqlite.hpp>
@@ -85,6 +87,19 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
 // the profile has them. `generator` names the writer ("kairos 0.1.0").
 void write_html(connection& profile, std::ostream& out, const window_range& windows = {},
                 std::string_view generator = "kairos");
+
+// The HTML timeline's CPU use: each thread's sampled weight in `bins` equal bins of
+// [origin_ns, origin_ns + span_ns) (earlier: the first bin, later: the last), by thread id. Read
+// from the time buckets the writer summed (table sample_timeline), each bucket's weight put at its
+// middle, where the widest bucket is at most 1/16 of a bin: a weight is then drawn within 1/32 of a
+// bin of its sample, and the cost follows the buckets, not the samples. Else, or with
+// `read_samples`, from the sample rows, each at its time.
+struct cpu_timeline {
+  std::map<std::int64_t, std::vector<std::int64_t>> weight_ns;  // by thread id, `bins` each
+  bool from_buckets = false;
+};
+cpu_timeline bin_cpu_time(connection& profile, const window_range& windows, std::int64_t origin_ns,
+                          std::int64_t span_ns, int bins, bool read_samples = false);
 
 // Phase behaviour: the functions whose share of the samples changed most between time windows.
 void write_window_comparison(connection& profile, std::ostream& out, std::size_t functions = 20);

@@ -15,8 +15,9 @@ namespace kairos::database {
 // 10: call_tree (every traced call counted, docs/instrumentation.md); 11: frame.language (python,
 // jit, native), process_metric and the process_metrics view (process sampling, docs/runtime.md),
 // region_kind, openmp_thread_time, annotation_range and their views (docs/openmp.md); 12:
-// stack_total (samples summed per thread, window and stack as the run goes, what the outputs read)
-inline constexpr int schema_version = 12;
+// stack_total (samples summed per thread, window and stack as the run goes, what the outputs read);
+// 13: sample_timeline (samples summed per thread, window and time bucket, the HTML timeline's)
+inline constexpr int schema_version = 13;
 
 // Creates every table and view in an empty database, with SQL. Profiles are not made this way
 // at run time: create_profile copies a file image this made at build time.

@@ -9,6 +9,8 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -236,6 +238,12 @@ class profile_writer {
   void write_region_blocks();
   // The samples' sums since the last commit, added to stack_total in the commit's transaction.
   void write_stack_totals();
+  // The samples' weight over time since the last commit, added to sample_timeline in the commit's
+  // transaction; rows committed at a finer bucket width are merged into the current width first.
+  void write_timeline_buckets();
+  // A time's bucket at the current width: the multiple of the width at or below it (the width is
+  // a power of two: a mask, not two divisions).
+  std::int64_t bucket_start(std::int64_t time_ns) const noexcept { return time_ns & -bucket_width_ns_; }
 
   connection database_;
   symbolizer symbolize_;
@@ -263,6 +271,36 @@ class profile_writer {
     std::int64_t samples = 0, weight_ns = 0, first_ns = 0, last_ns = 0;
   };
   std::unordered_map<total_key, stack_total, total_key_hash> stack_totals_;  // since the last commit
+  // The timeline's buckets (table sample_timeline, schema.cpp): each thread's samples summed per
+  // window and per bucket of bucket_width_ns_, a power of two of ns, aligned to its multiples. The
+  // width doubles (pairs of buckets merge) whenever the samples' span, first to last, exceeds
+  // timeline_buckets widths, so a (thread, window) has at most timeline_buckets + 1 rows however
+  // long the run, and a bucket is under 2 / timeline_buckets of the span. The HTML timeline's 255
+  // bins each cover at least span / 255: drawing a bucket's weight at its middle moves it by at
+  // most half a bucket, under 255 / 8,192 < 1/32 of a bin (html.cpp checks it, and reads the
+  // samples where a profile's buckets are wider).
+  static constexpr std::int64_t timeline_buckets = 8192;
+  struct bucket_key {
+    std::int64_t thread, window, start_ns;
+    bool operator==(const bucket_key&) const = default;
+  };
+  struct bucket_key_hash {
+    std::size_t operator()(const bucket_key& key) const noexcept {
+      return std::hash<std::int64_t>{}((key.thread * 0x9e3779b97f4a7c15ll ^ key.window) * 0x100000001b3ll ^
+                                       key.start_ns);
+    }
+  };
+  struct bucket_sum {
+    std::int64_t samples = 0, weight_ns = 0;
+  };
+  std::unordered_map<bucket_key, bucket_sum, bucket_key_hash> timeline_buckets_;  // since the last commit
+  std::int64_t bucket_width_ns_ = 1, committed_bucket_width_ns_ = 1;
+  // The span of every sample added (rolled-back ones too: the width never narrows).
+  std::int64_t first_sample_ns_ = std::numeric_limits<std::int64_t>::max();
+  std::int64_t last_sample_ns_ = std::numeric_limits<std::int64_t>::min();
+  // Real-time samples per window, counted as they are added (count_window_rows needs no pass
+  // over their table): since the last commit, and committed.
+  std::map<std::int64_t, std::int64_t> realtime_window_rows_, committed_realtime_window_rows_;
   struct edge_hash {
     std::size_t operator()(const std::pair<std::int64_t, std::int64_t>& edge) const noexcept {
       return std::hash<std::int64_t>{}(edge.first * 0x9e3779b97f4a7c15ll ^ edge.second);
