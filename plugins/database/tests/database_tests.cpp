@@ -862,7 +862,7 @@ TEST_CASE("after a failed commit the same writer goes on, and no row refers to o
 
 // The streamed Perfetto sample packets (profile_writer::stream_perfetto_samples) read back: each
 // packet's timestamp (TracePacket field 8, its first), in file order.
-std::vector<std::int64_t> packet_times(const std::string& packets) {
+std::vector<std::int64_t> packet_times(const std::string& packets, std::size_t* last_packet_at = nullptr) {
   auto varint = [&](std::size_t& at) {
     std::uint64_t value = 0;
     for (int shift = 0; at < packets.size(); shift += 7) {
@@ -874,6 +874,7 @@ std::vector<std::int64_t> packet_times(const std::string& packets) {
   };
   std::vector<std::int64_t> times;
   for (std::size_t at = 0; at < packets.size();) {
+    if (last_packet_at) *last_packet_at = at;
     REQUIRE(packets[at++] == 0x0a);  // Trace.packet, length-delimited
     const auto end = at + varint(at);
     REQUIRE(packets[at++] == 0x40);  // TracePacket.timestamp, a varint
@@ -938,6 +939,12 @@ TEST_CASE("a failed commit leaves no streamed Perfetto packets for the samples i
   db::write_perfetto_with_streamed_samples(profile, around, packets);
   CHECK(around.str().size() > streamed.size());
   CHECK(around.str().ends_with(streamed));
+  // A sample whose stack was interned before has the same packet in the trace from the database.
+  std::size_t last_packet_at = 0;
+  packet_times(streamed, &last_packet_at);
+  std::ostringstream from_database;
+  db::write_perfetto(profile, from_database);
+  CHECK(from_database.str().ends_with(streamed.substr(last_packet_at)));
 }
 
 TEST_CASE("a writer whose packets cannot be written stops encoding them and says so") {
