@@ -1,12 +1,21 @@
 // The profile database against the run's length: for each sample count, ingest through
 // profile_writer (as a writer thread inserts them: a commit every 64 Ki samples), then what the
 // runtime does after the program's last instruction: the writer's finish (window counts, the last
-// commit) and the outputs written from the database. Printed per count: ingest rate, file size,
-// each output's time and size, the exit time with the default formats (db, text, trace) and with
-// every format, and the peak memory the outputs added (VmHWM, reset before them); then the HTML
-// timeline's CPU use drawn from the time buckets and from the samples, side by side.
-// Usage: bench_database [counts, comma-separated, default 10000,100000,1000000]
+// commit) and the outputs written from the database. The writer streams the Perfetto trace's
+// sample packets to a file beside the database as it commits, as the runtime does when perfetto is
+// among its formats, so the ingest rate includes encoding them; at exit the Perfetto trace is
+// written around them (the runtime's way, "perfetto") and, for comparison, wholly from the
+// database (kairos-report's way, "perfetto from the database", not in the totals). Printed per
+// count: ingest rate, file size, each output's time and size, the exit time with the default
+// formats (db, text, trace) and with every format, and the peak memory the outputs added (VmHWM,
+// reset before them); then the HTML timeline's CPU use drawn from the time buckets and from the
+// samples, side by side.
+// Usage: bench_database [counts, comma-separated, default 10000,100000,1000000] [unstreamed]
+// ("unstreamed": no packets streamed, as a run without the perfetto format; the Perfetto trace
+// in the exit figures is then the one from the database).
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +27,7 @@
 #include <sstream>
 #include <streambuf>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -63,9 +73,11 @@ std::int64_t earliest_sample_ns(db::connection& profile) {
   return query.integer(0);
 }
 
-void run(long samples) {
+void run(long samples, bool streamed) {
   const auto path = (std::filesystem::temp_directory_path() / "kairos_bench_database.db").string();
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
+  const auto samples_path = db::perfetto_samples_path_of(path);
+  std::filesystem::remove(samples_path);
 
   // 1,000 distinct stacks, 8 to 24 frames deep, over 400 functions, on 8 threads: a realistic
   // mid-size program.
@@ -87,6 +99,12 @@ void run(long samples) {
   double finish_seconds = 0;
   {
     db::profile_writer writer{path, symbolize};
+    const int samples_file =
+        streamed ? ::open(samples_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : -1;
+    if (streamed)
+      writer.stream_perfetto_samples([samples_file](std::string_view packets) {
+        return ::write(samples_file, packets.data(), packets.size()) == static_cast<ssize_t>(packets.size());
+      });
     const auto process = writer.add_process({1, 0, std::nullopt, "host", "bench", 0});
     std::int64_t threads[8];
     for (int t = 0; t < 8; ++t) threads[t] = writer.add_thread(process, {t, t, 100 + t, "worker", 0});
@@ -99,6 +117,10 @@ void run(long samples) {
     writer.count_window_rows();
     writer.commit();
     finish_seconds = seconds_since(finish);
+    if (streamed) {
+      ::close(samples_file);
+      if (!writer.perfetto_samples_whole()) fmt::print("the sample packets' file is not whole\n");
+    }
   }
   const double ingest_seconds = seconds_since(begin) - finish_seconds;
   std::uintmax_t bytes = 0;
@@ -118,8 +140,7 @@ void run(long samples) {
                                                        {"speedscope", format_id::speedscope},
                                                        {"flamegraph", format_id::flamegraph},
                                                        {"html", format_id::html},
-                                                       {"json", format_id::json},
-                                                       {"perfetto", format_id::perfetto}};
+                                                       {"json", format_id::json}};
   double default_seconds = finish_seconds, all_seconds = finish_seconds;
   std::string line;
   for (const auto& [name, id] : outputs) {
@@ -131,6 +152,26 @@ void run(long samples) {
     all_seconds += seconds;
     if (id == format_id::text || id == format_id::trace) default_seconds += seconds;
     line += fmt::format("  {} {:.3f} s {:.1f} MB", name, seconds, counted.bytes / 1e6);
+  }
+  if (streamed) {
+    counting_buffer counted;
+    std::ostream sink{&counted};
+    const auto output_begin = clock_type::now();
+    std::ifstream packets{samples_path, std::ios::binary};
+    db::write_perfetto_with_streamed_samples(profile, sink, packets);
+    const double seconds = seconds_since(output_begin);
+    all_seconds += seconds;
+    line += fmt::format("  perfetto {:.3f} s {:.1f} MB ({:.1f} MB streamed)", seconds, counted.bytes / 1e6,
+                        std::filesystem::file_size(samples_path) / 1e6);
+  }
+  {
+    counting_buffer counted;
+    std::ostream sink{&counted};
+    const auto output_begin = clock_type::now();
+    db::write_format(format_id::perfetto, profile, sink);
+    const double seconds = seconds_since(output_begin);
+    if (!streamed) all_seconds += seconds;
+    line += fmt::format("  perfetto from the database {:.3f} s {:.1f} MB", seconds, counted.bytes / 1e6);
   }
   fmt::print("  outputs:{}\n", line);
   // The HTML timeline's CPU use, side by side: from the writer's time buckets (what the page
@@ -153,10 +194,12 @@ void run(long samples) {
       "writer's finish {:.3f} s; outputs' peak memory {:.1f} MiB above {:.1f} MiB\n",
       default_seconds, all_seconds, finish_seconds, peak_mib() - peak_before, peak_before);
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
+  std::filesystem::remove(samples_path);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (const auto samples : counts_from(argc > 1 ? argv[1] : "10000,100000,1000000")) run(samples);
+  const bool streamed = !(argc > 2 && std::string_view{argv[2]} == "unstreamed");
+  for (const auto samples : counts_from(argc > 1 ? argv[1] : "10000,100000,1000000")) run(samples, streamed);
 }

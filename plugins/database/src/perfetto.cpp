@@ -8,11 +8,18 @@
 // packet that first needs it). A sample costs a packet of about 25 bytes where the Chrome trace
 // spends about 170 on its JSON (perfetto_tests.py, a_sample_costs_tens_of_bytes).
 //
+// Two ways to the samples, one for the rest: written from the database (write_perfetto: kairos-report,
+// a run without the format), or streamed (write_perfetto_with_streamed_samples: a run that writes
+// the format encodes each sample's packet as its writer commits it, profile_writer::
+// stream_perfetto_samples; at exit every stack they use is interned up front and their packets
+// follow as they are, so the exit's cost does not grow with the samples).
+//
 // The interning keys are the database's own ids (a string's, a frame's, a stack's), so a reader can
 // check every reference against the database.
 #include <kairos/plugins/database/outputs.hpp>
 
 #include <algorithm>
+#include <istream>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -20,42 +27,14 @@
 #include <vector>
 
 #include "output_helpers.hpp"
-#include "proto_encoder.hpp"
+#include "perfetto_packets.hpp"
 
 namespace kairos::database {
 namespace {
 
 using namespace output_helpers;
 
-// Field numbers and enum values of Perfetto's published protos (protos/perfetto/trace/), for the
-// messages written here.
-namespace field {
-constexpr std::uint32_t trace_packet = 1;  // Trace
-// TracePacket
-constexpr std::uint32_t timestamp = 8, trusted_packet_sequence_id = 10, track_event = 11, interned_data = 12,
-                        sequence_flags = 13, track_descriptor = 60, perf_sample = 66;
-// TrackDescriptor, ProcessDescriptor, ThreadDescriptor, CounterDescriptor
-constexpr std::uint32_t track_uuid = 1, track_name = 2, track_process = 3, track_thread = 4, track_parent_uuid = 5,
-                        track_counter = 8;
-constexpr std::uint32_t process_pid = 1, process_name = 6;
-constexpr std::uint32_t thread_pid = 1, thread_tid = 2, thread_name = 5;
-constexpr std::uint32_t counter_unit_name = 6;
-// TrackEvent
-constexpr std::uint32_t event_type = 9, event_name_iid = 10, event_track_uuid = 11, event_double_counter_value = 44;
-// InternedData and what it holds: EventName, InternedString, Mapping, Frame, Callstack
-constexpr std::uint32_t interned_event_names = 2, interned_function_names = 5, interned_frames = 6,
-                        interned_callstacks = 7, interned_mapping_paths = 17, interned_mappings = 19;
-constexpr std::uint32_t iid = 1, event_name_name = 2, interned_string_str = 2;
-constexpr std::uint32_t mapping_path_string_ids = 7;
-constexpr std::uint32_t frame_function_name_id = 2, frame_mapping_id = 3, frame_rel_pc = 4;
-constexpr std::uint32_t callstack_frame_ids = 2;
-// PerfSample
-constexpr std::uint32_t sample_pid = 2, sample_tid = 3, sample_callstack_iid = 4;
-}  // namespace field
-
-constexpr std::uint64_t sequence_id = 1;
-constexpr std::uint64_t incremental_state_cleared = 1, needs_incremental_state = 2;  // SequenceFlags
-constexpr std::uint64_t slice_begin = 1, slice_end = 2, counter_event = 4;           // TrackEvent.Type
+using namespace perfetto;
 
 // Track uuids: a kind in the top bits, the database row (or a dense number) below.
 enum class track_kind : std::uint64_t { process = 1, thread, mpi, gpu_api, gpu_stream, windows, counter };
@@ -70,18 +49,23 @@ class packet_stream {
   ~packet_stream() { out_ << buffer_; }
 
   void write(const proto_message& packet) {
-    buffer_.push_back(static_cast<char>(field::trace_packet << 3 | 2));  // length-delimited
-    std::uint64_t length = packet.data().size();
-    while (length >= 0x80) {
-      buffer_.push_back(static_cast<char>((length & 0x7f) | 0x80));
-      length >>= 7;
-    }
-    buffer_.push_back(static_cast<char>(length));
-    buffer_ += packet.data();
+    append_packet(buffer_, packet);
     if (buffer_.size() >= written_at) {
       out_ << buffer_;
       buffer_.clear();
     }
+  }
+  // Packets encoded elsewhere, copied as they are after those written so far.
+  void append(std::istream& packets) {
+    out_ << buffer_;
+    buffer_.resize(written_at);
+    for (;;) {
+      packets.read(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+      const auto read = packets.gcount();
+      if (read <= 0) break;
+      out_.write(buffer_.data(), read);
+    }
+    buffer_.clear();
   }
 
  private:
@@ -99,12 +83,9 @@ struct packet_builder {
     interned.clear();
     body.clear();
   }
+  // body_field 0: a packet of interned data only.
   void finish(packet_stream& stream, std::int64_t time_ns, std::uint32_t body_field) {
-    packet.varint(field::timestamp, static_cast<std::uint64_t>(time_ns));
-    packet.varint(field::trusted_packet_sequence_id, sequence_id);
-    packet.varint(field::sequence_flags, needs_incremental_state);
-    if (!interned.empty()) packet.message(field::interned_data, interned);
-    packet.message(body_field, body);
+    event_packet(packet, time_ns, interned, body_field, body);
     stream.write(packet);
   }
 };
@@ -160,11 +141,28 @@ class trace_writer {
   void sample(std::int64_t pid, std::int64_t tid, std::int64_t time_ns, std::int64_t stack) {
     builder_.start();
     intern_callstack(stack, builder_.interned);
-    builder_.body.varint(field::sample_pid, static_cast<std::uint64_t>(pid))
-        .varint(field::sample_tid, static_cast<std::uint64_t>(tid))
-        .varint(field::sample_callstack_iid, static_cast<std::uint64_t>(stack));
+    perf_sample_body(builder_.body, pid, tid, stack);
     builder_.finish(stream_, time_ns, field::perf_sample);
   }
+
+  // Each of `stacks` interned, with what it needs, in packets of their own at `time_ns` (as few
+  // as their size allows: one for most programs' stacks).
+  void intern_callstacks(const std::vector<std::int64_t>& stacks, std::int64_t time_ns) {
+    builder_.start();
+    auto send = [&] {
+      if (!builder_.interned.empty()) builder_.finish(stream_, time_ns, 0);
+      builder_.start();
+    };
+    for (const auto stack : stacks) {
+      intern_callstack(stack, builder_.interned);
+      if (builder_.interned.data().size() >= interned_packet_bytes) send();
+    }
+    send();
+  }
+
+  // Sample packets encoded as the run went (perfetto_packets.hpp's sample_encoder), whose call
+  // stacks the sequence has had.
+  void append_samples(std::istream& packets) { stream_.append(packets); }
 
   // The first packet: it starts the sequence's interned state.
   void start_sequence(std::int64_t time_ns) {
@@ -176,6 +174,10 @@ class trace_writer {
   }
 
  private:
+  // An interning packet's size past which the next stack goes in another: a reader never meets a
+  // packet of many megabytes.
+  static constexpr std::size_t interned_packet_bytes = 1 << 20;
+
   struct frame_row {
     std::int64_t function = 0, module = 0, offset = 0;  // module 0: none
   };
@@ -278,10 +280,15 @@ struct held_begin {
   std::string name;
 };
 
-}  // namespace
+// The tracks the trace's contents go on.
+struct trace_tracks {
+  std::int64_t origin_ns = 0;
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> pid_tid;  // thread.id → (pid, tid)
+};
 
-void write_perfetto(connection& profile, std::ostream& out, const window_range& range) {
-  trace_writer trace{profile, out};
+// Everything but the CPU samples: the sequence's start, the tracks, the windows, regions, calls,
+// GPU work and process sampling's counters.
+trace_tracks write_all_but_samples(trace_writer& trace, connection& profile, const window_range& range) {
   const auto origin_ns = earliest_event_ns(profile);
   trace.start_sequence(origin_ns);
 
@@ -301,7 +308,8 @@ void write_perfetto(connection& profile, std::ostream& out, const window_range& 
         .message(field::track_process, process);
     trace.descriptor(track, origin_ns);
   }
-  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> pid_tid;  // thread.id → (pid, tid)
+  trace_tracks tracks{origin_ns, {}};
+  auto& pid_tid = tracks.pid_tid;
   auto threads = profile.prepare("SELECT id, process, pid, tid, COALESCE(name, ''), sequent_id FROM threads");
   while (threads.step()) {
     pid_tid[threads.integer(0)] = {threads.integer(2), threads.integer(3)};
@@ -438,13 +446,33 @@ void write_perfetto(connection& profile, std::ostream& out, const window_range& 
     trace.counter(counter_tracks[static_cast<std::size_t>(series.ordinal)], time_ns, value);
   });
 
+  return tracks;
+}
+
+}  // namespace
+
+void write_perfetto(connection& profile, std::ostream& out, const window_range& range) {
+  trace_writer trace{profile, out};
+  const auto tracks = write_all_but_samples(trace, profile, range);
   // CPU samples in the order they were stored, each with its interned call stack.
   for_each_sample(profile, range, [&](const sample_fields& sample) {
     if (sample.stack == 0) return;  // no stack to show
-    const auto owner = pid_tid.find(sample.thread);
-    if (owner == pid_tid.end()) return;
+    const auto owner = tracks.pid_tid.find(sample.thread);
+    if (owner == tracks.pid_tid.end()) return;
     trace.sample(owner->second.first, owner->second.second, sample.time_ns, sample.stack);
   });
+}
+
+void write_perfetto_with_streamed_samples(connection& profile, std::ostream& out, std::istream& samples) {
+  trace_writer trace{profile, out};
+  const auto tracks = write_all_but_samples(trace, profile, {});
+  // Every stack a sample was counted under (stack_total, as the samples' commits left it), then
+  // the samples, as the writer encoded them in the order it stored them.
+  std::vector<std::int64_t> stacks;
+  auto used = profile.prepare("SELECT DISTINCT stack FROM stack_total WHERE stack > 0 ORDER BY stack");
+  while (used.step()) stacks.push_back(used.integer(0));
+  trace.intern_callstacks(stacks, tracks.origin_ns);
+  trace.append_samples(samples);
 }
 
 }  // namespace kairos::database

@@ -58,6 +58,12 @@ std::string perfetto_path_of(std::string_view database_path) {
   return path + std::string{format_of(format_id::perfetto).extension};
 }
 
+std::string perfetto_samples_path_of(std::string_view database_path) {
+  std::string path{database_path};
+  if (path.ends_with(".db")) path.resize(path.size() - 3);
+  return path + ".perfetto-samples.part";
+}
+
 // GPU work in the trace: each (device, stream) a track of its own, under the process, with its
 // kernels and copies as slices; API calls as slices on the calling thread's track.
 template <class Separator>

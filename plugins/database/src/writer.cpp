@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "perfetto_packets.hpp"
+
 namespace kairos::database {
 
 struct profile_writer::statements {
@@ -87,6 +89,15 @@ struct profile_writer::statements {
       openmp_thread_time, annotation_range;
 };
 
+struct profile_writer::sample_stream {
+  packet_sink append;
+  bool whole = true;
+  std::string pending;  // the packets of the samples since the last commit
+  perfetto::sample_encoder encoder;
+  std::int64_t last_thread = -1;
+  std::pair<std::int64_t, std::int64_t> last_ids{0, 0};
+};
+
 profile_writer::profile_writer(const std::string& path, symbolizer symbolize)
     : database_{create_profile(path)},
       symbolize_{std::move(symbolize)},
@@ -124,6 +135,25 @@ profile_writer::profile_writer(const std::string& path, symbolizer symbolize, re
   while (realtime.step()) committed_realtime_window_rows_[realtime.integer(0)] = realtime.integer(1);
 }
 
+void profile_writer::stream_perfetto_samples(packet_sink append) {
+  sample_stream_ = std::make_unique<sample_stream>();
+  sample_stream_->append = std::move(append);
+}
+
+bool profile_writer::perfetto_samples_whole() const noexcept { return sample_stream_ && sample_stream_->whole; }
+
+void profile_writer::stream_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t stack) {
+  auto& stream = *sample_stream_;
+  if (!stream.whole || stack <= 0) return;  // a sample without a stack has no packet (write_perfetto)
+  if (thread != stream.last_thread) {
+    const auto found = thread_ids_.find(thread);
+    if (found == thread_ids_.end()) return;  // not this writer's thread: not in the trace either
+    stream.last_thread = thread;
+    stream.last_ids = found->second;
+  }
+  stream.encoder.append(stream.pending, stream.last_ids.first, stream.last_ids.second, time_ns, stack);
+}
+
 profile_writer::~profile_writer() {
   try {
     commit();
@@ -154,6 +184,12 @@ void profile_writer::commit() {
   committed_bucket_width_ns_ = bucket_width_ns_;
   for (const auto& [window, rows] : realtime_window_rows_) committed_realtime_window_rows_[window] += rows;
   realtime_window_rows_.clear();
+  // The samples are in the database now: their packets may follow them.
+  if (sample_stream_ && !sample_stream_->pending.empty()) {
+    auto& stream = *sample_stream_;
+    if (stream.whole) stream.whole = stream.append(stream.pending);
+    stream.pending.clear();
+  }
 }
 
 bool profile_writer::roll_back_if_ended() {
@@ -175,6 +211,7 @@ void profile_writer::roll_back() noexcept {
   stack_totals_.clear();
   timeline_buckets_.clear();  // the width stays: rows committed finer are merged at the next commit
   realtime_window_rows_.clear();
+  if (sample_stream_) sample_stream_->pending.clear();  // their samples are gone
   newest_ = committed_;
 }
 
@@ -209,7 +246,9 @@ std::int64_t profile_writer::add_process(const process_info& process) {
   insert.bind(5, hostname).bind(6, command).bind(7, process.start_ns);
   process.launch_id.empty() ? void(insert.bind_null(8)) : void(insert.bind(8, std::string_view{process.launch_id}));
   insert.run();
-  return database_.last_insert_id();
+  const auto id = database_.last_insert_id();
+  process_pids_.insert_or_assign(id, process.pid);
+  return id;
 }
 
 void profile_writer::set_process_rank(std::int64_t process, std::int64_t rank, std::int64_t size) {
@@ -304,7 +343,12 @@ std::int64_t profile_writer::add_thread(std::int64_t process, const thread_info&
       .bind(5, name)
       .bind(6, thread.start_ns)
       .run();
-  return newest_.thread = database_.last_insert_id();
+  newest_.thread = database_.last_insert_id();
+  // A rolled-back thread's id is the next thread's: its entry is replaced.
+  const auto pid = process_pids_.find(process);
+  thread_ids_.insert_or_assign(newest_.thread, std::pair{pid == process_pids_.end() ? 0 : pid->second, thread.tid});
+  if (sample_stream_) sample_stream_->last_thread = -1;
+  return newest_.thread;
 }
 
 void profile_writer::end_thread(std::int64_t thread, std::int64_t end_ns) {
@@ -394,6 +438,8 @@ void profile_writer::add_sample(std::int64_t thread, std::int64_t time_ns, std::
   auto& bucket = timeline_buckets_[{thread, window, bucket_start(time_ns)}];
   ++bucket.samples;
   bucket.weight_ns += weight_ns;
+  if (sample_stream_) [[unlikely]]
+    stream_sample(thread, time_ns, stack);
 }
 
 void profile_writer::write_timeline_buckets() {

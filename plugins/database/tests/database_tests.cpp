@@ -862,6 +862,110 @@ TEST_CASE("after a failed commit the same writer goes on, and no row refers to o
               "JOIN string ON string.id = thread.name WHERE string.value = 'later'") == 2);
 }
 
+// The streamed Perfetto sample packets (profile_writer::stream_perfetto_samples) read back: each
+// packet's timestamp (TracePacket field 8, its first), in file order.
+std::vector<std::int64_t> packet_times(const std::string& packets, std::size_t* last_packet_at = nullptr) {
+  auto varint = [&](std::size_t& at) {
+    std::uint64_t value = 0;
+    for (int shift = 0; at < packets.size(); shift += 7) {
+      const auto byte = static_cast<unsigned char>(packets[at++]);
+      value |= std::uint64_t{byte & 0x7fu} << shift;
+      if (byte < 0x80) break;
+    }
+    return value;
+  };
+  std::vector<std::int64_t> times;
+  for (std::size_t at = 0; at < packets.size();) {
+    if (last_packet_at) *last_packet_at = at;
+    REQUIRE(packets[at++] == 0x0a);  // Trace.packet, length-delimited
+    const auto end = at + varint(at);
+    REQUIRE(packets[at++] == 0x40);  // TracePacket.timestamp, a varint
+    times.push_back(static_cast<std::int64_t>(varint(at)));
+    at = end;
+  }
+  return times;
+}
+
+TEST_CASE("a failed commit leaves no streamed Perfetto packets for the samples it lost") {
+  const auto path = fresh_path("streamed_samples");
+  const std::uint64_t committed_stack[] = {0x200, 0x100};
+  const std::uint64_t lost_stack[] = {0x300, 0x200, 0x100};
+  std::string streamed;
+  int handed = 0;
+  {
+    db::profile_writer writer{path, fake_symbols};
+    writer.stream_perfetto_samples([&](std::string_view packets) {
+      streamed += packets;
+      ++handed;
+      return true;
+    });
+    const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+    const auto thread = writer.add_thread(process, {0, 0, 1, "main", 0});
+    writer.add_sample(thread, 10, 1, writer.add_stack(committed_stack));
+    writer.add_sample(thread, 11, 1, -1);  // no stack: no packet, as in the trace from the database
+    CHECK(handed == 0);                    // nothing before the commit
+    writer.commit();
+    CHECK(handed == 1);
+    CHECK(packet_times(streamed) == std::vector<std::int64_t>{10});
+    // A commit that fails: its samples' packets are dropped with them.
+    const auto lost_thread = writer.add_thread(process, {1, 1, 2, "lost", 0});
+    writer.add_sample(lost_thread, 20, 1, writer.add_stack(lost_stack));
+    writer.add_sample(thread, 21, 1, writer.add_stack(committed_stack));
+    const auto held = descriptors_of(path);
+    std::vector<int> spares;
+    for (const int fd : held) spares.push_back(::dup(fd));
+    for (const int fd : held) ::close(fd);
+    CHECK_THROWS(writer.commit());
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      REQUIRE(::dup2(spares[i], held[i]) == held[i]);
+      ::close(spares[i]);
+    }
+    CHECK(handed == 1);
+    // The writer goes on, and the next commit hands over only what it stored.
+    const auto later_thread = writer.add_thread(process, {2, 2, 3, "later", 0});
+    writer.add_sample(later_thread, 30, 1, writer.add_stack(lost_stack));
+    writer.add_sample(thread, 31, 1, writer.add_stack(committed_stack));
+    writer.commit();
+    CHECK(handed == 2);
+    CHECK(writer.perfetto_samples_whole());
+  }
+  auto profile = db::open_profile(path);
+  std::vector<std::int64_t> stored;
+  auto samples = profile.prepare("SELECT time_ns FROM sample WHERE stack IS NOT NULL ORDER BY id");
+  while (samples.step()) stored.push_back(samples.integer(0));
+  CHECK(stored == std::vector<std::int64_t>{10, 30, 31});
+  CHECK(packet_times(streamed) == stored);
+  // The trace is written around them: they end it, as they were handed over.
+  std::istringstream packets{streamed};
+  std::ostringstream around;
+  db::write_perfetto_with_streamed_samples(profile, around, packets);
+  CHECK(around.str().size() > streamed.size());
+  CHECK(around.str().ends_with(streamed));
+  // A sample whose stack was interned before has the same packet in the trace from the database.
+  std::size_t last_packet_at = 0;
+  packet_times(streamed, &last_packet_at);
+  std::ostringstream from_database;
+  db::write_perfetto(profile, from_database);
+  CHECK(from_database.str().ends_with(streamed.substr(last_packet_at)));
+}
+
+TEST_CASE("a writer whose packets cannot be written stops encoding them and says so") {
+  const auto path = fresh_path("streamed_samples_broken");
+  db::profile_writer writer{path, fake_symbols};
+  CHECK_FALSE(writer.perfetto_samples_whole());  // not streaming
+  int handed = 0;
+  writer.stream_perfetto_samples([&](std::string_view) { return ++handed, false; });
+  const auto process = writer.add_process({1, 0, std::nullopt, "h", "c", 0});
+  const auto thread = writer.add_thread(process, {0, 0, 1, "main", 0});
+  const std::uint64_t stack[] = {0x100};
+  writer.add_sample(thread, 1, 1, writer.add_stack(stack));
+  writer.commit();
+  writer.add_sample(thread, 2, 1, writer.add_stack(stack));
+  writer.commit();
+  CHECK(handed == 1);
+  CHECK_FALSE(writer.perfetto_samples_whole());
+}
+
 namespace {
 // sample_timeline's rows, and the same sums made from the sample rows at the rows' one width.
 using bucket_rows = std::vector<std::array<std::int64_t, 5>>;

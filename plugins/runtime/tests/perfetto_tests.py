@@ -197,14 +197,38 @@ def test_every_reference_track_and_count_matches_the_database(directory):
           f"{len(sequence.callstacks)} callstacks, {len(sequence.tracks)} tracks, {rows} counter values")
 
 
-def test_kairos_report_writes_the_same_file(directory):
+def stacks_by_name(sequence):
+    """Each sample as (pid, tid, time, its callstack's function names, root first)."""
+    def names(iid):
+        return tuple(sequence.functions[sequence.frames[frame].function_name_id] for frame in sequence.callstacks[iid])
+    return collections.Counter((pid, tid, time, names(iid)) for pid, tid, time, iid in sequence.samples)
+
+
+def test_streamed_trace_agrees_with_kairos_report(directory):
+    """The run encodes its samples' packets as it commits them; kairos-report writes them from the
+    database: the same samples on the same threads, with the same stacks."""
     connection, path = run_phased(directory)
+    check(not glob.glob(os.path.join(directory, "kairos-output", "*.part")), "the streamed packets' file is gone")
     again = os.path.join(directory, "again.perfetto-trace")
-    database = only("*.db", directory)
-    result = run_process([KAIROS_REPORT, database, "-f", "perfetto", "-o", again], TIMEOUT)
+    result = run_process([KAIROS_REPORT, only("*.db", directory), "-f", "perfetto", "-o", again], TIMEOUT)
     check(result.returncode == 0, result.stderr.decode())
-    with open(path, "rb") as first, open(again, "rb") as second:
-        check(first.read() == second.read(), "kairos-report -f perfetto writes what the run wrote")
+    streamed_trace, _ = decoded(path)
+    report_trace, _ = decoded(again)
+    streamed, reported = Sequence(streamed_trace), Sequence(report_trace)
+    # Streamed: the stacks interned up front, the samples' packets carrying none.
+    check(not any(p.HasField("perf_sample") and p.HasField("interned_data") for p in streamed_trace.packet),
+          "the streamed samples' packets intern nothing")
+    check(any(p.HasField("perf_sample") and p.HasField("interned_data") for p in report_trace.packet),
+          "kairos-report interns as the samples first need it")
+    per_thread = collections.Counter((pid, tid) for pid, tid, _, _ in streamed.samples)
+    check(per_thread == collections.Counter((pid, tid) for pid, tid, _, _ in reported.samples),
+          f"the samples per thread agree: {per_thread}")
+    check(len(streamed.samples) > 50, f"a run of 0.9 s of CPU has samples: {len(streamed.samples)}")
+    check(stacks_by_name(streamed) == stacks_by_name(reported), "each sample's stack is the same, frame by frame")
+    for kind in ("tracks", "slices", "counters"):
+        first, second = getattr(streamed, kind), getattr(reported, kind)
+        check(set(first) == set(second) and all(
+            (first[key] == second[key]) for key in first), f"the same {kind}")
 
 
 def test_a_sample_costs_tens_of_bytes(directory):

@@ -210,7 +210,7 @@ constexpr setting_definition definitions[] = {
     {.name = "trace_max_bytes",
      .variable = "KAIROS_TRACE_MAX_BYTES",
      .type = integer,
-     .default_value = "268435456",
+     .default_value = "134217728",
      .category = output,
      .description = "size of the Chrome trace (trace format) past which it adds no more samples "
                     "(regions and the rest stay whole) and names the Perfetto trace (perfetto "

@@ -191,6 +191,16 @@ written_report write_report(const report_request& request) {
                                              "trace",
                                              database_path, perfetto));
         }
+      } else if (format->id == format_id::perfetto && !request.perfetto_samples_path.empty()) {
+        // The samples' packets were written as the run went: only the rest is written now.
+        const int fd = move_above_floor(::open(request.perfetto_samples_path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (fd < 0)
+          throw std::runtime_error{
+              fmt::format("cannot read {}: {}", request.perfetto_samples_path, std::strerror(errno))};
+        __gnu_cxx::stdio_filebuf<char> buffer{fd, std::ios::in | std::ios::binary};
+        std::istream samples{&buffer};
+        database::write_perfetto_with_streamed_samples(profile_database(), file, samples);
+        if (samples.bad()) throw std::runtime_error{fmt::format("reading {} failed", request.perfetto_samples_path)};
       } else {
         database::write_format(format->id, profile_database(), file);
       }

@@ -5,7 +5,8 @@
 //   db      <stem>.db          the SQLite profile (source of truth)
 //   text    <stem>.txt         top functions (overall, per thread), region tables, threads
 //   trace   <stem>.trace.json  Chrome Trace Event JSON (regions as slices, samples with stacks)
-//   perfetto <stem>.perfetto-trace  Perfetto's protobuf trace (the same, interned and streamed)
+//   perfetto <stem>.perfetto-trace  Perfetto's protobuf trace (the same, interned; its samples
+//                                   encoded as they were committed)
 //   folded  <stem>.folded      collapsed stacks for flamegraph.pl / speedscope
 //   speedscope <stem>.speedscope.json  speedscope's own format
 //   flamegraph <stem>.svg      a flame graph, self-contained
@@ -27,6 +28,9 @@ struct report_request {
   std::string database_path;  // the profile database; empty when there is none
   std::uint64_t regions_recorded = 0;
   std::uint64_t mismatched_pops = 0;
+  // The packets of the database's every CPU sample, streamed as they were committed: the Perfetto
+  // trace is written around them (write_perfetto_with_streamed_samples). "": from the database.
+  std::string perfetto_samples_path;
 };
 
 struct written_report {

@@ -302,6 +302,15 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   deliver_annotation_summaries();
   auto database_path = finish_profile_database(end_reason);
   close_profile_database();
+  // The streamed samples' packets go into the Perfetto trace, if one is written; gone either way.
+  const auto streamed = streamed_perfetto_samples();
+  struct removed_at_return {
+    std::string path;
+    ~removed_at_return() {
+      std::error_code ignored;
+      if (!path.empty()) std::filesystem::remove(path, ignored);
+    }
+  } streamed_file{streamed.path};
   cost.reset();
   if (const auto symbols = symbol_cache_used(); !snapshot && verbosity() > 0 && symbols.addresses > 0)
     report(fmt::format("symbols: {} address{}, {} from the symbol cache{}{}", symbols.addresses,
@@ -330,6 +339,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   if (snapshot) stem = globals->exec_snapshot_stem = fmt::format("{}-exec{}", stem, globals->identity.generation);
   report_request request{stem,          globals->formats, globals->command_line, end_reason,
                          database_path, regions,          mismatched_pops()};
+  if (streamed.whole) request.perfetto_samples_path = streamed.path;
   const auto written = [&] {
     own_cost_timer outputs_cost{own_cost::outputs};
     return write_report(request);
@@ -609,7 +619,7 @@ void start_stages() {
                                lines == "all"   ? source_lines::all
                                : lines == "off" ? source_lines::off
                                                 : source_lines::own,
-                               symbol_cache_place(globals->values));
+                               symbol_cache_place(globals->values), wants_format("perfetto"));
     if (globals->launch.in_launch())
       set_database_launch(globals->launch.rank, globals->launch.size, environment_value(setting::launch_id));
   }

@@ -19,6 +19,7 @@
 
 #include <kairos/plugins/backtrace/symbolizer.hpp>
 #include <kairos/plugins/database/metadata_keys.hpp>
+#include <kairos/plugins/database/outputs.hpp>
 #include <kairos/plugins/database/writer.hpp>
 #include <kairos/plugins/gotcha/patcher.hpp>
 
@@ -46,6 +47,11 @@ struct database_file {
   database_counts counts;                                                        // committed rows (and rows lost)
   database_counts pending;  // inserted since the last commit: lost with it if it fails
   problem first_problem;
+  // The Perfetto trace's sample packets, streamed as commits store their samples (the writer's
+  // stream_perfetto_samples); `samples_whole` as the finish left it.
+  std::string samples_path;
+  owned_descriptor samples_file;
+  bool samples_whole = false;
 };
 
 // On the heap, never destroyed: finalize may run after static destructors.
@@ -57,6 +63,7 @@ struct database_state {
   std::int64_t flush_interval_ns = 1'000'000'000;
   source_lines lines = source_lines::own;
   symbol_cache_choice symbol_cache_place;
+  bool stream_perfetto_samples = false;
   // When kairos started in this process (a fork child: the fork), not when the file was created:
   // the process row's start, from which the outputs' timelines count.
   std::int64_t process_start_ns = 0;
@@ -213,6 +220,29 @@ void commit_now() {
   rows.pending = {};
 }
 
+// The samples' packets go to a file of their own, created exclusively (never one found there, nor
+// through a link). Without it, the trace is written from the database as kairos-report does.
+void stream_samples() {
+  auto& rows = file();
+  rows.samples_path = database::perfetto_samples_path_of(rows.path);
+  rows.samples_file.adopt(
+      ::open(rows.samples_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!rows.samples_file) {
+    rows.samples_path.clear();
+    return;
+  }
+  rows.writer->stream_perfetto_samples([&descriptor = rows.samples_file](std::string_view packets) {
+    if (!descriptor.still_ours()) return false;  // the program closed it: the trace comes from the database
+    while (!packets.empty()) {
+      const auto written = ::write(descriptor.get(), packets.data(), packets.size());
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) return false;
+      packets.remove_prefix(static_cast<std::size_t>(written));
+    }
+    return true;
+  });
+}
+
 // Under the mutex. Creates the file on first use; false when there is none (and will be none).
 bool create_if_needed() {
   if (file().writer) return true;
@@ -235,6 +265,7 @@ bool create_if_needed() {
     // a commit kept waiting fails with its rows. Readers wait for the program's end instead (5 s,
     // then "database is locked"). Also one lock a commit fewer.
     file().writer->database().execute("PRAGMA main.locking_mode = EXCLUSIVE");
+    if (state->stream_perfetto_samples) stream_samples();
     database::process_info process;
     process.pid = getpid();
     process.ppid = getppid();
@@ -264,6 +295,10 @@ bool create_if_needed() {
     std::error_code ignored;
     if (!existed_before)
       for (const char* suffix : {"", "-journal"}) std::filesystem::remove(file().path + suffix, ignored);
+    if (file().samples_file) {
+      file().samples_file.close_if_ours();
+      std::filesystem::remove(file().samples_path, ignored);
+    }
     file().first_problem = problem{failure.text() +
                                    "; set KAIROS_OUTPUT_PATH (kairos-run -o) to a "
                                    "writable location; the program is unaffected"};
@@ -318,7 +353,7 @@ void set_named_frames(named_frame_lookup named) { named_frames.store(named, std:
 
 void configure_profile_database(path_resolver path_of_this_process, std::string command, metadata_list metadata,
                                 std::int64_t flush_interval_ns, source_lines lines,
-                                symbol_cache_choice symbol_cache_place) {
+                                symbol_cache_choice symbol_cache_place, bool stream_perfetto_samples) {
   if (!state) state = new database_state;
   std::lock_guard lock{state->mutex};
   state->resolve_path = path_of_this_process;
@@ -327,6 +362,7 @@ void configure_profile_database(path_resolver path_of_this_process, std::string 
   state->flush_interval_ns = flush_interval_ns;
   state->lines = lines;
   state->symbol_cache_place = std::move(symbol_cache_place);
+  state->stream_perfetto_samples = stream_perfetto_samples;
   state->process_start_ns = steady_now_ns();
 }
 
@@ -557,6 +593,7 @@ std::string finish_profile_database(std::string_view end_reason) {
     database::create_deferred_indexes(file().writer->database());
   });
   commit_now();
+  file().samples_whole = file().writer && file().writer->perfetto_samples_whole();  // none after a failed reopen
   save_symbol_cache();
   return file().path;
 }
@@ -577,9 +614,16 @@ void close_profile_database() {
     report_first(std::move(failure));
   }
   file().writer.reset();
+  file().samples_file.close_if_ours();
   file().thread_rows.clear();
   file().last_thread_row = {nullptr, -1};
   file().gpu_device_rows.clear();
+}
+
+streamed_samples streamed_perfetto_samples() {
+  if (!state || !state->file) return {};
+  std::lock_guard lock{state->mutex};
+  return {file().samples_path, !file().samples_path.empty() && file().samples_whole};
 }
 
 symbol_cache_use symbol_cache_used() {

@@ -53,11 +53,14 @@ struct symbol_cache_use {
 
 // What the database says about the run, and where it goes: `path_of_this_process` gives the
 // file's path when the first row arrives (in a fork child, the child's); `command`, the process
-// row's command line (what the outputs name the process by). Nothing is created yet.
+// row's command line (what the outputs name the process by); `stream_perfetto_samples` when the
+// run writes a Perfetto trace: each commit's CPU samples are then encoded as the trace's packets
+// into <stem>.perfetto-samples.part beside the database (streamed_perfetto_samples). Nothing is
+// created yet.
 using path_resolver = std::string (*)();
 void configure_profile_database(path_resolver path_of_this_process, std::string command, metadata_list metadata,
                                 std::int64_t flush_interval_ns, source_lines lines,
-                                symbol_cache_choice symbol_cache_place);
+                                symbol_cache_choice symbol_cache_place, bool stream_perfetto_samples);
 void add_database_metadata(std::string key, std::string value);
 // Who the process is in an MPI launch, for its process row (rank and size none outside a launch).
 void set_database_launch(std::optional<std::int64_t> rank, std::optional<std::int64_t> size, std::string launch_id);
@@ -154,6 +157,15 @@ class database_batch {
 // The database stays readable for the outputs; close_profile_database() closes it.
 std::string finish_profile_database(std::string_view end_reason);
 void close_profile_database();
+// The file of the streamed samples' packets (configure_profile_database), after the database's
+// finish: `path` "" when there is none; `whole` when it holds the packet of every sample the
+// database holds (else a write or the database's reopening broke the stream, and the trace is
+// written from the database). The caller removes it once the outputs are written.
+struct streamed_samples {
+  std::string path;
+  bool whole = false;
+};
+streamed_samples streamed_perfetto_samples();
 database_counts database_counts_written();
 symbol_cache_use symbol_cache_used();
 // The first failure (creating the file, an insert), if any; later ones are only counted.

@@ -122,7 +122,7 @@ inline constexpr std::array<format_row, static_cast<std::size_t>(format_id::coun
 
 // KAIROS_TRACE_MAX_BYTES' default: the Chrome trace adds no samples past this size (viewers do not
 // open a JSON file much larger); the settings row spells the same number (checked there).
-inline constexpr std::int64_t default_trace_max_bytes = 256ll << 20;
+inline constexpr std::int64_t default_trace_max_bytes = 128ll << 20;
 
 // Tracy's habit: the rows stand in the enum's order, so formats[id] is id's row.
 constexpr bool rows_in_enum_order() {

@@ -3,6 +3,7 @@
 // number of threads and distinct names, never by the number of samples or regions.
 #include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <map>
 #include <ostream>
 #include <string>
@@ -56,6 +57,13 @@ std::string perfetto_path_of(std::string_view database_path);
 // Perfetto's own trace format (protobuf, docs/outputs.md): the same content as write_trace, the
 // samples as PerfSample packets with interned call stacks, streamed; tens of bytes a sample.
 void write_perfetto(connection& profile, std::ostream& out, const window_range& windows = {});
+// The same trace, every window, for a run whose writer streamed its CPU samples' packets as it
+// committed them (profile_writer::stream_perfetto_samples): all but the samples from `profile`,
+// every call stack the samples use interned in one packet (one a megabyte), then `samples`, the
+// streamed packets as they are. Its cost does not grow with the samples.
+void write_perfetto_with_streamed_samples(connection& profile, std::ostream& out, std::istream& samples);
+// Where a run keeps its streamed sample packets until the exit: <stem>.perfetto-samples.part.
+std::string perfetto_samples_path_of(std::string_view database_path);
 
 // Folded stacks ("main;solve;step 1200"), weights in microseconds of CPU time, for flamegraph.pl
 // and speedscope.

@@ -209,6 +209,18 @@ class profile_writer {
 
   std::int64_t intern(std::string_view text);
 
+  // For a run that writes a Perfetto trace (docs/outputs.md, "perfetto"): from now on each CPU
+  // sample with a stack, on a thread this writer added, is encoded as the trace's PerfSample
+  // packet, and the packets are handed to `append` only once the commit that stored their samples
+  // succeeded (a failed commit drops them with its rows). When `append` returns false (it could
+  // not write), no more are encoded and perfetto_samples_whole() is false: the trace is then
+  // written from the database. Called before the first sample; write_perfetto_with_streamed_samples
+  // (outputs.hpp) writes the trace around the packets.
+  using packet_sink = std::function<bool(std::string_view packets)>;
+  void stream_perfetto_samples(packet_sink append);
+  // Whether every committed sample's packet was handed over (false when not streaming).
+  bool perfetto_samples_whole() const noexcept;
+
   // Ends the open transaction: everything added so far is durable. The next add opens another.
   // When it fails, the transaction is rolled back (as after roll_back_if_ended) before it throws.
   void commit();
@@ -244,6 +256,13 @@ class profile_writer {
   // A time's bucket at the current width: the multiple of the width at or below it (the width is
   // a power of two: a mask, not two divisions).
   std::int64_t bucket_start(std::int64_t time_ns) const noexcept { return time_ns & -bucket_width_ns_; }
+  // The streamed samples' packets (stream_perfetto_samples); writer.cpp holds its encoder.
+  struct sample_stream;
+  std::unique_ptr<sample_stream> sample_stream_;
+  void stream_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t stack);
+  // Each process row's pid and each thread row's (pid, tid), as a sample's packet names them.
+  std::unordered_map<std::int64_t, std::int64_t> process_pids_;
+  std::unordered_map<std::int64_t, std::pair<std::int64_t, std::int64_t>> thread_ids_;
 
   connection database_;
   symbolizer symbolize_;
