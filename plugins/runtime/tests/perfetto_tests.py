@@ -19,7 +19,7 @@ import sqlite3
 import sys
 
 import perfetto_schema as schema
-from harness import check, run_named_test, run_process, skip
+from harness import check, clean_environment, run_named_test, run_process, skip
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
@@ -29,11 +29,8 @@ TIMEOUT = 60
 
 
 def environment(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env.update({"LC_ALL": "C", "KAIROS_SAMPLING_DELAY": "0", "KAIROS_OUTPUT_FORMATS": "db,trace,perfetto",
-                "KAIROS_PROCESS_SAMPLING_PERIOD": "0.02"})
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return clean_environment({"KAIROS_SAMPLING_DELAY": "0", "KAIROS_OUTPUT_FORMATS": "db,trace,perfetto",
+                              "KAIROS_PROCESS_SAMPLING_PERIOD": "0.02"}, **extra)
 
 
 def kairos(command, directory, **extra):
