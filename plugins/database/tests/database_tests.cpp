@@ -751,6 +751,19 @@ std::vector<int> descriptors_of(const std::string& path) {
 void close_descriptors_of(const std::string& path) {
   for (const int fd : descriptors_of(path)) ::close(fd);
 }
+// Makes the writer's next commit fail, its descriptors gone behind SQLite's back, then puts them
+// back, so that the same writer can go on.
+void fail_next_commit(db::profile_writer& writer, const std::string& path) {
+  const auto held = descriptors_of(path);
+  std::vector<int> spares;
+  for (const int fd : held) spares.push_back(::dup(fd));
+  for (const int fd : held) ::close(fd);
+  CHECK_THROWS(writer.commit());
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    REQUIRE(::dup2(spares[i], held[i]) == held[i]);
+    ::close(spares[i]);
+  }
+}
 }  // namespace
 
 TEST_CASE("a failed commit forgets what it held, and a writer opened again goes on from the last commit") {
@@ -829,15 +842,7 @@ TEST_CASE("after a failed commit the same writer goes on, and no row refers to o
     writer.commit();
     const auto lost_thread = writer.add_thread(process, {1, 1, 2, "lost", 0});
     writer.add_sample(lost_thread, 2, 1, writer.add_stack(lost_stack));
-    const auto held = descriptors_of(path);
-    std::vector<int> spares;
-    for (const int fd : held) spares.push_back(::dup(fd));
-    for (const int fd : held) ::close(fd);
-    CHECK_THROWS(writer.commit());
-    for (std::size_t i = 0; i < held.size(); ++i) {
-      REQUIRE(::dup2(spares[i], held[i]) == held[i]);
-      ::close(spares[i]);
-    }
+    fail_next_commit(writer, path);
     // The same stacks and names again, and a new one: each row written anew, none reused.
     const auto later_thread = writer.add_thread(process, {2, 2, 3, "later", 0});
     writer.add_sample(later_thread, 3, 1, writer.add_stack(later_stack));
@@ -911,15 +916,7 @@ TEST_CASE("a failed commit leaves no streamed Perfetto packets for the samples i
     const auto lost_thread = writer.add_thread(process, {1, 1, 2, "lost", 0});
     writer.add_sample(lost_thread, 20, 1, writer.add_stack(lost_stack));
     writer.add_sample(thread, 21, 1, writer.add_stack(committed_stack));
-    const auto held = descriptors_of(path);
-    std::vector<int> spares;
-    for (const int fd : held) spares.push_back(::dup(fd));
-    for (const int fd : held) ::close(fd);
-    CHECK_THROWS(writer.commit());
-    for (std::size_t i = 0; i < held.size(); ++i) {
-      REQUIRE(::dup2(spares[i], held[i]) == held[i]);
-      ::close(spares[i]);
-    }
+    fail_next_commit(writer, path);
     CHECK(handed == 1);
     // The writer goes on, and the next commit hands over only what it stored.
     const auto later_thread = writer.add_thread(process, {2, 2, 3, "later", 0});
@@ -1037,15 +1034,7 @@ TEST_CASE("sample_timeline holds nothing of a failed commit's samples, whatever 
     writer.commit();
     // The lost batch: samples far later (the width grows a thousandfold) and in a window of their own.
     for (int i = 0; i < 100; ++i) writer.add_sample(thread, 1'000'000'000 + i * 1000, 7, writer.add_stack(stack), 3);
-    const auto held = descriptors_of(path);
-    std::vector<int> spares;
-    for (const int fd : held) spares.push_back(::dup(fd));
-    for (const int fd : held) ::close(fd);
-    CHECK_THROWS(writer.commit());
-    for (std::size_t i = 0; i < held.size(); ++i) {
-      REQUIRE(::dup2(spares[i], held[i]) == held[i]);
-      ::close(spares[i]);
-    }
+    fail_next_commit(writer, path);
     for (int i = 0; i < 100; ++i) writer.add_sample(thread, 100'000 + i * 1000, 20, writer.add_stack(stack));
     writer.commit();
   }
@@ -1162,15 +1151,7 @@ TEST_CASE("each window's sample count is its rows', real-time samples counted as
     add(10, 1);
     writer.commit();
     add(20, 2);  // lost with its commit
-    const auto held = descriptors_of(path);
-    std::vector<int> spares;
-    for (const int fd : held) spares.push_back(::dup(fd));
-    for (const int fd : held) ::close(fd);
-    CHECK_THROWS(writer.commit());
-    for (std::size_t i = 0; i < held.size(); ++i) {
-      REQUIRE(::dup2(spares[i], held[i]) == held[i]);
-      ::close(spares[i]);
-    }
+    fail_next_commit(writer, path);
     for (std::int64_t window = 1; window <= 3; ++window)  // the failed commit lost them too
       writer.add_window({window, "realtime:0:1", "realtime", 0, 1, 0, 1, window * 100, window * 100 + 99});
     add(5, 1);
