@@ -10,16 +10,24 @@
 // waiter that paid the delays its waker had paid already would hide every speedup (a prediction
 // near 0).
 //
-//   pipe_round_trips SECONDS [REQUEST_FACTOR [SERVE_FACTOR [hidden]]]
+//   pipe_round_trips SECONDS [REQUEST_FACTOR [SERVE_FACTOR [seen|hidden [WAIT]]]]
 // "hidden" makes the pipe and the socket pair with raw system calls, which kairos does not see:
 // their wake-ups are then not credited (the comparison in docs/causal.md, and the tests' check
-// that only descriptors made by pipe() and socketpair() count).
+// that only descriptors made by pipe() and socketpair() count). WAIT is where a thread waits for
+// the other: in read and recv (the default), or in poll, ppoll, select, pselect or epoll_wait
+// before it reads; then its reads and writes are raw system calls, so that the waits are the only
+// calls on these descriptors kairos can credit.
 // Prints the round trips per second on stdout, then per CPU second of its threads together (they
 // take turns: no thread is busy throughout; causal/busiest_thread.hpp).
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +46,7 @@ std::chrono::steady_clock::time_point deadline;
 int request_pipe[2];   // client -> server
 int reply_sockets[2];  // server [1] -> client [0]
 long round_trips = 0;
+const char* wait_call = "read";
 unsigned long sink = 0;
 
 [[gnu::noinline]] unsigned long work(double units) {
@@ -62,13 +71,47 @@ unsigned long sink = 0;
   return result;
 }
 
-bool transfer_all(bool receive, int fd, unsigned long& value) {
+// Waits until `fd` is readable with WAIT's call (`instance`: the thread's epoll instance). These
+// calls are never restarted after a signal handler (the profiler's samples), so EINTR is retried.
+bool wait_readable(int fd, int instance) {
+  const auto is = [](const char* name) { return std::strcmp(wait_call, name) == 0; };
+  for (;;) {
+    pollfd polled{fd, POLLIN, 0};
+    fd_set reading;
+    FD_ZERO(&reading);
+    FD_SET(fd, &reading);
+    epoll_event event{};
+    const int ready = is("poll")      ? poll(&polled, 1, -1)
+                      : is("ppoll")   ? ppoll(&polled, 1, nullptr, nullptr)
+                      : is("select")  ? select(fd + 1, &reading, nullptr, nullptr, nullptr)
+                      : is("pselect") ? pselect(fd + 1, &reading, nullptr, nullptr, nullptr, nullptr)
+                                      : epoll_wait(instance, &event, 1, -1);
+    if (ready != -1 || errno != EINTR) return ready == 1;
+  }
+}
+
+// An epoll instance watching `fd` for reading, in WAIT's epoll mode (else -1).
+int epoll_instance(int fd) {
+  if (std::strcmp(wait_call, "epoll") != 0) return -1;
+  const int instance = epoll_create1(0);
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = fd;
+  epoll_ctl(instance, EPOLL_CTL_ADD, fd, &event);
+  return instance;
+}
+
+bool transfer_all(bool receive, int fd, unsigned long& value, int instance = -1) {
   auto* bytes = reinterpret_cast<char*>(&value);
+  const bool raw = std::strcmp(wait_call, "read") != 0;
+  if (receive && raw && !wait_readable(fd, instance)) return false;
   for (std::size_t done = 0; done < sizeof value;) {
-    const auto moved = receive ? (fd == reply_sockets[0] ? recv(fd, bytes + done, sizeof value - done, 0)
-                                                         : read(fd, bytes + done, sizeof value - done))
-                               : (fd == reply_sockets[1] ? send(fd, bytes + done, sizeof value - done, 0)
-                                                         : write(fd, bytes + done, sizeof value - done));
+    const auto moved = raw       ? (receive ? syscall(SYS_read, fd, bytes + done, sizeof value - done)
+                                            : syscall(SYS_write, fd, bytes + done, sizeof value - done))
+                       : receive ? (fd == reply_sockets[0] ? recv(fd, bytes + done, sizeof value - done, 0)
+                                                           : read(fd, bytes + done, sizeof value - done))
+                                 : (fd == reply_sockets[1] ? send(fd, bytes + done, sizeof value - done, 0)
+                                                           : write(fd, bytes + done, sizeof value - done));
     if (moved <= 0) return false;
     done += static_cast<std::size_t>(moved);
   }
@@ -76,11 +119,12 @@ bool transfer_all(bool receive, int fd, unsigned long& value) {
 }
 
 void* client(void*) {
+  const int instance = epoll_instance(reply_sockets[0]);
   while (std::chrono::steady_clock::now() < deadline) {
     unsigned long request = make_request();
     if (!transfer_all(false, request_pipe[1], request)) break;
     unsigned long reply = 0;
-    if (!transfer_all(true, reply_sockets[0], reply)) break;
+    if (!transfer_all(true, reply_sockets[0], reply, instance)) break;
     sink += reply;
     ++round_trips;
     kairos_progress("round trip");
@@ -91,8 +135,9 @@ void* client(void*) {
 }
 
 void* server(void*) {
+  const int instance = epoll_instance(request_pipe[0]);
   unsigned long request = 0;
-  while (transfer_all(true, request_pipe[0], request)) {
+  while (transfer_all(true, request_pipe[0], request, instance)) {
     unsigned long reply = serve_request(request);
     if (!transfer_all(false, reply_sockets[1], reply)) break;
   }
@@ -104,13 +149,23 @@ void* server(void*) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s SECONDS [REQUEST_FACTOR [SERVE_FACTOR [hidden]]]\n", argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s SECONDS [REQUEST_FACTOR [SERVE_FACTOR [seen|hidden [read|poll|ppoll|select|pselect|epoll]]]]\n",
+        argv[0]);
     return 2;
   }
   const double seconds = std::atof(argv[1]);
   if (argc > 2) request_factor = std::atof(argv[2]);
   if (argc > 3) serve_factor = std::atof(argv[3]);
   const bool hidden = argc > 4 && std::strcmp(argv[4], "hidden") == 0;
+  if (argc > 5) wait_call = argv[5];
+  const char* waits[] = {"read", "poll", "ppoll", "select", "pselect", "epoll"};
+  if (std::none_of(std::begin(waits), std::end(waits),
+                   [](const char* name) { return std::strcmp(wait_call, name) == 0; })) {
+    std::fprintf(stderr, "pipe_round_trips: no wait '%s' (read, poll, ppoll, select, pselect or epoll)\n", wait_call);
+    return 2;
+  }
   const bool made = hidden ? syscall(SYS_pipe2, request_pipe, 0) == 0 &&
                                  syscall(SYS_socketpair, AF_UNIX, SOCK_STREAM, 0, reply_sockets) == 0
                            : pipe(request_pipe) == 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, reply_sockets) == 0;

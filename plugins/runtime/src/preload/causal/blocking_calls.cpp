@@ -4,12 +4,15 @@
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -61,13 +64,22 @@ enum class blocking_call {
   send,
   sendto,
   sendmsg,
+  // Waits for any of several descriptors: credited when one of the process's own is ready.
   poll,
+  ppoll,
+  select,
+  pselect,
+  epoll_ctl,
+  epoll_wait,
+  epoll_pwait,
 };
 
 // Descriptors both of whose ends this process made: a thread that waits on one waits for another
 // thread of the process (or for itself), never for the outside world. Emptied at a fork, whose
 // child holds the ends too: a pipe made before a fork may connect two processes.
 descriptor_set intra_process;
+// epoll instances that watch one of those descriptors (epoll_ctl added it).
+descriptor_set watches_intra_process;
 std::atomic<std::uint64_t> pipe_wakeups{0};
 
 constexpr bool transfers(blocking_call call) noexcept {
@@ -76,9 +88,39 @@ constexpr bool transfers(blocking_call call) noexcept {
          call == writev || call == send || call == sendto || call == sendmsg;
 }
 
+// Whether a poll set holds one of the process's own descriptors, and (after the call) whether one
+// of those is ready.
+bool polls_intra_process(const pollfd* fds, nfds_t count, bool ready_only) noexcept {
+  for (nfds_t i = 0; i < count; ++i)
+    if (intra_process.contains(fds[i].fd) && (!ready_only || (fds[i].revents & (POLLIN | POLLOUT)) != 0)) return true;
+  return false;
+}
+
+// The same for select's sets (after the call they hold the ready descriptors only).
+bool selects_intra_process(int count, const fd_set* reading, const fd_set* writing) noexcept {
+  count = std::min(count, FD_SETSIZE);
+  for (int fd = 0; fd < count; ++fd)
+    if (intra_process.contains(fd) && ((reading && FD_ISSET(fd, reading)) || (writing && FD_ISSET(fd, writing))))
+      return true;
+  return false;
+}
+
+// Around a call that waits until one of the process's own descriptors is ready (before it, the
+// thread pays what it owes): a wait that ended with one ready was ended by another thread.
+template <class Call, class Ready>
+auto credited_wait(Call call, Ready ready) {
+  causal_before_blocking();
+  const auto result = call();
+  const int saved_errno = errno;
+  if (causal_after_blocking(result > 0 && ready())) pipe_wakeups.fetch_add(1, std::memory_order_relaxed);
+  errno = saved_errno;
+  return result;
+}
+
 // What each call means for the delays (Coz's rules): a call that may wake another thread pays
-// what its thread owes first; a call that may block credits its thread, on return, with the
-// delays added meanwhile when another thread ended the wait (a timeout is no such wake-up).
+// what its thread owes first; a call that may block pays first too (causal_before_blocking), and
+// credits its thread, on return, with the delays released meanwhile when another thread ended
+// the wait (a timeout is no such wake-up).
 // A futex operation's part in the delays, from its command (futex(2)). std::barrier, std::latch,
 // std::counting_semaphore and std::atomic::wait (libstdc++'s atomic wait, inline in the program)
 // call syscall(SYS_futex, ...) themselves, as do programs with their own futexes.
@@ -124,16 +166,22 @@ struct interceptor {
       return result;
     } else if constexpr (C == close || C == fclose) {
       // Forgotten before it closes: once closed, another thread may get the number back.
+      int fd = -1;
       if constexpr (C == close) {
-        intra_process.erase(nth<0>(arguments...));
+        fd = nth<0>(arguments...);
       } else if (FILE* stream = nth<0>(arguments...)) {
-        intra_process.erase(fileno(stream));
+        fd = fileno(stream);
       }
+      intra_process.erase(fd);
+      watches_intra_process.erase(fd);
       return original(arguments...);
     } else if constexpr (C == dup || C == dup2 || C == dup3) {
       const int old_fd = nth<0>(arguments...);
       const R result = original(arguments...);
-      if (result >= 0 && result != old_fd) intra_process.assign(result, intra_process.contains(old_fd));
+      if (result >= 0 && result != old_fd) {
+        intra_process.assign(result, intra_process.contains(old_fd));
+        watches_intra_process.assign(result, watches_intra_process.contains(old_fd));
+      }
       return result;
     } else if constexpr (transfers(C)) {
       // Either end may wake the other (data for a reader, room for a writer): it pays first; and
@@ -146,22 +194,32 @@ struct interceptor {
       if (causal_after_blocking(result > 0)) pipe_wakeups.fetch_add(1, std::memory_order_relaxed);
       errno = saved_errno;
       return result;
-    } else if constexpr (C == poll) {
+    } else if constexpr (C == poll || C == ppoll) {
       pollfd* fds = nth<0>(arguments...);
       const nfds_t count = nth<1>(arguments...);
-      bool watches_intra_process = false;
-      for (nfds_t i = 0; i < count && !watches_intra_process; ++i)
-        watches_intra_process = intra_process.contains(fds[i].fd);
-      if (!watches_intra_process) return original(arguments...);
-      causal_before_blocking();
+      if (!polls_intra_process(fds, count, false)) return original(arguments...);
+      return credited_wait([&] { return original(arguments...); },
+                           [&] { return polls_intra_process(fds, count, true); });
+    } else if constexpr (C == select || C == pselect) {
+      const int count = nth<0>(arguments...);
+      fd_set* reading = nth<1>(arguments...);
+      fd_set* writing = nth<2>(arguments...);
+      if (!selects_intra_process(count, reading, writing)) return original(arguments...);
+      return credited_wait([&] { return original(arguments...); },
+                           [&] { return selects_intra_process(count, reading, writing); });
+    } else if constexpr (C == epoll_ctl) {
+      const int instance = nth<0>(arguments...), operation = nth<1>(arguments...), fd = nth<2>(arguments...);
       const R result = original(arguments...);
-      const int saved_errno = errno;
-      bool ready = false;
-      for (nfds_t i = 0; result > 0 && i < count && !ready; ++i)
-        ready = intra_process.contains(fds[i].fd) && (fds[i].revents & (POLLIN | POLLOUT)) != 0;
-      if (causal_after_blocking(ready)) pipe_wakeups.fetch_add(1, std::memory_order_relaxed);
-      errno = saved_errno;
+      // An instance stays marked until it closes, even after the descriptor is removed from it.
+      if (result == 0 && operation == EPOLL_CTL_ADD && intra_process.contains(fd))
+        watches_intra_process.insert(instance);
       return result;
+    } else if constexpr (C == epoll_wait || C == epoll_pwait) {
+      // The ready events do not say which descriptor they are for (their data is the program's),
+      // so a wait on an instance that watches one of the process's own descriptors is credited
+      // whenever something was ready.
+      if (!watches_intra_process.contains(nth<0>(arguments...))) return original(arguments...);
+      return credited_wait([&] { return original(arguments...); }, [] { return true; });
     } else if constexpr (C == syscall) {
       // syscall(number, ...): only futexes matter. A wait that returns 0 was woken (a timeout, a
       // signal or a value that had changed already return -1: no wake-up by another thread).
@@ -182,7 +240,6 @@ struct interceptor {
       causal_catch_up();
       return original(arguments...);
     } else {
-      if constexpr (C == barrier_wait) causal_catch_up();  // it may be the one that releases the rest
       causal_before_blocking();
       const R result = original(arguments...);
       // A timed wait that timed out was not woken by another thread.
@@ -238,9 +295,18 @@ const std::array wrapped_functions{
     entry<sendto, ssize_t(int, const void*, size_t, int, const sockaddr*, socklen_t)>("sendto"),
     entry<sendmsg, ssize_t(int, const msghdr*, int)>("sendmsg"),
     entry<poll, int(pollfd*, nfds_t, int)>("poll"),
+    entry<ppoll, int(pollfd*, nfds_t, const timespec*, const sigset_t*)>("ppoll"),
+    entry<select, int(int, fd_set*, fd_set*, fd_set*, timeval*)>("select"),
+    entry<pselect, int(int, fd_set*, fd_set*, fd_set*, const timespec*, const sigset_t*)>("pselect"),
+    entry<epoll_ctl, int(int, int, int, epoll_event*)>("epoll_ctl"),
+    entry<epoll_wait, int(int, epoll_event*, int, int)>("epoll_wait"),
+    entry<epoll_pwait, int(int, epoll_event*, int, int, const sigset_t*)>("epoll_pwait"),
 };
 
-void forget_intra_process_descriptors() { intra_process.clear(); }
+void forget_intra_process_descriptors() {
+  intra_process.clear();
+  watches_intra_process.clear();
+}
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "preload/causal/causal.hpp"
 
+#include <sched.h>
 #include <semaphore.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -60,7 +61,10 @@ struct hot_state {
   std::atomic<std::uint32_t> selected{0};
   std::atomic<std::int64_t> speedup_permille{0};
   std::atomic<std::int64_t> experiment_start_delay{0};
+  // Every delay owed so far (ns), released or not (`releases` holds the part not yet released).
   std::atomic<std::int64_t> global_delay{0};
+  // The delays released when a thread last could have woken another (it paid them first).
+  std::atomic<std::int64_t> released_at_last_wake{0};
   std::atomic<std::int64_t> selected_samples{0};
   std::atomic<std::int64_t> overslept{0};
   std::atomic<std::uint64_t> wakeups_credited{0};  // waits ended by another thread, in experiments
@@ -77,9 +81,9 @@ address_slot* address_table = nullptr;  // mapped by start_causal
 struct thread_delays {
   enum : std::uint8_t { unknown, program, kairos } kind = unknown;
   bool blocked = false;
-  std::uint64_t experiment = 0;  // the experiment `local` counts in
-  std::int64_t local = 0;        // delays this thread has paid or been credited (ns)
-  std::int64_t blocked_at = 0;   // the global count when it blocked
+  std::uint64_t experiment = 0;    // the experiment `local` counts in
+  std::int64_t local = 0;          // delays this thread has paid or been credited (ns)
+  std::int32_t release_slot = -1;  // its slot in `releases` in this experiment, if sampled in the selected code
 };
 [[gnu::tls_model("initial-exec")]] thread_local thread_delays this_thread;
 
@@ -122,6 +126,7 @@ std::uint64_t join_experiment(thread_delays& me) noexcept {
   if (experiment != 0 && me.experiment != experiment) {
     me.experiment = experiment;
     me.local = hot.experiment_start_delay.load(std::memory_order_relaxed);
+    me.release_slot = -1;
   }
   return experiment;
 }
@@ -144,20 +149,121 @@ std::int64_t sleep_for(std::int64_t ns) noexcept {
   }
   auto now = steady_now_ns();
   while (now < deadline) {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
+    sched_yield();
     now = steady_now_ns();
   }
   return now - start;
 }
 
-// Brings the thread level with the global count: ahead, it raises the global count (the others
-// owe); behind, it waits the difference at once, however small. Debts were once left to grow to
-// 1 ms between samples, to be paid in fewer, longer sleeps; but a thread that pays in lumps longer
-// than a round of the program spends them past the slack its rounds had, and on a toy with 0.3 ms
-// rounds (tests/causal/barrier_rounds.cpp) that made speeding the critical thread up by 100%
-// predict +29% for +33% real (+33% paid at once). A debt under the spun tail is spun, exactly.
+// --- releasing delays at the pace they were incurred ---------------------------------------------
+//
+// A sample in the selected location says that its thread ran that code for the sample's CPU time;
+// the delay it stands for is released over the next stretch of that thread's running time as
+// long, not owed at once. Owed in one lump, a sample period's delay fell on whichever thread was
+// running at that instant: on a program whose rounds are shorter than a period, that thread paid
+// past the slack of one round while a thread that happened to be waiting was credited the whole
+// lump, and predictions came out 5 to 20 points low (tests/causal/barrier_rounds.cpp,
+// fork_join.cpp). Released at its pace, each thread owes what accrued while it ran and is
+// credited what accrued while it waited, as if the selected code were sampled continuously. The
+// release pauses while its thread blocks (it cannot be running the selected code then), so a
+// thread that waits for it is not credited delays its waker did not incur meanwhile.
+//
+// Each thread that is sampled in the selected location gets a slot for its release (the first
+// `release_slots` of an experiment; later ones release at once): one word, which the thread alone
+// writes (its handler and its wrappers, with a compare-and-swap since one may interrupt the other)
+// and every thread reads: the rate, in 2^-16 ns per ns, and either the microsecond of the
+// experiment at which all will be released or, paused, the microseconds of release left.
+constexpr int ramp_rate_shift = 16;
+constexpr std::uint64_t ramp_paused = std::uint64_t{1} << 63;
+constexpr std::uint32_t release_slots = 64;
+
+struct release_ramp {
+  bool paused = false;
+  std::int64_t end_or_left_us = 0;  // 31 bits
+  std::int64_t rate = 0;            // 32 bits
+
+  static release_ramp unpack(std::uint64_t word) noexcept {
+    return {(word & ramp_paused) != 0, static_cast<std::int64_t>((word >> 32) & 0x7fff'ffff),
+            static_cast<std::int64_t>(word & 0xffff'ffff)};
+  }
+  std::uint64_t pack() const noexcept {
+    return (paused ? ramp_paused : 0) |
+           (static_cast<std::uint64_t>(std::clamp<std::int64_t>(end_or_left_us, 0, 0x7fff'ffff)) << 32) |
+           static_cast<std::uint64_t>(std::clamp<std::int64_t>(rate, 0, 0xffff'ffff));
+  }
+  std::int64_t left_us(std::int64_t now_us) const noexcept {
+    return paused ? end_or_left_us : std::max<std::int64_t>(end_or_left_us - now_us, 0);
+  }
+  // The delay not yet released at `now_us`.
+  std::int64_t unreleased(std::int64_t now_us) const noexcept {
+    return (rate * left_us(now_us) * 1000) >> ramp_rate_shift;
+  }
+};
+
+struct release_state {
+  std::atomic<std::int64_t> experiment_start_ns{0};  // the clock of the ramps' microseconds
+  std::atomic<std::uint32_t> used{0};                // slots handed out in this experiment
+  std::atomic<std::uint64_t> slots[release_slots] = {};
+};
+release_state releases;
+
+std::int64_t experiment_us(std::int64_t steady_ns) noexcept {
+  return (steady_ns - releases.experiment_start_ns.load(std::memory_order_relaxed)) / 1000;
+}
+
+// The delays released by now: what a thread that ran all along owes in total. Read in the
+// opposite order of add_delay's writes, so it may miss a delay being added, never count one early.
+std::int64_t released_delay(std::int64_t now_ns) noexcept {
+  const auto total = hot.global_delay.load(std::memory_order_seq_cst);
+  const auto now_us = experiment_us(now_ns);
+  const auto used = std::min(releases.used.load(std::memory_order_seq_cst), release_slots);
+  std::int64_t pending = 0;
+  for (std::uint32_t i = 0; i < used; ++i)
+    pending += release_ramp::unpack(releases.slots[i].load(std::memory_order_seq_cst)).unreleased(now_us);
+  return std::max<std::int64_t>(total - pending, 0);
+}
+
+// Changes the calling thread's ramp (`change` maps the ramp at `now_us` to the next one).
+template <class Change>
+void update_own_ramp(const thread_delays& me, std::int64_t now_us, Change change) noexcept {
+  auto& slot = releases.slots[me.release_slot];
+  auto word = slot.load(std::memory_order_relaxed);
+  while (
+      !slot.compare_exchange_weak(word, change(release_ramp::unpack(word), now_us).pack(), std::memory_order_seq_cst)) {
+  }
+}
+
+// The calling thread owes every other thread `delay_ns`, released over its next `over_ns` of
+// running together with what its earlier samples have not released yet.
+void add_delay(thread_delays& me, std::int64_t delay_ns, std::int64_t over_ns, std::int64_t now_ns) noexcept {
+  if (me.release_slot < 0) {
+    const auto slot = releases.used.fetch_add(1, std::memory_order_seq_cst);
+    me.release_slot = slot < release_slots ? static_cast<std::int32_t>(slot) : release_slots;
+  }
+  if (me.release_slot < static_cast<std::int32_t>(release_slots)) {
+    const auto over_us = std::clamp<std::int64_t>(over_ns / 1000, 10, 100'000);
+    update_own_ramp(me, experiment_us(now_ns), [&](release_ramp ramp, std::int64_t now_us) {
+      const auto pending = ramp.unreleased(now_us) + delay_ns;
+      return release_ramp{false, now_us + over_us, (pending << ramp_rate_shift) / (over_us * 1000)};
+    });
+  }
+  hot.global_delay.fetch_add(delay_ns, std::memory_order_seq_cst);
+}
+
+// The calling thread blocks (pause) or goes on (resume): its release waits with it.
+void pause_own_release(thread_delays& me, bool pause) noexcept {
+  if (me.release_slot < 0 || me.release_slot >= static_cast<std::int32_t>(release_slots) ||
+      me.experiment != hot.experiment.load(std::memory_order_relaxed))
+    return;
+  update_own_ramp(me, experiment_us(steady_now_ns()), [&](release_ramp ramp, std::int64_t now_us) {
+    if (ramp.paused == pause) return ramp;
+    return release_ramp{pause, pause ? ramp.left_us(now_us) : now_us + ramp.end_or_left_us, ramp.rate};
+  });
+}
+
+// Brings the thread level with the delays released: ahead (it overslept), it raises the count
+// (the others owe); behind, it waits the difference at once, however small, so that its debts
+// never grow into lumps longer than a round of the program.
 void settle(thread_delays& me) noexcept {
   if (join_experiment(me) == 0) return;
   auto global = hot.global_delay.load(std::memory_order_acquire);
@@ -166,13 +272,27 @@ void settle(thread_delays& me) noexcept {
     }
     return;
   }
-  const auto owed = global - me.local;
-  if (owed == 0) return;
+  const auto owed = released_delay(steady_now_ns()) - me.local;
+  if (owed <= 0) return;
   const auto slept = sleep_for(owed);
-  // What it waited beyond its debt counts as paid ahead: the global count rises to match at its
-  // next settle, so the others wait as long and the experiment's duration leaves it out.
+  // What it waited beyond its debt counts as paid ahead: the count rises to match at its next
+  // settle, so the others wait as long and the experiment's duration leaves it out.
   me.local += slept;
   if (slept > owed) hot.overslept.fetch_add(slept - owed, std::memory_order_relaxed);
+}
+
+// Before a call that may wake another thread (or end a wait, as blocking on a condition variable
+// releases its mutex): the thread pays what it owes, and marks what is released by now as paid
+// by a waker. A thread it wakes is credited up to that mark, not up to when it runs again: what is
+// released while it waits for a core was incurred after its wake-up, and it owes that.
+void settle_before_waking(thread_delays& me) noexcept {
+  settle(me);
+  if (me.experiment != hot.experiment.load(std::memory_order_relaxed)) return;
+  const auto released = released_delay(steady_now_ns());
+  auto mark = hot.released_at_last_wake.load(std::memory_order_relaxed);
+  while (mark < released &&
+         !hot.released_at_last_wake.compare_exchange_weak(mark, released, std::memory_order_acq_rel)) {
+  }
 }
 
 // --- the experiments' thread -------------------------------------------------------------------
@@ -306,10 +426,15 @@ struct experiment_outcome {
 
 experiment_outcome run_experiment(std::uint32_t selected, int percent, std::int64_t length_ns) {
   const auto before = read_progress_points();
-  const auto start_delay = hot.global_delay.load(std::memory_order_acquire);
+  // What the previous experiment left unreleased is never owed: the new one starts level.
+  for (auto& slot : releases.slots) slot.store(0, std::memory_order_relaxed);
+  releases.used.store(0, std::memory_order_seq_cst);
+  releases.experiment_start_ns.store(steady_now_ns(), std::memory_order_seq_cst);
+  const auto start_delay = hot.global_delay.load(std::memory_order_seq_cst);
   hot.speedup_permille.store(percent * 10, std::memory_order_relaxed);
   hot.selected_samples.store(0, std::memory_order_relaxed);
   hot.experiment_start_delay.store(start_delay, std::memory_order_relaxed);
+  hot.released_at_last_wake.store(start_delay, std::memory_order_relaxed);
   hot.experiment.store(++controller->experiment_number, std::memory_order_release);
   hot.selected.store(selected, std::memory_order_release);
   const auto window = current_window();
@@ -325,7 +450,8 @@ experiment_outcome run_experiment(std::uint32_t selected, int percent, std::int6
   hot.selected.store(0, std::memory_order_release);
   hot.experiment.store(0, std::memory_order_release);
   const auto end = steady_now_ns();
-  const auto delay = hot.global_delay.load(std::memory_order_acquire) - start_delay;
+  // Only what was released was owed, so only that slowed the program down.
+  const auto delay = std::max<std::int64_t>(released_delay(end) - start_delay, 0);
   const auto after = read_progress_points();
 
   causal_experiment_record record;
@@ -474,7 +600,9 @@ void causal_on_sample(const std::uint64_t* addresses, std::size_t count, std::in
   }
   if (hit && join_experiment(me) != 0) {
     const auto weight = std::min(weight_ns, max_sample_weight_ns);
-    me.local += weight * hot.speedup_permille.load(std::memory_order_relaxed) / 1000;
+    const auto delay = weight * hot.speedup_permille.load(std::memory_order_relaxed) / 1000;
+    me.local += delay;  // it owes none of its own
+    add_delay(me, delay, weight, steady_now_ns());
     hot.selected_samples.fetch_add(1, std::memory_order_relaxed);
   }
   settle(me);
@@ -483,22 +611,26 @@ void causal_on_sample(const std::uint64_t* addresses, std::size_t count, std::in
 void causal_before_blocking() noexcept {
   auto& me = this_thread;
   if (!hot.enabled.load(std::memory_order_relaxed) || !is_program_thread(me)) return;
+  // What it owes is paid before it waits, not lumped into its next sample: a debt paid late lands
+  // in a later round, past that round's slack.
+  settle_before_waking(me);
   me.blocked = true;
-  join_experiment(me);
-  me.blocked_at = hot.global_delay.load(std::memory_order_acquire);
+  pause_own_release(me, true);
 }
 
 bool causal_after_blocking(bool woken_by_another_thread) noexcept {
   auto& me = this_thread;
   if (!me.blocked) return false;
   me.blocked = false;
-  const auto experiment_before = me.experiment;
+  pause_own_release(me, false);
   if (join_experiment(me) == 0 || !woken_by_another_thread) return false;
-  // Its waker paid these delays before waking it, so it owes none of them. Blocked since an
-  // earlier experiment: only this one's count matters.
-  const auto since =
-      experiment_before == me.experiment ? me.blocked_at : hot.experiment_start_delay.load(std::memory_order_relaxed);
-  me.local += std::max<std::int64_t>(hot.global_delay.load(std::memory_order_acquire) - since, 0);
+  // Its waker paid the delays released until the wake-up before waking it, so it owes none of
+  // them: it is level with the waker, having paid all it owed before it blocked. Level, not raised
+  // by them: a selected thread is already ahead by its own delays not yet released, which it must
+  // not count twice.
+  const auto paid_by_waker =
+      std::min(released_delay(steady_now_ns()), hot.released_at_last_wake.load(std::memory_order_acquire));
+  me.local = std::max(me.local, paid_by_waker);
   hot.wakeups_credited.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -506,7 +638,7 @@ bool causal_after_blocking(bool woken_by_another_thread) noexcept {
 void causal_catch_up() noexcept {
   auto& me = this_thread;
   if (!hot.enabled.load(std::memory_order_relaxed) || !is_program_thread(me)) return;
-  settle(me);
+  settle_before_waking(me);
 }
 
 causal_summary causal_totals() noexcept {

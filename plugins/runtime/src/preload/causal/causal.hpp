@@ -6,11 +6,13 @@
 // points' rates then predicts what really making the location faster would gain.
 //
 // Delay accounting: a global count of delays owed (ns) and one per thread. A thread sampled in
-// the selected location adds to its own count and raises the global one to match; a thread whose
-// count is behind sleeps the difference in its signal handler (nanosleep: async-signal-safe) and
-// catches up. A thread woken by another (mutex, condition variable, join, barrier, semaphore:
-// futex, pipe: blocking_calls.cpp) is credited with the delays added while it waited, since its waker paid
-// them before waking it; a thread pays what it owes before it wakes another.
+// the selected location adds to its own count and to the global one, released to the others at
+// the pace its thread incurred it (over its next running time as long as the sample's CPU time);
+// a thread whose count is behind what is released sleeps the difference in its signal handler
+// (nanosleep: async-signal-safe) or before it blocks, and catches up. A thread woken by another
+// (mutex, condition variable, join, barrier, semaphore: futex, pipe: blocking_calls.cpp) is
+// credited with the delays released while it waited, since its waker paid them before waking
+// it; a thread pays what it owes before it wakes another.
 //
 // Locations are known by address: the handler looks each frame up in an insert-only table that
 // the experiments' thread fills in (symbolizing off the hot path), so the handler never
