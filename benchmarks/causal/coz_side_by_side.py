@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """kairos-causal side by side with coz (Debian's coz-profiler) on the causal toys whose answer is
-known (plugins/runtime/tests/causal/two_threads.cpp, pipeline.cpp and barrier_rounds.cpp in its
-condvar mode, whose 0.3 ms rounds are shorter than a sample period), in one run.
+known (plugins/runtime/tests/causal/two_threads.cpp, pipeline.cpp, barrier_rounds.cpp in its
+condvar mode, whose 0.3 ms rounds are shorter than a sample period, and fork_join.cpp, whose waits
+are futexes in the program's own code), in one run.
 
 Each toy is built twice with clang++ -O2 -gdwarf-4 -gdwarf-aranges -fno-omit-frame-pointer, the same
 code: with -DKAIROS_TOY_FOR_COZ (progress marked with coz.h's COZ_PROGRESS_NAMED) for coz, and linked
@@ -16,9 +17,10 @@ to libkairos-user.so (kairos_progress) for kairos. Why those flags:
                       pointers: without them a sample in work() never counts for the line calling it
                       (selected-samples=0 in every experiment, a prediction of 0).
 The lines sped up are those that call work() in a_work() and b_work() (two_threads, barrier_rounds),
-consume_item() and produce_item() (pipeline), found in the sources; each tool gets them by file:line (coz
+consume_item() and produce_item() (pipeline), left_work() and right_work() (fork_join), found in the sources; each tool gets them by file:line (coz
 --fixed-line, kairos --scope line --select). Speeding a_work's line up by s gains s up to 1/3;
-consume_item's gains s up to 1/2; b_work's and produce_item's gain nothing.
+left_work's likewise; consume_item's gains s up to 1/2; b_work's, right_work's and produce_item's
+gain nothing.
 
 Every round runs, for each toy, in an order rotated round by round:
   real      bare runs (kairos's build, no kairos) in pairs: work factor 1, then the line's work
@@ -62,6 +64,7 @@ TOY_LINES = {
     "two_threads": [("a_work", 0), ("b_work", 1)],
     "pipeline": [("consume_item", 1), ("produce_item", 0)],
     "barrier_rounds": [("a_work", 0), ("b_work", 1)],
+    "fork_join": [("left_work", 0), ("right_work", 1)],
 }
 # Arguments a toy takes before SECONDS: barrier_rounds' barrier, its condition-variable one.
 TOY_MODES = {"barrier_rounds": ["condvar"]}

@@ -17,16 +17,7 @@
 #include <mutex>
 #include <thread>
 
-#include "busiest_thread.hpp"
-
-// benchmarks/causal builds the same toy for coz, whose progress points are coz.h's macros.
-#ifdef KAIROS_TOY_FOR_COZ
-#include <coz.h>
-#define mark_progress(name) COZ_PROGRESS_NAMED(name)
-#else
-#include <kairos/user.h>
-#define mark_progress(name) kairos_progress(name)
-#endif
+#include "toy.hpp"
 
 namespace {
 
@@ -37,23 +28,13 @@ std::chrono::steady_clock::time_point deadline;
 bool done = false;  // decided by A between the two meetings of a round
 long rounds = 0;
 
-[[gnu::noinline]] unsigned long work(double units) {
-  unsigned long state = 12345;
-  const auto count = static_cast<long>(units * iterations_per_unit);
-  for (long i = 0; i < count; ++i) {
-    state = state * 6364136223846793005ul + 1442695040888963407ul;
-    asm volatile("" : "+r"(state));
-  }
-  return state;
-}
-
 [[gnu::noinline]] unsigned long a_work() {
-  auto result = work(3 * a_factor);
+  auto result = causal_toy::work(3 * a_factor, iterations_per_unit);
   asm volatile("" : "+r"(result));
   return result;
 }
 [[gnu::noinline]] unsigned long b_work() {
-  auto result = work(2 * b_factor);
+  auto result = causal_toy::work(2 * b_factor, iterations_per_unit);
   asm volatile("" : "+r"(result));
   return result;
 }

@@ -8,7 +8,7 @@
 // core (with a third thread, one that mostly waits, the cores were shared at every round's start
 // and predictions moved with the machine's scheduling).
 //
-//   fork_join SECONDS [LEFT_FACTOR [RIGHT_FACTOR]]   (factors scale each worker's work)
+//   fork_join SECONDS [LEFT_FACTOR [RIGHT_FACTOR]]   (factors scale each share's work)
 // Prints the rounds per second on stdout, then per CPU second of the busiest thread.
 #include <chrono>
 #include <cstdio>
@@ -18,9 +18,7 @@
 #include <semaphore>
 #include <thread>
 
-#include "busiest_thread.hpp"
-
-#include <kairos/user.h>
+#include "toy.hpp"
 
 namespace {
 
@@ -36,23 +34,13 @@ long round_number = 0;  // written by main before it starts the worker
 bool done = false;      // set by main before the last start
 unsigned long sink_left = 0, sink_right = 0;
 
-[[gnu::noinline]] unsigned long work(double units) {
-  unsigned long state = 12345;
-  const auto count = static_cast<long>(units * iterations_per_unit);
-  for (long i = 0; i < count; ++i) {
-    state = state * 6364136223846793005ul + 1442695040888963407ul;
-    asm volatile("" : "+r"(state));
-  }
-  return state;
-}
-
 [[gnu::noinline]] unsigned long left_work() {
-  auto result = work(3 * left_factor);
+  auto result = causal_toy::work(3 * left_factor, iterations_per_unit);
   asm volatile("" : "+r"(result));
   return result;
 }
 [[gnu::noinline]] unsigned long right_work() {
-  auto result = work(2 * right_factor);
+  auto result = causal_toy::work(2 * right_factor, iterations_per_unit);
   asm volatile("" : "+r"(result));
   return result;
 }
@@ -88,7 +76,7 @@ int main(int argc, char** argv) {
     sink_right += right_work();
     latch.arrive_and_wait();
     ++rounds;
-    kairos_progress("round");
+    mark_progress("round");
   }
   done = true;
   start_left.release();

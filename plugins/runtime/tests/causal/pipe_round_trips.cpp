@@ -18,7 +18,7 @@
 // before it reads; then its reads and writes are raw system calls, so that the waits are the only
 // calls on these descriptors kairos can credit.
 // Prints the round trips per second on stdout, then per CPU second of its threads together (they
-// take turns: no thread is busy throughout; causal/busiest_thread.hpp).
+// take turns: no thread is busy throughout; causal/toy.hpp).
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -33,9 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <kairos/user.h>
-
-#include "busiest_thread.hpp"
+#include "toy.hpp"
 
 namespace {
 
@@ -49,24 +47,14 @@ long round_trips = 0;
 const char* wait_call = "read";
 unsigned long sink = 0;
 
-[[gnu::noinline]] unsigned long work(double units) {
-  unsigned long state = 12345;
-  const auto count = static_cast<long>(units * iterations_per_unit);
-  for (long i = 0; i < count; ++i) {
-    state = state * 6364136223846793005ul + 1442695040888963407ul;
-    asm volatile("" : "+r"(state));
-  }
-  return state;
-}
-
 // Each keeps its frame (no tail call), so that a function-scope experiment finds it on the stack.
 [[gnu::noinline]] unsigned long make_request() {
-  auto result = work(3 * request_factor);
+  auto result = causal_toy::work(3 * request_factor, iterations_per_unit);
   asm volatile("" : "+r"(result));
   return result;
 }
 [[gnu::noinline]] unsigned long serve_request(unsigned long request) {
-  auto result = request ^ work(2 * serve_factor);
+  auto result = request ^ causal_toy::work(2 * serve_factor, iterations_per_unit);
   asm volatile("" : "+r"(result));
   return result;
 }
@@ -127,7 +115,7 @@ void* client(void*) {
     if (!transfer_all(true, reply_sockets[0], reply, instance)) break;
     sink += reply;
     ++round_trips;
-    kairos_progress("round trip");
+    mark_progress("round trip");
   }
   close(request_pipe[1]);  // the server reads the end of the requests
   causal_toy::note_thread_cpu();

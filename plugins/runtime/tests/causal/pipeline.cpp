@@ -13,16 +13,7 @@
 #include <cstdlib>
 #include <deque>
 
-#include "busiest_thread.hpp"
-
-// benchmarks/causal builds the same toy for coz, whose progress points are coz.h's macros.
-#ifdef KAIROS_TOY_FOR_COZ
-#include <coz.h>
-#define mark_progress(name) COZ_PROGRESS_NAMED(name)
-#else
-#include <kairos/user.h>
-#define mark_progress(name) kairos_progress(name)
-#endif
+#include "toy.hpp"
 
 namespace {
 

@@ -1,3 +1,6 @@
+// What the causal toys share: their progress point (kairos's, or coz.h's in the builds
+// benchmarks/causal makes for coz), their unit of work, and their rates per CPU second.
+//
 // The toys' second rate: progress per CPU second of their busiest thread. Each toy's critical
 // thread computes without waiting (the others wait for it), so on a machine with a core per
 // thread its CPU time is the run's length; on a loaded machine, waits for a core lengthen the
@@ -12,11 +15,32 @@
 
 #include <time.h>
 
+#ifdef KAIROS_TOY_FOR_COZ
+#include <coz.h>
+#define mark_progress(name) COZ_PROGRESS_NAMED(name)
+#else
+#include <kairos/user.h>
+#define mark_progress(name) kairos_progress(name)
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 
 namespace causal_toy {
+
+// `units` of work, `iterations_per_unit` each. Not inlined, so that a function-scope experiment
+// finds its caller on the stack; two_threads and pipeline keep their own copy, so that every line
+// their line-scope tests see sampled is in their own source.
+[[gnu::noinline]] inline unsigned long work(double units, long iterations_per_unit) {
+  unsigned long state = 12345;
+  const auto count = static_cast<long>(units * static_cast<double>(iterations_per_unit));
+  for (long i = 0; i < count; ++i) {
+    state = state * 6364136223846793005ul + 1442695040888963407ul;
+    asm volatile("" : "+r"(state));
+  }
+  return state;
+}
 
 inline std::atomic<long> busiest_thread_cpu_ns{0};
 inline std::atomic<long long> threads_cpu_ns{0};
