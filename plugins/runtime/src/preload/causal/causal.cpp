@@ -275,8 +275,9 @@ void settle(thread_delays& me) noexcept {
   const auto owed = released_delay(steady_now_ns()) - me.local;
   if (owed <= 0) return;
   const auto slept = sleep_for(owed);
-  // What it waited beyond its debt counts as paid ahead: the count rises to match at its next
-  // settle, so the others wait as long and the experiment's duration leaves it out.
+  // What it waited beyond its debt counts as paid ahead: it owes that much less of what is
+  // released next, and beyond every delay owed so far the count rises to match at its next settle
+  // (the others then owe it too, and the experiment's duration leaves it out).
   me.local += slept;
   if (slept > owed) hot.overslept.fetch_add(slept - owed, std::memory_order_relaxed);
 }
