@@ -2,13 +2,29 @@
 kairos-run with settings), and print medians [lowest-highest] with the ratios of medians to the bare
 run, all from the same run. The program prints its figures as "name value name value ...".
 Shared by benchmarks/gpu/cuda_launch_overhead.py and benchmarks/mpi/mpi_call_overhead.py;
-run_measured by benchmarks/instrumentation/overhead.py and benchmarks/peers/regions_vs_peers.py."""
+run_measured by benchmarks/instrumentation/overhead.py and benchmarks/peers/regions_vs_peers.py;
+clean_environment by every benchmark script that runs a program."""
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+
+# What reaches a program from an outer kairos or another tool: a measured run starts without it
+# (plugins/runtime/tests/harness.py strips the same from the tests' runs).
+TOOL_VARIABLES = ("LD_PRELOAD", "OMP_TOOL_LIBRARIES", "NVTX_INJECTION64_PATH", "KOKKOS_TOOLS_LIBS",
+                  "KOKKOS_PROFILE_LIBRARY")
+
+
+def clean_environment(**settings):
+    """The caller's environment without any KAIROS_* setting or tool variable, in the C locale, with
+    `settings` on top (as strings)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k not in TOOL_VARIABLES}
+    env["LC_ALL"] = "C"
+    env.update({k: str(v) for k, v in settings.items()})
+    return env
 
 
 def run_measured(command, env, cwd):
@@ -37,7 +53,7 @@ def run_rounds(kairos_run, command, configurations, metrics, rounds, launcher=()
     with tempfile.TemporaryDirectory() as directory:
         for round_number in range(rounds):
             for index, (name, settings) in enumerate(configurations.items()):
-                env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_")}
+                env = clean_environment()
                 run = list(command)
                 if settings is not None:
                     env.update(settings)

@@ -52,6 +52,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from interleaved import clean_environment  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOYS = os.path.join(ROOT, "plugins/runtime/tests/causal")
 FLAGS = ["-std=c++20", "-O2", "-gdwarf-4", "-gdwarf-aranges", "-fno-omit-frame-pointer"]
@@ -107,15 +110,9 @@ def build(build_dir, work):
     return programs
 
 
-def environment():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    env["LC_ALL"] = "C"
-    return env
-
-
 def run_rate(command, errors=None):
     """The toy's printed rate (rounds or items per second); the command's stderr appended to `errors`."""
-    out = subprocess.run(command, env=environment(), capture_output=True, text=True, check=False)
+    out = subprocess.run(command, env=clean_environment(), capture_output=True, text=True, check=False)
     found = re.search(r"per second: ([0-9.]+)", out.stdout)
     if out.returncode != 0 or found is None:
         sys.exit(f"[kairos] {' '.join(command)} failed (status {out.returncode}): {out.stderr[-2000:]}")

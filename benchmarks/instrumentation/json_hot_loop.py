@@ -27,7 +27,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead import ROOT, run  # noqa: E402
+from overhead import ROOT  # noqa: E402
+from interleaved import clean_environment, run_measured  # noqa: E402  (overhead.py put benchmarks/ on the path)
 
 
 def main():
@@ -58,8 +59,7 @@ def main():
         for name, flags in builds.items():
             paths[name] = os.path.join(work, name)
             subprocess.run(["g++", "-O2", "-g", *flags, "-o", paths[name]], check=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_")}
-        env.update({"KAIROS_SAMPLING_CPUTIME": "false", "KAIROS_OUTPUT_FORMATS": "db"})
+        env = clean_environment(KAIROS_SAMPLING_CPUTIME="false", KAIROS_OUTPUT_FORMATS="db")
         calls = {}
         for n in sizes:
             counted = subprocess.run([paths["counted"], str(n)], capture_output=True, text=True, check=True)
@@ -80,7 +80,7 @@ def main():
         for round_index in range(args.rounds):
             shift = round_index % len(runs)
             for key in runs[shift:] + runs[:shift]:
-                results[key].append(run(configurations[key[0]](key[1]), env, work)[:2])
+                results[key].append(run_measured(configurations[key[0]](key[1]), env, work)[:2])
         load_after = open("/proc/loadavg").read().split()[:3]
 
     small, large = sizes

@@ -45,7 +45,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from interleaved import run_measured  # noqa: E402
+from interleaved import clean_environment, run_measured  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -98,8 +98,7 @@ def main():
     sizes = (args.n - 2, args.n)  # the cost of a call is the difference between the two, per call
     with tempfile.TemporaryDirectory() as work:
         paths = build(args.build, work)
-        base_env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_")}
-        base_env.update({"KAIROS_SAMPLING_CPUTIME": "false", "KAIROS_OUTPUT_FORMATS": "db"})
+        base_env = clean_environment(KAIROS_SAMPLING_CPUTIME="false", KAIROS_OUTPUT_FORMATS="db")
         calls = {n: int(run_measured([paths["plain"], str(n), "1"], base_env, work)[2].split()[3]) for n in sizes}
         out = lambda tag: ["-o", os.path.join(work, f"{tag}-%pid%")]
         configurations = {

@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from interleaved import run_measured  # noqa: E402
+from interleaved import clean_environment, run_measured  # noqa: E402
 
 OWN_PART = re.compile(r"process sampling ([0-9.]+)/([0-9.]+) ms")
 
@@ -44,8 +44,7 @@ def main():
             if round_number % 2:
                 order.reverse()
             for name, value in order:
-                env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_")}
-                env.update({"KAIROS_PROCESS_SAMPLING": value, "KAIROS_OUTPUT_FORMATS": "db", "KAIROS_VERBOSE": "1"})
+                env = clean_environment(KAIROS_PROCESS_SAMPLING=value, KAIROS_OUTPUT_FORMATS="db", KAIROS_VERBOSE="1")
                 if options.period:
                     env["KAIROS_PROCESS_SAMPLING_PERIOD"] = options.period
                 stem = os.path.join(directory, f"r{round_number}-{name}")

@@ -37,6 +37,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from interleaved import clean_environment  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -153,8 +156,7 @@ def main():
             fail(f"{needed} is not built (cmake --build {build} --target kairos_run kairos_preload kairos_sampled_program)")
     perf = shutil.which("perf")
     work = Path(tempfile.mkdtemp(prefix="kairos-accuracy-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_")}
-    env["LC_ALL"] = "C"
+    env = clean_environment()
     programs = []
     wanted = arguments.programs.split(",")
     if "syscalls" in wanted:

@@ -21,6 +21,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from interleaved import clean_environment  # noqa: E402
+
 OWN_TIME = "[kairos] own time, wall/CPU: "
 EXIT_PHASES = ("stopping", "database end", "outputs")
 ALL_FORMATS = "db,text,trace,perfetto,folded,speedscope,flamegraph,html,json"
@@ -80,8 +83,7 @@ def main():
     for path in (kairos_run, workload):
         if not os.access(path, os.X_OK):
             sys.exit(f"{path} is missing: build the project first (scripts/build.sh)")
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
-    base_env.update({"LC_ALL": "C", "KAIROS_SAMPLING_DELAY": "0"})
+    base_env = clean_environment(KAIROS_SAMPLING_DELAY="0")
 
     # A work unit's CPU time, measured bare: it sizes each run.
     with tempfile.TemporaryDirectory() as directory:

@@ -24,6 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from interleaved import clean_environment  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 OWN_TIME = "[kairos] own time, wall/CPU: "
 
@@ -57,7 +60,7 @@ def main():
     kairos_run = str(build / "plugins/runtime/kairos-run")
     library = str(build / "plugins/runtime/libkairos.so")
     program = [str(build / "benchmarks/sampling/cpu_bound_workload"), "20", "--threads", "2"]
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_") and k != "LD_PRELOAD"}
+    environment = clean_environment()
     with tempfile.TemporaryDirectory() as work:
         cache = os.path.join(work, "symbol-cache")
         sampled = [kairos_run, "-o", os.path.join(work, "out", "k-%pid%"), "-s", "KAIROS_SAMPLING_DELAY=0",

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from interleaved import run_measured  # noqa: E402
+from interleaved import clean_environment, run_measured  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARES_PROGRAM = os.path.join(HERE, "../../plugins/runtime/tests/python_shares_program.py")
@@ -102,8 +102,7 @@ def main():
             for index, (name, settings) in enumerate(configurations.items()):
                 where = os.path.join(directory, f"r{round_index}-{index}")
                 os.makedirs(where)
-                env = {k: v for k, v in os.environ.items() if not k.startswith("KAIROS_")}
-                env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+                env = clean_environment(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
                 command = program
                 if isinstance(settings, dict):
                     env.update(settings, KAIROS_OUTPUT_PATH=os.path.join(where, "profile"))
