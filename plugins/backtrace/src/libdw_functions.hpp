@@ -59,6 +59,10 @@ struct libdw_functions {
   decltype(&::elf_getdata) elf_getdata;
   decltype(&::gelf_getshdr) gelf_getshdr;
   decltype(&::gelf_getsym) gelf_getsym;
+  // PLT entries named by their relocations (symbolizer.cpp, plt_entries).
+  decltype(&::dwfl_module_getelf) dwfl_module_getelf;
+  decltype(&::elf_getshdrstrndx) elf_getshdrstrndx;
+  decltype(&::gelf_getrela) gelf_getrela;
 };
 
 #if KAIROS_BACKTRACE_PRIVATE_LIBDW
@@ -114,6 +118,9 @@ struct private_libdw {
     find(f.elf_getdata, "elf_getdata");
     find(f.gelf_getshdr, "gelf_getshdr");
     find(f.gelf_getsym, "gelf_getsym");
+    find(f.dwfl_module_getelf, "dwfl_module_getelf");
+    find(f.elf_getshdrstrndx, "elf_getshdrstrndx");
+    find(f.gelf_getrela, "gelf_getrela");
     if (!all) failure = problem{"libdw.so.1 lacks a function kairos needs"};
   }
 };
@@ -164,7 +171,10 @@ inline const libdw_functions* libdw() {
                                           &::elf_getscn,
                                           &::elf_getdata,
                                           &::gelf_getshdr,
-                                          &::gelf_getsym};
+                                          &::gelf_getsym,
+                                          &::dwfl_module_getelf,
+                                          &::elf_getshdrstrndx,
+                                          &::gelf_getrela};
   return &linked;
 }
 inline problem libdw_problem() { return {}; }

@@ -335,13 +335,16 @@ class backtrace_symbolizer::implementation {
                                         [](std::uintptr_t a, const indexed_symbol& s) { return a < s.start; });
     if (const auto* found = symbol_containing(table, address)) {
       symbol.function = kairos::demangle(found->name);  // a .symtab spells versions: "hypot@@GLIBC_2.35"
+      if (found->plt_entry) symbol.function += "@plt";
       symbol.function_offset = address - found->start;
       // Up to the symbol's end or the next symbol's start, whichever comes first: over that
       // span symbol_containing finds this one. Not for an enclosing symbol found past the
-      // nearest one's end (the span would not hold the address).
+      // nearest one's end (the span would not hold the address), nor for an unsized one whose
+      // section is not known (it holds every address up to the next symbol, wherever that is).
       const auto* next = found + 1;
-      const auto to_next = next != table.data() + table.size() ? next->start - found->start : found->size;
-      const auto extent = std::min<std::uintptr_t>(found->size, to_next);
+      const auto claimed = found->end != unknown_end ? found->end - found->start : 0;
+      const auto to_next = next != table.data() + table.size() ? next->start - found->start : claimed;
+      const auto extent = std::min<std::uintptr_t>(claimed, to_next);
       if (symbol.function_offset < extent) {
         symbol.same_answer_begin = found->start;
         symbol.same_answer_end = found->start + extent;
@@ -355,7 +358,7 @@ class backtrace_symbolizer::implementation {
       std::uintptr_t gap_begin = module_start;
       for (auto it = after; it != table.begin() && after - it < 9;) {
         --it;
-        gap_begin = std::max<std::uintptr_t>(gap_begin, it->start + it->size);
+        gap_begin = std::max<std::uintptr_t>(gap_begin, it->end != unknown_end ? it->end : it->start);
       }
       const std::uintptr_t gap_end = after != table.end() ? after->start : module_end;
       if (gap_begin <= address && address < gap_end) {
@@ -366,13 +369,31 @@ class backtrace_symbolizer::implementation {
   }
 
   // A module's symbols sorted by address, read once.
+  static constexpr GElf_Addr unknown_end = 0;
   struct indexed_symbol {
     GElf_Addr start = 0;         // in the process
-    GElf_Xword size = 0;         // 0: unknown (extends to the next symbol)
+    GElf_Xword size = 0;         // 0: unknown (extends to the next symbol, within its section)
+    GElf_Addr end = 0;           // the end of what it may hold: start + size, or an unsized one's section's end
     bool exported = false;       // global or weak binding, not local
+    bool plt_entry = false;      // a PLT entry, named by the function it jumps to: "name@plt"
     int index = 0;               // in the table
     const char* name = nullptr;  // in libdw's copy of the string table, valid while the module is
   };
+  // Where each loaded section of one ELF file ends in the process, by section index.
+  struct section_ends {
+    std::vector<GElf_Addr> ends;  // unknown_end: not loaded, or no such section
+    GElf_Addr end_of(GElf_Word section) const { return section < ends.size() ? ends[section] : unknown_end; }
+  };
+  section_ends sections_of(Elf* elf, Dwarf_Addr bias) const {
+    section_ends found;
+    found.ends.push_back(unknown_end);  // section 0, which elf_nextscn skips
+    for (Elf_Scn* section = nullptr; (section = dw_->elf_nextscn(elf, section)) != nullptr;) {
+      GElf_Shdr header{};
+      const bool loaded = dw_->gelf_getshdr(section, &header) != nullptr && (header.sh_flags & SHF_ALLOC) != 0;
+      found.ends.push_back(loaded ? header.sh_addr + header.sh_size + bias : unknown_end);
+    }
+    return found;
+  }
   // The name's bytes are not read here: touching every name faults in the whole string table (a
   // megabyte of mangled names in a C++ library), the larger part of building the index.
   static bool indexed(const GElf_Sym& elf_symbol, GElf_Word section) {
@@ -380,8 +401,12 @@ class backtrace_symbolizer::implementation {
     return elf_symbol.st_name != 0 && section != SHN_UNDEF && section != SHN_ABS && type != STT_SECTION &&
            type != STT_FILE && type != STT_TLS;
   }
-  static indexed_symbol index_entry(const GElf_Sym& elf_symbol, GElf_Addr start, int index, const char* name) {
-    return {start, elf_symbol.st_size, GELF_ST_BIND(elf_symbol.st_info) != STB_LOCAL, index, name};
+  // An unsized symbol (_init, hand-written assembly) holds the addresses up to the next symbol, but
+  // never past its section's end: _init, the last symbol of .init, claimed the PLT stubs after it.
+  static indexed_symbol index_entry(const GElf_Sym& elf_symbol, GElf_Addr start, int index, const char* name,
+                                    const section_ends& ends, GElf_Word section) {
+    const GElf_Addr end = elf_symbol.st_size != 0 ? start + elf_symbol.st_size : ends.end_of(section);
+    return {start, elf_symbol.st_size, end, GELF_ST_BIND(elf_symbol.st_info) != STB_LOCAL, false, index, name};
   }
   // libdwfl's dwfl_module_getsym_info looks up each symbol's section and file: 150-200 ns a
   // symbol, 2 ms for libkairos.so's eleven thousand. Read straight from the ELF data the same
@@ -417,10 +442,12 @@ class backtrace_symbolizer::implementation {
     Elf_Data* names = strings != nullptr ? dw_->elf_getdata(strings, nullptr) : nullptr;
     if (data == nullptr || names == nullptr || names->d_buf == nullptr) return false;
     const auto* name_bytes = static_cast<const char*>(names->d_buf);
+    const auto ends = sections_of(elf, bias);
     for (int i = 1; i < count; ++i) {
       if (dw_->gelf_getsym(data, i, &elf_symbol) == nullptr || elf_symbol.st_shndx == SHN_XINDEX) return false;
       if (elf_symbol.st_name < names->d_size && indexed(elf_symbol, elf_symbol.st_shndx))
-        table.push_back(index_entry(elf_symbol, elf_symbol.st_value + bias, i, name_bytes + elf_symbol.st_name));
+        table.push_back(index_entry(elf_symbol, elf_symbol.st_value + bias, i, name_bytes + elf_symbol.st_name, ends,
+                                    elf_symbol.st_shndx));
     }
     if (table.empty()) return true;
     // The first and last symbols kept, as libdwfl reads them: same file, same address.
@@ -433,6 +460,113 @@ class backtrace_symbolizer::implementation {
     }
     return true;
   }
+  // PLT entries named as perf and objdump name them, "callee@plt". Without them a sample in a
+  // stub went to the nearest symbol before it: _init in an executable (the demo showed it at 2.3%).
+  // An entry is decoded rather than counted, for the order of .plt.got's entries follows no table:
+  // its jump goes through a GOT slot, which a relocation names (R_X86_64_JUMP_SLOT in .rela.plt
+  // for .plt and IBT's .plt.sec; R_X86_64_GLOB_DAT in .rela.dyn for .plt.got, the entries of
+  // functions whose address is also taken). IBT's lazy .plt entries jump to PLT0, through no slot:
+  // they push their .rela.plt index. PLT0, lazy binding's call into the loader, matches neither
+  // and stays unnamed. Entry sizes are the sections' own (8 or 16 bytes in .plt.got). x86-64 only:
+  // elsewhere PLT stubs stay unnamed, and no symbol claims them (index_entry).
+  void add_plt_entries([[maybe_unused]] Dwfl_Module* module, [[maybe_unused]] int first_index,
+                       [[maybe_unused]] std::vector<indexed_symbol>& table) {
+#if defined(__x86_64__)
+    Dwarf_Addr bias = 0;
+    Elf* elf = dw_->dwfl_module_getelf(module, &bias);
+    std::size_t names_section = 0;
+    if (elf == nullptr || dw_->elf_getshdrstrndx(elf, &names_section) != 0) return;
+    const Elf_Data* section_names = data_of(elf, names_section);
+    if (section_names == nullptr) return;
+    auto name_of = [&](const GElf_Shdr& header) -> std::string_view {
+      if (header.sh_name >= section_names->d_size) return {};
+      const auto* names = static_cast<const char*>(section_names->d_buf);
+      return {names + header.sh_name, strnlen(names + header.sh_name, section_names->d_size - header.sh_name)};
+    };
+    std::unordered_map<GElf_Addr, const char*> callee_by_slot;
+    std::vector<const char*> lazy_callees;  // by .rela.plt index
+    std::vector<std::pair<GElf_Shdr, const Elf_Data*>> stub_sections;
+    for (Elf_Scn* section = nullptr; (section = dw_->elf_nextscn(elf, section)) != nullptr;) {
+      GElf_Shdr header{};
+      if (dw_->gelf_getshdr(section, &header) == nullptr) continue;
+      const auto name = name_of(header);
+      if (header.sh_type == SHT_RELA) {
+        add_relocated_callees(elf, section, header, name == ".rela.plt" ? &lazy_callees : nullptr, callee_by_slot);
+      } else if (header.sh_type == SHT_PROGBITS && header.sh_entsize != 0 &&
+                 (name == ".plt" || name == ".plt.sec" || name == ".plt.got")) {
+        if (const Elf_Data* code = dw_->elf_getdata(section, nullptr); code != nullptr && code->d_buf != nullptr)
+          stub_sections.emplace_back(header, code);
+      }
+    }
+    int index = first_index;
+    for (const auto& [header, code] : stub_sections) {
+      const auto* bytes = static_cast<const unsigned char*>(code->d_buf);
+      const std::size_t size = std::min<std::size_t>(code->d_size, header.sh_size);
+      for (std::size_t offset = 0; offset + header.sh_entsize <= size; offset += header.sh_entsize) {
+        const GElf_Addr entry = header.sh_addr + offset;
+        const char* callee = plt_entry_callee(bytes + offset, header.sh_entsize, entry, callee_by_slot, lazy_callees);
+        if (callee == nullptr) continue;
+        const GElf_Addr start = entry + bias;
+        table.push_back({start, header.sh_entsize, start + header.sh_entsize, false, true, index++, callee});
+      }
+    }
+#endif
+  }
+#if defined(__x86_64__)
+  const Elf_Data* data_of(Elf* elf, std::size_t section_index) const {
+    Elf_Scn* section = dw_->elf_getscn(elf, section_index);
+    const Elf_Data* data = section != nullptr ? dw_->elf_getdata(section, nullptr) : nullptr;
+    return data != nullptr && data->d_buf != nullptr ? data : nullptr;
+  }
+  // The functions a relocation section's jump slots and GOT entries are for, by slot address.
+  void add_relocated_callees(Elf* elf, Elf_Scn* section, const GElf_Shdr& header, std::vector<const char*>* in_order,
+                             std::unordered_map<GElf_Addr, const char*>& callee_by_slot) const {
+    Elf_Data* relocations = dw_->elf_getdata(section, nullptr);
+    Elf_Scn* symbols_section = dw_->elf_getscn(elf, header.sh_link);
+    GElf_Shdr symbols_header{};
+    if (relocations == nullptr || symbols_section == nullptr ||
+        dw_->gelf_getshdr(symbols_section, &symbols_header) == nullptr || header.sh_entsize == 0)
+      return;
+    Elf_Data* symbols = dw_->elf_getdata(symbols_section, nullptr);
+    const Elf_Data* names = data_of(elf, symbols_header.sh_link);
+    if (symbols == nullptr || names == nullptr) return;
+    const auto count = static_cast<int>(relocations->d_size / header.sh_entsize);
+    for (int i = 0; i < count; ++i) {
+      GElf_Rela relocation{};
+      GElf_Sym symbol{};
+      const char* callee = nullptr;
+      if (dw_->gelf_getrela(relocations, i, &relocation) != nullptr &&
+          dw_->gelf_getsym(symbols, static_cast<int>(GELF_R_SYM(relocation.r_info)), &symbol) != nullptr &&
+          symbol.st_name != 0 && symbol.st_name < names->d_size)
+        callee = static_cast<const char*>(names->d_buf) + symbol.st_name;
+      const auto type = GELF_R_TYPE(relocation.r_info);
+      if (in_order != nullptr) in_order->push_back(type == R_X86_64_JUMP_SLOT ? callee : nullptr);
+      if (callee != nullptr && (type == R_X86_64_JUMP_SLOT || type == R_X86_64_GLOB_DAT))
+        callee_by_slot.emplace(relocation.r_offset, callee);
+    }
+  }
+  // An entry's callee, from its code: [endbr64] [bnd] jmp *slot(%rip), or IBT's lazy entry,
+  // endbr64; push $index; bnd jmp PLT0. Null for PLT0 and anything else.
+  static const char* plt_entry_callee(const unsigned char* entry, std::size_t size, GElf_Addr address,
+                                      const std::unordered_map<GElf_Addr, const char*>& callee_by_slot,
+                                      const std::vector<const char*>& lazy_callees) {
+    static constexpr unsigned char endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+    std::size_t at = size >= sizeof endbr64 && std::memcmp(entry, endbr64, sizeof endbr64) == 0 ? sizeof endbr64 : 0;
+    if (at < size && entry[at] == 0xf2) ++at;  // bnd
+    if (at + 6 <= size && entry[at] == 0xff && entry[at + 1] == 0x25) {
+      std::int32_t displacement = 0;
+      std::memcpy(&displacement, entry + at + 2, sizeof displacement);
+      const auto found = callee_by_slot.find(address + at + 6 + static_cast<GElf_Sxword>(displacement));
+      return found != callee_by_slot.end() ? found->second : nullptr;
+    }
+    if (at + 5 <= size && entry[at] == 0x68) {
+      std::uint32_t index = 0;
+      std::memcpy(&index, entry + at + 1, sizeof index);
+      return index < lazy_callees.size() ? lazy_callees[index] : nullptr;
+    }
+    return nullptr;
+  }
+#endif
   struct symbol_index {
     std::vector<indexed_symbol> table;
     bool read = false;  // the module's table was found and read (else the table is empty)
@@ -446,20 +580,28 @@ class backtrace_symbolizer::implementation {
     } else {
       ++table_reads_.through_libdwfl;
       table.clear();
-      for (int i = 1; i < count; ++i) {  // entry 0 is the null symbol
+      std::unordered_map<Elf*, section_ends> ends;  // symbols may come from two files (MiniDebugInfo)
+      for (int i = 1; i < count; ++i) {             // entry 0 is the null symbol
         GElf_Sym elf_symbol{};
         GElf_Addr start = 0;
         GElf_Word section = 0;
-        const char* name = dw_->dwfl_module_getsym_info(module, i, &elf_symbol, &start, &section, nullptr, nullptr);
-        if (name != nullptr && indexed(elf_symbol, section)) table.push_back(index_entry(elf_symbol, start, i, name));
+        Elf* elf = nullptr;
+        Dwarf_Addr bias = 0;
+        const char* name = dw_->dwfl_module_getsym_info(module, i, &elf_symbol, &start, &section, &elf, &bias);
+        if (name == nullptr || !indexed(elf_symbol, section)) continue;
+        auto [file_ends, fresh] = ends.try_emplace(elf);
+        if (fresh && elf != nullptr) file_ends->second = sections_of(elf, bias);
+        table.push_back(index_entry(elf_symbol, start, i, name, file_ends->second, section));
       }
     }
+    add_plt_entries(module, count, table);
     // One symbol per address: a sized one, then the name users search for (preferred_alias).
     // Sorted by address alone; names are compared only among aliases.
     std::sort(table.begin(), table.end(), [](const indexed_symbol& a, const indexed_symbol& b) {
       return a.start != b.start ? a.start < b.start : a.index < b.index;
     });
     auto better = [](const indexed_symbol& a, const indexed_symbol& b) {
+      if (a.plt_entry != b.plt_entry) return !a.plt_entry;  // a symbol the file names itself first
       if ((a.size != 0) != (b.size != 0)) return a.size != 0;
       return preferred_alias(a.name, a.exported, b.name, b.exported);
     };
@@ -475,18 +617,19 @@ class backtrace_symbolizer::implementation {
     return {std::move(table), count > 0};
   }
 
-  // The symbol whose extent holds `address`; else the nearest unsized one before it; else none.
+  // The symbol whose extent holds `address`; else the nearest unsized one before it, within its
+  // section; else none.
   static const indexed_symbol* symbol_containing(const std::vector<indexed_symbol>& table, std::uintptr_t address) {
     auto after = std::upper_bound(table.begin(), table.end(), address,
                                   [](std::uintptr_t a, const indexed_symbol& s) { return a < s.start; });
     if (after == table.begin()) return nullptr;
     const auto& nearest = *(after - 1);
-    if (nearest.size == 0 || address < nearest.start + nearest.size) return &nearest;
+    if (nearest.end == unknown_end || address < nearest.end) return &nearest;
     // Past the nearest symbol's end: inside an enclosing one that starts earlier, if any (rare:
     // a few steps back cover the nestings compilers emit).
     for (auto it = after - 1; it != table.begin() && (after - it) <= 8;) {
       --it;
-      if (it->size != 0 && address < it->start + it->size) return &*it;
+      if (it->size != 0 && address < it->end) return &*it;
     }
     return nullptr;
   }

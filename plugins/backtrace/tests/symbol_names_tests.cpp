@@ -1,13 +1,18 @@
 // The names the symbolizer gives, as users search for them: among aliases at one address, the
 // documented name (rule by rule on a module made for it, then on libm's and libc's own aliases),
-// never a symbol version; and each place a stripped module's names may come from.
+// never a symbol version; each place a stripped module's names may come from; and PLT entries,
+// named as objdump and perf name them.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <kairos/plugins/backtrace.hpp>
 #include <kairos/plugins/backtrace/symbolizer.hpp>
@@ -35,6 +40,12 @@ class loaded_module {
     void* found = dlsym(handle_, symbol);
     REQUIRE(found != nullptr);
     return reinterpret_cast<std::uintptr_t>(found) + 1;
+  }
+  // Where its file's addresses are in the process: file address + bias.
+  std::uintptr_t bias() const {
+    link_map* map = nullptr;
+    REQUIRE(dlinfo(handle_, RTLD_DI_LINKMAP, &map) == 0);
+    return static_cast<std::uintptr_t>(map->l_addr);
   }
 
  private:
@@ -125,4 +136,78 @@ TEST_CASE("libc's local functions are named from its separate debug file, found 
   if (!libc_debug_file) return kairos_test::skip("no separate debug file for libc here (libc6-dbg)");
   // Local to libc: in no .dynsym, only in the debug file's .symtab.
   CHECK(names.find("\n__libc_start_call_main\n") != std::string::npos);
+}
+
+namespace {
+
+// What objdump -d says of a module's PLT sections: the entries it names "callee@plt", and the
+// address where .plt starts (lazy binding's PLT0, which no entry name covers).
+struct plt_listing {
+  std::vector<std::pair<std::uintptr_t, std::string>> entries;
+  std::uintptr_t plt_start = 0;
+  bool ran = false;
+};
+plt_listing objdump_plt(const std::string& module) {
+  plt_listing listing;
+  const auto command = "objdump -d -j .plt -j .plt.sec -j .plt.got '" + module + "' 2>/dev/null";
+  FILE* output = popen(command.c_str(), "r");
+  if (output == nullptr) return listing;
+  char line[512];
+  bool in_plt = false;
+  while (std::fgets(line, sizeof line, output) != nullptr) {
+    const std::string text{line};
+    if (text.starts_with("Disassembly of section")) in_plt = text.starts_with("Disassembly of section .plt:");
+    unsigned long address = 0;
+    char label[400] = {};
+    if (std::sscanf(line, "%lx <%399[^>]>:", &address, label) != 2) continue;
+    listing.ran = true;
+    if (in_plt && listing.plt_start == 0) listing.plt_start = address;
+    const std::string name{label};
+    if (name.ends_with("@plt") && name.find_first_of("+-") == std::string::npos)
+      listing.entries.emplace_back(address, name);
+  }
+  pclose(output);
+  return listing;
+}
+
+std::vector<std::string> plt_modules() {
+  std::vector<std::string> modules;
+  std::istringstream list{KAIROS_PLT_MODULES};
+  for (std::string module; std::getline(list, module, ',');) modules.push_back(module);
+  return modules;
+}
+
+}  // namespace
+
+TEST_CASE("a PLT entry is named by the function it jumps to, as objdump names it, in every PLT layout") {
+  for (const auto& path : plt_modules()) {
+    const auto listing = objdump_plt(path);
+    if (!listing.ran) return kairos_test::skip("objdump (binutils) did not list " + path);
+    INFO(path);
+    loaded_module module{path.c_str()};
+    kairos::backtrace_symbolizer symbolizer;
+    std::string names;
+    for (const auto& [address, name] : listing.entries) {
+      names += name + " ";
+      // The entry's first byte and one inside it.
+      CHECK(symbolizer.resolve(module.bias() + address).function == name);
+      CHECK(symbolizer.resolve(module.bias() + address + 1).function == name);
+    }
+    INFO(names);
+    CHECK(names.find("hypot@plt ") != std::string::npos);  // called
+    CHECK(names.find("cbrt@plt ") != std::string::npos);   // called, and taken by address: .plt.got
+  }
+}
+
+TEST_CASE("a symbol without a size claims nothing past its section's end: PLT0 is not _init's") {
+  for (const auto& path : plt_modules()) {
+    const auto listing = objdump_plt(path);
+    if (!listing.ran) return kairos_test::skip("objdump (binutils) did not list " + path);
+    INFO(path);
+    REQUIRE(listing.plt_start != 0);
+    loaded_module module{path.c_str()};
+    kairos::backtrace_symbolizer symbolizer;
+    // _init (unsized, the last symbol of .init) is the nearest symbol before .plt.
+    CHECK(symbolizer.resolve(module.bias() + listing.plt_start).function == "");
+  }
 }

@@ -35,7 +35,7 @@ namespace kairos {
 class symbol_cache {
  public:
   // Bumped whenever the symbolizer's answers for the same module change: older files are stale.
-  static constexpr int format_version = 4;
+  static constexpr int format_version = 5;
   // Files kept in the directory; beyond this the least recently written go (each is a few KiB).
   static constexpr std::size_t max_files = 2000;
   // Addresses kept per module file; beyond this a file keeps the newest run's only.
