@@ -4,12 +4,13 @@ run with and without kairos-run, checked through the profile database.
 
 openmp_program.cpp is built here by g++ (libgomp, wrapped entry points) and in the test by clang++
 (libomp, kairos as its OMPT tool); nvtx_program.cpp uses NVTX v3's headers only (no GPU);
-kokkos_hooks_program.cpp calls the Kokkos Tools hooks as Kokkos's runtime does; roctx_program.cpp
-calls ROCTx's functions in a stand-in library (roctx_double.cpp).
+kokkos_hooks_program.cpp calls the Kokkos Tools hooks as Kokkos's runtime does, and kokkos_program.cpp
+is a real Kokkos program (Debian's Kokkos 3.4.1, in Trilinos); roctx_program.cpp calls ROCTx's
+functions in a stand-in library (roctx_double.cpp).
 
 Run one test: annotations_tests.py NAME (ctest does). Needs KAIROS_RUN, KAIROS_OPENMP_PROGRAM,
 KAIROS_KOKKOS_HOOKS_PROGRAM, KAIROS_ROCTX_PROGRAM, KAIROS_SOURCE_DIR, and KAIROS_NVTX_PROGRAM where NVTX's headers were
-found, in the environment.
+found and KAIROS_KOKKOS_PROGRAM where Kokkos was, in the environment.
 """
 import os
 import shutil
@@ -23,6 +24,7 @@ KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 OPENMP_PROGRAM = os.environ.get("KAIROS_OPENMP_PROGRAM", "")
 NVTX_PROGRAM = os.environ.get("KAIROS_NVTX_PROGRAM", "")
 KOKKOS_PROGRAM = os.environ.get("KAIROS_KOKKOS_HOOKS_PROGRAM", "")
+REAL_KOKKOS_PROGRAM = os.environ.get("KAIROS_KOKKOS_PROGRAM", "")
 ROCTX_PROGRAM = os.environ.get("KAIROS_ROCTX_PROGRAM", "")
 SOURCE_DIR = os.environ.get("KAIROS_SOURCE_DIR", "")
 TIMEOUT = 60
@@ -212,6 +214,44 @@ def test_kokkos_hooks_exact_counts(directory):
           == (solve_depth + 1, solve_depth + 1), "kernels nest in the profile region")
     sections = db.execute("SELECT kind, COUNT(*) FROM annotation_ranges WHERE name = 'io' GROUP BY kind").fetchall()
     check(sections == [("kokkos", 2)], f"a profile section started twice: {sections}")
+
+
+def real_kokkos_program():
+    if not REAL_KOKKOS_PROGRAM:
+        skip("Kokkos was not found at configure time (libtrilinos-kokkos-dev)")
+    return REAL_KOKKOS_PROGRAM
+
+
+def test_kokkos_program_exact_counts(directory):
+    # Debian's Kokkos 3.4.1 reads KOKKOS_PROFILE_LIBRARY only, from libtrilinos_kokkoscore: kairos-run
+    # finds that library as the loader does and sets the variable it reads.
+    steps = 10
+    err, db = same_output(directory, [real_kokkos_program(), str(steps)])
+    db = recorded(err, db)
+    counts = dict(db.execute("SELECT name, COUNT(*) FROM regions WHERE kind = 'kokkos' GROUP BY name"))
+    ours = {name: counts.pop(name, 0) for name in ("solve", "step", "axpy", "dot", "prefix", "Kokkos::deep_copy")}
+    check(ours == {"solve": 1, "step": steps, "axpy": steps, "dot": steps, "prefix": 1, "Kokkos::deep_copy": 1},
+          f"exact counts: {ours}")
+    check(all(name.startswith("Kokkos::") for name in counts), f"the rest are Kokkos's own kernels: {counts}")
+    depth = dict(db.execute("SELECT name, MIN(depth) FROM regions WHERE name IN ('solve', 'step', 'axpy', 'dot') "
+                            "GROUP BY name HAVING MIN(depth) = MAX(depth)"))
+    check(depth.get("step") == depth.get("solve", -9) + 1 and depth.get("axpy") == depth.get("dot") == depth["step"] + 1,
+          f"kernels nest in the step region, steps in solve: {depth}")
+    sections = db.execute("SELECT kind, COUNT(*) FROM annotation_ranges WHERE name = 'io' GROUP BY kind").fetchall()
+    check(sections == [("kokkos", 2)], f"a profile section started twice: {sections}")
+    check(db.execute("SELECT value FROM metadata WHERE key = 'annotations.attached'").fetchone() == ("kokkos",),
+          "Kokkos is named as attached")
+
+
+def test_kokkos_another_tool_is_said(directory):
+    # A Kokkos tool the user named stays theirs (here libm, a library with no hooks, as a tool that
+    # records nothing), and one [kairos] line says why there are no kokkos regions.
+    err, db = same_output(directory, [real_kokkos_program(), "2"], KOKKOS_PROFILE_LIBRARY="libm.so.6")
+    said = [line for line in err.splitlines() if "Kokkos tool" in line]
+    check(said == ["[kairos] KOKKOS_PROFILE_LIBRARY=libm.so.6 names another Kokkos tool: kairos leaves Kokkos "
+                   "Tools to it and records no kokkos regions; unset it to have them"], f"one line says so: {err}")
+    check(db is None or db.execute("SELECT COUNT(*) FROM regions WHERE kind = 'kokkos'").fetchone() == (0,),
+          "no kokkos regions")
 
 
 def test_roctx_ranges_exact_counts(directory):

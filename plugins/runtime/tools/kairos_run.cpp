@@ -2,10 +2,14 @@
 // Turns its options into KAIROS_* variables, puts libkairos.so (found relative to this
 // executable, so a build tree and an install tree both work) first in LD_PRELOAD, and replaces
 // itself with the command (execvpe): the command's exit status is kairos-run's.
+#include <elf.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -88,40 +92,163 @@ std::filesystem::path command_file(const char* command) {
   return {};
 }
 
-// Whether the file holds one of `markers` (a string its code uses), read through a mapping.
-bool file_contains(const std::filesystem::path& file, std::initializer_list<std::string_view> markers) {
-  constexpr std::uintmax_t largest_scanned = 1ull << 30;
-  std::error_code error;
-  const auto size = std::filesystem::file_size(file, error);
-  if (error || size == 0 || size > largest_scanned) return false;
-  const int descriptor = open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (descriptor < 0) return false;
-  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, descriptor, 0);
-  close(descriptor);
-  if (mapped == MAP_FAILED) return false;
-  bool found = false;
-  for (const auto marker : markers) found = found || memmem(mapped, size, marker.data(), marker.size()) != nullptr;
-  munmap(mapped, size);
-  return found;
+// A file's bytes through a read-only mapping (empty when it cannot be read, or is over 1 GiB).
+class mapped_file {
+ public:
+  explicit mapped_file(const std::filesystem::path& file) {
+    constexpr std::uintmax_t largest_mapped = 1ull << 30;
+    std::error_code error;
+    const auto size = std::filesystem::file_size(file, error);
+    if (error || size == 0 || size > largest_mapped) return;
+    const int descriptor = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (descriptor < 0) return;
+    void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, descriptor, 0);
+    close(descriptor);
+    if (mapped != MAP_FAILED) bytes_ = {static_cast<const char*>(mapped), size};
+  }
+  ~mapped_file() {
+    if (!bytes_.empty()) munmap(const_cast<char*>(bytes_.data()), bytes_.size());
+  }
+  mapped_file(const mapped_file&) = delete;
+  mapped_file& operator=(const mapped_file&) = delete;
+
+  // Whether it holds one of `markers` (a string its code uses).
+  bool contains(std::initializer_list<std::string_view> markers) const {
+    for (const auto marker : markers)
+      if (bytes_.find(marker) != std::string_view::npos) return true;
+    return false;
+  }
+  // Its ELF program interpreter (PT_INTERP), "" for a static program or anything else.
+  std::string interpreter() const {
+    Elf64_Ehdr header{};
+    if (bytes_.size() < sizeof header) return {};
+    std::memcpy(&header, bytes_.data(), sizeof header);
+    if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || header.e_ident[EI_CLASS] != ELFCLASS64 ||
+        header.e_phentsize != sizeof(Elf64_Phdr))
+      return {};
+    for (std::size_t i = 0; i < header.e_phnum; ++i) {
+      Elf64_Phdr segment{};
+      const auto at = header.e_phoff + i * sizeof segment;
+      if (at + sizeof segment > bytes_.size()) return {};
+      std::memcpy(&segment, bytes_.data() + at, sizeof segment);
+      if (segment.p_type == PT_INTERP && segment.p_offset + segment.p_filesz <= bytes_.size())
+        return {bytes_.data() + segment.p_offset, strnlen(bytes_.data() + segment.p_offset, segment.p_filesz)};
+    }
+    return {};
+  }
+
+ private:
+  std::string_view bytes_;
+};
+
+// The library the program's loader would load whose file name holds `name` (e.g. "kokkoscore"),
+// dependencies of dependencies included: the loader itself lists them (`ld.so --list`, what ldd
+// runs), by the program's RUNPATH, LD_LIBRARY_PATH and cache, and runs none of the program's code.
+std::filesystem::path loaded_library(const std::filesystem::path& file, const std::string& interpreter,
+                                     std::string_view name) {
+  std::array<int, 2> pipe_ends{};
+  if (interpreter.empty() || pipe2(pipe_ends.data(), O_CLOEXEC) != 0) return {};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, pipe_ends[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  std::string list_option = "--list";
+  std::string program = file.string();
+  std::string loader = interpreter;
+  char* arguments[] = {loader.data(), list_option.data(), program.data(), nullptr};
+  pid_t child = 0;
+  const bool spawned = posix_spawn(&child, loader.c_str(), &actions, nullptr, arguments, environ) == 0;
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_ends[1]);
+  std::string listing;
+  char buffer[4096];
+  for (ssize_t got = 0; spawned && (got = read(pipe_ends[0], buffer, sizeof buffer)) != 0;) {
+    if (got > 0) {
+      listing.append(buffer, static_cast<std::size_t>(got));
+    } else if (errno != EINTR) {
+      break;
+    }
+  }
+  close(pipe_ends[0]);
+  int status = 0;
+  if (spawned)
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+  // Lines read "\tlibx.so.1 => /path/libx.so.1 (0x7f...)".
+  std::string_view lines{listing};
+  while (!lines.empty()) {
+    const auto line = lines.substr(0, lines.find('\n'));
+    lines.remove_prefix(std::min(lines.size(), line.size() + 1));
+    const auto arrow = line.find(" => ");
+    if (arrow == std::string_view::npos || line.substr(0, arrow).find(name) == std::string_view::npos) continue;
+    const auto path = line.substr(arrow + 4, line.rfind(" (") - arrow - 4);
+    if (!path.empty() && path.front() == '/') return std::filesystem::path{path};
+  }
+  return {};
+}
+
+// Whether `value` (a Kokkos tool variable's, libraries separated by ';') names `library`.
+bool names_library(std::string_view value, const std::filesystem::path& library) {
+  while (!value.empty()) {
+    const auto entry = value.substr(0, value.find(';'));
+    value.remove_prefix(std::min(value.size(), entry.size() + 1));
+    std::error_code error;
+    if (entry == library.filename().string() ||  // found by the loader's search, as Kokkos's dlopen finds it
+        (!entry.empty() && std::filesystem::equivalent(std::filesystem::path{entry}, library, error)))
+      return true;
+  }
+  return false;
+}
+
+// Kokkos Tools. Kokkos 3 reads KOKKOS_PROFILE_LIBRARY only; Kokkos 4 (3.7 on) reads
+// KOKKOS_TOOLS_LIBS, and for KOKKOS_PROFILE_LIBRARY prints a deprecation warning on the program's
+// stderr (aborting where the two differ), so setting both would change a Kokkos 4 program's
+// output. The variable is the one Kokkos's core reads: it holds the name as a string. Its core is
+// the program's file where Kokkos is linked in (the string kokkosp_init_library, which it looks
+// up), else the library the loader finds: libkokkoscore, or libtrilinos_kokkoscore as Trilinos,
+// and so Debian (Kokkos 3.4.1), builds it, for a program that needs it directly ("kokkoscore" in
+// its file) or through another library (Kokkos's mangled names, "6Kokkos", in its file).
+void point_kokkos_at(const std::filesystem::path& library, const std::filesystem::path& file,
+                     const mapped_file& program) {
+  std::filesystem::path core;
+  if (program.contains({"kokkosp_init_library"}))
+    core = file;
+  else if (program.contains({"kokkoscore", "6Kokkos"}))
+    core = loaded_library(file, program.interpreter(), "kokkoscore");
+  if (core.empty()) return;
+  const bool reads_both = mapped_file{core}.contains({"KOKKOS_TOOLS_LIBS"});
+  // A tool the user named is theirs: Kokkos takes one, and kairos says why its regions are absent.
+  bool named = false;
+  for (const char* variable : {"KOKKOS_TOOLS_LIBS", "KOKKOS_PROFILE_LIBRARY"}) {
+    const char* value = std::getenv(variable);
+    if (value == nullptr || *value == '\0') continue;
+    if (!names_library(value, library)) {
+      error_line(
+          fmt::format("{}={} names another Kokkos tool: kairos leaves Kokkos Tools to it and records no "
+                      "kokkos regions; unset it to have them",
+                      variable, kairos::printable(value, shown_value_bytes)));
+      return;
+    }
+    // Named once is enough for Kokkos 4: a second spelling of the same path would differ, and abort.
+    named = named || reads_both || std::string_view{variable} == "KOKKOS_PROFILE_LIBRARY";
+  }
+  if (!named) setenv(reads_both ? "KOKKOS_TOOLS_LIBS" : "KOKKOS_PROFILE_LIBRARY", library.c_str(), 1);
 }
 
 // The annotations a program carries for other tools reach kairos through a variable naming the
 // tool library to load (docs/openmp.md): set to libkairos.so where the program's file carries NVTX
-// (its header-only loader reads NVTX_INJECTION64_PATH) or Kokkos (its runtime reads
-// KOKKOS_TOOLS_LIBS), and the user named no other tool there. OpenMP needs none: libomp asks the
-// loaded libraries for ompt_start_tool.
+// (its header-only loader reads NVTX_INJECTION64_PATH) or Kokkos (point_kokkos_at), and the user
+// named no other tool there. OpenMP needs none: libomp asks the loaded libraries for
+// ompt_start_tool.
 void point_annotations_at(const std::filesystem::path& library, const char* command) {
-  const auto unset = [](const char* variable) {
-    const char* value = std::getenv(variable);
-    return value == nullptr || *value == '\0';
-  };
   const auto file = command_file(command);
   if (file.empty()) return;
-  if (unset("NVTX_INJECTION64_PATH") && file_contains(file, {"NVTX_INJECTION64_PATH"}))
+  const mapped_file program{file};
+  const char* nvtx = std::getenv("NVTX_INJECTION64_PATH");
+  if ((nvtx == nullptr || *nvtx == '\0') && program.contains({"NVTX_INJECTION64_PATH"}))
     setenv("NVTX_INJECTION64_PATH", library.c_str(), 1);
-  if (unset("KOKKOS_TOOLS_LIBS") && unset("KOKKOS_PROFILE_LIBRARY") &&
-      file_contains(file, {"kokkosp_init_library", "libkokkoscore"}))
-    setenv("KOKKOS_TOOLS_LIBS", library.c_str(), 1);
+  point_kokkos_at(library, file, program);
 }
 
 }  // namespace
@@ -240,11 +367,11 @@ int main(int argc, char** argv) {
   kairos::runtime::set_environment_value(setting::launch_pid, std::to_string(getpid()));
   kairos::runtime::export_launch_variables(true);
   kairos::runtime::unset_environment_value(setting::exec_generation);
+  point_annotations_at(library, command[0]);
   const char* existing = std::getenv("LD_PRELOAD");
   std::string preload = library.string();
   if (existing && *existing) preload += std::string{":"} + existing;
   setenv("LD_PRELOAD", preload.c_str(), 1);
-  point_annotations_at(library, command[0]);
 
   return run_command(command);
 }

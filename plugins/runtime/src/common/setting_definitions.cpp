@@ -527,7 +527,8 @@ constexpr setting_definition definitions[] = {
      .category = annotations,
      .description = "the annotations for other tools that become kairos regions: NVTX ranges and "
                     "marks (kairos-run sets NVTX_INJECTION64_PATH where the program carries NVTX), "
-                    "Kokkos Tools' kernels and regions (KOKKOS_TOOLS_LIBS where it links Kokkos), "
+                    "Kokkos Tools' kernels and regions (KOKKOS_TOOLS_LIBS, or Kokkos 3's KOKKOS_PROFILE_LIBRARY, "
+                    "where it uses Kokkos), "
                     "ROCTx ranges and marks (its functions wrapped where libroctx64 is loaded)",
      .choices = "nvtx,kokkos,roctx"},
     // causal (docs/causal.md; kairos-causal sets them)

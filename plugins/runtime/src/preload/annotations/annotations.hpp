@@ -2,10 +2,10 @@
 // Producer: the annotations programs already carry for other tools (docs/openmp.md, "NVTX and
 // Kokkos"). NVTX v3 (header-only) loads the library NVTX_INJECTION64_PATH names and calls its
 // InitializeInjectionNvtx2, which fills NVTX's function table with kairos's (nvtx.cpp); Kokkos
-// loads the one KOKKOS_TOOLS_LIBS names and calls its kokkosp_ hooks (kokkos.cpp); ROCTx's
-// functions are wrapped where its library is loaded (roctx.cpp). kairos-run
-// points both at libkairos.so where the program carries them. Ranges and kernels become regions
-// of kind nvtx or kokkos; ranges that need not nest become annotation_range rows.
+// loads the one KOKKOS_TOOLS_LIBS (Kokkos 3: KOKKOS_PROFILE_LIBRARY) names and calls its kokkosp_
+// hooks (kokkos.cpp); ROCTx's functions are wrapped where its library is loaded (roctx.cpp).
+// kairos-run points both at libkairos.so where the program carries them. Ranges and kernels
+// become regions of kind nvtx or kokkos; ranges that need not nest become annotation_range rows.
 #include <cstdint>
 
 namespace kairos::runtime {

@@ -35,10 +35,11 @@ std::vector<std::string>* kept_variables = nullptr;
 // no more than LD_PRELOAD (kairos in the new image sets it again where CUDA can be reached). A
 // fork child needs nothing: kairos is already in its memory.
 constexpr std::string_view cuda_injection_prefix = "CUDA_INJECTION64_PATH=";
-// Set by kairos-run where the program carries NVTX or Kokkos (docs/openmp.md), and read by them
-// after init, so they stay in environ; a child that is not followed does not get them (one that
-// is does: no kairos-run is there to set them again).
-constexpr std::array<std::string_view, 2> annotation_tool_prefixes{"NVTX_INJECTION64_PATH=", "KOKKOS_TOOLS_LIBS="};
+// Set by kairos-run where the program carries NVTX or Kokkos (docs/openmp.md; Kokkos 3 reads the
+// second name), and read by them after init, so they stay in environ; a child that is not followed
+// does not get them (one that is does: no kairos-run is there to set them again).
+constexpr std::array<std::string_view, 3> annotation_tool_prefixes{
+    "NVTX_INJECTION64_PATH=", "KOKKOS_TOOLS_LIBS=", "KOKKOS_PROFILE_LIBRARY="};
 
 // A variable of the settings table: another KAIROS_ variable (a test harness's, a typo) is the
 // program's, and stays.
