@@ -39,6 +39,7 @@
 #include <kairos/runtime/time_windows.hpp>
 
 #include "common/proc_file.hpp"
+#include "preload/annotations/annotated_regions.hpp"
 #include "preload/annotations/annotations.hpp"
 #include "preload/annotations/openmp.hpp"
 #include "preload/annotations/roctx.hpp"
@@ -340,6 +341,9 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   report_request request{stem,          globals->formats, globals->command_line, end_reason,
                          database_path, regions,          mismatched_pops()};
   if (streamed.whole) request.perfetto_samples_path = streamed.path;
+  for_each_annotated_name([&](std::string_view name, region_kind kind) {
+    request.region_kinds.emplace(std::string{name}, std::string{name_of(kind)});
+  });
   const auto written = [&] {
     own_cost_timer outputs_cost{own_cost::outputs};
     return write_report(request);
