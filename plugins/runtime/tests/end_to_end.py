@@ -111,7 +111,6 @@ def test_help_and_usage_errors(directory):
     # An option without its value: which one, and what it takes.
     for options, said in ((["--freq"], "--freq needs a value: sampling frequency in Hz (KAIROS_SAMPLING_FREQ), "
                                        "a number in ["),
-                          (["--freq", "-v"], "--freq needs a value: "),
                           (["-o"], "--output needs a value: output file stem (KAIROS_OUTPUT_PATH)"),
                           (["--formats"], "--formats needs a value: outputs to write"),
                           (["--periods"], "--periods needs a value: collect only in time windows")):
@@ -131,6 +130,12 @@ def test_bad_option_value_runs_the_program_without_kairos(directory):
         check(len(lines) == 1 and "is not valid" in lines[0] and "the program runs without it" in lines[0],
               f"{options}: one line naming the value: {lines}")
         check(not os.path.exists(os.path.join(directory, "kairos-output")), f"{options}: kairos was off")
+    # From the environment, a refused value is one line too: the exit line does not say it again.
+    out, err, status = run([KAIROS_RUN, "--", "sh", "-c", "echo ran; exit 3"], directory,
+                           run_environment(KAIROS_SAMPLING_FREQ="abc", KAIROS_SAMPLING_DELAY="0"))
+    lines = kairos_lines(err)
+    check((out, status) == (b"ran\n", 3) and len(lines) == 1 and "(from the environment) is not valid" in lines[0]
+          and lines[0].endswith("sampling is disabled"), f"KAIROS_SAMPLING_FREQ=abc: one line: {lines}")
     # An empty value is no value: the default output path.
     out, err, status = run([KAIROS_RUN, "-o", "", "--", "sh", "-c", "echo ran; exit 3"], directory,
                            run_environment(KAIROS_SAMPLING_DELAY="0"))
