@@ -36,7 +36,8 @@ void error_line(std::ostream& errors, std::string_view text) { errors << line_pr
 // A count as a reader takes it in at a glance: "600", "12,345", "3,210,987".
 std::string grouped(std::int64_t count) {
   auto digits = std::to_string(count < 0 ? -count : count);
-  for (auto at = static_cast<std::ptrdiff_t>(digits.size()) - 3; at > 0; at -= 3) digits.insert(static_cast<std::size_t>(at), ",");
+  for (auto at = static_cast<std::ptrdiff_t>(digits.size()) - 3; at > 0; at -= 3)
+    digits.insert(static_cast<std::size_t>(at), ",");
   return count < 0 ? "-" + digits : digits;
 }
 
@@ -262,8 +263,8 @@ int run_merge(const merge_request& request, std::ostream& errors, bool terminal)
   }
   error_line(errors,
              fmt::format("{}: {} of {} inputs merged ({} processes, {} samples) in {:.1f} s{}", request.output, merged,
-                         inputs.size(), grouped(merged_into->processes()), grouped(merged_into->samples()), shown.seconds(),
-                         skipped == 0 ? "" : fmt::format("; {} skipped, named above", skipped)));
+                         inputs.size(), grouped(merged_into->processes()), grouped(merged_into->samples()),
+                         shown.seconds(), skipped == 0 ? "" : fmt::format("; {} skipped, named above", skipped)));
   errors.flush();
   if (merged == 0) return 1;
   return skipped == 0 || request.keep_going ? 0 : 1;

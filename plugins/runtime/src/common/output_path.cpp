@@ -104,7 +104,8 @@ problem check_path_pattern(std::string_view pattern) {
 
 problem check_output_directory(std::string_view stem) {
   auto blocked = [&](const std::string& why) {
-    return problem{fmt::format("KAIROS_OUTPUT_PATH=\"{}\" cannot be written: {}", printable(stem, shown_key_bytes), why)};
+    return problem{
+        fmt::format("KAIROS_OUTPUT_PATH=\"{}\" cannot be written: {}", printable(stem, shown_key_bytes), why)};
   };
   std::string directory{stem.substr(0, std::min(stem.find('%'), stem.size()))};
   const auto slash = directory.rfind('/');

@@ -65,7 +65,7 @@ std::string threads_text() {
 template <class Keep>
 kairos::report_tree kept_nodes(const kairos::report_tree& tree, const std::vector<kairos::component_info>& components,
                                Keep&& keep) {
-  std::vector<kairos::report_node> nodes;              // kept, in the order first seen
+  std::vector<kairos::report_node> nodes;                // kept, in the order first seen
   std::vector<std::int64_t> kept_as(tree.nodes.size());  // each node: itself or its nearest kept ancestor (-1)
   std::map<std::pair<std::int64_t, std::string>, std::int64_t> by_path;
   for (std::size_t i = 0; i < tree.nodes.size(); ++i) {  // parents come before their children
