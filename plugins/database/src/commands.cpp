@@ -33,6 +33,14 @@ constexpr std::string_view line_prefix = "[kairos] ";
 
 void error_line(std::ostream& errors, std::string_view text) { errors << line_prefix << text << '\n'; }
 
+// A count as a reader takes it in at a glance: "600", "12,345", "3,210,987".
+std::string grouped(std::int64_t count) {
+  auto digits = std::to_string(count < 0 ? -count : count);
+  for (auto at = static_cast<std::ptrdiff_t>(digits.size()) - 3; at > 0; at -= 3)
+    digits.insert(static_cast<std::size_t>(at), ",");
+  return count < 0 ? "-" + digits : digits;
+}
+
 // "K" or "K..L" with 1 <= K <= L.
 std::optional<window_range> parse_window_range(const std::string& text) {
   auto number = [](std::string_view digits) -> std::optional<std::int64_t> {
@@ -89,8 +97,9 @@ class progress {
     if (!last && now - shown_ < (terminal_ ? std::chrono::milliseconds{100} : std::chrono::milliseconds{2000})) return;
     shown_ = now;
     const double seconds = std::chrono::duration<double>(now - start_).count();
-    const auto status = fmt::format("{}/{} inputs, {:.1f} M samples, {:.2f} M samples/s", done, inputs_, samples * 1e-6,
-                                    seconds > 0 ? samples * 1e-6 / seconds : 0.0);
+    const auto status =
+        fmt::format("{}/{} inputs, {} samples, {} samples/s", done, inputs_, grouped(samples),
+                    grouped(seconds > 0 ? static_cast<std::int64_t>(static_cast<double>(samples) / seconds) : 0));
     if (terminal_) {
       constexpr std::size_t width = 30;
       const std::size_t filled = inputs_ == 0 ? width : width * done / inputs_;
@@ -254,8 +263,8 @@ int run_merge(const merge_request& request, std::ostream& errors, bool terminal)
   }
   error_line(errors,
              fmt::format("{}: {} of {} inputs merged ({} processes, {} samples) in {:.1f} s{}", request.output, merged,
-                         inputs.size(), merged_into->processes(), merged_into->samples(), shown.seconds(),
-                         skipped == 0 ? "" : fmt::format("; {} skipped, named above", skipped)));
+                         inputs.size(), grouped(merged_into->processes()), grouped(merged_into->samples()),
+                         shown.seconds(), skipped == 0 ? "" : fmt::format("; {} skipped, named above", skipped)));
   errors.flush();
   if (merged == 0) return 1;
   return skipped == 0 || request.keep_going ? 0 : 1;

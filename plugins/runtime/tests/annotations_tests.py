@@ -115,7 +115,17 @@ def check_imbalance(directory, program, runtime):
     check(regions == [("openmp", TEAM * INSTANCES)], f"each thread's part of each instance is a region: {regions}")
     text = open(os.path.join(directory, "out.txt")).read()
     check("OpenMP imbalance" in text and name in text, "the text report has the imbalance table")
+    check_openmp_heading(text, name)
     return db
+
+
+def check_openmp_heading(text, name):
+    """The text report's region tables list OpenMP's regions under their own heading, not the user API's."""
+    check("OpenMP regions, by component\n" in text, f"an OpenMP heading: {text[-3000:]}")
+    check("user-API regions" not in text, f"no user-API heading where the program has no user-API region: "
+          f"{text[-3000:]}")
+    tables = text.split("OpenMP regions, by component\n", 1)[1]
+    check(name in tables, f"{name} in the OpenMP tables")
 
 
 def test_openmp_imbalance_gcc(directory):
@@ -152,6 +162,19 @@ def test_explicit_barrier_is_wait_clang(directory):
 def test_openmp_off_records_no_openmp(directory):
     err, db = same_output(directory, [OPENMP_PROGRAM, "imbalance", "1", "2"], KAIROS_OPENMP="off")
     check(db is None and "0 regions" in err, f"nothing recorded, so no database: {err}")
+
+
+def test_openmp_region_in_stripped_library_named_by_its_caller(directory):
+    program = os.environ.get("KAIROS_OPENMP_STRIPPED_PROGRAM", "")
+    library = os.path.join(os.path.dirname(program), "libkairos_openmp_stripped.so")
+    symbols = subprocess.run(["nm", library], capture_output=True, timeout=TIMEOUT)
+    check(b"no symbols" in symbols.stderr, f"the library is stripped: {symbols.stdout[:200]!r} {symbols.stderr!r}")
+    err, db = same_output(directory, [program])
+    name, threads, instances, _ = parallel_region(recorded(err, db))
+    check(name.startswith("omp parallel in stripped_parallel_sum (libkairos_openmp_stripped.so+0x"),
+          f"the body, which has no symbol, is named by the function whose construct it is: {name}")
+    check(threads == 4 and instances == 5, f"4 threads, 5 instances: {threads}, {instances}")
+    check_openmp_heading(open(os.path.join(directory, "out.txt")).read(), name)
 
 
 def test_another_ompt_tool_keeps_working(directory):

@@ -108,6 +108,17 @@ def test_help_and_usage_errors(directory):
     check(status == 2 and b"--bogus" in err, f"unknown option is an error: {status} {err!r}")
     out, err, status = run([KAIROS_RUN, "--set", "KAIROS_NO_SUCH_SETTING=1", "--", "true"], directory)
     check(status == 2 and b"unknown setting" in err, f"--set naming no setting is an error: {status} {err!r}")
+    # An option without its value: which one, and what it takes.
+    for options, said in ((["--freq"], "--freq needs a value: sampling frequency in Hz (KAIROS_SAMPLING_FREQ), "
+                                       "a number in ["),
+                          (["-o"], "--output needs a value: output file stem (KAIROS_OUTPUT_PATH)"),
+                          (["--formats"], "--formats needs a value: outputs to write"),
+                          (["--periods"], "--periods needs a value: collect only in time windows")):
+        out, err, status = run([KAIROS_RUN, *options, "--", "true"], directory)
+        lines = kairos_lines(err)
+        check(status == 2 and len(lines) == 1 and lines[0].startswith("[kairos] " + said)
+              and lines[0].endswith("; see kairos-run --help") and "required" not in lines[0],
+              f"{options}: one line naming the option and what it accepts: {status} {lines}")
 
 
 def test_bad_option_value_runs_the_program_without_kairos(directory):
@@ -271,13 +282,19 @@ def test_bad_setting_in_environment(top_directory):
     command = ["sh", "-c", "echo out; exit 3"]
     directory = os.path.join(top_directory, "sampling")
     os.mkdir(directory)
-    # Sampling depends on it, not the regions: one line, and kairos still reports.
+    # Sampling depends on it, not the regions: one line, which says why nothing is recorded
+    # (the exit line does not say it again), and kairos still reports the regions it recorded.
     out, err, status = run([KAIROS_RUN, "--", *command], directory,
                            run_environment(KAIROS_SAMPLING_FREQ="abc"))
     check((out, status) == (b"out\n", 3), f"{out!r} {status}")
     lines = kairos_lines(err)
-    check(len(lines) == 2 and "KAIROS_SAMPLING_FREQ=\"abc\"" in lines[0]
-          and "a number in" in lines[0], f"{lines}")
+    check(len(lines) == 1 and "KAIROS_SAMPLING_FREQ=\"abc\" (from the environment)" in lines[0]
+          and "a number in" in lines[0] and lines[0].endswith("sampling is disabled"), f"{lines}")
+    out, err, status = run([KAIROS_RUN, "--", PROGRAM, "nested"], directory,
+                           run_environment(KAIROS_SAMPLING_FREQ="abc"))
+    lines = kairos_lines(err)
+    check(status == 0 and len(lines) == 2 and "KAIROS_SAMPLING_FREQ" in lines[0] and len(summaries(err)) == 1
+          and "0 samples" in lines[1], f"the regions are still recorded and reported: {lines}")
     # An unknown component: one line naming it and the accepted ones; kairos is off.
     directory = os.path.join(top_directory, "components")
     os.mkdir(directory)
@@ -309,15 +326,32 @@ def test_bad_config_file(directory):
 
 
 def test_unwritable_output_path(directory):
-    # Sampled from the start and busy for a moment, so there is something to write.
+    # Said before the program runs, whether the run would record something (busy) or not (short),
+    # in one line naming the path and the directory that cannot be made; the program runs as ever.
     busy = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo out; exit 5"
-    out, err, status = run([KAIROS_RUN, "-o", "/proc/kairos-cannot-write-here/%pid%", "--", "sh",
-                            "-c", busy], directory, run_environment(KAIROS_SAMPLING_DELAY="0"))
-    check((out, status) == (b"out\n", 5), f"{out!r} {status}")
+    for script in (busy, "echo out; exit 5"):
+        out, err, status = run([KAIROS_RUN, "-o", "/proc/kairos-cannot-write-here/%pid%", "--", "sh",
+                                "-c", script], directory, run_environment(KAIROS_SAMPLING_DELAY="0"))
+        check((out, status) == (b"out\n", 5), f"{out!r} {status}")
+        lines = kairos_lines(err)
+        check(lines == ['[kairos] KAIROS_OUTPUT_PATH="/proc/kairos-cannot-write-here/%pid%" cannot be written: '
+                        'cannot create directories in /proc: No such file or directory; kairos is disabled for '
+                        'this run, the program runs without it'], f"the failure, said once, up front: {lines}")
+    # A file where a directory should be.
+    blocker = os.path.join(directory, "a-file")
+    open(blocker, "w").close()
+    out, err, status = run([KAIROS_RUN, "-o", os.path.join(blocker, "out"), "--", "sh", "-c", "echo out"], directory)
     lines = kairos_lines(err)
-    check(len(lines) == 2 and "cannot write" in lines[0] and "KAIROS_OUTPUT_PATH" in lines[0],
-          f"the failure, said once: {lines}")
-    check(len(summaries(err)) == 1 and "outputs: none" in lines[1], f"then the summary: {lines}")
+    check((out, status) == (b"out\n", 0) and len(lines) == 1 and f"{blocker} is not a directory" in lines[0],
+          f"{out!r} {status} {lines}")
+    check(not [name for name in os.listdir(directory) if name.startswith(".kairos-probe")], "no probe left behind")
+    # LD_PRELOAD alone (no kairos-run): the runtime says the same at the start of a short run.
+    library = os.path.join(os.path.dirname(KAIROS_RUN), "libkairos.so")
+    out, err, status = run(["sh", "-c", "echo out; exit 5"], directory,
+                           run_environment(LD_PRELOAD=library, KAIROS_OUTPUT_PATH="/proc/kairos-cannot-write-here/x"))
+    lines = kairos_lines(err)
+    check((out, status) == (b"out\n", 5) and len(lines) == 1 and "cannot be written: cannot create directories in "
+          "/proc" in lines[0] and lines[0].endswith("kairos is disabled for this run"), f"{out!r} {status} {lines}")
 
 
 def test_mismatched_pop_reported(directory):

@@ -73,6 +73,8 @@ def test_directories_and_globs(directory):
     check(status == 0, f"a directory: status {status}, {err!r}")
     check(scalar(everything, "SELECT COUNT(*) FROM process") == 6, "a directory's 6 databases are merged")
     check(scalar(everything, "SELECT COUNT(*) FROM sample") == 6 * 200, "with all their samples")
+    check("[kairos] merged 6/6 inputs, 1,200 samples, " in err and "samples/s" in err and " M samples" not in err,
+          f"the progress line counts samples as numbers a reader takes in: {err!r}")
     some = os.path.join(directory, "some.db")
     status, err = merge("-o", some, os.path.join(inputs, "rank-0000[0-2].db"))
     check(status == 0, f"a glob: status {status}, {err!r}")

@@ -194,5 +194,45 @@ def test_program_embedding_python_shows_its_functions(directory):
           f"embedded_entry and embedded_spin hold the run: {sorted(totals.items(), key=lambda kv: -kv[1])[:6]}")
 
 
+def native_and_python_shares(db):
+    """The whole run's weight, native_spin's and embedded_spin's (inclusive), in seconds."""
+    whole = db.execute("SELECT SUM(weight_ns) FROM sample").fetchone()[0] / 1e9
+    totals = python_totals(db)
+    native = sum(total for name, total in totals.items() if "native_spin" in name) / 1e9
+    return whole, native, totals.get("embedded_spin", 0) / 1e9
+
+
+def test_program_linking_python_without_starting_it_keeps_the_ring(directory):
+    program = os.environ.get("KAIROS_EMBEDDED_PYTHON_PROGRAM", "")
+    if not program:
+        skip("no libpython to link a program with at configure time (python3-dev)")
+    bare, result = run_under_kairos(directory, [program, "never"], KAIROS_SAMPLING_FREQ=1000)
+    check(result.stdout == bare.stdout == b"embedded ok\n", f"output unchanged: {result.stdout!r}")
+    db = database(directory)
+    check(metadata(db, "sampling_cpu_source") == "perf ring buffer",
+          f"libpython linked but no interpreter started: the default ring ({metadata(db, 'sampling_cpu_source')})")
+    check(int(metadata(db, "python.samples") or 0) == 0, "no sample holds Python frames")
+    whole, native, _ = native_and_python_shares(db)
+    check(native > 0.9 * whole, f"native_spin holds the run: {native:.3f} s of {whole:.3f} s")
+
+
+def test_program_starting_python_late_shows_its_functions(directory):
+    program = os.environ.get("KAIROS_EMBEDDED_PYTHON_PROGRAM", "")
+    if not program:
+        skip("no libpython to link a program with at configure time (python3-dev)")
+    bare, result = run_under_kairos(directory, [program, "late"], KAIROS_SAMPLING_FREQ=1000)
+    check(result.stdout == bare.stdout == b"embedded ok\n", f"output unchanged: {result.stdout!r}")
+    db = database(directory)
+    check(metadata(db, "sampling_cpu_source") == "perf task-clock",
+          f"the ring left for the perf signal once the interpreter started ({metadata(db, 'sampling_cpu_source')})")
+    whole, native, python = native_and_python_shares(db)
+    # 0.4 s in C++ on the ring, then 0.8 s of Python read in the thread; the interpreter's start
+    # and the ring's last samples (unnamed eval loops) are the rest.
+    check(native > 0.25 * whole and python > 0.5 * whole and python > 0.85 * (whole - native),
+          f"native_spin {native:.3f} s and embedded_spin {python:.3f} s of {whole:.3f} s")
+    threads = db.execute("SELECT COUNT(DISTINCT thread) FROM sample").fetchone()[0]
+    check(threads == 1, f"the main thread alone, its samples from the ring and the signal both: {threads}")
+
+
 if __name__ == "__main__":
     sys.exit(run_named_test(globals(), "kairos-python-frames"))

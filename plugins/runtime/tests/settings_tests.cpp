@@ -212,6 +212,33 @@ TEST_CASE("output path keys expand to this process's values") {
   CHECK(expand_path("%env{}%", values).failure().text().find("unknown key") != std::string::npos);
 }
 
+TEST_CASE("what a setting accepts is said without a value, as a refused value's line says it") {
+  CHECK(accepted_values(definition_of(setting::sampling_freq)) == "a number in [0.001, 100000]");
+  CHECK(accepted_values(definition_of(setting::sampling_cputime)) == "true or false (also 1/0, yes/no, on/off)");
+  CHECK(accepted_values(definition_of(setting::sampling_cputime_source)) == "one of auto,ring,perf,timer");
+  CHECK(accepted_values(definition_of(setting::output_path)).empty());  // its description says it
+  environment_block environment{"KAIROS_SAMPLING_CPUTIME_SOURCE=sometimes"};
+  const auto loaded = settings::load(environment.get());
+  REQUIRE(loaded.problems().size() == 1);
+  CHECK(loaded.problems()[0].find("expected one of auto,ring,perf,timer;") != std::string::npos);
+}
+
+TEST_CASE("an output directory that cannot be made is named with what stands in the way") {
+  char made[] = "/tmp/kairos-output-check-XXXXXX";
+  REQUIRE(mkdtemp(made) != nullptr);
+  const std::string directory = made;
+  CHECK_FALSE(check_output_directory(directory + "/out/%pid%/deeper/x"));  // made at the end
+  CHECK_FALSE(check_output_directory(directory + "/x"));
+  CHECK(check_output_directory("/proc/kairos-x/y").text() ==
+        "KAIROS_OUTPUT_PATH=\"/proc/kairos-x/y\" cannot be written: cannot create directories in /proc: No such "
+        "file or directory");
+  std::ofstream{directory + "/file"} << "";
+  CHECK(check_output_directory(directory + "/file/out").text().ends_with(directory + "/file is not a directory"));
+  CHECK(check_output_directory(directory + "/file/%exe%/out").text().ends_with("is not a directory"));
+  std::remove((directory + "/file").c_str());
+  CHECK(rmdir(made) == 0);  // no probe left behind
+}
+
 TEST_CASE("path values of this process are filled") {
   const auto values = path_values::of_this_process();
   CHECK(values.pid == std::to_string(getpid()));

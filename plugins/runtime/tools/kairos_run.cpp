@@ -300,25 +300,42 @@ int main(int argc, char** argv) {
   app.footer("Example: kairos-run -o out/%exe%-%pid% --components wall_clock,peak_rss -- ./app 1 2");
   app.set_version_flag("--version", std::string{"kairos-run "} + KAIROS_VERSION);
 
-  const auto parsed = kairos::tools::parse_command_line(app, argc, argv, "kairos-run [options] -- <command> [args...]");
+  // The options that each set one setting: the value given, and "true" for a switch given bare.
+  struct setting_option {
+    std::string_view name;
+    const std::string& value;
+    setting which;
+  };
+  const setting_option setting_options[] = {{"--output", output, setting::output_path},
+                                            {"--formats", formats, setting::output_formats},
+                                            {"--freq", frequency, setting::sampling_freq},
+                                            {"--cputime", cputime, setting::sampling_cputime},
+                                            {"--realtime", realtime, setting::sampling_realtime},
+                                            {"--components", components, setting::components},
+                                            {"--config", config, setting::config_file},
+                                            {"--instrument", instrument, setting::instrument},
+                                            {"--instrument-include", instrument_include, setting::instrument_include},
+                                            {"--instrument-exclude", instrument_exclude, setting::instrument_exclude},
+                                            {"--instrument-min", instrument_min, setting::instrument_min_duration},
+                                            {"--periods", periods, setting::trace_periods},
+                                            {"--windows-file", windows_file, setting::trace_windows_file}};
+  const auto accepted = [&](std::string_view option) {
+    for (const auto& entry : setting_options)
+      if (entry.name == option) return kairos::runtime::accepted_values(definition_of(entry.which));
+    return std::string{};
+  };
+  const auto parsed =
+      kairos::tools::parse_command_line(app, argc, argv, "kairos-run [options] -- <command> [args...]", accepted);
   if (const int* status = std::get_if<int>(&parsed)) return *status;
   char** command = std::get<char**>(parsed);
 
   std::vector<assignment> assignments;
   auto add = [&](setting which, const std::string& value) { assignments.push_back({&definition_of(which), value}); };
-  if (app.count("--output")) add(setting::output_path, output);
-  if (app.count("--formats")) add(setting::output_formats, formats);
-  if (app.count("--freq")) add(setting::sampling_freq, frequency);
-  if (app.count("--cputime")) add(setting::sampling_cputime, cputime.empty() ? "true" : cputime);
-  if (app.count("--realtime")) add(setting::sampling_realtime, realtime.empty() ? "true" : realtime);
-  if (app.count("--components")) add(setting::components, components);
-  if (app.count("--config")) add(setting::config_file, config);
-  if (app.count("--instrument")) add(setting::instrument, instrument.empty() ? "true" : instrument);
-  if (app.count("--instrument-include")) add(setting::instrument_include, instrument_include);
-  if (app.count("--instrument-exclude")) add(setting::instrument_exclude, instrument_exclude);
-  if (app.count("--instrument-min")) add(setting::instrument_min_duration, instrument_min);
-  if (app.count("--periods")) add(setting::trace_periods, periods);
-  if (app.count("--windows-file")) add(setting::trace_windows_file, windows_file);
+  for (const auto& entry : setting_options)
+    if (app.count(std::string{entry.name}))
+      add(entry.which, entry.value.empty() && definition_of(entry.which).type == kairos::runtime::setting_type::boolean
+                           ? "true"
+                           : entry.value);
   if (follow_children) add(setting::follow_children, "true");
   if (verbose > 0) add(setting::verbose, std::to_string(verbose));
   for (const auto& given : settings_given) {
@@ -347,6 +364,13 @@ int main(int argc, char** argv) {
   }
   for (const auto& [definition, value] : assignments)
     if (!value.empty()) setenv(std::string{definition->variable}.c_str(), value.c_str(), 1);
+  // An output directory that cannot be made is said now, not after the run (or never, for a run
+  // that records nothing): the program runs without kairos.
+  const auto settings = kairos::runtime::settings::load(environ);
+  if (const auto blocked = kairos::runtime::check_output_directory(settings.text(setting::output_path))) {
+    error_line(blocked.text() + "; kairos is disabled for this run, the program runs without it");
+    return run_command(command);
+  }
 
   std::filesystem::path library;
   for (const auto& candidate : library_candidates())

@@ -4,13 +4,18 @@
 #include <kairos/runtime/launch.hpp>
 #include <kairos/runtime/settings.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <limits.h>
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+
+#include <fmt/format.h>
 
 namespace kairos::runtime {
 
@@ -95,6 +100,31 @@ problem check_path_pattern(std::string_view pattern) {
   if (pattern.empty()) return problem{"an empty path"};
   return walk(
       pattern, [](std::string_view) {}, [](std::string_view) {});
+}
+
+problem check_output_directory(std::string_view stem) {
+  auto blocked = [&](const std::string& why) {
+    return problem{
+        fmt::format("KAIROS_OUTPUT_PATH=\"{}\" cannot be written: {}", printable(stem, shown_key_bytes), why)};
+  };
+  std::string directory{stem.substr(0, std::min(stem.find('%'), stem.size()))};
+  const auto slash = directory.rfind('/');
+  directory = slash == std::string::npos ? "." : slash == 0 ? "/" : directory.substr(0, slash);
+  std::string missing;  // the first directory to make, where `directory` does not exist yet
+  struct stat status {};
+  while (stat(directory.c_str(), &status) != 0) {
+    if (errno != ENOENT) return blocked(fmt::format("cannot reach {}: {}", directory, std::strerror(errno)));
+    missing = directory;
+    const auto up = directory.rfind('/');
+    directory = up == std::string::npos ? "." : up == 0 ? "/" : directory.substr(0, up);
+  }
+  if (!S_ISDIR(status.st_mode)) return blocked(fmt::format("{} is not a directory", directory));
+  auto probe = (directory == "/" ? std::string{} : directory) + "/.kairos-probe-XXXXXX";
+  if (mkdtemp(probe.data()) == nullptr)
+    return blocked(fmt::format("cannot create {} in {}: {}", missing.empty() ? "files" : "directories", directory,
+                               std::strerror(errno)));
+  rmdir(probe.c_str());
+  return {};
 }
 
 result<std::string> expand_path(std::string_view pattern, const path_values& values) {

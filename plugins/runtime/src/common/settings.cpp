@@ -143,23 +143,23 @@ std::optional<std::string> check_type(const setting_definition& definition, std:
   switch (definition.type) {
     case setting_type::boolean:
       if (parse_boolean(text)) return std::nullopt;
-      return "true or false (also 1/0, yes/no, on/off)";
+      return accepted_values(definition);
     case setting_type::integer: {
       const auto value = parse_number<std::int64_t>(text);
       if (value && *value >= definition.minimum && *value <= definition.maximum) return std::nullopt;
-      return "an integer in " + range_text(definition);
+      return accepted_values(definition);
     }
     case setting_type::number: {
       const auto value = parse_number<double>(text);
       if (value && *value >= definition.minimum && *value <= definition.maximum) return std::nullopt;
-      return "a number in " + range_text(definition);
+      return accepted_values(definition);
     }
     case setting_type::text:
       if (definition.choices.empty() || is_choice(definition.choices, trim(text))) return std::nullopt;
-      return "one of " + std::string{definition.choices};
+      return accepted_values(definition);
     case setting_type::list: {
       const auto items = split_list(text);
-      if (items.empty()) return "a comma-separated list of " + std::string{definition.choices};
+      if (items.empty()) return accepted_values(definition);
       for (const auto& item : items)
         if (!definition.choices.empty() && !is_choice(definition.choices, item))
           return fmt::format("a comma-separated list of {} ('{}' is not one of them)", definition.choices, shown(item));
@@ -172,6 +172,24 @@ std::optional<std::string> check_type(const setting_definition& definition, std:
 }
 
 }  // namespace
+
+std::string accepted_values(const setting_definition& definition) {
+  switch (definition.type) {
+    case setting_type::boolean:
+      return "true or false (also 1/0, yes/no, on/off)";
+    case setting_type::integer:
+      return "an integer in " + range_text(definition);
+    case setting_type::number:
+      return "a number in " + range_text(definition);
+    case setting_type::text:
+      return definition.choices.empty() ? std::string{} : "one of " + std::string{definition.choices};
+    case setting_type::list:
+      return "a comma-separated list of " + std::string{definition.choices};
+    case setting_type::path:
+      break;
+  }
+  return {};
+}
 
 // The one rule for empty values: an empty (or blank) value is no value, the setting's default (or
 // the lower source's value), whatever its type.

@@ -186,7 +186,9 @@ struct gotcha {
           gotcha_patcher::inside_kairos_scope guard;
           return make_bundle();
         }();
-        return replacement(control::data, original, args...);
+        auto call = control::data;
+        call.caller = __builtin_extract_return_addr(__builtin_return_address(0));
+        return replacement(call, original, args...);
       } else {
         Bundle bundle = [] {
           gotcha_patcher::inside_kairos_scope guard;

@@ -36,6 +36,15 @@ problem check_path_pattern(std::string_view pattern);
 // The path, or the problem of check_path_pattern() when the pattern has an unknown or malformed key.
 result<std::string> expand_path(std::string_view pattern, const path_values& values);
 
+// Empty when the directory of `stem` can hold kairos's outputs (it exists and takes new files, or
+// the nearest directory above it that exists takes new directories), else what stands in the way:
+// 'KAIROS_OUTPUT_PATH="/proc/x/y" cannot be written: cannot create directories in /proc: No such
+// file or directory'. Tried
+// for real (a directory made and removed at once): permissions, read-only and special file systems
+// answer as they will at the end. A `stem` whose directory holds a key (%exe%/run) is checked up
+// to the last directory before the first key.
+problem check_output_directory(std::string_view stem);
+
 // "20250131-142501": the format of %launch_date%.
 std::string format_launch_date(std::int64_t unix_seconds);
 

@@ -136,6 +136,9 @@ const setting_definition* find_setting(std::string_view name_or_variable);
 // What `text` would mean for `definition`: nullopt when accepted, else what is accepted
 // ("a number in [0.001, 100000]", "one or more of text, json", ...).
 std::optional<std::string> check_value(const setting_definition& definition, std::string_view text);
+// What a setting accepts, said without a value: "a number in [1, 100000]", "one of auto, ring,
+// perf, timer"; "" where its description says it (a path, free text).
+std::string accepted_values(const setting_definition& definition);
 // "true", "1", "yes", "on" (any case) → true; "false", "0", "no", "off" → false.
 std::optional<bool> parse_boolean(std::string_view text);
 // The text of a regular file of at most `max_bytes`, or why not ("it is a directory", the errno

@@ -117,7 +117,7 @@ void for_each_annotated_name(const std::function<void(std::string_view name, reg
   }
 }
 
-std::string code_location(const void* address, bool function_entry) {
+std::string code_location(const void* address, bool function_entry, const void* caller) {
   reentry_guard guard;
   const auto at = reinterpret_cast<std::uintptr_t>(address);
   std::lock_guard lock{state->symbols_mutex};
@@ -126,7 +126,13 @@ std::string code_location(const void* address, bool function_entry) {
   // A return address is looked up one byte back: the call, not the instruction after it.
   const auto symbol = function_entry ? state->symbols->resolve_function_entry(at) : state->symbols->resolve(at - 1);
   std::string text;
-  if (!symbol.has_function())
+  const auto calling = !symbol.has_function() && caller != nullptr
+                           ? state->symbols->resolve(reinterpret_cast<std::uintptr_t>(caller) - 1)
+                           : decltype(symbol){};
+  if (!symbol.has_function() && calling.has_function())
+    text = fmt::format("in {} ({}+{:#x})", calling.function, symbol.module.substr(symbol.module.rfind('/') + 1),
+                       symbol.module_offset);
+  else if (!symbol.has_function())
     text = fmt::format("{}+{:#x}", symbol.module.substr(symbol.module.rfind('/') + 1), symbol.module_offset);
   else if (symbol.has_source())
     text = fmt::format("{} ({}:{})", symbol.function, symbol.file.substr(symbol.file.rfind('/') + 1), symbol.line);

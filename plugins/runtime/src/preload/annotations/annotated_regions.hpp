@@ -35,9 +35,12 @@ const char* intern_annotated_name(const char* name, region_kind kind) noexcept;
 void for_each_annotated_name(const std::function<void(std::string_view name, region_kind kind)>& visit);
 
 // "function (file:line)", "function" without line information, "module+0x1a2b" without a symbol:
-// the code at `address`, a function's entry or (a return address) a call site. Looked up once
-// per address under a lock, so only where a new region is first seen (OpenMP's constructs).
-std::string code_location(const void* address, bool function_entry);
+// the code at `address`, a function's entry or (a return address) a call site. Code without a
+// symbol that `caller` (a return address) called is named by the caller's function, as
+// "in caller (module+0x1a2b)": a stripped library's outlined OpenMP body by the function whose
+// construct it is. Looked up once per address under a lock, so only where a new region is first
+// seen (OpenMP's constructs).
+std::string code_location(const void* address, bool function_entry, const void* caller = nullptr);
 
 // fork: the list's lock is held across fork. In a child (async-signal-safe) the surviving thread
 // starts a list of its own at its next name; the parent's stay out of the child's rows.

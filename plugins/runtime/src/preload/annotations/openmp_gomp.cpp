@@ -85,7 +85,7 @@ enum class gomp_parallel { parallel, loop, sections, reductions };
 template <class Call, Call C>
 struct interceptor {
   template <class R, class... Args>
-  R operator()(const gotcha_data&, R (*original)(Args...), Args... arguments) {
+  R operator()(const gotcha_data& call_data, R (*original)(Args...), Args... arguments) {
     if (!openmp_recording() || inside_kairos) return original(arguments...);
     if constexpr (std::is_same_v<Call, gomp_wait>) {
       const auto start = steady_now_ns();
@@ -103,7 +103,7 @@ struct interceptor {
       auto all = std::tuple<Args...>{arguments...};
       const auto body = std::get<0>(all);
       const auto requested = std::get<2>(all);
-      auto* region = find_openmp_region(reinterpret_cast<const void*>(body), true);
+      auto* region = find_openmp_region(reinterpret_cast<const void*>(body), true, call_data.caller);
       const auto capacity = requested != 0 ? requested : max_threads ? static_cast<unsigned>(max_threads()) : 1u;
       team_call call{body, std::get<1>(all), begin_openmp_team(region, capacity)};
       std::get<0>(all) = &run_member;

@@ -65,7 +65,7 @@ void set_openmp_recording(bool on) noexcept { recording.store(on, std::memory_or
 void set_openmp_runtime(const char* name) noexcept { runtime.store(name, std::memory_order_release); }
 const char* openmp_runtime_name() noexcept { return runtime.load(std::memory_order_acquire); }
 
-openmp_region* find_openmp_region(const void* code, bool function_entry) {
+openmp_region* find_openmp_region(const void* code, bool function_entry, const void* caller) {
   auto& recent = recent_regions[(reinterpret_cast<std::uintptr_t>(code) >> 4) % recent_regions.size()];
   if (recent.code == code && recent.region != nullptr) [[likely]]
     return recent.region;
@@ -78,7 +78,7 @@ openmp_region* find_openmp_region(const void* code, bool function_entry) {
     }
   }
   // Named outside the lock: the first lookup may load the symbolizer (milliseconds).
-  auto name = "omp parallel " + code_location(code, function_entry);
+  auto name = "omp parallel " + code_location(code, function_entry, caller);
   std::lock_guard lock{state->mutex};
   auto& region = state->regions[code];
   if (region == nullptr) {

@@ -26,8 +26,9 @@ const char* openmp_runtime_name() noexcept;
 struct openmp_region;  // one parallel construct of the program (a code address): its name and sums
 
 // A construct's region, found or made (named "omp parallel <code_location>"). `function_entry`:
-// the address is the outlined function (libgomp), not a call site (OMPT's return address).
-openmp_region* find_openmp_region(const void* code, bool function_entry);
+// the address is the outlined function (libgomp), not a call site (OMPT's return address);
+// `caller`: where the construct called the runtime, which names a body without a symbol.
+openmp_region* find_openmp_region(const void* code, bool function_entry, const void* caller = nullptr);
 const char* name_of(const openmp_region& region) noexcept;
 
 struct openmp_member {

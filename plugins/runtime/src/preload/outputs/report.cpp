@@ -60,6 +60,97 @@ std::string threads_text() {
   return text;
 }
 
+// The nodes of `tree` that `keep` accepts, each under its nearest kept ancestor, equal paths
+// merged, in depth-first order (as format_report prints them).
+template <class Keep>
+kairos::report_tree kept_nodes(const kairos::report_tree& tree, const std::vector<kairos::component_info>& components,
+                               Keep&& keep) {
+  std::vector<kairos::report_node> nodes;                // kept, in the order first seen
+  std::vector<std::int64_t> kept_as(tree.nodes.size());  // each node: itself or its nearest kept ancestor (-1)
+  std::map<std::pair<std::int64_t, std::string>, std::int64_t> by_path;
+  for (std::size_t i = 0; i < tree.nodes.size(); ++i) {  // parents come before their children
+    const auto& node = tree.nodes[i];
+    const auto parent = node.parent < 0 ? -1 : kept_as[static_cast<std::size_t>(node.parent)];
+    if (!keep(node.label)) {
+      kept_as[i] = parent;
+      continue;
+    }
+    auto [found, added] = by_path.try_emplace({parent, node.label}, static_cast<std::int64_t>(nodes.size()));
+    kept_as[i] = found->second;
+    if (added) {
+      auto& copy = nodes.emplace_back(node);
+      copy.parent = parent;
+      copy.children.clear();
+      continue;
+    }
+    auto& into = nodes[static_cast<std::size_t>(found->second)];
+    for (const auto& value : node.values) {
+      const auto same = std::find_if(into.values.begin(), into.values.end(), [&](const kairos::report_value& other) {
+        return other.component == value.component && other.value_index == value.value_index;
+      });
+      if (same == into.values.end())
+        into.values.push_back(value);
+      else
+        same->stats.merge(value.stats);
+    }
+  }
+  kairos::report_tree kept{tree.thread_index, tree.os_thread_id, {}};
+  std::vector<std::vector<std::int64_t>> children(nodes.size());
+  std::vector<std::int64_t> pending;
+  for (auto i = static_cast<std::int64_t>(nodes.size()) - 1; i >= 0; --i) {  // popped lowest first
+    const auto parent = nodes[static_cast<std::size_t>(i)].parent;
+    (parent < 0 ? pending : children[static_cast<std::size_t>(parent)]).push_back(i);
+  }
+  std::vector<std::int64_t> position(nodes.size());
+  while (!pending.empty()) {
+    const auto index = static_cast<std::size_t>(pending.back());
+    pending.pop_back();
+    position[index] = static_cast<std::int64_t>(kept.nodes.size());
+    auto& node = kept.nodes.emplace_back(std::move(nodes[index]));
+    if (node.parent >= 0) {
+      node.parent = position[static_cast<std::size_t>(node.parent)];
+      auto& parent = kept.nodes[static_cast<std::size_t>(node.parent)];
+      node.depth = parent.depth + 1;
+      parent.children.push_back(static_cast<std::uint32_t>(position[index]));
+    } else {
+      node.depth = 0;
+    }
+    for (auto child : children[index]) pending.push_back(child);
+  }
+  for (auto& node : kept.nodes)
+    for (auto& value : node.values) {
+      value.self_sum = value.stats.sum;
+      if (value.component >= components.size() || !components[value.component].additive) continue;
+      for (auto child : node.children)
+        if (const auto* below = kept.nodes[child].value(value.component, value.value_index))
+          value.self_sum -= below->stats.sum;
+    }
+  return kept;
+}
+
+// The in-memory regions' tables: the user API's, then each annotation kind's under its own
+// heading (a region of one kind inside another's is shown under its nearest region of its kind).
+std::string region_tables(const kairos::report_data& data,
+                          const std::map<std::string, std::string, std::less<>>& region_kinds) {
+  constexpr std::pair<std::string_view, std::string_view> headings[] = {{"", "user-API regions"},
+                                                                        {"openmp", "OpenMP regions"},
+                                                                        {"nvtx", "NVTX ranges"},
+                                                                        {"kokkos", "Kokkos regions"},
+                                                                        {"roctx", "ROCTx ranges"}};
+  std::string text;
+  for (const auto& [kind, heading] : headings) {
+    const auto keep = [&](const std::string& label) {
+      const auto found = region_kinds.find(label);
+      return (found == region_kinds.end() ? std::string_view{} : std::string_view{found->second}) == kind;
+    };
+    kairos::report_data of_kind{data.components, kept_nodes(data.process, data.components, keep), {}};
+    for (const auto& thread : data.threads) of_kind.threads.push_back(kept_nodes(thread, data.components, keep));
+    if (auto tables = kairos::format_report(of_kind, {.per_thread = true}); !tables.empty())
+      text += fmt::format("{}{}, by component\n{}", text.empty() ? "" : "\n", heading, tables);
+  }
+  return text;
+}
+
 // The profile summary as JSON.
 nlohmann::json profile_summary(database::connection& profile) {
   std::ostringstream text;
@@ -154,10 +245,9 @@ written_report write_report(const report_request& request) {
           database::write_text(profile_database(), file);
           file << "\n";
         }
-        // The user-API regions with every component KAIROS_COMPONENTS measures (the database's
-        // call graph above has their wall time, beside the instrumented functions).
-        if (auto regions = kairos::format_report(data, {.per_thread = true}); !regions.empty())
-          file << "user-API regions, by component\n" << regions;
+        // The regions with every component KAIROS_COMPONENTS measures (the database's call graph
+        // above has their wall time, beside the instrumented functions).
+        file << region_tables(data, request.region_kinds);
         if (request.mismatched_pops > 0)
           file << fmt::format("\nmismatched kairos_pop_region calls ignored: {}\n", request.mismatched_pops);
         file << "\nthreads\n" << threads_text();

@@ -13,6 +13,7 @@
 //   html    <stem>.html        a self-contained report page (summary, tables, flame graph, timeline)
 //   json    <stem>.json        the region report JSON, with the profile summary under "profile"
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct report_request {
   std::string database_path;  // the profile database; empty when there is none
   std::uint64_t regions_recorded = 0;
   std::uint64_t mismatched_pops = 0;
+  // The regions the annotations made (OpenMP, NVTX, Kokkos, ROCTx), name to kind ("openmp"): the
+  // text report lists them apart from the user API's, under a heading per kind.
+  std::map<std::string, std::string, std::less<>> region_kinds;
   // The packets of the database's every CPU sample, streamed as they were committed: the Perfetto
   // trace is written around them (write_perfetto_with_streamed_samples). "": from the database.
   std::string perfetto_samples_path;

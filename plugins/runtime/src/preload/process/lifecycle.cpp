@@ -39,6 +39,7 @@
 #include <kairos/runtime/time_windows.hpp>
 
 #include "common/proc_file.hpp"
+#include "preload/annotations/annotated_regions.hpp"
 #include "preload/annotations/annotations.hpp"
 #include "preload/annotations/openmp.hpp"
 #include "preload/annotations/roctx.hpp"
@@ -100,6 +101,7 @@ struct runtime_globals {
   bool windows_planned = false;  // KAIROS_TRACE_PERIODS or KAIROS_TRACE_WINDOWS_FILE
   bool causal_wanted = false;    // KAIROS_CAUSAL: experiments run (docs/causal.md)
   std::string sampling_off;      // why sampling never ran (empty: it was started)
+  bool sampling_off_said = false;  // by the refused value's own line, at the start
   std::int64_t started_ns = 0;   // steady clock, at init
   launch_identity launch;        // the MPI launch this process is a rank of, if any
 };
@@ -322,7 +324,8 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   const auto gpu_work = counts.gpu_kernels + counts.gpu_copies;
   if (sampling.delivered == 0 && regions == 0 && gpu_work == 0 && counts.mpi_calls == 0) {
     if (!database_path.empty()) remove_database_files(database_path);
-    if (!snapshot && globals->identity.launched)
+    // A refused value said at the start why ("sampling is disabled"): one line, not two.
+    if (!snapshot && globals->identity.launched && !globals->sampling_off_said)
       report(fmt::format("0 samples, 0 regions on {}; outputs: none (nothing was recorded: {}){}",
                          plural(program_threads(), "thread"), why_nothing_was_recorded(),
                          describe(lost, sampling.signal_number)));
@@ -340,6 +343,9 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   report_request request{stem,          globals->formats, globals->command_line, end_reason,
                          database_path, regions,          mismatched_pops()};
   if (streamed.whole) request.perfetto_samples_path = streamed.path;
+  for_each_annotated_name([&](std::string_view name, region_kind kind) {
+    request.region_kinds.emplace(std::string{name}, std::string{name_of(kind)});
+  });
   const auto written = [&] {
     own_cost_timer outputs_cost{own_cost::outputs};
     return write_report(request);
@@ -585,6 +591,14 @@ void start_stages() {
   if (globals->launch.size.value_or(1) > 1 &&
       globals->values.at(setting::output_path).source == setting_source::default_value)
     globals->values.set(setting::output_path, mpi_default_output_path, setting_source::default_value);
+  // An output directory that cannot be made is said at the start, not at the end (or never, for a
+  // run that records nothing). kairos-run checked before the exec; this is for LD_PRELOAD alone.
+  if (speaks_for_launch && !globals->formats.empty())
+    if (auto blocked = check_output_directory(globals->values.text(setting::output_path))) {
+      report(blocked.text() + "; kairos is disabled for this run");
+      state.store(runtime_state::off);
+      return;
+    }
 
   const bool database_wanted = !globals->formats.empty();
   if (auto failure = configure_regions(globals->values.list(setting::components), database_wanted)) {
@@ -651,6 +665,7 @@ void start_stages() {
   }
   if (const auto rejected = globals->values.rejection_of(setting_category::sampling)) {
     globals->sampling_off = fmt::format("sampling was off: {} is not valid", *rejected);
+    globals->sampling_off_said = speaks_for_launch;
   } else if (database_wanted) {
     auto sampling = start_sampling(globals->values, &deliver_samples, writers_allowed());
     if (speaks_for_launch) report(sampling.failure);

@@ -95,11 +95,13 @@ constexpr std::size_t stack_chunk_data = 24;  // _PyStackChunk.data
 constexpr std::size_t max_chunks_checked = 16;
 
 using this_thread_state_function = void* (*)();
+using interpreter_head_function = void* (*)();
 
 struct python_globals {
   // Written once before `active` is published; read by handlers and writers after.
   const python_layout* layout = nullptr;
   this_thread_state_function this_thread_state = nullptr;
+  interpreter_head_function interpreter_head = nullptr;  // PyInterpreterState_Head
   std::uintptr_t code_type = 0, str_type = 0, bytes_type = 0;
   std::uintptr_t eval_begin = 0, eval_end = 0;  // _PyEval_EvalFrameDefault
   std::string version;
@@ -336,6 +338,7 @@ python_frames_status find_python(bool wanted) {
   auto* str_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
   auto* bytes_type = dlsym(RTLD_DEFAULT, "PyBytes_Type");
   auto* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+  auto* interpreter_head = dlsym(RTLD_DEFAULT, "PyInterpreterState_Head");
   if (!this_thread_state) return status;  // no Python here
   if (!version) {
     status.version = "before 3.11";
@@ -350,7 +353,7 @@ python_frames_status find_python(bool wanted) {
   void* symbol_entry = nullptr;
   const bool sized = eval && dladdr1(eval, &info, &symbol_entry, RTLD_DL_SYMENT) && symbol_entry &&
                      static_cast<const ElfW(Sym)*>(symbol_entry)->st_size > 0;
-  if (!layout || !code_type || !str_type || !bytes_type || !sized) {
+  if (!layout || !code_type || !str_type || !bytes_type || !interpreter_head || !sized) {
     status.note =
         fmt::format("Python {}: frames are read for CPython 3.11 to 3.13: native frames only", status.version);
     return status;
@@ -362,10 +365,18 @@ python_frames_status find_python(bool wanted) {
   globals->bytes_type = reinterpret_cast<std::uintptr_t>(bytes_type);
   globals->eval_begin = reinterpret_cast<std::uintptr_t>(eval);
   globals->eval_end = globals->eval_begin + static_cast<const ElfW(Sym)*>(symbol_entry)->st_size;
+  globals->interpreter_head = reinterpret_cast<interpreter_head_function>(interpreter_head);
   globals->version = status.version;
-  globals->active.store(true, std::memory_order_release);
   status.found = true;
   return status;
+}
+
+bool python_interpreter_exists() noexcept {
+  return globals->interpreter_head && globals->interpreter_head() != nullptr;
+}
+
+void start_reading_python_frames() noexcept {
+  if (globals->layout) globals->active.store(true, std::memory_order_release);
 }
 
 bool python_frames_active() noexcept { return globals->active.load(std::memory_order_acquire); }

@@ -65,11 +65,17 @@ struct python_frames_status {
   std::string note;     // why frames are not read although Python is loaded ("" otherwise)
 };
 
-// At sampling start (and again when a thread is armed, for a libpython loaded later): finds a
-// CPython 3.11-3.13 loaded in the process. `wanted`: KAIROS_SAMPLING_PYTHON.
+// At sampling start: finds a CPython 3.11-3.13 loaded in the process (`found`: its frames can be
+// read). `wanted`: KAIROS_SAMPLING_PYTHON. Reading starts with start_reading_python_frames().
 python_frames_status find_python(bool wanted);
-// Whether the handler reads Python frames (an interpreter was found): such threads are sampled
-// with a signal, since a ring's samples are read after the thread moved on.
+// Whether the CPython found has an interpreter: from the first step of Py_Initialize (before any
+// Python code runs) to the end of Py_Finalize. A program that links libpython and never starts it
+// has none. Any thread, any time after find_python (a pointer read).
+bool python_interpreter_exists() noexcept;
+// The handler reads Python frames from now on (after find_python found them readable).
+void start_reading_python_frames() noexcept;
+// Whether the handler reads Python frames: such threads are sampled with a signal, since a ring's
+// samples are read after the thread moved on.
 bool python_frames_active() noexcept;
 // Signal handler: the calling thread's interpreter frames (count 0: none).
 void capture_python_frames(python_frame_capture& capture) noexcept;

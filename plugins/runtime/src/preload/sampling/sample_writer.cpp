@@ -217,6 +217,13 @@ void replace_lost_spill_file(sample_writer& writer) {
   writer.spill_file.adopt(open_spill_file());
 }
 
+void drain_ring(thread_sampler& sampler, sample_batch& batch) {
+  const auto drained = drain_perf_ring(sampler.ring, sampler.thread, batch);
+  sampler.delivered.fetch_add(drained.samples, std::memory_order_relaxed);
+  sampler.dropped.fetch_add(drained.lost, std::memory_order_relaxed);
+  sampler.unwound_by_tables.fetch_add(drained.unwound_by_tables, std::memory_order_relaxed);
+}
+
 void writer_pass(sample_writer& writer, bool final_pass) {
   std::lock_guard lock{writer.mutex};  // the final pass may meet a writer that did not stop in time
   auto& batch = writer.pass_batch;
@@ -240,10 +247,7 @@ void writer_pass(sample_writer& writer, bool final_pass) {
         drain_committed(*buffer, batch);
     if (sampler->sampled_by_ring.load(std::memory_order_acquire)) {
       writer.serves_rings = true;
-      const auto drained = drain_perf_ring(sampler->ring, sampler->thread, batch);
-      sampler->delivered.fetch_add(drained.samples, std::memory_order_relaxed);
-      sampler->dropped.fetch_add(drained.lost, std::memory_order_relaxed);
-      sampler->unwound_by_tables.fetch_add(drained.unwound_by_tables, std::memory_order_relaxed);
+      drain_ring(*sampler, batch);
     }
     if (finished[i]) {  // its thread ended: nothing can write here any more
       for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
@@ -392,6 +396,14 @@ bool release_if_never_sampled(sample_writer* writer, thread_sampler* sampler) no
   for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
   delete sampler;
   return true;
+}
+
+void take_back_ring(sample_writer* writer, thread_sampler* sampler, sample_batch& batch) {
+  std::lock_guard lock{writer->mutex};
+  set_perf_ring_running(sampler->ring, false);
+  drain_ring(*sampler, batch);
+  close_perf_ring(sampler->ring);
+  sampler->sampled_by_ring.store(false);
 }
 
 void writer_thread_ended(sample_writer* writer) noexcept {

@@ -29,6 +29,10 @@ sample_writer* assign_writer(thread_sampler* sampler);
 // An ended thread that was never sampled (most short threads) gives its buffers back at once
 // and its sampler is freed; false when the writer must deliver what it holds (or is busy).
 bool release_if_never_sampled(sample_writer* writer, thread_sampler* sampler) noexcept;
+// The control thread, under the thread's arming lock: the thread leaves its perf ring (an
+// interpreter started: sampler.cpp). The ring is disabled, what it holds appended to `batch`,
+// and it is closed, between two of the writer's passes.
+void take_back_ring(sample_writer* writer, thread_sampler* sampler, sample_batch& batch);
 // The sampled thread has ended: one live thread fewer.
 void writer_thread_ended(sample_writer* writer) noexcept;
 // From the signal handler: hands a full buffer over and wakes the writer.

@@ -75,6 +75,9 @@ struct sampler_globals {
   const char* source_wanted_explicitly = nullptr;  // KAIROS_SAMPLING_CPUTIME_SOURCE=perf|ring: say so if refused
   int signal_number = 0;
   python_frames_status python;
+  // A CPython whose frames can be read is loaded, its interpreter not started yet, and the source
+  // is `auto`: the ring until the interpreter exists (read_python_frames_from_now; control thread).
+  bool python_pending = false;
   sample_delivery deliver = nullptr;
   std::atomic<bool> stopping{false};
   // The control thread sleeps on it between ticks; stop_sampling posts it so finalize does not
@@ -341,14 +344,15 @@ bool has_writer(thread_sampler& sampler) {
   return sampler.writer != nullptr;
 }
 
-void arm_cpu(thread_sampler& sampler, bool started_now) {
+// `weighed_until_cpu_ns`: the thread's CPU time up to which earlier samples weighed (0: now).
+void arm_cpu(thread_sampler& sampler, bool started_now, std::int64_t weighed_until_cpu_ns = 0) {
   if (sampler.cpu_armed || sampler.finished.load() || !has_writer(sampler)) return;
   if (sampler.sampled_by_ring.load()) {
     set_perf_ring_running(sampler.ring, true);
     sampler.cpu_armed = true;
     return;
   }
-  sampler.last_cpu_ns = thread_cpu_ns(sampler.thread->tid);
+  sampler.last_cpu_ns = weighed_until_cpu_ns != 0 ? weighed_until_cpu_ns : thread_cpu_ns(sampler.thread->tid);
   if (globals->source == cpu_source::perf && !started_now) {
     sampler.perf_event = open_task_clock(sampler.thread->tid, globals->cpu.period_ns, true);
     sampler.perf_fd.store(sampler.perf_event.get());
@@ -391,6 +395,62 @@ void move_to_ring(thread_sampler& sampler) {
   if (sampler.has_timer) {
     timer_delete(sampler.timer);
     sampler.has_timer = false;
+  }
+}
+
+// Whether thread `tid` blocks `signal` now, as the kernel has it (SigBlk in its status file).
+bool blocks_signal(pid_t tid, int signal) {
+  const int file = open(fmt::format("/proc/self/task/{}/status", tid).c_str(), O_RDONLY | O_CLOEXEC);
+  char text[4096];
+  const auto n = file >= 0 ? pread(file, text, sizeof text - 1, 0) : -1;
+  if (file >= 0) close(file);
+  if (n <= 0) return true;  // unknown: keep the thread where no signal is needed
+  text[n] = '\0';
+  const char* line = std::strstr(text, "\nSigBlk:");
+  if (!line) return true;
+  const auto mask = std::strtoull(line + 8, nullptr, 16);
+  return (mask >> (signal - 1)) & 1;
+}
+
+// Control thread, under the thread's arming lock: a thread on its ring goes to the perf signal,
+// since an interpreter started. Its mask was not followed while on the ring
+// (sampling_signal_mask_changed), so it is read from the kernel: a thread that blocks the signal
+// keeps its ring. After the ring is gone the thread's own wrapper follows its mask; a block made
+// just before is caught by the second read (at worst the thread is flagged blocked and gets a
+// ring again, never a signal it blocks).
+void move_off_ring(thread_sampler& sampler) {
+  const auto tid = sampler.thread->tid;
+  if (blocks_signal(tid, globals->signal_number)) return;
+  const bool armed = sampler.cpu_armed;
+  take_back_ring(sampler.writer, &sampler, globals->waiting);
+  // Where the ring's last sample left the thread's CPU time (as the ring counts it): the next
+  // sample weighs from there.
+  const auto weighed_until_cpu_ns = sampler.ring.cpu_at_open_ns + static_cast<std::int64_t>(sampler.ring.last_count);
+  bool unblocked = false;
+  if (blocks_signal(tid, globals->signal_number) && sampler.signal_blocked.compare_exchange_strong(unblocked, true)) {
+    sampler.blocked_since_cpu_ns = thread_cpu_ns(tid);
+    if (sampler.unsampled_cpu_ns.load() == 0) globals->threads_blocking.fetch_add(1, std::memory_order_relaxed);
+  }
+  sampler.cpu_armed = false;
+  if (armed) arm_cpu(sampler, false, weighed_until_cpu_ns);
+}
+
+// Control thread: the CPython found at start now has an interpreter. Its frames are read from now
+// on, which takes a signal (the ring's samples are read after the thread moved on): the threads
+// on rings or waiting for one move to the perf signal, as a Python program's threads start.
+void read_python_frames_from_now() {
+  globals->python_pending = false;
+  start_reading_python_frames();
+  auto ring = cpu_source::ring;
+  if (!globals->source.compare_exchange_strong(ring, cpu_source::perf)) return;  // a signal already
+  const auto now_ns = steady_now_ns();
+  std::lock_guard lock{globals->mutex};
+  for (auto* sampler : globals->samplers) {
+    std::lock_guard arming{sampler->arming};
+    if (sampler->sampled_by_ring.load())
+      move_off_ring(*sampler);
+    else if (sampler->has_timer && sampler->perf_upgrade_due_ns == 0)
+      sampler->perf_upgrade_due_ns = std::max(sampler->started_ns + perf_upgrade_age_ns, now_ns);
   }
 }
 
@@ -597,6 +657,9 @@ void* control_main(void*) {
   std::int64_t tables_busy_until = 0;
   while (!globals->stopping.load(std::memory_order_acquire)) {
     auto now = steady_now_ns();
+    // Checked at every wake: before a thread's move to its ring at 20 ms of age, every 20 ms in
+    // the first second of sampling, every 100 ms after.
+    if (globals->python_pending && python_interpreter_exists()) read_python_frames_from_now();
     update_windows(now);
     if (globals->real.open && now >= next_realtime) {
       realtime_tick();
@@ -686,10 +749,15 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   // 1 ms sleeps at 10 kHz here; the timer, which expires only at a tick the thread runs in: none).
   // Causal profiling's delays run in the sampled thread's own handler: a signal it must be.
   // Python frames are read by the handler, in the thread, at the sample: a ring's samples are read
-  // by the writer after the thread has moved on to other Python code.
+  // by the writer after the thread has moved on to other Python code. Under `auto` that signal is
+  // taken once an interpreter exists, not because libpython is linked: LAMMPS links it and may
+  // never start it.
   const bool python_wanted = values.boolean(setting::sampling_python);
   globals->python = find_python(python_wanted && wanted_source != "ring");
-  const bool signal_wanted = causal_running() || globals->python.found;
+  const bool python_now = globals->python.found && (wanted_source != "auto" || python_interpreter_exists());
+  if (python_now) start_reading_python_frames();
+  globals->python_pending = globals->python.found && !python_now;
+  const bool signal_wanted = causal_running() || python_now;
   globals->source = wanted_source == "perf" || (wanted_source == "auto" && signal_wanted) ? cpu_source::perf
                     : wanted_source == "timer"                                            ? cpu_source::posix_timer
                                                                                           : cpu_source::ring;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
@@ -258,7 +259,9 @@ bool create_if_needed() {
     }
     // The output path's directories are created (docs/settings.md says so).
     const auto directory = std::filesystem::path{file().path}.parent_path();
-    if (!directory.empty()) std::filesystem::create_directories(directory);
+    std::error_code error;
+    if (!directory.empty() && !std::filesystem::create_directories(directory, error) && error)
+      throw std::runtime_error{fmt::format("cannot create the directory {}: {}", directory.string(), error.message())};
     file().writer = std::make_unique<database::profile_writer>(file().path, &symbolize);
     // The file's lock is kairos's until the finish: with a rollback journal, a reader inside the
     // file while the program runs (a report, a browser left open) would hold off every commit, and
