@@ -15,7 +15,9 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -69,9 +71,11 @@ std::string comm_of(pid_t pid) {
 void fold_reaped() {
   for (auto& slot : state->slots) {
     if (slot.state.load(std::memory_order_acquire) != slot_ready) continue;
+    // The name read while it ran says more (its own children: tar's "sh (gzip)"), the zombie's comm
+    // is the one known of a child shorter than a tick.
     std::string name = slot.name;
     if (const auto running = state->running_names.find(slot.pid); running != state->running_names.end()) {
-      if (name.empty()) name = running->second;
+      name = running->second;
       state->running_names.erase(running);
     }
     if (name.empty()) name = "[not seen running]";
@@ -85,26 +89,50 @@ void fold_reaped() {
   }
 }
 
+// The pids a /proc/.../children file lists.
+std::vector<pid_t> pids_in(const std::optional<std::string>& list) {
+  std::vector<pid_t> pids;
+  if (!list) return pids;
+  const char* at = list->c_str();
+  while (*at) {
+    char* end = nullptr;
+    const auto pid = static_cast<pid_t>(std::strtol(at, &end, 10));
+    if (end == at) break;
+    at = end;
+    while (*at == ' ') ++at;
+    if (pid > 0) pids.push_back(pid);
+  }
+  return pids;
+}
+
+// A child's comm, and its own children's when it has some: a shell that runs the real program
+// (tar runs its compressor as `sh -c gzip`) is named "sh (gzip)".
+std::string name_of_child(pid_t pid) {
+  auto name = comm_of(pid);
+  if (name.empty()) return name;
+  std::string inner;
+  for (const auto grandchild : pids_in(read_proc_file(fmt::format("/proc/{}/task/{}/children", pid, pid)))) {
+    const auto comm = comm_of(grandchild);
+    if (!comm.empty() && inner.find(comm) == std::string::npos) inner += (inner.empty() ? "" : ", ") + comm;
+  }
+  return inner.empty() ? name : fmt::format("{} ({})", name, inner);
+}
+
 // Under the mutex: the names of the children running now (a child's comm changes at its exec).
 void read_running_names() {
   DIR* tasks = opendir("/proc/self/task");
   if (!tasks) return;
   while (const dirent* task = readdir(tasks)) {
     if (task->d_name[0] == '.') continue;
-    const auto children = read_proc_file(fmt::format("/proc/self/task/{}/children", task->d_name));
-    if (!children) continue;
-    const char* at = children->c_str();
-    while (*at) {
-      char* end = nullptr;
-      const auto pid = static_cast<pid_t>(std::strtol(at, &end, 10));
-      if (end == at) break;
-      at = end;
-      while (*at == ' ') ++at;
-      if (pid <= 0) continue;
-      auto name = comm_of(pid);
+    for (const auto pid : pids_in(read_proc_file(fmt::format("/proc/self/task/{}/children", task->d_name)))) {
+      auto name = name_of_child(pid);
       if (name.empty()) continue;
-      if (state->running_names.size() < names_kept || state->running_names.contains(pid))
-        state->running_names[pid] = std::move(name);
+      const auto known = state->running_names.find(pid);
+      if (known == state->running_names.end()) {
+        if (state->running_names.size() < names_kept) state->running_names.emplace(pid, std::move(name));
+      } else if (!known->second.starts_with(name + " (")) {  // its children gone first: their names stay
+        known->second = std::move(name);
+      }
     }
   }
   closedir(tasks);

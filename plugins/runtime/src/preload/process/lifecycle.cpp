@@ -389,9 +389,13 @@ void write_everything(const std::string& end_reason, bool before_exec) {
     flush_to_database(true);
     deliver_annotation_summaries();
   }
-  if (before_exec)
-    end_image_before_exec(fmt::format("{}\t{}", globals->identity.generation + 1, globals->command_line),
+  if (before_exec) {
+    // One line an image in exec_chain.images: a command's own newlines and tabs become spaces.
+    auto command = globals->command_line;
+    std::ranges::replace_if(command, [](char c) { return c == '\n' || c == '\t'; }, ' ');
+    end_image_before_exec(fmt::format("{}\t{}", globals->identity.generation + 1, command),
                           cpu_ns_ending_with_image(sampling));
+  }
   auto database_path = finish_profile_database(end_reason);
   close_profile_database();
   if (before_exec) {
@@ -468,10 +472,14 @@ void write_everything(const std::string& end_reason, bool before_exec) {
         rank->rank, rank->size, directory, directory, directory);
   }
   std::string chain;
-  if (counts.earlier_images > 0)
-    chain = fmt::format("; with the {} of its exec chain (their threads marked [image N])",
-                        counts.earlier_images == 1 ? std::string{"image before the exec"}
-                                                   : fmt::format("{} images before the last exec", counts.earlier_images));
+  if (const auto before = static_cast<std::uint64_t>(globals->identity.generation); counts.earlier_images > 0) {
+    const auto images = before == 1 ? std::string{"image"} : fmt::format("{} images", before);
+    chain = counts.earlier_images == before
+                ? fmt::format("; with the {} before the last exec (threads marked [image N])", images)
+                : fmt::format("; with {} of the {} before the last exec (threads marked [image N]; the others "
+                              "recorded nothing)",
+                              counts.earlier_images, images);
+  }
   if (!globals->failed_exec.empty())
     chain += fmt::format("; not sampled after an exec that failed ({})", globals->failed_exec);
   report(fmt::format("{}, {}{}{}{} on {}; outputs: {}{}{}{}{}", plural(samples, "sample"), plural(regions, "region"),
