@@ -479,6 +479,9 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   const bool partial = coverage.sampled_fraction() < 0.9 || coverage.dropped_regions > 0 || coverage.rows_lost > 0;
   out << fmt::format("<tr id=\"coverage\"{}><th>coverage</th><td>{}</td></tr>\n", partial ? R"( class="partial")" : "",
                      xml_text(coverage_text(coverage)));
+  if (const auto children = unprofiled_children_text(unprofiled_children_of(profile), coverage.program_cpu_ns);
+      !children.empty())
+    out << fmt::format("<tr id=\"children\" class=\"partial\"><th>children</th><td>{}</td></tr>\n", xml_text(children));
   row("command", fmt::format(R"(<span class="name">{}</span>)", xml_text(command)));
   row("host", xml_text(host));
   row("pid", std::to_string(pid));

@@ -107,6 +107,25 @@ sampling_coverage coverage_of(connection& profile);
 std::string coverage_text(const sampling_coverage& coverage);
 nlohmann::json coverage_json(const sampling_coverage& coverage);
 
+// --- child processes not profiled -------------------------------------------------------------
+
+// The children that ran unprofiled (KAIROS_FOLLOW_CHILDREN off), as the runtime stored them in the
+// metadata at the end (a merged database: over its processes), by name, most CPU time first.
+struct unprofiled_children {
+  struct group {
+    std::string name;
+    std::int64_t processes = 0;  // 0: not known (reaped where kairos did not see it)
+    std::int64_t cpu_ns = 0;
+  };
+  std::int64_t processes = 0, cpu_ns = 0;
+  std::vector<group> by_name;
+};
+unprofiled_children unprofiled_children_of(connection& profile);
+// "2 child processes not profiled used 2.310 s of CPU time, 94% of the program's and theirs:
+// gzip 2.301 s (1 process), ...; kairos-run --follow-children profiles them"; "" when none ran.
+std::string unprofiled_children_text(const unprofiled_children& children, std::int64_t program_cpu_ns);
+nlohmann::json unprofiled_children_json(const unprofiled_children& children);
+
 // --- functions and threads -------------------------------------------------------------------
 
 struct function_row {

@@ -477,4 +477,59 @@ region_node region_call_graph(connection& profile, const window_range& windows,
   return root;
 }
 
+unprofiled_children unprofiled_children_of(connection& profile) {
+  // A merged database keeps each process's metadata in process_metadata.
+  auto lines = profile.prepare(
+      "SELECT value FROM process_metadata WHERE key = ?1 UNION ALL "
+      "SELECT value FROM metadata WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM process_metadata WHERE key = ?1)");
+  lines.bind(1, metadata_key::children_unprofiled_by_name);
+  std::map<std::string, unprofiled_children::group, std::less<>> groups;
+  while (lines.step()) {
+    std::string_view text = lines.text(0);
+    while (!text.empty()) {
+      const auto line = text.substr(0, text.find('\n'));
+      text.remove_prefix(std::min(text.size(), line.size() + 1));
+      const auto first = line.find('\t'), second = line.find('\t', first + 1);
+      if (second == std::string_view::npos) continue;
+      auto& group = groups[std::string{line.substr(0, first)}];
+      group.name = line.substr(0, first);
+      group.processes += std::strtoll(std::string{line.substr(first + 1, second - first - 1)}.c_str(), nullptr, 10);
+      group.cpu_ns += std::strtoll(std::string{line.substr(second + 1)}.c_str(), nullptr, 10);
+    }
+  }
+  unprofiled_children children;
+  for (auto& [name, group] : groups) {
+    children.processes += group.processes;
+    children.cpu_ns += group.cpu_ns;
+    children.by_name.push_back(std::move(group));
+  }
+  std::ranges::stable_sort(children.by_name, std::greater{}, &unprofiled_children::group::cpu_ns);
+  return children;
+}
+
+std::string unprofiled_children_text(const unprofiled_children& children, std::int64_t program_cpu_ns) {
+  if (children.by_name.empty()) return {};
+  std::string names;
+  for (const auto& group : children.by_name)
+    names += fmt::format("{}{} {}{}", names.empty() ? "" : ", ", printable(group.name), seconds(group.cpu_ns),
+                         group.processes == 0   ? std::string{}
+                         : group.processes == 1 ? std::string{" (1 process)"}
+                                                : fmt::format(" ({} processes)", group.processes));
+  const auto count = children.processes == 0   ? std::string{"child processes"}
+                     : children.processes == 1 ? std::string{"1 child process"}
+                                               : fmt::format("{} child processes", children.processes);
+  const auto share = program_cpu_ns > 0 ? fmt::format(", {:.1f}% of the program's and theirs",
+                                                      percent(children.cpu_ns, children.cpu_ns + program_cpu_ns))
+                                        : std::string{};
+  return fmt::format("{} not profiled used {} of CPU time{}: {}; kairos-run --follow-children profiles them", count,
+                     seconds(children.cpu_ns), share, names);
+}
+
+nlohmann::json unprofiled_children_json(const unprofiled_children& children) {
+  nlohmann::json by_name = nlohmann::json::array();
+  for (const auto& group : children.by_name)
+    by_name.push_back({{"name", printable(group.name)}, {"processes", group.processes}, {"cpu_ns", group.cpu_ns}});
+  return {{"processes", children.processes}, {"cpu_ns", children.cpu_ns}, {"by_name", std::move(by_name)}};
+}
+
 }  // namespace kairos::database::output_helpers

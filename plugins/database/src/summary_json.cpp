@@ -75,6 +75,7 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
                                                          in_windows(range, "window"))},
                          {"weight_ns", weight_ns},
                          {"coverage", coverage_json(coverage_of(profile))},
+                         {"unprofiled_children", unprofiled_children_json(unprofiled_children_of(profile))},
                          {"top_functions", functions_json(weights.overall, weight_ns)},
                          {"threads", nlohmann::json::array()},
                          {"windows", nlohmann::json::array()}};

@@ -438,7 +438,12 @@ void write_text(connection& profile, std::ostream& out, const text_options& opti
   out << fmt::format("kairos profile: {} samples standing for {:.3f} s of CPU time, {} threads{}\n", samples,
                      weight_ns * 1e-9, threads.size(),
                      range.all ? std::string{} : fmt::format(" (time windows {} to {})", range.first, range.last));
-  out << fmt::format("coverage (whole run): {}\n\n", coverage_text(coverage_of(profile)));
+  const auto coverage = coverage_of(profile);
+  out << fmt::format("coverage (whole run): {}\n", coverage_text(coverage));
+  if (const auto children = unprofiled_children_text(unprofiled_children_of(profile), coverage.program_cpu_ns);
+      !children.empty())
+    out << "children: " << children << '\n';
+  out << '\n';
   write_causal_section(profile, out, range, options.causal_locations);
   write_rank_sections(profile, out, range, options.functions);
   if (samples == 0) {

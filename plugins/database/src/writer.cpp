@@ -115,13 +115,26 @@ profile_writer::profile_writer(const std::string& path, symbolizer symbolize, re
     : database_{reopen_profile(path)},
       symbolize_{std::move(symbolize)},
       statements_{std::make_unique<statements>(database_)} {
+  read_back(true);
+}
+
+profile_writer::profile_writer(const std::string& path, symbolizer symbolize, after_exec_t)
+    : database_{reopen_profile(path)},
+      symbolize_{std::move(symbolize)},
+      statements_{std::make_unique<statements>(database_)} {
+  read_back(false);
+}
+
+void profile_writer::read_back(bool with_code) {
   auto strings = database_.prepare("SELECT id, value FROM string");
   while (strings.step()) strings_.emplace(std::string{strings.text(1)}, strings.integer(0));
-  auto frames = database_.prepare("SELECT id, address, function FROM frame");
-  while (frames.step())
-    frames_.emplace(static_cast<std::uint64_t>(frames.integer(1)), frame_entry{frames.integer(0), frames.integer(2)});
-  auto stacks = database_.prepare("SELECT id, COALESCE(parent, -1), frame FROM stack");
-  while (stacks.step()) stacks_.emplace(std::pair{stacks.integer(1), stacks.integer(2)}, stacks.integer(0));
+  if (with_code) {
+    auto frames = database_.prepare("SELECT id, address, function FROM frame");
+    while (frames.step())
+      frames_.emplace(static_cast<std::uint64_t>(frames.integer(1)), frame_entry{frames.integer(0), frames.integer(2)});
+    auto stacks = database_.prepare("SELECT id, COALESCE(parent, -1), frame FROM stack");
+    while (stacks.step()) stacks_.emplace(std::pair{stacks.integer(1), stacks.integer(2)}, stacks.integer(0));
+  }
   committed_ = {newest_row(database_, "string"), newest_row(database_, "frame"), newest_row(database_, "stack"),
                 newest_row(database_, "thread"), newest_row(database_, "gpu_device")};
   newest_ = committed_;
@@ -326,6 +339,29 @@ void profile_writer::add_annotation_range(std::int64_t thread, std::optional<std
   insert.bind(1, thread);
   bind_optional(insert, 2, end_thread);
   insert.bind(3, kind).bind(4, name_id).bind(5, start_ns).bind(6, end_ns).bind(7, window).run();
+}
+
+void profile_writer::set_process_command(std::int64_t process, std::string_view command) {
+  const auto id = intern(command);
+  ensure_transaction();
+  auto update = database_.prepare("UPDATE process SET command = ? WHERE id = ?");
+  update.bind(1, id).bind(2, process).run();
+}
+
+void profile_writer::mark_threads(std::int64_t after_thread_row, std::string_view suffix) {
+  std::vector<std::pair<std::int64_t, std::string>> renamed;
+  auto names = database_.prepare(
+      "SELECT thread.id, COALESCE(string.value, '') FROM thread LEFT JOIN string ON string.id = thread.name "
+      "WHERE thread.id > ?");
+  names.bind(1, after_thread_row);
+  while (names.step()) renamed.emplace_back(names.integer(0), std::string{names.text(1)} + std::string{suffix});
+  ensure_transaction();
+  auto update = database_.prepare("UPDATE thread SET name = ? WHERE id = ?");
+  for (const auto& [thread, name] : renamed) {
+    const auto id = intern(name);
+    update.reset();
+    update.bind(1, id).bind(2, thread).run();
+  }
 }
 
 void profile_writer::end_process(std::int64_t process, std::int64_t end_ns) {

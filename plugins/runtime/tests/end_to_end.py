@@ -181,6 +181,131 @@ def test_python_through_wrapper_script(directory):
     check("-c" in load_report(written[0])["command"], "the report names python's command line")
 
 
+def test_exec_chain_gives_one_profile(directory):
+    # A version manager's shim: sh execs bash, which execs python3. Each shell works a moment
+    # first, so at 999 Hz from the start each image has samples of its own.
+    busy = "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done\n"
+    inner = os.path.join(directory, "inner-shim")
+    with open(inner, "w") as file:
+        file.write("#!/bin/bash\n" + busy + f'exec {sys.executable} "$@"\n')
+    outer = os.path.join(directory, "outer-shim")
+    with open(outer, "w") as file:
+        file.write("#!/bin/sh\n" + busy + f'exec {inner} "$@"\n')
+    for shim in (inner, outer):
+        os.chmod(shim, 0o755)
+    script = ("import time; end = time.process_time() + 0.3\n"
+              "while time.process_time() < end: pass\nprint('done')")
+    out, err, status = kairos([outer, "-c", script], directory, ["--freq", "999"],
+                              run_environment(KAIROS_SAMPLING_DELAY="0"))
+    check((out, status) == (b"done\n", 0), f"the program ran: {out!r} {status} {err!r}")
+    lines = kairos_lines(err)
+    check(len(lines) == 1 and len(summaries(err)) == 1, f"one [kairos] line, the summary: {lines}")
+    check("with the 2 images before the last exec (threads marked [image N])" in lines[0],
+          f"the summary says so: {lines}")
+    databases = glob.glob(os.path.join(directory, "kairos-output", "*.db"))
+    check(len(databases) == 1 and os.path.basename(databases[0]).startswith("python3"),
+          f"one profile, named by the program at the chain's end: {databases}")
+    check(len(reports(directory)) == 1 and len(reports(directory, "*.txt")) == 1, "one set of reports")
+    with sqlite3.connect(databases[0]) as db:
+        metadata = dict(db.execute("SELECT key, value FROM metadata"))
+        by_thread = dict(db.execute(
+            "SELECT threads.name, COUNT(*) FROM samples JOIN threads ON threads.id = samples.thread "
+            "GROUP BY threads.name"))
+        command = db.execute("SELECT command FROM processes").fetchone()[0]
+        processes = db.execute("SELECT COUNT(*) FROM process").fetchone()[0]
+    images = metadata.get("exec_chain.images", "").splitlines()
+    check(len(images) == 2 and images[0].startswith("1\t") and "outer-shim" in images[0]
+          and images[1].startswith("2\t") and "inner-shim" in images[1], f"the chain's commands: {images}")
+    check(processes == 1 and command.startswith(sys.executable), f"one process, python's: {processes} {command!r}")
+    check(metadata.get("end_reason") == "exit" and "exec_chain.pending" not in metadata, f"ended: {metadata}")
+    marked = {name: count for name, count in by_thread.items() if "[image" in name}
+    check(any(name.endswith("[image 1]") for name in marked) and any(name.endswith("[image 2]") for name in marked),
+          f"the shells' samples are in the profile, their threads marked: {by_thread}")
+    check(any("[image" not in name and count > 30 for name, count in by_thread.items()),
+          f"python's own thread is not marked and has its samples: {by_thread}")
+    text = open(reports(directory, "*.txt")[0]).read()
+    check("[image 1]" in text, "the text report shows the marked threads")
+
+
+def test_failed_exec_keeps_the_image_profile(directory):
+    # Python's os.execvp tries each PATH entry with execve: the first fails, the image goes on; the
+    # second succeeds and the chain continues. Then an exec that fails for good: the image ends
+    # with its own profile.
+    script = ("import os, sys, time\n"
+              "end = time.process_time() + 0.2\n"
+              "while time.process_time() < end: pass\n"
+              "if sys.argv[1] == 'search':\n"
+              "    os.environ['PATH'] = '/nonexistent-dir:' + os.environ['PATH']\n"
+              "    os.execvp('sh', ['sh', '-c', 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo $i'])\n"
+              "try:\n"
+              "    os.execv('/nonexistent-program', ['x'])\n"
+              "except OSError:\n"
+              "    print('exec failed')\n")
+    out, err, status = kairos([sys.executable, "-c", script, "search"], directory, ["--freq", "999"],
+                              run_environment(KAIROS_SAMPLING_DELAY="0"))
+    check((out, status) == (b"20000\n", 0), f"the exec after a failed one ran: {out!r} {status} {err!r}")
+    check(len(kairos_lines(err)) == 1 and "with the image before the last exec" in err.decode(),
+          f"one summary, with the first image: {err!r}")
+    databases = glob.glob(os.path.join(directory, "kairos-output", "*.db"))
+    check(len(databases) == 1, f"one profile: {databases}")
+    with sqlite3.connect(databases[0]) as db:
+        images = dict(db.execute("SELECT key, value FROM metadata")).get("exec_chain.images", "")
+    check(images.count("\n") == 1 and images.startswith("1\t"), f"the first image, once: {images!r}")
+    for path in glob.glob(os.path.join(directory, "kairos-output", "*")):
+        os.remove(path)
+
+    out, err, status = kairos([sys.executable, "-c", script, "fail"], directory, ["--freq", "999"],
+                              run_environment(KAIROS_SAMPLING_DELAY="0"))
+    check((out, status) == (b"exec failed\n", 0), f"the program went on: {out!r} {status} {err!r}")
+    lines = kairos_lines(err)
+    check(len(lines) == 1 and "not sampled after an exec that failed (No such file or directory)" in lines[0],
+          f"one summary saying so: {lines}")
+    databases = glob.glob(os.path.join(directory, "kairos-output", "*.db"))
+    check(len(databases) == 1, f"one profile: {databases}")
+    with sqlite3.connect(databases[0]) as db:
+        metadata = dict(db.execute("SELECT key, value FROM metadata"))
+        samples = db.execute("SELECT COUNT(*) FROM sample").fetchone()[0]
+        marked = db.execute("SELECT COUNT(*) FROM threads WHERE name LIKE '%[image%'").fetchone()[0]
+    check(samples > 50 and marked == 0, f"the image's samples, its threads unmarked: {samples} {marked}")
+    check(metadata.get("end_reason") == "exit" and "exec_chain.images" not in metadata
+          and metadata.get("exec_chain.failed_exec") == "No such file or directory", f"{metadata}")
+
+
+def test_unprofiled_children_named_with_their_cpu_time(directory):
+    # tar czf: tar itself does little, its gzip child the compressing.
+    tree = os.path.join(directory, "tree")
+    os.mkdir(tree)
+    random = __import__("random").Random(7)
+    words = [f"w{random.randrange(100000)}" for _ in range(4000)]
+    with open(os.path.join(tree, "data.txt"), "w") as file:
+        for _ in range(60):
+            file.write(" ".join(random.choice(words) for _ in range(20000)) + "\n")
+    out, err, status = kairos(["tar", "czf", "x.tgz", "tree"], directory,
+                              environment=run_environment(KAIROS_OUTPUT_FORMATS="db,text,json,html",
+                                                          KAIROS_SAMPLING_DELAY="0"))
+    check(status == 0 and os.path.getsize(os.path.join(directory, "x.tgz")) > 1000, f"tar ran: {status} {err!r}")
+    lines = kairos_lines(err)
+    # tar runs its compressor as `sh -c gzip`: its child is a shell, named with the gzip it runs.
+    match = re.search(r"1 child process not profiled used (\d+\.\d+) s of CPU time, (\d+)% of the CPU time "
+                      r"of the program and its children \((sh \(gzip\)|gzip) \d+\.\d+ s\): "
+                      r"kairos-run --follow-children profiles them", lines[-1] if lines else "")
+    check(len(lines) == 1 and match, f"the summary names gzip and its CPU time: {lines}")
+    check(float(match.group(1)) > 0.1 and int(match.group(2)) > 50, f"gzip did most of the work: {lines}")
+    text = open(reports(directory, "*.txt")[0]).read()
+    check(re.search(r"^children: 1 child process not profiled used \d+\.\d+ s of CPU time, .*gzip\)? \d+\.\d+ s "
+                    r"\(1 process\); kairos-run --follow-children profiles them$", text, re.M),
+          f"the text report says it: {text[:600]}")
+    children = load_report(reports(directory)[0])["profile"]["unprofiled_children"]
+    check(children["processes"] == 1 and children["by_name"][0]["name"] in ("gzip", "sh (gzip)")
+          and children["cpu_ns"] > 100_000_000, f"the JSON report: {children}")
+    summary = html_page.read(reports(directory, "*.html")[0]).tables["summary-table"]
+    check(any("gzip" in str(cell) for row in summary for cell in row), f"the HTML summary names gzip: {summary}")
+    # Followed, the child is profiled: nothing is said of it.
+    out, err, status = kairos(["tar", "czf", "y.tgz", "tree"], directory, ["--follow-children"],
+                              run_environment(KAIROS_SAMPLING_DELAY="0"))
+    check(status == 0 and "not profiled" not in err.decode(), f"followed children are not called unprofiled: {err!r}")
+
+
 def region_rows(directory):
     """(name, depth, start_ns, end_ns) of every region row in the run's profile database."""
     databases = glob.glob(os.path.join(directory, "kairos-output", "*.db"))

@@ -621,7 +621,8 @@ constexpr setting_definition definitions[] = {
      .type = text,
      .default_value = "",
      .category = internal,
-     .description = "PID:N, how many execs the process PID has gone through"},
+     .description = "PID:N:STEM, how many execs the process PID has gone through and the stem of its exec "
+                    "chain's profile"},
 };
 
 // The Chrome trace's writer falls back on the same limit for a database that does not say it.

@@ -6,6 +6,8 @@
 // the hooks in lifecycle.hpp.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/types.h>
 
 namespace kairos::runtime::interception {
 
@@ -17,6 +19,7 @@ using exit_function = void (*)(int);
 using close_function = int (*)(int);
 using close_range_function = int (*)(unsigned, unsigned, int);
 using closefrom_function = void (*)(int);
+using wait4_function = pid_t (*)(pid_t, int*, int, rusage*);
 
 struct originals {
   pthread_create_function pthread_create = nullptr;
@@ -29,6 +32,7 @@ struct originals {
   close_function close = nullptr;
   close_range_function close_range = nullptr;  // glibc 2.34 and later
   closefrom_function closefrom = nullptr;
+  wait4_function wait4 = nullptr;  // wait, waitpid, wait3 and wait4 all go through it
 };
 
 // Resolved on first use (wrappers may run before libkairos.so's constructor).

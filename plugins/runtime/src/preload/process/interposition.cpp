@@ -2,7 +2,8 @@
 // registry, sampling), pthread_sigmask/sigprocmask (a thread that blocks the sampling signal is
 // not signalled meanwhile), the exec family (kairos follows the launched process through exec,
 // keeps what it collected, and leaves children alone unless asked), _exit/_Exit, and close,
-// close_range and closefrom (which leave kairos's own descriptors open). exit() needs
+// close_range and closefrom (which leave kairos's own descriptors open), and the wait family (the
+// CPU time of the children kairos does not profile, children.hpp). exit() needs
 // no wrapper: the atexit handler registered at init runs on whichever thread calls exit(); fork
 // is handled by pthread_atfork.
 #include <dlfcn.h>
@@ -14,6 +15,7 @@
 #include <new>
 #include <vector>
 
+#include "preload/process/children.hpp"
 #include "preload/process/interception.hpp"
 #include "preload/process/lifecycle.hpp"
 #include "preload/support/private_descriptor.hpp"
@@ -36,6 +38,7 @@ const originals& original_functions() noexcept {
     found.close = reinterpret_cast<close_function>(dlsym(RTLD_NEXT, "close"));
     found.close_range = reinterpret_cast<close_range_function>(dlsym(RTLD_NEXT, "close_range"));
     found.closefrom = reinterpret_cast<closefrom_function>(dlsym(RTLD_NEXT, "closefrom"));
+    found.wait4 = reinterpret_cast<wait4_function>(dlsym(RTLD_NEXT, "wait4"));
     return found;
   }();
   return resolved;
@@ -94,7 +97,7 @@ int exec_through(exec_kind kind, const char* path, int descriptor, char* const a
   const int saved_errno = errno;
   {
     reentry_guard guard;
-    if (!guard.reentered()) after_failed_exec();
+    if (!guard.reentered()) after_failed_exec(saved_errno);
   }
   errno = saved_errno;
   return result;
@@ -105,6 +108,31 @@ std::vector<char*> collect_arguments(const char* first, va_list& arguments) {
   std::vector<char*> argv{const_cast<char*>(first)};
   while (argv.back() != nullptr) argv.push_back(va_arg(arguments, char*));
   return argv;
+}
+
+// wait, waitpid, wait3, wait4: one real wait4, with the rusage the kernel has of a reaped child
+// (the caller's, when it asked for it). Async-signal-safe, as the functions are.
+pid_t wait_through(pid_t pid, int* status, int options, rusage* usage) {
+  const auto real = interception::original_functions().wait4;
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  if (current_state() != runtime_state::active || inside_kairos) return real(pid, status, options, usage);
+  char name[16];
+  const auto which = pid < -1 ? P_PGID : pid == -1 ? P_ALL : pid == 0 ? P_PGID : P_PID;
+  const auto peeked = peek_reapable_child(which, static_cast<id_t>(pid < -1 ? -pid : pid > 0 ? pid : 0), options, name);
+  int own_status = 0;
+  rusage own_usage{};
+  rusage* used = usage ? usage : &own_usage;
+  int* status_used = status ? status : &own_status;
+  const auto reaped = real(pid, status_used, options, used);
+  if (reaped > 0 && (WIFEXITED(*status_used) || WIFSIGNALED(*status_used))) {
+    const int saved_errno = errno;
+    child_reaped(reaped, *used, reaped == peeked ? name : nullptr);
+    errno = saved_errno;
+  }
+  return reaped;
 }
 
 // The mask after a successful change, for the sampler (async-signal-safe: both functions may be
@@ -184,6 +212,17 @@ __attribute__((visibility("default"))) int execle(const char* path, const char* 
   auto* const* envp = va_arg(arguments, char* const*);
   va_end(arguments);
   return exec_through(exec_kind::path, path, -1, argv.data(), envp);
+}
+
+__attribute__((visibility("default"))) pid_t wait(int* status) { return wait_through(-1, status, 0, nullptr); }
+__attribute__((visibility("default"))) pid_t waitpid(pid_t pid, int* status, int options) {
+  return wait_through(pid, status, options, nullptr);
+}
+__attribute__((visibility("default"))) pid_t wait3(int* status, int options, rusage* usage) noexcept {
+  return wait_through(-1, status, options, usage);
+}
+__attribute__((visibility("default"))) pid_t wait4(pid_t pid, int* status, int options, rusage* usage) noexcept {
+  return wait_through(pid, status, options, usage);
 }
 
 // _exit and _Exit end the process without atexit handlers (dash's `exit` builtin does this).

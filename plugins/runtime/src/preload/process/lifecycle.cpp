@@ -9,7 +9,8 @@
 //     was registered before the program's own, so it runs after them, on the exiting thread.
 //   _exit/_Exit: the wrapper, before the real one.
 //   SIGINT, SIGTERM at their default: the service thread (termination.hpp).
-//   exec: what this image collected is written (stem + "-exec<N>") before the new image starts.
+//   exec: what this image collected goes into the database, which the next image goes on with
+//     (one profile per exec chain, docs/runtime.md); the next image writes the outputs.
 //
 // fork: the prepare handler takes every stage's lock (in the order below) and builds what a
 // child needs; the child handler runs only async-signal-safe code (another thread of the parent
@@ -25,14 +26,18 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include <fmt/format.h>
 
+#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/runtime/launch.hpp>
 #include <kairos/runtime/output_path.hpp>
 #include <kairos/runtime/settings.hpp>
@@ -49,6 +54,7 @@
 #include "preload/mpi/mpi_calls.hpp"
 #include "preload/outputs/report.hpp"
 #include "preload/pipeline/delivery.hpp"
+#include "preload/process/children.hpp"
 #include "preload/process/lifecycle.hpp"
 #include "preload/process/stages.hpp"
 #include "preload/process/termination.hpp"
@@ -85,6 +91,7 @@ struct process_identity {
   pid_t pid = 0;
   bool launched = false;  // the process kairos-run started (possibly after execs)
   long generation = 0;    // execs this process has gone through before this image
+  std::string chain_stem;  // the stem the earlier images of this exec chain write under ("": none)
 };
 
 // Set once by the constructor, then read. On the heap and never destroyed: finalize may run after
@@ -97,7 +104,8 @@ struct runtime_globals {
   // The stem this process writes under: claimed (no output of that name exists) on first use.
   pid_t stem_pid = 0;
   std::string stem;
-  std::string exec_snapshot_stem;
+  bool stopped_for_exec = false;  // the stages stopped before an exec (that failed: the image went on)
+  std::string failed_exec;        // why that exec failed
   bool windows_planned = false;  // KAIROS_TRACE_PERIODS or KAIROS_TRACE_WINDOWS_FILE
   bool causal_wanted = false;    // KAIROS_CAUSAL: experiments run (docs/causal.md)
   std::string sampling_off;      // why sampling never ran (empty: it was started)
@@ -110,7 +118,7 @@ runtime_globals* globals = nullptr;
 std::atomic<bool> finalize_started{false};
 std::atomic<bool> finalize_done{false};
 std::atomic<pid_t> finalizing_thread{0};
-std::atomic<bool> exec_snapshot_written{false};
+std::atomic<bool> database_left_for_exec{false};
 
 std::string read_command_line() {
   auto text = read_proc_file("/proc/self/cmdline").value_or("");
@@ -120,24 +128,22 @@ std::string read_command_line() {
   return text;
 }
 
-// "PID:N" → N when PID is this process, else 0.
-long generation_of(pid_t pid) {
+// "PID:N[:STEM]" → N and STEM when PID is this process, else 0 and "".
+std::pair<long, std::string> generation_of(pid_t pid) {
   const auto value = environment_value(setting::exec_generation);
   const auto colon = value.find(':');
-  if (colon == std::string::npos || value.substr(0, colon) != std::to_string(pid)) return 0;
-  return std::strtol(value.c_str() + colon + 1, nullptr, 10);
+  if (colon == std::string::npos || value.substr(0, colon) != std::to_string(pid)) return {0, {}};
+  char* end = nullptr;
+  const long generation = std::strtol(value.c_str() + colon + 1, &end, 10);
+  return {generation, *end == ':' ? std::string{end + 1} : std::string{}};
 }
 
 std::string plural(std::uint64_t count, std::string_view noun) {
   return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
 }
 
-// The output stem of this process (a fork child computes its own): KAIROS_OUTPUT_PATH expanded,
-// made absolute, with "-1", "-2", ... appended when files of that name exist: kairos never
-// overwrites a file.
-const std::string& claimed_stem() {
-  if (globals->stem_pid == getpid()) return globals->stem;
-  globals->stem_pid = getpid();
+// KAIROS_OUTPUT_PATH expanded for this image, made absolute.
+std::string stem_base() {
   auto values = path_values::of_this_process();
   if (auto date = kairos_variable(setting::launch_date); date && !date->empty()) values.launch_date = *date;
   auto expanded = expand_path(globals->values.text(setting::output_path), values);
@@ -150,11 +156,31 @@ const std::string& claimed_stem() {
   }
   std::error_code error;
   if (!base.empty() && base.front() != '/') base = (std::filesystem::current_path(error) / base).string();
+  return base;
+}
+
+// `base`, or base-1, base-2, ...: the first that names no output.
+std::string free_stem(const std::string& base) {
   auto formats = globals->formats;
   formats.push_back("db");
-  globals->stem = base;
-  for (int suffix = 1; suffix <= stem_suffixes_tried && !stem_is_free(globals->stem, formats); ++suffix)
-    globals->stem = fmt::format("{}-{}", base, suffix);
+  auto stem = base;
+  for (int suffix = 1; suffix <= stem_suffixes_tried && !stem_is_free(stem, formats); ++suffix)
+    stem = fmt::format("{}-{}", base, suffix);
+  return stem;
+}
+
+// The output stem of this process (a fork child computes its own): KAIROS_OUTPUT_PATH expanded,
+// made absolute, with "-1", "-2", ... appended when files of that name exist: kairos never
+// overwrites a file.
+const std::string& claimed_stem() {
+  if (globals->stem_pid == getpid()) return globals->stem;
+  globals->stem_pid = getpid();
+  // The images of an exec chain write one profile, under the stem the first of them claimed.
+  if (!globals->identity.chain_stem.empty() && globals->identity.pid == getpid()) {
+    globals->stem = globals->identity.chain_stem;
+    return globals->stem;
+  }
+  globals->stem = free_stem(stem_base());
   return globals->stem;
 }
 
@@ -256,6 +282,41 @@ std::string describe(const losses& lost, int signal_number) {
   return text;
 }
 
+// "; 2 child processes not profiled used 2.310 s of CPU time (gzip 2.301 s, sh 0.009 s): ...", over
+// the images of the exec chain; "" when none ran.
+std::string children_text(std::int64_t program_cpu_ns) {
+  namespace key = database::metadata_key;
+  auto children = unprofiled_children_now();
+  std::istringstream earlier{earlier_images_metadata(key::children_unprofiled_by_name)};
+  std::string name, processes, cpu_ns;
+  while (std::getline(earlier, name, '\t') && std::getline(earlier, processes, '\t') && std::getline(earlier, cpu_ns)) {
+    const auto group = std::ranges::find(children.by_name, name, &child_group::name);
+    auto& merged = group != children.by_name.end() ? *group : children.by_name.emplace_back(child_group{name});
+    merged.processes += std::stoull(processes);
+    merged.cpu_ns += std::stoll(cpu_ns);
+    children.processes += std::stoull(processes);
+    children.cpu_ns += std::stoll(cpu_ns);
+  }
+  if (children.by_name.empty()) return {};
+  std::ranges::stable_sort(children.by_name, std::greater{}, &child_group::cpu_ns);
+  constexpr std::size_t named = 3;
+  std::string names;
+  for (std::size_t i = 0; i < std::min(named, children.by_name.size()); ++i)
+    names += fmt::format("{}{} {:.3f} s", i ? ", " : "", children.by_name[i].name,
+                         static_cast<double>(children.by_name[i].cpu_ns) * 1e-9);
+  if (children.by_name.size() > named) names += fmt::format(", {} more", children.by_name.size() - named);
+  const auto share =
+      program_cpu_ns > 0
+          ? fmt::format(", {:.0f}% of the CPU time of the program and its children",
+                        100.0 * static_cast<double>(children.cpu_ns) / static_cast<double>(children.cpu_ns + program_cpu_ns))
+          : std::string{};
+  const auto count = children.processes == 0   ? std::string{"child processes"}
+                     : children.processes == 1 ? std::string{"1 child process"}
+                                               : fmt::format("{} child processes", children.processes);
+  return fmt::format("; {} not profiled used {:.3f} s of CPU time{} ({}): kairos-run --follow-children profiles them",
+                     count, static_cast<double>(children.cpu_ns) * 1e-9, share, names);
+}
+
 // ", N causal experiments", and why there are none when there are none.
 std::string causal_summary_text(const causal_summary& causal) {
   if (!globals->causal_wanted) return {};
@@ -277,33 +338,72 @@ std::string causal_summary_text(const causal_summary& causal) {
   }
 }
 
+// The CPU time of this image's threads other than the calling one, whose clock goes on after an
+// exec (the kernel keeps a task's CPU time across exec; the other threads end with the image).
+std::int64_t cpu_ns_ending_with_image(const sampling_summary& sampling) {
+  timespec own{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
+  return std::max<std::int64_t>(sampling.program_cpu_ns - to_ns(own), 0);
+}
+
+// A chain's profile is named by the program at its end (KAIROS_OUTPUT_PATH's %exe%), not by the
+// wrapper that began it: the database moves to this image's stem when that differs.
+std::string stem_of_chain_end(std::string stem, std::string& database_path) {
+  const auto base = stem_base();
+  if (stem.starts_with(base) || database_path.empty()) return stem;
+  const auto own = free_stem(base);
+  std::error_code error;
+  std::filesystem::rename(database_path, own + ".db", error);
+  if (error) return stem;
+  database_path = own + ".db";
+  return own;
+}
+
 // Stops the producers, delivers everything, closes the database; writes the outputs under `stem`
-// and says what was written. Nothing recorded: nothing written.
-void write_everything(const std::string& end_reason, bool snapshot) {
+// and says what was written. Nothing recorded: nothing written. Before an exec, the database is
+// left for the next image, which goes on with it and writes the outputs (one profile per chain).
+void write_everything(const std::string& end_reason, bool before_exec) {
   std::optional<own_cost_timer> cost{own_cost::stopping};
-  for (const auto& stage : runtime_stages())
-    if (stage.stop) stage.stop();
+  // After an exec that failed, the stages stopped before it and their rows are in the database.
+  const bool stopped_already = globals->stopped_for_exec;
+  if (!stopped_already)
+    for (const auto& stage : runtime_stages())
+      if (stage.stop) stage.stop();
+  globals->stopped_for_exec = before_exec;
   const auto sampling = sampling_totals();
   const losses lost{sampling.dropped,          traced_rows_dropped(),     0,
                     sampling.unsampled_cpu_ns, sampling.threads_blocking, gpu_records_dropped(),
                     mpi_calls_dropped()};
-  if (!snapshot && verbosity() > 0 && sampling.delivered > 0) {
+  if (!before_exec && verbosity() > 0 && sampling.delivered > 0) {
     report(fmt::format(
         "unwinding: {} of {} samples with kairos's unwind tables ({} compiled, {} rows), "
         "the rest with libgcc",
         sampling.unwound_by_tables, sampling.delivered,
         plural(static_cast<std::uint64_t>(sampling.unwind_table_functions), "function"), sampling.unwind_table_rows));
   }
-  const run_facts facts{globals->causal_wanted, globals->windows_planned};
-  for (const auto& stage : runtime_stages())
-    if (stage.add_metadata) stage.add_metadata(facts);
   const auto causal = causal_totals();
-  cost.emplace(own_cost::database_end);
-  deliver_call_trees();
-  flush_to_database(true);
-  deliver_annotation_summaries();
+  if (!stopped_already) {
+    const run_facts facts{globals->causal_wanted, globals->windows_planned};
+    for (const auto& stage : runtime_stages())
+      if (stage.add_metadata) stage.add_metadata(facts);
+    cost.emplace(own_cost::database_end);
+    deliver_call_trees();
+    flush_to_database(true);
+    deliver_annotation_summaries();
+  }
+  if (before_exec) {
+    // One line an image in exec_chain.images: a command's own newlines and tabs become spaces.
+    auto command = globals->command_line;
+    std::ranges::replace_if(command, [](char c) { return c == '\n' || c == '\t'; }, ' ');
+    end_image_before_exec(fmt::format("{}\t{}", globals->identity.generation + 1, command),
+                          cpu_ns_ending_with_image(sampling));
+  }
   auto database_path = finish_profile_database(end_reason);
   close_profile_database();
+  if (before_exec) {
+    database_left_for_exec.store(!database_path.empty());
+    return;
+  }
   // The streamed samples' packets go into the Perfetto trace, if one is written; gone either way.
   const auto streamed = streamed_perfetto_samples();
   struct removed_at_return {
@@ -314,7 +414,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
     }
   } streamed_file{streamed.path};
   cost.reset();
-  if (const auto symbols = symbol_cache_used(); !snapshot && verbosity() > 0 && symbols.addresses > 0)
+  if (const auto symbols = symbol_cache_used(); verbosity() > 0 && symbols.addresses > 0)
     report(fmt::format("symbols: {} address{}, {} from the symbol cache{}{}", symbols.addresses,
                        symbols.addresses == 1 ? "" : "es", symbols.from_cache,
                        symbols.directory.empty() ? " (off)" : " in " + symbols.directory,
@@ -322,13 +422,13 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   const auto counts = database_counts_written();
   const auto regions = regions_recorded() + function_calls_recorded();
   const auto gpu_work = counts.gpu_kernels + counts.gpu_copies;
-  if (sampling.delivered == 0 && regions == 0 && gpu_work == 0 && counts.mpi_calls == 0) {
+  if (sampling.delivered == 0 && regions == 0 && gpu_work == 0 && counts.mpi_calls == 0 && counts.earlier_images == 0) {
     if (!database_path.empty()) remove_database_files(database_path);
     // A refused value said at the start why ("sampling is disabled"): one line, not two.
-    if (!snapshot && globals->identity.launched && !globals->sampling_off_said)
-      report(fmt::format("0 samples, 0 regions on {}; outputs: none (nothing was recorded: {}){}",
+    if (globals->identity.launched && !globals->sampling_off_said)
+      report(fmt::format("0 samples, 0 regions on {}; outputs: none (nothing was recorded: {}){}{}",
                          plural(program_threads(), "thread"), why_nothing_was_recorded(),
-                         describe(lost, sampling.signal_number)));
+                         describe(lost, sampling.signal_number), children_text(sampling.program_cpu_ns)));
     return;
   }
   const auto samples = database_path.empty() ? sampling.delivered : counts.samples + counts.realtime_samples;
@@ -339,7 +439,7 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   }
   threads().refresh_running_names();
   auto stem = claimed_stem();
-  if (snapshot) stem = globals->exec_snapshot_stem = fmt::format("{}-exec{}", stem, globals->identity.generation);
+  if (!globals->identity.chain_stem.empty()) stem = stem_of_chain_end(stem, database_path);
   report_request request{stem,          globals->formats, globals->command_line, end_reason,
                          database_path, regions,          mismatched_pops()};
   if (streamed.whole) request.perfetto_samples_path = streamed.path;
@@ -377,9 +477,21 @@ void write_everything(const std::string& end_reason, bool snapshot) {
         "{}/*.db",
         rank->rank, rank->size, directory, directory, directory);
   }
-  report(fmt::format("{}, {}{}{}{} on {}; outputs: {}{}{}", plural(samples, "sample"), plural(regions, "region"), gpu,
-                     mpi, causal_summary_text(causal), plural(program_threads(), "thread"),
-                     files.empty() ? "none" : files, describe(with_rows, sampling.signal_number), launch));
+  std::string chain;
+  if (const auto before = static_cast<std::uint64_t>(globals->identity.generation); counts.earlier_images > 0) {
+    const auto images = before == 1 ? std::string{"image"} : fmt::format("{} images", before);
+    chain = counts.earlier_images == before
+                ? fmt::format("; with the {} before the last exec (threads marked [image N])", images)
+                : fmt::format("; with {} of the {} before the last exec (threads marked [image N]; the others "
+                              "recorded nothing)",
+                              counts.earlier_images, images);
+  }
+  if (!globals->failed_exec.empty())
+    chain += fmt::format("; not sampled after an exec that failed ({})", globals->failed_exec);
+  report(fmt::format("{}, {}{}{}{} on {}; outputs: {}{}{}{}{}", plural(samples, "sample"), plural(regions, "region"),
+                     gpu, mpi, causal_summary_text(causal), plural(program_threads(), "thread"),
+                     files.empty() ? "none" : files, describe(with_rows, sampling.signal_number), chain,
+                     children_text(sampling.program_cpu_ns), launch));
 }
 
 void finalize(const std::string& end_reason) {
@@ -433,6 +545,7 @@ bool finalizing_here() { return finalizing_thread.load() == gettid(); }
 // The stages' rows give the one lock order (stages.hpp).
 void before_fork() {
   if (state.load() != runtime_state::active) return;
+  children_may_run();
   prepare_child_environment();
   for (const auto& stage : runtime_stages())
     if (stage.lock_for_fork) stage.lock_for_fork();
@@ -562,7 +675,7 @@ void start_stages() {
   } else {
     globals->identity.launched = launch_pid == std::to_string(globals->identity.pid);
   }
-  globals->identity.generation = generation_of(globals->identity.pid);
+  std::tie(globals->identity.generation, globals->identity.chain_stem) = generation_of(globals->identity.pid);
 
   globals->values = settings::load(environ);
   set_verbosity(static_cast<int>(globals->values.integer(setting::verbose)));
@@ -636,6 +749,7 @@ void start_stages() {
                                symbol_cache_place(globals->values), wants_format("perfetto"));
     if (globals->launch.in_launch())
       set_database_launch(globals->launch.rank, globals->launch.size, environment_value(setting::launch_id));
+    if (!globals->identity.chain_stem.empty()) continue_profile_database_after_exec(false);
   }
   auto windows = planned_windows(globals->values);
   globals->windows_planned = !windows.empty();
@@ -711,6 +825,8 @@ void start_stages() {
     const auto named = [&](std::string_view source) { return std::ranges::find(sources, source) != sources.end(); };
     start_annotations({named("nvtx"), named("kokkos"), named("roctx")});
   }
+  // Followed children are profiled (their own outputs); the others are counted and named.
+  if (database_wanted && !globals->values.boolean(setting::follow_children)) start_children_accounting();
   atexit(&finalize_at_exit);
   pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child);
   if (!start_termination_handling({&finalize_on_signal, &flush_on_tick, &finished, &finalizing_here}) &&
@@ -777,17 +893,16 @@ exec_environment environment_for_exec(char* const* environment) {
   if (vfork_child) return {};
   const bool profiled = now == runtime_state::active || (globals->identity.launched && now != runtime_state::loading);
   const bool strip = now == runtime_state::off && !globals->identity.launched;
+  // The next image goes on with this image's profile, under the chain's one stem.
+  const auto chain_stem = now == runtime_state::active && !globals->formats.empty() ? ":" + claimed_stem() : "";
   return environment_for_exec(environment, profiled, strip,
-                              fmt::format("{}:{}", globals->identity.pid, globals->identity.generation + 1));
+                              fmt::format("{}:{}{}", globals->identity.pid, globals->identity.generation + 1, chain_stem));
 }
 
 void before_exec() {
   if (!globals || state.load() != runtime_state::active || getpid() != globals->identity.pid) return;
   file_size_signal_guard quota;
-  report(capture_problem("writing the outputs before exec failed", [] {
-    write_everything("exec", true);
-    exec_snapshot_written.store(!globals->exec_snapshot_stem.empty());
-  }));
+  report(capture_problem("writing the profile before exec failed", [] { write_everything("exec", true); }));
 }
 
 void before_exit_without_handlers() {
@@ -795,12 +910,14 @@ void before_exit_without_handlers() {
   finalize("_exit");
 }
 
-void after_failed_exec() {
-  // The image goes on: its report at exit supersedes the snapshot.
-  if (!exec_snapshot_written.exchange(false)) return;
-  std::error_code error;
-  for (const auto& format : globals->formats)
-    std::filesystem::remove(output_file(globals->exec_snapshot_stem, format), error);
+void after_failed_exec(int error) {
+  // The image goes on, unsampled (its stages stopped before the exec): its profile, in the
+  // database, is continued at exit and its outputs written then. A later exec continues it too.
+  if (!globals || !globals->stopped_for_exec || getpid() != globals->identity.pid) return;
+  globals->failed_exec = std::strerror(error);
+  if (!database_left_for_exec.exchange(false)) return;
+  continue_profile_database_after_exec(true);
+  add_database_metadata(std::string{database::metadata_key::exec_chain_failed_exec}, globals->failed_exec);
 }
 
 }  // namespace kairos::runtime

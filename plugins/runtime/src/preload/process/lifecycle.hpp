@@ -27,11 +27,12 @@ void on_thread_end() noexcept;
 // After the calling thread changed its signal mask (async-signal-safe).
 void on_signal_mask_changed(const sigset_t& mask) noexcept;
 
-// exec in this process: the environment the new image gets, and what was collected before the
-// exec written out.
+// exec in this process: the environment the new image gets, what was collected put into the
+// profile the next image goes on with, and, when the exec failed (`error`: its errno), that
+// profile kept for this image's end.
 exec_environment environment_for_exec(char* const* environment);
 void before_exec();
-void after_failed_exec();
+void after_failed_exec(int error);
 
 // _exit/_Exit skip atexit handlers: the process ends here, so kairos finalizes first.
 void before_exit_without_handlers();

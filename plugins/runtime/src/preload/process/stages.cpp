@@ -16,6 +16,7 @@
 #include "preload/gpu/gpu_activity.hpp"
 #include "preload/mpi/mpi_calls.hpp"
 #include "preload/pipeline/delivery.hpp"
+#include "preload/process/children.hpp"
 #include "preload/process_sampling/process_sampling.hpp"
 #include "preload/regions/function_trace.hpp"
 #include "preload/regions/regions.hpp"
@@ -111,6 +112,17 @@ void annotations_metadata(const run_facts&) {
     add_number(key::dropped_annotation_ranges, dropped);
 }
 
+void children_metadata(const run_facts&) {
+  const auto children = unprofiled_children_now();
+  if (children.by_name.empty()) return;
+  add_number(key::children_unprofiled_processes, children.processes);
+  add_number(key::children_unprofiled_cpu_ns, children.cpu_ns);
+  std::string lines;
+  for (const auto& group : children.by_name)
+    lines += group.name + '\t' + std::to_string(group.processes) + '\t' + std::to_string(group.cpu_ns) + '\n';
+  add(key::children_unprofiled_by_name, std::move(lines));
+}
+
 void tick_reporting(const char* what, void (*work)()) { report(capture_problem(what, work)); }
 
 constexpr std::array rows{
@@ -144,6 +156,11 @@ constexpr std::array rows{
               },
           .tick = [] { tick_reporting("observing MPI failed", &mpi_tick); },
           .in_child = [](thread_record*) noexcept { mpi_forget_after_fork_in_child(); }},
+    // The children kairos does not profile: named at ticks, counted at the end.
+    stage{.name = "children",
+          .add_metadata = &children_metadata,
+          .tick = [] { tick_reporting("naming the child processes failed", &children_tick); },
+          .in_child = [](thread_record*) noexcept { children_forget_after_fork_in_child(); }},
     // Its thread holds no lock a fork could leave taken: the child only forgets it.
     stage{.name = "process_sampling",
           .stop = [] { stop_process_sampling(); },

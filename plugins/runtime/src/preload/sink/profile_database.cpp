@@ -6,7 +6,10 @@
 #include <unistd.h>
 #include <atomic>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
+#include <charconv>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -55,6 +58,34 @@ struct database_file {
   bool samples_whole = false;
 };
 
+enum class exec_continuation { none, earlier_image, same_image };
+
+// Counts of the metadata that an exec chain's images add up (the rest is the last image's).
+constexpr std::array summed_over_images{
+    database::metadata_key::dropped_samples,
+    database::metadata_key::dropped_region_rows,
+    database::metadata_key::dropped_gpu_records,
+    database::metadata_key::dropped_mpi_calls,
+    database::metadata_key::dropped_process_samples,
+    database::metadata_key::dropped_annotation_ranges,
+    database::metadata_key::rows_lost,
+    database::metadata_key::unsampled_cpu_ns,
+    database::metadata_key::unsampled_threads,
+    database::metadata_key::sampling_unwound_by_tables,
+    database::metadata_key::sampling_threads_by_ring,
+    database::metadata_key::python_samples,
+    database::metadata_key::python_unmatched_samples,
+    database::metadata_key::python_torn_samples,
+    database::metadata_key::python_read_safely_samples,
+    database::metadata_key::python_unreadable_code,
+    database::metadata_key::traced_events,
+    database::metadata_key::exec_chain_cpu_ns_not_carried,
+    database::metadata_key::children_unprofiled_processes,
+    database::metadata_key::children_unprofiled_cpu_ns,
+};
+// Lists of lines the chain's images append to.
+constexpr std::array appended_over_images{database::metadata_key::children_unprofiled_by_name};
+
 // On the heap, never destroyed: finalize may run after static destructors.
 struct database_state {
   std::mutex mutex;
@@ -73,8 +104,32 @@ struct database_state {
   database_file* file = nullptr;                       // null until the first row (in this process)
   std::vector<database::window_info> windows_waiting;  // until the file exists
   std::vector<database::gpu_device_info> gpu_devices_waiting;
+  exec_continuation after_exec = exec_continuation::none;
+  std::string image_command;  // set before an exec: "N<TAB>command"
+  std::int64_t cpu_ns_not_carried = 0;
+  std::map<std::string, std::int64_t, std::less<>> earlier_sums;  // the summed keys, as the earlier images left them
+  std::map<std::string, std::string, std::less<>> earlier_lines;  // the appended keys
 };
 database_state* state = nullptr;
+
+std::int64_t number_or_zero(std::string_view text) {
+  std::int64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+// A metadata value with the earlier images' part added, for the keys the chain sums.
+std::string carried_over(std::string_view key, std::string value) {
+  if (key == database::metadata_key::program_cpu_ns) {
+    const auto found = state->earlier_sums.find(database::metadata_key::exec_chain_cpu_ns_not_carried);
+    if (found == state->earlier_sums.end()) return value;
+    return std::to_string(number_or_zero(value) + found->second);
+  }
+  if (const auto lines = state->earlier_lines.find(key); lines != state->earlier_lines.end()) return lines->second + value;
+  const auto found = state->earlier_sums.find(key);
+  if (found == state->earlier_sums.end()) return value;
+  return std::to_string(number_or_zero(value) + found->second);
+}
 
 database_file& file() {
   if (!state->file) state->file = new database_file;
@@ -244,6 +299,84 @@ void stream_samples() {
   });
 }
 
+std::int64_t integer_of(database::connection& database, std::string_view sql) {
+  auto query = database.prepare(sql);
+  return query.step() && !query.is_null(0) ? query.integer(0) : 0;
+}
+
+std::optional<std::string> metadata_value(database::connection& database, std::string_view key) {
+  auto query = database.prepare("SELECT value FROM metadata WHERE key = ?");
+  query.bind(1, key);
+  if (!query.step()) return std::nullopt;
+  return std::string{query.text(0)};
+}
+
+// The earlier images' rows: their threads marked with their image's number, their counts kept.
+void take_over_earlier_image(database::profile_writer& writer) {
+  namespace key = database::metadata_key;
+  auto& database = writer.database();
+  if (auto pending = metadata_value(database, key::exec_chain_pending)) {
+    if (state->after_exec == exec_continuation::earlier_image) {
+      const auto marked = number_or_zero(metadata_value(database, key::exec_chain_marked_threads).value_or("0"));
+      writer.mark_threads(marked, fmt::format(" [image {}]", pending->substr(0, pending->find('\t'))));
+      writer.set_metadata(key::exec_chain_images,
+                          metadata_value(database, key::exec_chain_images).value_or("") + *pending + "\n");
+      writer.set_metadata(key::exec_chain_marked_threads,
+                          std::to_string(integer_of(database, "SELECT COALESCE(MAX(id), 0) FROM thread")));
+    }
+    database.prepare("DELETE FROM metadata WHERE key = ?").bind(1, key::exec_chain_pending).run();
+  }
+  if (state->after_exec == exec_continuation::earlier_image) {
+    for (const auto summed : summed_over_images)
+      if (auto value = metadata_value(database, summed)) state->earlier_sums[std::string{summed}] = number_or_zero(*value);
+    for (const auto appended : appended_over_images)
+      if (auto value = metadata_value(database, appended)) state->earlier_lines[std::string{appended}] = *value;
+  }
+  const auto images = metadata_value(database, key::exec_chain_images).value_or("");
+  file().counts.earlier_images = static_cast<std::uint64_t>(std::count(images.begin(), images.end(), '\n'));
+  file().counts.samples = static_cast<std::uint64_t>(integer_of(database, "SELECT COUNT(*) FROM sample"));
+  file().counts.realtime_samples =
+      static_cast<std::uint64_t>(integer_of(database, "SELECT COUNT(*) FROM realtime_sample"));
+}
+
+// Under the mutex: goes on with the profile an earlier image of this process (or this image, before
+// an exec that failed) left at the path. A file that is not that profile is left alone.
+bool continue_after_exec() {
+  auto failure = capture_problem(fmt::format("cannot go on with the exec chain's profile database {}", file().path), [] {
+    const bool same_image = state->after_exec == exec_continuation::same_image;
+    // The same image's addresses still name its code: its frames and stacks are reused.
+    file().writer = same_image ? std::make_unique<database::profile_writer>(file().path, &symbolize,
+                                                                            database::profile_writer::reopen)
+                               : std::make_unique<database::profile_writer>(file().path, &symbolize,
+                                                                            database::profile_writer::after_exec);
+    auto& writer = *file().writer;
+    writer.database().execute("PRAGMA main.locking_mode = EXCLUSIVE");
+    const auto pid = std::to_string(getpid());
+    auto& database = writer.database();
+    if (metadata_value(database, "pid") != pid || metadata_value(database, "end_reason") != "exec")
+      throw database::database_error{"it is not the profile of this process's earlier image (pid " + pid +
+                                     ", ended by an exec)"};
+    file().process_row = integer_of(database, "SELECT MAX(id) FROM process");
+    writer.set_process_command(file().process_row, state->command);
+    take_over_earlier_image(writer);
+    for (const auto& [key, value] : state->metadata) writer.set_metadata(key, carried_over(key, value));
+    database.prepare("DELETE FROM metadata WHERE key = 'end_reason'").run();
+    for (const auto& window : state->windows_waiting) writer.add_window(window);
+    state->windows_waiting.clear();
+    for (const auto& device : state->gpu_devices_waiting)
+      file().gpu_device_rows[{device.api, device.index}] = writer.add_gpu_device(device);
+    state->gpu_devices_waiting.clear();
+    writer.commit();
+  });
+  file().last_commit_ns = steady_now_ns();
+  if (!failure) return true;
+  file().writer.reset();
+  file().creation_failed = true;
+  file().first_problem = problem{failure.text() + "; this image's profile is not written"};
+  report(file().first_problem);
+  return false;
+}
+
 // Under the mutex. Creates the file on first use; false when there is none (and will be none).
 bool create_if_needed() {
   if (file().writer) return true;
@@ -252,6 +385,7 @@ bool create_if_needed() {
   file().path = state->resolve_path();
   struct stat status {};
   const bool existed_before = lstat(file().path.c_str(), &status) == 0;  // then it is not ours
+  if (existed_before && state->after_exec != exec_continuation::none) return continue_after_exec();
   auto failure = capture_problem(fmt::format("cannot write the profile database {}", file().path), [] {
     if (auto* vfs = sqlite3_vfs_find(nullptr); vfs && vfs->xSetSystemCall) {
       vfs->xSetSystemCall(vfs, "open", reinterpret_cast<sqlite3_syscall_ptr>(&open_above_floor));
@@ -373,7 +507,7 @@ void add_database_metadata(std::string key, std::string value) {
   if (!state) return;
   std::lock_guard lock{state->mutex};
   if (file().writer)
-    insert([&] { file().writer->set_metadata(key, value); });
+    insert([&] { file().writer->set_metadata(key, carried_over(key, value)); });
   else
     state->metadata.emplace_back(std::move(key), std::move(value));
 }
@@ -577,13 +711,48 @@ void database_batch::commit(bool force) {
   file().last_commit_ns = now;
 }
 
-std::string finish_profile_database(std::string_view end_reason) {
-  if (!state || !state->file) return {};
+void continue_profile_database_after_exec(bool same_image) {
+  if (!state) return;
   std::lock_guard lock{state->mutex};
+  state->after_exec = same_image ? exec_continuation::same_image : exec_continuation::earlier_image;
+}
+
+std::string earlier_images_metadata(std::string_view key) {
+  if (!state) return {};
+  std::lock_guard lock{state->mutex};
+  if (const auto lines = state->earlier_lines.find(key); lines != state->earlier_lines.end()) return lines->second;
+  if (const auto found = state->earlier_sums.find(key); found != state->earlier_sums.end())
+    return std::to_string(found->second);
+  return {};
+}
+
+void end_image_before_exec(std::string image_command, std::int64_t cpu_ns_not_carried) {
+  if (!state) return;
+  std::lock_guard lock{state->mutex};
+  state->image_command = std::move(image_command);
+  state->cpu_ns_not_carried = cpu_ns_not_carried;
+}
+
+std::string finish_profile_database(std::string_view end_reason) {
+  if (!state) return {};
+  std::lock_guard lock{state->mutex};
+  // An image that recorded nothing still ends the chain's profile, unless it too execs (the
+  // next image goes on from the earlier images' rows).
+  if (state->after_exec != exec_continuation::none && !file().writer && end_reason != "exec") {
+    struct stat status {};
+    if (state->resolve_path && lstat(state->resolve_path().c_str(), &status) == 0) create_if_needed();
+  }
   if (!file().writer) return {};
   insert([&] {
+    namespace key = database::metadata_key;
     file().writer->set_metadata("end_reason", end_reason);
-    file().writer->set_metadata(database::metadata_key::rows_lost, std::to_string(file().counts.rows_lost));
+    file().writer->set_metadata(key::rows_lost, carried_over(key::rows_lost, std::to_string(file().counts.rows_lost)));
+    if (end_reason == "exec") {
+      file().writer->set_metadata(key::exec_chain_pending, state->image_command);
+      file().writer->set_metadata(key::exec_chain_cpu_ns_not_carried,
+                                  carried_over(key::exec_chain_cpu_ns_not_carried,
+                                               std::to_string(state->cpu_ns_not_carried)));
+    }
     if (file().symbols) {
       if (const auto jit = file().symbols->jit_map_used(); !jit.path.empty()) {
         file().writer->set_metadata(database::metadata_key::jit_map_functions, std::to_string(jit.functions));

@@ -26,6 +26,7 @@ namespace kairos::runtime {
 struct thread_record;
 
 struct database_counts {
+  std::uint64_t earlier_images = 0;  // of the exec chain, whose rows the database holds
   std::uint64_t samples = 0;
   std::uint64_t realtime_samples = 0;
   std::uint64_t regions = 0;
@@ -62,6 +63,23 @@ void configure_profile_database(path_resolver path_of_this_process, std::string 
                                 std::int64_t flush_interval_ns, source_lines lines,
                                 symbol_cache_choice symbol_cache_place, bool stream_perfetto_samples);
 void add_database_metadata(std::string key, std::string value);
+
+// Exec chains (docs/runtime.md): one profile for every image of a process. An image about to exec
+// ends the database with end_reason "exec" and `image_command` (its number in the chain and
+// command line, "N<TAB>command") waiting in its metadata. The next image calls
+// continue_profile_database_after_exec() at init: the file its path resolver gives, when it holds
+// this pid's profile ended by an exec, is continued instead of created: the earlier images' threads
+// are marked " [image N]", their counts and losses carried on. `same_image`: the exec failed and
+// this image goes on with its own profile. The file is opened with the first row, or at the finish
+// (the earlier images' rows are reported even when this image records none).
+void continue_profile_database_after_exec(bool same_image);
+// Before the finish of an image about to exec: what the next image marks its threads with, and the
+// CPU time of its threads other than the one that execs (their clocks end with the image; the
+// exec'ing thread's goes on in the next image).
+void end_image_before_exec(std::string image_command, std::int64_t cpu_ns_not_carried);
+// A summed or appended metadata value as the earlier images left it ("": none), once the profile
+// is open: what the exit line adds to this image's own.
+std::string earlier_images_metadata(std::string_view key);
 // Who the process is in an MPI launch, for its process row (rank and size none outside a launch).
 void set_database_launch(std::optional<std::int64_t> rank, std::optional<std::int64_t> size, std::string launch_id);
 

@@ -56,6 +56,23 @@ inline constexpr std::string_view annotations_attached = "annotations.attached";
 inline constexpr std::string_view windows_opened = "windows.opened";
 inline constexpr std::string_view windows_skipped = "windows.skipped";
 inline constexpr std::string_view windows_edge_ns = "windows.edge_ns";
+// Exec chains (docs/runtime.md, "exec chains"): the earlier images whose rows the profile holds
+// ("N<TAB>command" a line, N their number in the chain, 1 the first; their threads are named
+// "... [image N]"); the CPU time of their threads other than the one that exec'd (the program's
+// whole adds it: the exec'ing thread's clock goes on in the next image); and an exec that failed,
+// after which the image went on unsampled. `pending` and `marked_threads` are the chain's
+// bookkeeping between images.
+inline constexpr std::string_view exec_chain_images = "exec_chain.images";
+inline constexpr std::string_view exec_chain_cpu_ns_not_carried = "exec_chain.cpu_ns_not_carried";
+inline constexpr std::string_view exec_chain_failed_exec = "exec_chain.failed_exec";
+inline constexpr std::string_view exec_chain_pending = "exec_chain.pending";
+inline constexpr std::string_view exec_chain_marked_threads = "exec_chain.marked_threads";
+// The child processes that ran unprofiled (KAIROS_FOLLOW_CHILDREN off; docs/runtime.md,
+// "Children"): how many, their CPU time (the kernel's, from wait4 and RUSAGE_CHILDREN), and by
+// name: "name<TAB>processes<TAB>cpu_ns" a line (processes 0: reaped where kairos did not see it).
+inline constexpr std::string_view children_unprofiled_processes = "children.unprofiled_processes";
+inline constexpr std::string_view children_unprofiled_cpu_ns = "children.unprofiled_cpu_ns";
+inline constexpr std::string_view children_unprofiled_by_name = "children.unprofiled_by_name";
 // Process sampling (docs/runtime.md, "Process sampling"): its period, how many periods it read,
 // and the metrics it read.
 inline constexpr std::string_view process_sampling_period_ns = "process_sampling.period_ns";

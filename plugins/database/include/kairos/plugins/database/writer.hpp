@@ -120,6 +120,16 @@ class profile_writer {
   struct reopen_t {};
   static constexpr reopen_t reopen{};
   profile_writer(const std::string& path, symbolizer symbolize, reopen_t);
+  // Opens the profile an earlier image of this process wrote before its exec, to go on with it:
+  // as reopen, but no frame or stack of the earlier image is reused, since its addresses name
+  // another program's code (docs/runtime.md, "exec chains").
+  struct after_exec_t {};
+  static constexpr after_exec_t after_exec{};
+  profile_writer(const std::string& path, symbolizer symbolize, after_exec_t);
+  // An exec chain's process row names the image at its end (docs/runtime.md, "exec chains").
+  void set_process_command(std::int64_t process, std::string_view command);
+  // Appends `suffix` to the names of the threads whose rows come after `after_thread_row`.
+  void mark_threads(std::int64_t after_thread_row, std::string_view suffix);
   ~profile_writer();  // commits what is pending
   profile_writer(const profile_writer&) = delete;
   profile_writer& operator=(const profile_writer&) = delete;
@@ -237,6 +247,7 @@ class profile_writer {
   connection& database() noexcept { return database_; }
 
  private:
+  void read_back(bool with_code);  // reopen, after_exec: what is committed, so new rows refer to it
   struct frame_entry {
     std::int64_t frame;
     std::int64_t function;  // the function's name, interned
