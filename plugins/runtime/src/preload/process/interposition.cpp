@@ -23,6 +23,8 @@
 
 extern char** environ;
 
+using kairos::call_through;
+
 namespace kairos::runtime::interception {
 
 const originals& original_functions() noexcept {
