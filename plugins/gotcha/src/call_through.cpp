@@ -1,5 +1,5 @@
 // kairos_call_through (call_through.hpp): calls invoke(call) from a frame of its own, whose bounds
-// are the two labels. A frame-pointer frame, with its CFI, so every unwinder walks through it (the
+// are the two hidden labels. A frame-pointer frame, with its CFI, so every unwinder walks through it (the
 // unwind tables, libgcc, a frame-pointer walk); the call is never a tail call.
 #include <kairos/plugins/gotcha/call_through.hpp>
 
@@ -8,7 +8,10 @@ asm(R"(
   .p2align 4
   .globl kairos_call_through
   .type kairos_call_through, @function
+  .globl kairos_call_through_begin
+  .hidden kairos_call_through_begin
 kairos_call_through:
+kairos_call_through_begin:
   .cfi_startproc
   endbr64
   pushq %rbp
@@ -25,7 +28,17 @@ kairos_call_through:
   .cfi_endproc
   .size kairos_call_through, .-kairos_call_through
   .globl kairos_call_through_end
-  .type kairos_call_through_end, @object
+  .hidden kairos_call_through_end
 kairos_call_through_end:
-  .size kairos_call_through_end, 0
 )");
+
+extern "C" {
+[[gnu::visibility("hidden")]] extern const char kairos_call_through_begin[];
+[[gnu::visibility("hidden")]] extern const char kairos_call_through_end[];
+}
+
+namespace kairos::gotcha_patcher {
+
+call_through_code call_through_range() noexcept { return {kairos_call_through_begin, kairos_call_through_end}; }
+
+}  // namespace kairos::gotcha_patcher

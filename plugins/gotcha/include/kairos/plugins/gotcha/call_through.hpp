@@ -19,10 +19,7 @@
 #define KAIROS_GOTCHA_CALL_THROUGH 0
 #else
 #define KAIROS_GOTCHA_CALL_THROUGH 1
-extern "C" {
-void kairos_call_through(void (*invoke)(void*), void* call);
-extern const char kairos_call_through_end[];  // one past its last instruction
-}
+extern "C" void kairos_call_through(void (*invoke)(void*), void* call);
 #endif
 
 namespace kairos {
@@ -68,18 +65,17 @@ decltype(auto) call_through(Function&& function, Args&&... arguments) {
 namespace gotcha_patcher {
 
 // Where kairos_call_through's instructions lie ([begin, end); both 0 where there is none): a frame
-// whose return address falls in it is kairos_call_through's own.
+// whose return address falls in it is kairos_call_through's own. Taken inside the library, from
+// hidden labels: a program's &kairos_call_through may be its own PLT entry.
 struct call_through_code {
   const void* begin = nullptr;
   const void* end = nullptr;
 };
-inline call_through_code call_through_range() noexcept {
 #if KAIROS_GOTCHA_CALL_THROUGH
-  return {reinterpret_cast<const void*>(&kairos_call_through), kairos_call_through_end};
+call_through_code call_through_range() noexcept;
 #else
-  return {};
+inline call_through_code call_through_range() noexcept { return {}; }
 #endif
-}
 
 }  // namespace gotcha_patcher
 
