@@ -92,6 +92,7 @@ struct sampling_coverage {
   // The rest of program_cpu_ns: before the sampling delay, after its duration, outside the time
   // windows, after each thread's last sample.
   std::int64_t outside_ns = 0;
+  std::int64_t own_work_ns = 0;      // of sampled_ns: kairos's own work on the program's threads ([kairos])
   std::int64_t dropped_samples = 0;  // their time went to their thread's next sample
   std::int64_t dropped_regions = 0, rows_lost = 0;
   double delay_s = 0, duration_s = 0;  // KAIROS_SAMPLING_DELAY, _DURATION

@@ -228,6 +228,7 @@ sampling_coverage coverage_of(connection& profile) {
   coverage.program_cpu_ns = integer(metadata_key::program_cpu_ns);
   coverage.blocked_ns = integer(metadata_key::unsampled_cpu_ns);
   coverage.blocked_threads = integer(metadata_key::unsampled_threads);
+  coverage.own_work_ns = integer(metadata_key::kairos_own_cpu_ns);
   coverage.dropped_samples = integer(metadata_key::dropped_samples);
   coverage.dropped_regions = integer(metadata_key::dropped_region_rows);
   coverage.rows_lost = integer(metadata_key::rows_lost);
@@ -248,6 +249,9 @@ std::string coverage_text(const sampling_coverage& coverage) {
   else
     text = fmt::format("samples stand for {} of CPU time (the program's whole CPU time was not recorded)",
                        seconds(coverage.sampled_ns));
+  if (worth_saying(coverage.own_work_ns))
+    text += fmt::format(", {} of it ({:.1f}%) kairos's own work on the program's threads, shown as [kairos]",
+                        seconds(coverage.own_work_ns), percent(coverage.own_work_ns, coverage.sampled_ns));
   std::vector<std::string> unseen;
   if (worth_saying(coverage.blocked_ns))
     unseen.push_back(fmt::format("{} in {} thread{} that blocked the sampling signal", seconds(coverage.blocked_ns),
@@ -280,6 +284,7 @@ nlohmann::json coverage_json(const sampling_coverage& coverage) {
                         {"dropped_samples", coverage.dropped_samples},
                         {"dropped_region_rows", coverage.dropped_regions},
                         {"rows_lost", coverage.rows_lost}}},
+                      {"kairos_own_cpu_ns", coverage.own_work_ns},
                       {"text", coverage_text(coverage)}};
   if (coverage.program_cpu_ns > 0) {
     json["program_cpu_ns"] = coverage.program_cpu_ns;

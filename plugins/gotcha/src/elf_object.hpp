@@ -9,12 +9,14 @@
 
 namespace kairos::gotcha_patcher::detail {
 
-// A relocation that stores a function's address into a pointer-sized slot.
+// A relocation that stores a function's address into a pointer-sized slot. The name is a pointer,
+// not a string_view, and the version an index: a pass looks at every relocation of every object,
+// and measuring each name (strlen) or finding each version cost more than the rest of the walk.
 struct function_slot {
   void** address;
-  std::string_view symbol;
-  std::string_view version;  // empty when the reference names no version
-  unsigned type;             // R_X86_64_JUMP_SLOT, R_X86_64_GLOB_DAT or R_X86_64_64
+  const char* symbol;
+  std::uint32_t symbol_index;  // for elf_object::version_of
+  unsigned type;               // R_X86_64_JUMP_SLOT, R_X86_64_GLOB_DAT or R_X86_64_64
 };
 
 class elf_object {
@@ -33,13 +35,15 @@ class elf_object {
     scan(relocations_, relocations_bytes_, visit);
   }
 
+  // The version a slot's reference names; empty when it names none.
+  std::string_view version_of(std::uint32_t symbol_index) const noexcept;
+
  private:
   // Turns a d_ptr into an address: glibc relocates most of them in place, the vDSO's it does not.
   template <class T>
   const T* pointer(ElfW(Addr) value) const noexcept {
     return reinterpret_cast<const T*>(value >= base_ ? value : base_ + value);
   }
-  std::string_view version_of(std::uint32_t symbol_index) const noexcept;
 
   template <class Visit>
   void scan(const ElfW(Rela) * first, std::size_t bytes, Visit& visit) const {
@@ -56,8 +60,8 @@ class elf_object {
       const ElfW(Sym)& symbol = symbols_[index];
       const unsigned kind = ELF64_ST_TYPE(symbol.st_info);
       if (kind != STT_FUNC && kind != STT_GNU_IFUNC && kind != STT_NOTYPE) continue;
-      visit(function_slot{reinterpret_cast<void**>(base_ + relocation.r_offset),
-                          std::string_view{strings_ + symbol.st_name}, version_of(index), type});
+      visit(function_slot{reinterpret_cast<void**>(base_ + relocation.r_offset), strings_ + symbol.st_name, index,
+                          type});
     }
   }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include <kairos/plugins/gotcha/call_through.hpp>
 #include <kairos/plugins/gotcha/reentry_guard.hpp>
 
 using dlsym_function = void* (*)(void*, const char*);
@@ -65,8 +66,9 @@ namespace {
 
 // Reached by a jump from the entry: the return address is the caller of dlsym.
 void* caller_scope_lookup(void* handle, const char* name, const char* version, void* caller) {
-  void* found =
-      version != nullptr ? kairos_gotcha_real_dlvsym(handle, name, version) : kairos_gotcha_real_dlsym(handle, name);
+  // The lookup the program asked for is its own time (call_through.hpp); what follows is kairos's.
+  void* found = version != nullptr ? call_through(kairos_gotcha_real_dlvsym, handle, name, version)
+                                   : call_through(kairos_gotcha_real_dlsym, handle, name);
   if (found == nullptr && handle == RTLD_DEFAULT) {
     // RTLD_DEFAULT also searches the caller's own dependencies when it was loaded RTLD_LOCAL.
     Dl_info info{};
@@ -163,7 +165,7 @@ void* dlopen_then_patch(const char* file, int flags) {
     return detail::path_as_seen_by(file, caller);
   }();
   auto* real = reinterpret_cast<dlopen_function>(detail::dlopen_hook().next.load(std::memory_order_acquire));
-  void* handle = real(path.empty() ? file : path.c_str(), flags);
+  void* handle = kairos::call_through(real, path.empty() ? file : path.c_str(), flags);
   // Constructors of the new objects have run unwrapped; everything they bind is patched now.
   if (handle != nullptr) reapply();
   return handle;

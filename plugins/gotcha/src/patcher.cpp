@@ -1,8 +1,11 @@
 // The registry of installed bindings and the pass that brings every GOT slot in line with it.
 //
-// Slots are never remembered: each pass walks the loaded objects again (dl_iterate_phdr keeps them
-// mapped while it runs) and rewrites the slots whose symbol resolves to a wrapped original. So a
-// dlclose'd object leaves nothing dangling, and unwrapping finds every slot that holds a wrapper.
+// Slots are never remembered: a pass walks the loaded objects (dl_iterate_phdr keeps them mapped
+// while it runs) and rewrites the slots whose symbol resolves to a wrapped original. So a dlclose'd
+// object leaves nothing dangling, and unwrapping finds every slot that holds a wrapper. After a
+// dlopen only the objects no pass has seen are walked, as long as nothing changed since the last
+// full pass (no binding came or went, no original was found, no object was unloaded): walking all
+// of them again at each of MPI_Init's dozens of dlopens made patching quadratic in the libraries.
 #include <kairos/plugins/gotcha/patcher.hpp>
 
 #include <dlfcn.h>
@@ -10,9 +13,14 @@
 #include <sys/auxv.h>
 
 #include <algorithm>
+#include <bitset>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <kairos/plugins/gotcha/reentry_guard.hpp>
@@ -53,6 +61,12 @@ struct registry {
   std::vector<ElfW(Addr)> excluded_bases;
   std::size_t user_bindings = 0;
   std::map<const void*, std::string> wrapped_names;  // wrapper -> symbol name; never forgotten
+  // What the passes since the last full one left in line: those objects (by their program headers,
+  // which no two loaded objects share), while no object was unloaded (dlpi_subs) and the chains
+  // did not change (full_pass_due).
+  std::unordered_set<const void*> objects_in_line;
+  unsigned long long unloads_seen = 0;
+  bool full_pass_due = true;
 };
 
 // Never destroyed: wrappers can run during exit, after static destructors.
@@ -100,8 +114,35 @@ bool is_excluded(const registry& r, const dl_phdr_info& info) {
   return std::find(r.excluded_bases.begin(), r.excluded_bases.end(), info.dlpi_addr) != r.excluded_bases.end();
 }
 
+// The chains a pass looks for, by name. Nearly every relocation names something else: a bitmap of
+// the names' first two bytes turns those away before their name is measured and hashed.
+class name_index {
+ public:
+  void add(chain& c) {
+    prefixes_.set(prefix(c.name.c_str()));
+    chains_[c.name].push_back(&c);
+  }
+  const std::vector<chain*>* find(const char* name) const {
+    if (!prefixes_.test(prefix(name))) return nullptr;
+    const auto found = chains_.find(std::string_view{name});
+    return found != chains_.end() ? &found->second : nullptr;
+  }
+
+ private:
+  static unsigned prefix(const char* name) {
+    const auto first = static_cast<unsigned char>(name[0]);
+    return first == 0 ? 0 : first << 8 | static_cast<unsigned char>(name[1]);
+  }
+  std::bitset<1 << 16> prefixes_;
+  std::unordered_map<std::string_view, std::vector<chain*>> chains_;
+};
+
 struct pass {
   registry& r;
+  name_index names;  // the chains whose original is known
+  bool only_new_objects = false;
+  std::vector<const void*> visited;  // (program headers) the objects this pass walked
+  unsigned long long unloads = 0;    // dl_phdr_info::dlpi_subs during the pass
   // Counting mode (count_slots): no writes.
   std::string_view census_symbol;
   const void* census_value = nullptr;
@@ -113,14 +154,28 @@ struct pass {
   memory_map map;
 };
 
+bool same_name(const char* name, std::string_view wanted) {
+  return std::strncmp(name, wanted.data(), wanted.size()) == 0 && name[wanted.size()] == '\0';
+}
+
 void visit_object(pass& p, const dl_phdr_info& info) {
   if (is_excluded(p.r, info)) return;
+  if (!p.counting) {
+    // An object was unloaded since: another may sit where it was, so every object is walked. Seen
+    // at the first object (dl_iterate_phdr holds the loader's lock: the count stays as it is).
+    if (p.only_new_objects && info.dlpi_subs != p.r.unloads_seen) {
+      p.only_new_objects = false;
+      for (auto& c : p.r.chains) c->slots_on_top = 0;
+    }
+    if (p.only_new_objects && p.r.objects_in_line.contains(info.dlpi_phdr)) return;
+    p.visited.push_back(info.dlpi_phdr);
+  }
   const elf_object object{info};
   if (!object.has_dynamic_section()) return;
 
   if (p.counting) {
     object.for_each_function_slot([&](const function_slot& slot) {
-      if (slot.symbol != p.census_symbol) return;
+      if (!same_name(slot.symbol, p.census_symbol)) return;
       ++p.census.binding_symbol;
       if (__atomic_load_n(slot.address, __ATOMIC_ACQUIRE) == p.census_value) ++p.census.holding_value;
     });
@@ -130,13 +185,15 @@ void visit_object(pass& p, const dl_phdr_info& info) {
   std::vector<slot_write> writes;
   std::vector<chain*> written_for;
   object.for_each_function_slot([&](const function_slot& slot) {
-    for (auto& owner : p.r.chains) {
+    const auto* named = p.names.find(slot.symbol);
+    if (named == nullptr) return;
+    const std::string_view version = object.version_of(slot.symbol_index);
+    for (chain* owner : *named) {
       chain& c = *owner;
-      if (c.original == nullptr || slot.symbol != c.name) continue;
-      const std::string key = key_of(slot.symbol, slot.version);
+      const std::string key = key_of(slot.symbol, version);
       const auto found = p.r.resolved.find(key);
       if (found == p.r.resolved.end()) {
-        p.unresolved.emplace_back(std::string{slot.symbol}, std::string{slot.version});
+        p.unresolved.emplace_back(std::string{slot.symbol}, std::string{version});
         continue;
       }
       // A slot naming another version of the symbol binds another function.
@@ -175,19 +232,40 @@ void visit_object(pass& p, const dl_phdr_info& info) {
     if (!c->stack.empty() && __atomic_load_n(slot, __ATOMIC_ACQUIRE) == c->top()) ++c->slots_on_top;
 }
 
-// Brings every slot in line with the registry. Caller holds the mutex.
-void run_pass_locked(registry& r) {
+enum class objects { all, new_ones };
+
+// Brings every slot in line with the registry: of every loaded object, or, when nothing changed
+// since the last full pass, of the objects loaded since. Caller holds the mutex.
+void run_pass_locked(registry& r, objects which) {
+  std::vector<std::size_t> counted_before;  // slots_on_top counts the slots of old and new objects
+  for (auto& c : r.chains) counted_before.push_back(c->slots_on_top);
   for (int attempt = 0; attempt < 2; ++attempt) {
     pass p{r};
-    for (auto& c : r.chains) c->slots_on_top = 0;
+    p.only_new_objects = which == objects::new_ones && !r.full_pass_due;
+    for (std::size_t i = 0; i < r.chains.size(); ++i) {
+      auto& c = *r.chains[i];
+      c.slots_on_top = p.only_new_objects ? counted_before[i] : 0;
+      if (c.original != nullptr) p.names.add(c);
+    }
     ::dl_iterate_phdr(
         [](dl_phdr_info* info, std::size_t, void* data) {
-          visit_object(*static_cast<pass*>(data), *info);
+          auto& current = *static_cast<pass*>(data);
+          current.unloads = info->dlpi_subs;
+          visit_object(current, *info);
           return 0;
         },
         &p);
+    r.unloads_seen = p.unloads;
+    if (!p.only_new_objects) {
+      r.objects_in_line.clear();
+      r.full_pass_due = false;
+    }
+    r.objects_in_line.insert(p.visited.begin(), p.visited.end());
     if (p.unresolved.empty()) break;
     for (auto& [name, version] : p.unresolved) resolve(r, name, version);
+    // Walked again, now that the cache has what their slots named: the objects just walked.
+    for (const void* object : p.visited) r.objects_in_line.erase(object);
+    which = objects::new_ones;
   }
   for (auto& c : r.chains) c->retired.clear();
   std::erase_if(r.chains, [](const std::unique_ptr<chain>& c) { return c->stack.empty() && c->retired.empty(); });
@@ -216,6 +294,7 @@ chain& push_locked(registry& r, binding& b) {
   // `next` is in place before any slot can lead to the wrapper.
   b.next.store(target->top(), std::memory_order_release);
   target->stack.push_back(&b);
+  r.full_pass_due = true;
   return *target;
 }
 
@@ -230,6 +309,7 @@ bool pop_locked(registry& r, binding& b) {
     c->retired.push_back(b.wrapper);
   }
   c->stack.erase(at);
+  r.full_pass_due = true;
   return true;
 }
 
@@ -284,7 +364,7 @@ wrap_status install(binding& b) {
   chain& c = push_locked(r, b);
   r.wrapped_names[b.wrapper] = c.name;
   status.installed = true;
-  run_pass_locked(r);
+  run_pass_locked(r, objects::all);
   status.defined = c.original != nullptr;
   status.slots_patched = c.slots_on_top;
   if (!status.defined)
@@ -305,7 +385,7 @@ bool remove(binding& b) {
   std::lock_guard lock{r.mutex};
   if (!pop_locked(r, b)) return false;
   release_loader_hooks_locked(r);
-  run_pass_locked(r);
+  run_pass_locked(r, objects::all);
   return true;
 }
 
@@ -326,10 +406,11 @@ void reapply() {
   for (auto& c : r.chains) {
     if (c->original != nullptr) continue;
     c->original = resolve(r, c->name, c->version);
-    if (c->original != nullptr && !c->stack.empty())
-      c->stack.front()->next.store(c->original, std::memory_order_release);
+    if (c->original == nullptr) continue;
+    r.full_pass_due = true;  // slots of objects walked before now bind it too
+    if (!c->stack.empty()) c->stack.front()->next.store(c->original, std::memory_order_release);
   }
-  run_pass_locked(r);
+  run_pass_locked(r, objects::new_ones);
 }
 
 slot_census count_slots(std::string_view symbol, const void* value) {

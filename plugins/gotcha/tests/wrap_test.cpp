@@ -2,6 +2,7 @@
 // binding, full RELRO, -fno-plt); every case runs in its own process (one ctest test per case).
 #include <dlfcn.h>
 #include <pthread.h>
+#include <unwind.h>
 
 #include <condition_variable>
 #include <cstring>
@@ -60,6 +61,41 @@ struct unwrap_at_end {
 };
 
 }  // namespace
+
+namespace {
+
+// The return addresses above this function's frame, innermost first (libgcc's unwinder, which
+// reads the CFI of every frame: the assembly of kairos_call_through's included).
+[[gnu::noinline]] std::vector<std::uintptr_t> callers_of_this_frame(int) {
+  std::vector<std::uintptr_t> frames;
+  _Unwind_Backtrace(
+      [](_Unwind_Context* context, void* found) {
+        static_cast<std::vector<std::uintptr_t>*>(found)->push_back(_Unwind_GetIP(context));
+        return _URC_NO_REASON;
+      },
+      &frames);
+  if (!frames.empty()) frames.erase(frames.begin());  // this function's own
+  return frames;
+}
+
+bool in_call_through(std::uintptr_t return_address) {
+  const auto range = kairos::gotcha_patcher::call_through_range();
+  const auto address = return_address - 1;  // inside the call instruction
+  return address >= reinterpret_cast<std::uintptr_t>(range.begin) &&
+         address < reinterpret_cast<std::uintptr_t>(range.end);
+}
+
+}  // namespace
+
+TEST_CASE("call_through leaves one invoker frame, then kairos_call_through's, under the called function") {
+  auto* function = &callers_of_this_frame;  // a pointer, as a wrapper's original is
+  const auto frames = kairos::call_through(function, 7);
+  REQUIRE(frames.size() >= 3);
+  CHECK_FALSE(in_call_through(frames[0]));  // the invoker, which called the function
+  CHECK(in_call_through(frames[1]));        // kairos_call_through, which called the invoker
+  CHECK_FALSE(in_call_through(frames[2]));  // this test, which called kairos_call_through
+  CHECK(kairos::call_through([](int a, int b) { return a * b; }, 6, 7) == 42);
+}
 
 TEST_CASE("the wrapper runs and the original still returns the right value") {
   unwrap_at_end cleanup;

@@ -36,6 +36,31 @@ def clean_environment(*defaults, **settings):
     return env
 
 
+def sampled_stacks(db, table="sample"):
+    """Each sample of `table` (sample, realtime_sample) of a profile database: (weight_ns, frames
+    leaf first as (function, module) pairs)."""
+    nodes = {node: (parent, function, module or "") for node, parent, function, module in db.execute(
+        """SELECT stack.id, stack.parent, function.value, module.value FROM stack
+           JOIN frame ON frame.id = stack.frame JOIN string AS function ON function.id = frame.function
+           LEFT JOIN string AS module ON module.id = frame.module""")}
+    stacks = []
+    for weight, node in db.execute(f"SELECT weight_ns, stack FROM {table} WHERE stack IS NOT NULL"):
+        frames = []
+        while node is not None:
+            parent, function, module = nodes[node]
+            frames.append((function, module))
+            node = parent
+        stacks.append((weight, frames))
+    return stacks
+
+
+def unfolded_kairos_frames(frames):
+    """The frames of a stack (sampled_stacks) in kairos's own code other than `[kairos]`, the one
+    frame its own work on the program's threads is charged to (docs/runtime.md): there are none."""
+    return [function for function, module in frames
+            if os.path.basename(module).startswith("libkairos.so") and function != "[kairos]"]
+
+
 def check(condition, message):
     if not condition:
         raise Failure(message)

@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 
-from harness import check, clean_environment, run_named_test, run_process, skip
+from harness import check, clean_environment, run_named_test, run_process, sampled_stacks, skip, unfolded_kairos_frames
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
@@ -354,6 +354,36 @@ def test_xray_patched_only_inside_windows(directory):
     inside_or_crossing = [(s, e) for s, e in loops if e >= open_ns and s <= close_ns]
     check(events <= per_loop * (len(inside_or_crossing) + 2) and events < per_loop * len(loops) / 2,
           f"{events} events: the hooks ran for about {len(inside_or_crossing)} of the {len(loops)} loop calls")
+
+
+def test_hooks_time_is_charged_to_kairos(directory):
+    """The hooks are kairos's own work on the program's thread: sampled, their time ends in one
+    `[kairos]` leaf under the instrumented function that called them, is counted in the metadata
+    (kairos_own.cpu_ns: the weight of those samples, exactly) and is said in the report."""
+    result, err, db = profiled(directory, ["15", "0", "0.6"], KAIROS_SAMPLING_CPUTIME="true",
+                               KAIROS_SAMPLING_FREQ="1000", KAIROS_SAMPLING_DELAY="0")
+    check(result.returncode == 0 and db is not None, f"status {result.returncode}, a database: {err}")
+    own_ns, under_program_ns = 0, 0
+    stacks = sampled_stacks(db)
+    for weight, frames in stacks:
+        names = [function for function, _ in frames]
+        check(not unfolded_kairos_frames(frames), f"no frame of kairos's code but [kairos]: {names}")
+        check("[kairos]" not in names[1:], f"[kairos] is a leaf: {names}")
+        if names[0] == "[kairos]":
+            own_ns += weight
+            if len(frames) > 1 and os.path.basename(frames[1][1]) == os.path.basename(PROGRAM):
+                under_program_ns += weight
+    total_ns = sum(weight for weight, _ in stacks)
+    metadata = dict(db.execute("SELECT key, value FROM metadata WHERE key LIKE 'kairos_own.%'"))
+    check(own_ns > 0.05 * total_ns, f"the hooks cost a share of fib's calls: [kairos] {own_ns} of {total_ns} ns")
+    check(int(metadata.get("kairos_own.cpu_ns", -1)) == own_ns, f"the metadata counts [kairos]'s {own_ns} ns: {metadata}")
+    # The rest is kairos's start and end on the main thread, under the loader and exit().
+    check(under_program_ns >= 0.9 * own_ns,
+          f"[kairos] sits under the instrumented functions that called: {under_program_ns} of {own_ns} ns")
+    with open(os.path.join(directory, "out.txt")) as report:
+        text = report.read()
+    check("kairos's own work on the program's threads, shown as [kairos]" in text and "[kairos]" in text,
+          f"the report says it: {text[:1500]}")
 
 
 def test_hooks_without_kairos_do_nothing(directory):

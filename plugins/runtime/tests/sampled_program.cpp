@@ -10,6 +10,8 @@
 //   syscalls SECONDS   alternates read(/dev/urandom, 64 KiB) x4 and a multiply loop for SECONDS of
 //                      CPU time; prints the thread CPU time (user + kernel) each spent
 //   blocked-worker SECONDS  a worker that blocks every signal burns 2/3 of the CPU, main 1/3
+//   start-routines SECONDS  two threads made by pthread_create, whose start routines are
+//                      signalled_routine and blocking_routine (it blocks every signal), burn CPU
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -128,6 +130,32 @@ void blocked_worker(double seconds) {
   worker.join();
   std::printf("cpu_ns worker=%lld main=%lld\n", static_cast<long long>(worker_cpu),
               static_cast<long long>(thread_cpu_ns()));
+}
+
+// A thread's start routine is the root of its stacks, as without a profiler (under libc's
+// start_thread): whatever kairos runs to start the thread is not seen.
+extern "C" [[gnu::noinline]] void* signalled_routine(void* cpu_ns) {
+  compute_three_quarters(*static_cast<std::int64_t*>(cpu_ns));
+  return nullptr;
+}
+extern "C" [[gnu::noinline]] void* blocking_routine(void* cpu_ns) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  compute_one_quarter(*static_cast<std::int64_t*>(cpu_ns));
+  return nullptr;
+}
+
+void start_routines(double seconds) {
+  std::int64_t cpu_ns = static_cast<std::int64_t>(seconds * 1e9);
+  pthread_t signalled, blocking;
+  if (pthread_create(&signalled, nullptr, &signalled_routine, &cpu_ns) != 0 ||
+      pthread_create(&blocking, nullptr, &blocking_routine, &cpu_ns) != 0) {
+    std::perror("pthread_create");
+    std::exit(1);
+  }
+  pthread_join(signalled, nullptr);
+  pthread_join(blocking, nullptr);
 }
 
 [[gnu::noinline]] void spin_until_stopped() {
@@ -323,6 +351,8 @@ int main(int argc, char** argv) {
     syscalls(seconds);
   } else if (mode == "blocked-worker") {
     blocked_worker(seconds);
+  } else if (mode == "start-routines") {
+    start_routines(seconds);
   } else if (mode == "alloc-hook") {
     hook_armed.store(true);
     signal(SIGUSR1, &allocating_handler);
@@ -337,7 +367,8 @@ int main(int argc, char** argv) {
     std::fprintf(
         stderr,
         "usage: sampled_program "
-        "split|busy-until-signal|abort-after|sleeps|own-sigprof|stress|alloc-hook|churn|syscalls|blocked-worker [N]\n");
+        "split|busy-until-signal|abort-after|sleeps|own-sigprof|stress|alloc-hook|churn|syscalls|blocked-worker|"
+        "start-routines [N]\n");
     return 2;
   }
   return 0;

@@ -17,7 +17,8 @@ import subprocess
 import sys
 import time
 
-from harness import Failure, check, clean_environment, communicate, read_line, run_named_test, run_process, skip
+from harness import (Failure, check, clean_environment, communicate, read_line, run_named_test, run_process,
+                     sampled_stacks, skip, unfolded_kairos_frames)
 
 KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
@@ -359,15 +360,43 @@ def test_threads_and_call_chain(directory):
     positions = [next((i for i, name in enumerate(chain) if fragment in name), -1)
                  for fragment in ("compute_three_quarters", "split(double)::{lambda()#1}", "start_thread")]
     check(all(p >= 0 for p in positions) and positions == sorted(positions), f"chain: {joined}")
-    # kairos's own frame under each thread (its thread-start trampoline) is named, but its DWARF is
-    # not read: no file:line of kairos's sources in the program's profile.
-    own = db.execute("""SELECT function.value, file.value FROM frame
-                        JOIN string AS module ON module.id = frame.module
-                        LEFT JOIN string AS function ON function.id = frame.function
-                        LEFT JOIN string AS file ON file.id = frame.file
-                        WHERE module.value LIKE '%/libkairos.so%'""").fetchall()
-    check(own and all(function for function, _ in own), f"kairos's frames are named: {own}")
-    check(all(not file for _, file in own), f"kairos's frames carry no file:line: {own}")
+    # std::thread's start routine (libstdc++'s execute_native_thread_routine, unnamed where
+    # libstdc++ is stripped) sits right on libc's start_thread, as under perf: kairos's
+    # thread-start trampoline is folded out of every stack.
+    root = chain[positions[2] - 1]
+    check(root == "execute_native_thread_routine" or root.startswith("libstdc++"),
+          f"the thread's start routine is its root: {joined}")
+    for _, frames in sampled_stacks(db):
+        check(not unfolded_kairos_frames(frames), f"no kairos frame in a stack: {frames}")
+
+
+def test_start_routine_is_each_thread_root(directory):
+    """A thread's start routine is the root of its stacks, right on libc's start_thread, as without
+    kairos: its thread-start trampoline is folded out on every CPU-time source (ring, perf signal,
+    timer; blocking_routine's thread blocks every signal, so it is sampled through a ring anyway)."""
+    for source in ("ring", "perf", "timer"):
+        place = os.path.join(directory, source)
+        os.mkdir(place)
+        out, err, status = kairos(["start-routines", "0.3"], place, ["--freq", "1000"],
+                                  KAIROS_SAMPLING_CPUTIME_SOURCE=source)
+        check(status == 0, f"{source}: {status} {err}")
+        db = database(place)
+        rooted = {}
+        for _, frames in sampled_stacks(db):
+            names = [function for function, _ in frames]
+            check(not unfolded_kairos_frames(frames), f"{source}: no kairos frame in a stack: {names}")
+            for routine in ("signalled_routine", "blocking_routine"):
+                if routine not in names:
+                    continue
+                at = names.index(routine)
+                check(at + 1 < len(names) and names[at + 1] == "start_thread",
+                      f"{source}: {routine} is its thread's root, on start_thread: {' <- '.join(names)}")
+                rooted[routine] = rooted.get(routine, 0) + 1
+        wanted = ["signalled_routine"]
+        if metadata(db, "sampling_threads_by_ring") != "0":
+            wanted.append("blocking_routine")
+        check(all(rooted.get(routine, 0) >= 20 for routine in wanted),
+              f"{source} ({metadata(db, 'sampling_cpu_source')}): samples under each routine {rooted}")
 
 
 def test_sigterm_leaves_valid_database(directory):

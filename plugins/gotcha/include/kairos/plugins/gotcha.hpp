@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include <kairos/operations.hpp>
+#include <kairos/plugins/gotcha/call_through.hpp>
 #include <kairos/plugins/gotcha/gotcha_data.hpp>
 #include <kairos/plugins/gotcha/patcher.hpp>
 #include <kairos/plugins/gotcha/reentry_guard.hpp>
@@ -174,9 +175,16 @@ struct gotcha {
         return Bundle{};
     }
 
+    static function_pointer next() {
+      return reinterpret_cast<function_pointer>(control::bound.next.load(std::memory_order_acquire));
+    }
+    // What a replacement gets as its `original`: the next function, called through kairos's
+    // call_through frame, so a profile tells the call's time (the program's) from the
+    // replacement's own (kairos's).
+    static R call_next(Args... args) { return call_through(next(), args...); }
+
     static R wrapper(Args... args) {
-      const auto original = reinterpret_cast<function_pointer>(control::bound.next.load(std::memory_order_acquire));
-      if (gotcha_patcher::inside_kairos || control::active) return original(args...);
+      if (gotcha_patcher::inside_kairos || control::active) return call_next(args...);
       control::active = true;
       struct leave {
         ~leave() { control::active = false; }
@@ -188,7 +196,7 @@ struct gotcha {
         }();
         auto call = control::data;
         call.caller = __builtin_extract_return_addr(__builtin_return_address(0));
-        return replacement(call, original, args...);
+        return replacement(call, &call_next, args...);
       } else {
         Bundle bundle = [] {
           gotcha_patcher::inside_kairos_scope guard;
@@ -200,11 +208,11 @@ struct gotcha {
           invoke_best<op::audit>(bundle, args...);
         }
         if constexpr (std::is_void_v<R>) {
-          original(args...);
+          call_next(args...);
           gotcha_patcher::inside_kairos_scope guard;
           invoke_best<op::stop>(bundle);
         } else {
-          R result = original(args...);
+          R result = call_next(args...);
           gotcha_patcher::inside_kairos_scope guard;
           invoke_best<op::audit>(bundle, result);
           invoke_best<op::stop>(bundle);

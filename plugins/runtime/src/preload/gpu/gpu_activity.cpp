@@ -20,6 +20,7 @@
 #include <kairos/plugins/gpu/collector.hpp>
 
 #include "preload/support/clock.hpp"
+#include "preload/support/own_frames.hpp"
 #include "preload/support/problems.hpp"
 #include "preload/support/reentry_guard.hpp"
 
@@ -33,35 +34,6 @@ std::atomic<bool> with_stacks{false};
 std::atomic<bool> observed{false};
 std::atomic<std::int64_t> last_check_ns{0};
 
-// libkairos.so's own code, whose frames (the wrapper, the collector) top every captured stack.
-struct address_range {
-  std::uintptr_t begin = 0, end = 0;
-  bool holds(std::uintptr_t address) const { return address >= begin && address < end; }
-};
-address_range kairos_code;
-
-address_range code_of_this_library() {
-  struct search {
-    std::uintptr_t inside;
-    address_range found;
-  } wanted{reinterpret_cast<std::uintptr_t>(&code_of_this_library), {}};
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, std::size_t, void* context) {
-        auto& search = *static_cast<struct search*>(context);
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const auto& segment = info->dlpi_phdr[i];
-          if (segment.p_type != PT_LOAD || !(segment.p_flags & PF_X)) continue;
-          const std::uintptr_t begin = info->dlpi_addr + segment.p_vaddr;
-          if (search.inside >= begin && search.inside < begin + segment.p_memsz) {
-            search.found = {begin, begin + segment.p_memsz};
-            return 1;
-          }
-        }
-        return 0;
-      },
-      &wanted);
-  return wanted.found;
-}
 
 // The caller of the GPU API call, leaf first, from the program's frame on (kairos's unwind tables
 // on a thread the sampler registered, else libgcc's unwinder: a wrapper is ordinary code, not a
@@ -70,10 +42,12 @@ std::size_t capture_caller(std::uint64_t* frames, std::size_t capacity) {
   std::uintptr_t captured[96];
   bool truncated = false;
   const auto result = backtrace_detail::capture_frames(captured, 0, false, truncated);
-  int first = 0;
-  while (first < result.count && kairos_code.holds(captured[first])) ++first;
+  // kairos's frames (the wrapper, the collector above the program's; its thread-start trampoline
+  // below) are left out: a call site is the program's path (support/own_frames.hpp).
+  const auto own = own_code();
   std::size_t count = 0;
-  for (int i = first; i < result.count && count < capacity; ++i) frames[count++] = captured[i];
+  for (int i = 0; i < result.count && count < capacity; ++i)
+    if (!own.holds(captured[i] - 1)) frames[count++] = captured[i];
   return count;
 }
 
@@ -160,7 +134,7 @@ std::vector<std::string> start_gpu(bool want, bool stacks) {
   ask_cuda_to_call_kairos();
   if (stacks) {  // the unwinder and kairos's own code range serve the stacks alone: no cost without
     backtrace_detail::prewarm_process();
-    kairos_code = code_of_this_library();
+    own_code();
   }
   return check_runtimes();
 }

@@ -1,5 +1,6 @@
 #include "preload/pipeline/delivery.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 #include "preload/sampling/python_frames.hpp"
 #include "preload/sink/profile_database.hpp"
 #include "preload/support/own_costs.hpp"
+#include "preload/support/own_frames.hpp"
 #include "preload/threads/thread_registry.hpp"
 #include "preload/windows/window_state.hpp"
 #include "preload/windows/windows.hpp"
@@ -35,6 +37,7 @@ struct delivery_state {
   mpi_call_batch mpi_calls;                                   // likewise
   process_sample_batch process_samples;                       // likewise
   annotation_range_batch annotation_ranges;                   // likewise
+  own_work_totals own_work;                                   // samples folded to [kairos]
   std::vector<database::profile_writer::region_input> drained_regions;  // reused by each flush
   bool forget_parent = false;  // set in a fork child; done by the child's first flush
 };
@@ -53,6 +56,7 @@ void forget_parent_if_forked() {
   state->unfinished.clear();
   state->last_counter_ns.clear();
   state->program_threads.clear();
+  state->own_work = {};
 }
 
 database_window database_row(const window_record& window) {
@@ -147,7 +151,13 @@ void add_process_rows(database_batch& rows, const process_sample_batch& batch) {
 
 }  // namespace
 
-bool interpreter_frame(std::uint64_t address, database::frame_info& frame) {
+bool named_frame(std::uint64_t address, database::frame_info& frame) {
+  if (address == own_work_frame_address) {
+    frame.address = address;
+    frame.module = own_module_path();
+    frame.function = "[kairos]";
+    return true;
+  }
   python_frame_name name;
   if (!python_frame_named(address, name)) return false;
   frame.address = address;
@@ -164,9 +174,17 @@ void deliver_samples(const sample_batch& batch) {
   own_cost_timer cost{own_cost::sample_delivery};
   forget_parent_if_forked();
   database_batch rows;
+  std::uint64_t folded[sample_stack_depth];
   for (const auto& sample : batch) {
-    rows.add_sample(*sample.thread, clock_of(sample.source), sample.time_ns, sample.weight_ns,
-                    {sample.addresses, sample.frame_count}, sample.window);
+    std::copy_n(sample.addresses, sample.frame_count, folded);
+    const auto stack = fold_own_frames(folded, sample.frame_count);
+    if (stack.own_work) {
+      ++state->own_work.samples;
+      (sample.source == sample_source::cpu_time ? state->own_work.cpu_ns : state->own_work.real_ns) +=
+          sample.weight_ns;
+    }
+    rows.add_sample(*sample.thread, clock_of(sample.source), sample.time_ns, sample.weight_ns, {folded, stack.count},
+                    sample.window);
     // The thread's CPU time as a counter track, at most every 100 ms per thread.
     if (sample.source != sample_source::cpu_time) continue;
     auto& last = state->last_counter_ns[sample.thread];
@@ -288,6 +306,11 @@ void deliver_annotation_summaries() {
     rows.add_openmp_thread_time(time.region, time.thread, static_cast<std::int64_t>(time.instances), time.work_ns,
                                 time.wait_ns);
   rows.commit(false);
+}
+
+own_work_totals own_work_in_samples() {
+  std::lock_guard lock{state->mutex};
+  return state->own_work;
 }
 
 void delivery_lock_for_fork() { state->mutex.lock(); }

@@ -12,10 +12,20 @@
 
 namespace kairos::runtime {
 
+// Each sample's stack is folded first (support/own_frames.hpp): kairos's frames leave it, its own
+// work becomes the `[kairos]` leaf.
 void deliver_samples(const sample_batch& batch);
-// The sink's named frames (set_named_frames): an interpreter's frames, which the sampler put in
-// its stacks under synthetic addresses.
-bool interpreter_frame(std::uint64_t address, database::frame_info& frame);
+// The sink's named frames (set_named_frames): the frames the sampler put in its stacks under
+// synthetic addresses, an interpreter's and `[kairos]`.
+bool named_frame(std::uint64_t address, database::frame_info& frame);
+// What the samples delivered so far charged to `[kairos]`: kairos's own work on the program's
+// threads, for the metadata.
+struct own_work_totals {
+  std::uint64_t samples = 0;
+  std::int64_t cpu_ns = 0;   // CPU-time samples' weights
+  std::int64_t real_ns = 0;  // real-time (running and waiting) samples' weights
+};
+own_work_totals own_work_in_samples();
 // The causal experiments' records (lifecycle hands the experiments these functions).
 void deliver_causal_experiment(const causal_experiment_record& experiment);
 void deliver_causal_samples(const std::vector<causal_location_samples>& locations);

@@ -15,6 +15,8 @@
 #include <new>
 #include <vector>
 
+#include <kairos/plugins/gotcha/call_through.hpp>
+
 #include "preload/process/children.hpp"
 #include "preload/process/interception.hpp"
 #include "preload/process/lifecycle.hpp"
@@ -22,6 +24,8 @@
 #include "preload/support/reentry_guard.hpp"
 
 extern char** environ;
+
+using kairos::call_through;
 
 namespace kairos::runtime::interception {
 
@@ -66,7 +70,7 @@ void* start_registered_thread(void* start_pointer) {
   delete static_cast<thread_start*>(start_pointer);
   on_thread_start(start.kairos_owned);
   thread_end_marker end_marker;
-  return start.routine(start.argument);
+  return call_through(start.routine, start.argument);  // the thread's own root (call_through.hpp)
 }
 
 enum class exec_kind { path, search, descriptor };
@@ -85,13 +89,13 @@ int exec_through(exec_kind kind, const char* path, int descriptor, char* const a
   int result = -1;
   switch (kind) {
     case exec_kind::path:
-      result = originals.execve ? originals.execve(path, argv, chosen) : (errno = ENOSYS, -1);
+      result = originals.execve ? call_through(originals.execve, path, argv, chosen) : (errno = ENOSYS, -1);
       break;
     case exec_kind::search:
-      result = originals.execvpe ? originals.execvpe(path, argv, chosen) : (errno = ENOSYS, -1);
+      result = originals.execvpe ? call_through(originals.execvpe, path, argv, chosen) : (errno = ENOSYS, -1);
       break;
     case exec_kind::descriptor:
-      result = originals.fexecve ? originals.fexecve(descriptor, argv, chosen) : (errno = ENOSYS, -1);
+      result = originals.fexecve ? call_through(originals.fexecve, descriptor, argv, chosen) : (errno = ENOSYS, -1);
       break;
   }
   const int saved_errno = errno;
@@ -140,7 +144,7 @@ pid_t wait_through(pid_t pid, int* status, int options, rusage* usage) {
 int change_mask(interception::sigmask_function real, int how, const sigset_t* set, sigset_t* old) {
   if (!real) return ENOSYS;
   sigset_t previous;
-  const int result = real(how, set, old ? old : &previous);
+  const int result = call_through(real, how, set, old ? old : &previous);
   if (result == 0 && set) {
     sigset_t now;
     if (real(SIG_BLOCK, nullptr, &now) == 0) on_signal_mask_changed(now);
@@ -156,10 +160,10 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* thread, con
                                                           void* (*routine)(void*), void* argument) noexcept {
   const auto real = interception::original_functions().pthread_create;
   if (!real) return EAGAIN;
-  if (current_state() == runtime_state::off) return real(thread, attributes, routine, argument);
+  if (current_state() == runtime_state::off) return call_through(real, thread, attributes, routine, argument);
   auto* start = new (std::nothrow) thread_start{routine, argument, inside_kairos};
-  if (!start) return real(thread, attributes, routine, argument);
-  const int result = real(thread, attributes, &start_registered_thread, start);
+  if (!start) return call_through(real, thread, attributes, routine, argument);
+  const int result = call_through(real, thread, attributes, &start_registered_thread, start);
   if (result != 0) delete start;
   return result;
 }
@@ -231,7 +235,7 @@ __attribute__((visibility("default"))) void _exit(int status) {
     reentry_guard guard;
     if (!guard.reentered()) before_exit_without_handlers();
   }
-  if (const auto real = interception::original_functions().exit_now) real(status);
+  if (const auto real = interception::original_functions().exit_now) call_through(real, status);
   syscall(SYS_exit_group, status);
   __builtin_unreachable();
 }
@@ -247,7 +251,7 @@ __attribute__((visibility("default"))) int close(int fd) {
     errno = EBADF;
     return -1;
   }
-  if (const auto real = interception::original_functions().close) return real(fd);
+  if (const auto real = interception::original_functions().close) return call_through(real, fd);
   return static_cast<int>(syscall(SYS_close, fd));
 }
 __attribute__((visibility("default"))) int close_range(unsigned first, unsigned last, int flags) noexcept {
@@ -257,7 +261,7 @@ __attribute__((visibility("default"))) void closefrom(int lowest) noexcept {
   const auto& originals = interception::original_functions();
   if (lowest >= 0 && close_range_keeping_ours(static_cast<unsigned>(lowest), ~0U, 0, originals.close_range) == 0)
     return;
-  if (originals.closefrom) originals.closefrom(lowest);  // its own fallback (/proc/self/fd)
+  if (originals.closefrom) call_through(originals.closefrom, lowest);  // its own fallback (/proc/self/fd)
 }
 
 }  // extern "C"

@@ -785,7 +785,7 @@ void start_stages() {
     if (speaks_for_launch) report(sampling.failure);
     if (speaks_for_launch) report(sampling.note);
     if (speaks_for_launch) report(sampling.python);
-    set_named_frames(&interpreter_frame);
+    set_named_frames(&named_frame);
     if (sampling.failure)
       globals->sampling_off = "sampling could not start (said above)";
     else if (!sampling_wanted(globals->values))

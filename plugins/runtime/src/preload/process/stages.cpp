@@ -53,6 +53,10 @@ void sampling_metadata(const run_facts&) {
   add_number(key::unsampled_threads, sampling.threads_blocking);
   // The whole the CPU-time samples are a share of (every report states their coverage).
   if (!sampling.cpu_source.empty()) add_number(key::program_cpu_ns, sampling.program_cpu_ns);
+  const auto own_work = own_work_in_samples();
+  add_number(key::kairos_own_samples, own_work.samples);
+  add_number(key::kairos_own_cpu_ns, own_work.cpu_ns);
+  add_number(key::kairos_own_real_ns, own_work.real_ns);
   if (sampling.python_version.empty()) return;
   add(key::python_version, sampling.python_version);
   if (!sampling.python_note.empty()) add(key::python_note, sampling.python_note);

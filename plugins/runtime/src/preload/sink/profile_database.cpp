@@ -25,7 +25,6 @@
 #include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/plugins/database/outputs.hpp>
 #include <kairos/plugins/database/writer.hpp>
-#include <kairos/plugins/gotcha/patcher.hpp>
 
 #include "preload/support/clock.hpp"
 #include "preload/support/own_costs.hpp"
@@ -153,7 +152,8 @@ backtrace_symbol symbol_of(std::uintptr_t address) {
   if (auto cached = known->find(address)) return std::move(*cached);
   // libdw keeps the ELF and debug files it reads open: above kairos's floor, like every
   // descriptor kairos keeps, they never sit on a number the program uses.
-  // kairos's own frames (the thread-start trampoline under every thread) get names, not lines.
+  // kairos's own frames get names, not lines (few get here: a sample's stack is folded first,
+  // pipeline/delivery.cpp).
   if (!file().symbols)
     file().symbols = std::make_unique<backtrace_symbolizer>(&move_above_floor, state->lines,
                                                             reinterpret_cast<const void*>(&symbol_of));
@@ -176,13 +176,6 @@ database::frame_info symbolize(std::uint64_t address) {
   frame.module = symbol.module == "[unknown]" ? std::string{} : symbol.module;
   frame.offset = symbol.module_offset;
   frame.function = symbol.function;
-  // kairos's wrappers (MPI, HIP, the causal profiler's blocking calls) are template instances
-  // whose names say nothing to a user: a wrapper's frame is named after what it wraps.
-  if (symbol.has_function())
-    if (auto wrapped =
-            gotcha_patcher::wrapped_symbol(reinterpret_cast<const void*>(symbol.address - symbol.function_offset));
-        !wrapped.empty())
-      frame.function = std::move(wrapped) + " [kairos wrapper]";
   frame.file = symbol.file;
   frame.line = static_cast<std::uint32_t>(symbol.line > 0 ? symbol.line : 0);
   if (symbol.from_jit_map) frame.language = "jit";

@@ -14,6 +14,8 @@
 #include <cerrno>
 #include <span>
 
+#include <kairos/plugins/gotcha/call_through.hpp>
+
 namespace kairos::runtime {
 namespace {
 
@@ -151,7 +153,8 @@ int close_range_keeping_ours(unsigned first, unsigned last, int flags,
     return -1;
   }
   // Setting close-on-exec changes nothing on kairos's descriptors, which all have it.
-  if (flags & CLOSE_RANGE_CLOEXEC) return close_range(first, last, flags);
+  // The closing itself is the program's time, through call_through (call_through.hpp).
+  if (flags & CLOSE_RANGE_CLOEXEC) return call_through(close_range, first, last, flags);
   std::array<unsigned, registry.size()> kept;
   std::size_t count = 0;
   for (auto& slot : used_slots()) {
@@ -162,7 +165,7 @@ int close_range_keeping_ours(unsigned first, unsigned last, int flags,
   std::sort(kept.begin(), kept.begin() + count);
   int result = 0, error = 0;
   const auto close_part = [&](unsigned from, unsigned to) {
-    if (close_range(from, to, flags) != 0 && result == 0) {
+    if (call_through(close_range, from, to, flags) != 0 && result == 0) {
       result = -1;
       error = errno;
     }

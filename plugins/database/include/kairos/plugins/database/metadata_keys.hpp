@@ -14,6 +14,11 @@ inline constexpr std::string_view sampling_threads_by_ring = "sampling_threads_b
 inline constexpr std::string_view program_cpu_ns = "program_cpu_ns";
 inline constexpr std::string_view unsampled_cpu_ns = "unsampled_cpu_ns";
 inline constexpr std::string_view unsampled_threads = "unsampled_threads";
+// kairos's own work on the program's threads (the GOT patcher after a dlopen, wrappers' and hooks'
+// bookkeeping): the samples charged to the `[kairos]` frame and their weights, by clock.
+inline constexpr std::string_view kairos_own_samples = "kairos_own.samples";
+inline constexpr std::string_view kairos_own_cpu_ns = "kairos_own.cpu_ns";
+inline constexpr std::string_view kairos_own_real_ns = "kairos_own.real_ns";
 // What was lost, by whom.
 inline constexpr std::string_view dropped_samples = "dropped.samples";
 inline constexpr std::string_view dropped_region_rows = "dropped.region_rows";

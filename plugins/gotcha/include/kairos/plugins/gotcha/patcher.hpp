@@ -39,7 +39,9 @@ wrap_status install(binding& b);
 // Returns false when `b` is not installed.
 bool remove(binding& b);
 
-// Re-applies every installed binding to every loaded object (done after each dlopen).
+// Applies every installed binding to the objects loaded since the last pass (done after each
+// dlopen); to every loaded object when a binding came or went, an original was found, or an
+// object was unloaded since.
 void reapply();
 
 // How many GOT slots bind `symbol` in the loaded objects, and how many of them hold `value`.
