@@ -431,6 +431,41 @@ TEST_CASE("a copy of a stack walks to the frames the stack itself gives, and a s
   CHECK(cut.copied.front() == whole.copied.front());
 }
 
+TEST_CASE("a copied stack that ends goes on with the kernel's frame-pointer chain from the link it stopped at") {
+  if (!kairos::backtrace_detail::unwind_tables_at_build)
+    return kairos_test::skip("kairos's unwind tables need x86-64 and glibc 2.35 or later");
+  kairos::use_unwind_tables();
+  // JIT code (addresses in no module) with frame pointers: two links in a 64-byte copy, the third
+  // beyond it, where the kernel read on (its chain: the ip, then the return address beside each link).
+  const std::uintptr_t sp = 0x7f0000001000;
+  std::uintptr_t copy[8] = {};
+  copy[2] = sp + 48, copy[3] = 0x2000;   // the link at sp + 16
+  copy[6] = sp + 200, copy[7] = 0x3000;  // the link at sp + 48; the next, sp + 200, lies beyond
+  const std::uint64_t chain[] = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+  std::uintptr_t frames[64];
+  auto walk = kairos::walk_copied_stack(0x1000, sp, sp + 16, copy, sizeof copy, frames, 64, chain, 5, 127);
+  CHECK(walk.copy_ended);
+  CHECK(walk.chained == 2);
+  CHECK(walk.chain_ended);
+  CHECK(walk.finished);
+  CHECK_FALSE(walk.truncated);
+  CHECK(std::vector<std::uintptr_t>(frames, frames + walk.count) ==
+        std::vector<std::uintptr_t>{0x1000, 0x2000, 0x3000, 0x4000, 0x5000});
+  // Without the chain the stack is cut where the copy ends.
+  walk = kairos::walk_copied_stack(0x1000, sp, sp + 16, copy, sizeof copy, frames, 64);
+  CHECK(walk.count == 3);
+  CHECK(walk.truncated);
+  // A chain that is not this stack's (a return address the copy contradicts) is not used.
+  const std::uint64_t other[] = {0x1000, 0x2000, 0x3333, 0x4000, 0x5000};
+  walk = kairos::walk_copied_stack(0x1000, sp, sp + 16, copy, sizeof copy, frames, 64, other, 5, 127);
+  CHECK(walk.chained == 0);
+  CHECK(walk.truncated);
+  // A chain as long as the kernel gives may go on beyond it: still cut.
+  walk = kairos::walk_copied_stack(0x1000, sp, sp + 16, copy, sizeof copy, frames, 64, chain, 5, 5);
+  CHECK(walk.chained == 2);
+  CHECK(walk.truncated);
+}
+
 namespace {
 struct counts_cleanup {
   int& cleanups;
