@@ -148,6 +148,11 @@ void add_process_rows(database_batch& rows, const process_sample_batch& batch) {
 }  // namespace
 
 bool interpreter_frame(std::uint64_t address, database::frame_info& frame) {
+  if (address == cut_stack_address) {
+    frame.address = address;
+    frame.function = "[stack cut]";
+    return true;
+  }
   python_frame_name name;
   if (!python_frame_named(address, name)) return false;
   frame.address = address;

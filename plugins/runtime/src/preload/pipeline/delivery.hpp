@@ -13,8 +13,8 @@
 namespace kairos::runtime {
 
 void deliver_samples(const sample_batch& batch);
-// The sink's named frames (set_named_frames): an interpreter's frames, which the sampler put in
-// its stacks under synthetic addresses.
+// The sink's named frames (set_named_frames): an interpreter's frames and the mark of a cut
+// stack, which the sampler put in its stacks under synthetic addresses.
 bool interpreter_frame(std::uint64_t address, database::frame_info& frame);
 // The causal experiments' records (lifecycle hands the experiments these functions).
 void deliver_causal_experiment(const causal_experiment_record& experiment);

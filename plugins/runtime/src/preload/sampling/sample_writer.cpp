@@ -110,6 +110,11 @@ void copy_out(sample_buffer& buffer, std::uint32_t end, sample_batch& batch) {
     if (!python || buffer.python(i).count == 0) {
       sample.frame_count = static_cast<std::uint16_t>(depth);
       for (std::size_t f = 0; f < depth; ++f) sample.addresses[f] = record.stack.lookup_address(f);
+      // Deeper than the buffer: its outermost frame says the stack was cut.
+      if (record.stack.truncated() && depth > 0) {
+        sample.addresses[depth - 1] = cut_stack_address;
+        buffer.owner->cut_stacks.fetch_add(1, std::memory_order_relaxed);
+      }
       continue;
     }
     std::uint64_t native[sample_stack_depth];
@@ -243,7 +248,10 @@ void writer_pass(sample_writer& writer, bool final_pass) {
       const auto drained = drain_perf_ring(sampler->ring, sampler->thread, batch);
       sampler->delivered.fetch_add(drained.samples, std::memory_order_relaxed);
       sampler->dropped.fetch_add(drained.lost, std::memory_order_relaxed);
+      sampler->lost_cpu_ns.fetch_add(drained.lost_ns, std::memory_order_relaxed);
       sampler->unwound_by_tables.fetch_add(drained.unwound_by_tables, std::memory_order_relaxed);
+      sampler->cut_stacks.fetch_add(drained.cut_stacks, std::memory_order_relaxed);
+      sampler->chained_stacks.fetch_add(drained.chained_stacks, std::memory_order_relaxed);
     }
     if (finished[i]) {  // its thread ended: nothing can write here any more
       for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);

@@ -14,6 +14,13 @@ inline constexpr std::string_view sampling_threads_by_ring = "sampling_threads_b
 inline constexpr std::string_view program_cpu_ns = "program_cpu_ns";
 inline constexpr std::string_view unsampled_cpu_ns = "unsampled_cpu_ns";
 inline constexpr std::string_view unsampled_threads = "unsampled_threads";
+// The CPU time that samples lost (a full ring or buffer, throttling) stood for: in no sample's
+// weight, a part of the whole no stack is charged with.
+inline constexpr std::string_view lost_cpu_ns = "lost_cpu_ns";
+// Samples whose stack was unwound short of the thread's first frame (their outermost frame is
+// "[stack cut]"), and ring samples whose stack went on with the kernel's frame-pointer chain.
+inline constexpr std::string_view sampling_cut_stacks = "sampling_cut_stacks";
+inline constexpr std::string_view sampling_chained_stacks = "sampling_chained_stacks";
 // What was lost, by whom.
 inline constexpr std::string_view dropped_samples = "dropped.samples";
 inline constexpr std::string_view dropped_region_rows = "dropped.region_rows";
