@@ -67,6 +67,12 @@ struct writer_globals {
 };
 writer_globals* globals = nullptr;
 
+struct {
+  std::atomic<std::uint64_t> ring_samples{0}, ring_unwound_by_tables{0}, ring_lost{0};
+  std::atomic<std::int64_t> ring_lost_ns{0};
+  std::atomic<std::uint64_t> cut_stacks{0}, chained_stacks{0};
+} counts;
+
 // A record in a spill file: this header, then `frame_count` addresses.
 struct spill_header {
   thread_record* thread;
@@ -113,7 +119,7 @@ void copy_out(sample_buffer& buffer, std::uint32_t end, sample_batch& batch) {
       // Deeper than the buffer: its outermost frame says the stack was cut.
       if (record.stack.truncated() && depth > 0) {
         sample.addresses[depth - 1] = cut_stack_address;
-        buffer.owner->cut_stacks.fetch_add(1, std::memory_order_relaxed);
+        counts.cut_stacks.fetch_add(1, std::memory_order_relaxed);
       }
       continue;
     }
@@ -246,12 +252,12 @@ void writer_pass(sample_writer& writer, bool final_pass) {
     if (sampler->sampled_by_ring.load(std::memory_order_acquire)) {
       writer.serves_rings = true;
       const auto drained = drain_perf_ring(sampler->ring, sampler->thread, batch);
-      sampler->delivered.fetch_add(drained.samples, std::memory_order_relaxed);
-      sampler->dropped.fetch_add(drained.lost, std::memory_order_relaxed);
-      sampler->lost_cpu_ns.fetch_add(drained.lost_ns, std::memory_order_relaxed);
-      sampler->unwound_by_tables.fetch_add(drained.unwound_by_tables, std::memory_order_relaxed);
-      sampler->cut_stacks.fetch_add(drained.cut_stacks, std::memory_order_relaxed);
-      sampler->chained_stacks.fetch_add(drained.chained_stacks, std::memory_order_relaxed);
+      counts.ring_samples.fetch_add(drained.samples, std::memory_order_relaxed);
+      counts.ring_lost.fetch_add(drained.lost, std::memory_order_relaxed);
+      counts.ring_lost_ns.fetch_add(drained.lost_ns, std::memory_order_relaxed);
+      counts.ring_unwound_by_tables.fetch_add(drained.unwound_by_tables, std::memory_order_relaxed);
+      counts.cut_stacks.fetch_add(drained.cut_stacks, std::memory_order_relaxed);
+      counts.chained_stacks.fetch_add(drained.chained_stacks, std::memory_order_relaxed);
     }
     if (finished[i]) {  // its thread ended: nothing can write here any more
       for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
@@ -439,6 +445,11 @@ void stop_writers_and_drain() {
 }
 
 int running_writers() noexcept { return globals ? globals->running.load() : 0; }
+
+writer_counts writers_counts() noexcept {
+  return {counts.ring_samples.load(),  counts.ring_unwound_by_tables.load(), counts.ring_lost.load(),
+          counts.ring_lost_ns.load(),  counts.cut_stacks.load(),             counts.chained_stacks.load()};
+}
 
 problem writers_problem() {
   if (!globals) return {};

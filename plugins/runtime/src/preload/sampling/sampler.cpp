@@ -84,7 +84,6 @@ struct sampler_globals {
   bool control_running = false;
   // Threads already gone.
   std::uint64_t delivered_by_ended = 0, unwound_by_tables_by_ended = 0, dropped_by_ended = 0;
-  std::uint64_t cut_by_ended = 0, chained_by_ended = 0;
   std::int64_t unsampled_by_ended_ns = 0, cpu_by_ended_ns = 0, lost_by_ended_ns = 0;
   std::atomic<std::uint64_t> threads_blocking{0};
   std::atomic<std::uint64_t> threads_by_ring{0};  // threads sampled through a perf ring
@@ -652,8 +651,6 @@ void account_ended(thread_sampler& sampler) {
   globals->unwound_by_tables_by_ended += sampler.unwound_by_tables.load();
   globals->dropped_by_ended += sampler.dropped.load();
   globals->lost_by_ended_ns += sampler.lost_cpu_ns.load();
-  globals->cut_by_ended += sampler.cut_stacks.load();
-  globals->chained_by_ended += sampler.chained_stacks.load();
   const auto cpu_ns = own_cpu_ns();
   globals->unsampled_by_ended_ns += unsampled_ns(sampler, cpu_ns);
   globals->cpu_by_ended_ns += cpu_ns;
@@ -851,19 +848,22 @@ sampling_summary sampling_totals() noexcept {
   summary.unwound_by_tables = globals->unwound_by_tables_by_ended;
   summary.dropped = globals->dropped_by_ended;
   summary.lost_cpu_ns = globals->lost_by_ended_ns;
-  summary.cut_stacks = globals->cut_by_ended;
-  summary.chained_stacks = globals->chained_by_ended;
   summary.unsampled_cpu_ns = globals->unsampled_by_ended_ns;
   summary.threads_blocking = globals->threads_blocking.load();
   summary.program_cpu_ns = globals->cpu_by_ended_ns;
   summary.threads_by_ring = globals->threads_by_ring.load();
+  const auto writers = writers_counts();
+  summary.delivered += writers.ring_samples;
+  summary.unwound_by_tables += writers.ring_unwound_by_tables;
+  summary.dropped += writers.ring_lost;
+  summary.lost_cpu_ns += writers.ring_lost_ns;
+  summary.cut_stacks = writers.cut_stacks;
+  summary.chained_stacks = writers.chained_stacks;
   for (auto* sampler : globals->samplers) {
     summary.delivered += sampler->delivered.load();
     summary.unwound_by_tables += sampler->unwound_by_tables.load();
     summary.dropped += sampler->dropped.load();
     summary.lost_cpu_ns += sampler->lost_cpu_ns.load();
-    summary.cut_stacks += sampler->cut_stacks.load();
-    summary.chained_stacks += sampler->chained_stacks.load();
     const auto cpu_ns = thread_cpu_ns(sampler->thread->tid);
     summary.unsampled_cpu_ns += unsampled_ns(*sampler, cpu_ns);
     summary.program_cpu_ns += cpu_ns;

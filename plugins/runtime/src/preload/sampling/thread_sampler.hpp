@@ -57,14 +57,13 @@ struct thread_sampler {
   perf_ring ring;
   std::atomic<bool> sampled_by_ring{false};
   std::atomic<bool> finished{false};  // the thread ended: no more samples; the writer frees it
+  // Signal samples (a ring's are counted by the writers: sample_writer.hpp).
   std::atomic<std::uint64_t> delivered{0};
   std::atomic<std::uint64_t> unwound_by_tables{0};  // of those delivered (unwind_tables.hpp)
   std::atomic<std::uint64_t> dropped{0};
   // The CPU time that dropped or lost samples stood for: counted as lost, never added to another
   // sample (one sample weighing 220 ms made a 0.14% function 3.1%).
   std::atomic<std::int64_t> lost_cpu_ns{0};
-  std::atomic<std::uint64_t> cut_stacks{0};      // delivered stacks marked cut ([stack cut])
-  std::atomic<std::uint64_t> chained_stacks{0};  // ring stacks gone on with the kernel's frame-pointer chain
 };
 
 }  // namespace kairos::runtime
