@@ -211,17 +211,32 @@ TEST_CASE("a module loaded after the symbolizer was created is still found") {
   dlclose(module);
 }
 
-TEST_CASE("an address outside every loaded object is [unknown] with its absolute address") {
-  void* anonymous = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(anonymous != MAP_FAILED);
-  const auto address = reinterpret_cast<std::uintptr_t>(anonymous) + 16;
+TEST_CASE("an address outside every loaded object is named by its mapping, else [unknown] with its address") {
+  // Executable anonymous memory is a JIT's code ([jit]); other anonymous memory is [anon].
+  void* code = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* data = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(code != MAP_FAILED);
+  REQUIRE(data != MAP_FAILED);
+  {
+    kairos::backtrace_symbolizer symbolizer;
+    const auto& in_code = symbolizer.resolve(reinterpret_cast<std::uintptr_t>(code) + 16);
+    CHECK(in_code.module == "[jit]");
+    CHECK(in_code.module_offset == 16);
+    CHECK(in_code.function.empty());
+    CHECK_FALSE(in_code.has_source());
+    const auto& in_data = symbolizer.resolve(reinterpret_cast<std::uintptr_t>(data) + 32);
+    CHECK(in_data.module == "[anon]");
+    CHECK(in_data.module_offset == 32);
+  }
+  munmap(code, 4096);
+  munmap(data, 4096);
+  // The first page is never mapped (vm.mmap_min_addr): nothing names it.
+  const std::uintptr_t address = 16;
   kairos::backtrace_symbolizer symbolizer;
   const auto& symbol = symbolizer.resolve(address);
   CHECK(symbol.module == "[unknown]");
   CHECK(symbol.module_offset == address);
   CHECK(symbol.function.empty());
-  CHECK_FALSE(symbol.has_source());
-  munmap(anonymous, 4096);
 }
 
 namespace {
