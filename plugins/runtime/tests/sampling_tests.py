@@ -689,7 +689,8 @@ def test_coverage_stated_in_every_report(directory):
     check(abs(recorded_cpu_ns - program_cpu_ns) < 0.1 * program_cpu_ns,
           f"the program's CPU time is recorded: {recorded_cpu_ns} vs {program_cpu_ns} measured by the program")
     blocked_ns = int(metadata["unsampled_cpu_ns"])
-    outside_ns = recorded_cpu_ns - sampled_ns - blocked_ns
+    lost_ns = int(metadata["lost_cpu_ns"])  # what lost or throttled samples stood for: said apart
+    outside_ns = recorded_cpu_ns - sampled_ns - blocked_ns - lost_ns
     # The CPU time the main thread had used when its first sample came, less that sample's weight
     # (the machine's load decides how much of the delay was CPU time).
     before_first_ns = db.execute("SELECT c.value - s.weight_ns FROM sample AS s JOIN counter AS c ON c.thread = s.thread "
