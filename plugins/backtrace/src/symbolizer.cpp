@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -101,11 +102,55 @@ class backtrace_symbolizer::implementation {
       jit_map_.emplace(jit_map_pid_);
     }
     const auto found = jit_map_->find(address);
-    if (!found) return;
+    if (!found) {
+      name_by_mapping(address, symbol);
+      return;
+    }
     symbol.module = jit_map_->path();
     symbol.function = found->name;
     symbol.function_offset = address - found->start;
     symbol.from_jit_map = true;
+  }
+
+  // Code outside every module that no perf map names (a JIT's stubs, one that writes no map): its
+  // mapping's name in /proc/self/maps (a file, "[anon:NAME]"), or "[jit]" for nameless anonymous
+  // code, as perf's "//anon". The maps are read again when an address is in none of those read.
+  void name_by_mapping(std::uintptr_t address, backtrace_symbol& symbol) {
+    auto holding = [&]() -> const std::pair<const std::uintptr_t, mapping>* {
+      auto after = mappings_.upper_bound(address);
+      if (after == mappings_.begin()) return nullptr;
+      const auto& found = *std::prev(after);
+      return address < found.second.end ? &found : nullptr;
+    };
+    const auto* found = holding();
+    if (found == nullptr) {
+      read_mappings();
+      found = holding();
+    }
+    if (found == nullptr) return;
+    symbol.module = found->second.name;
+    symbol.module_offset = address - found->first;
+  }
+  struct mapping {
+    std::uintptr_t end = 0;
+    std::string name;
+  };
+  void read_mappings() {
+    mappings_.clear();
+    FILE* maps = std::fopen("/proc/self/maps", "re");
+    if (maps == nullptr) return;
+    char line[4096];
+    while (std::fgets(line, sizeof line, maps) != nullptr) {
+      unsigned long start = 0, end = 0;
+      char permissions[8] = {};
+      int name_at = 0;
+      if (std::sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &start, &end, permissions, &name_at) < 3) continue;
+      std::string name{line + name_at};
+      while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+      if (name.empty()) name = permissions[2] == 'x' ? "[jit]" : "[anon]";
+      mappings_[start] = mapping{end, std::move(name)};
+    }
+    std::fclose(maps);
   }
 
   backtrace_symbol lookup(std::uintptr_t address, [[maybe_unused]] bool inlined_call_sites = true) {
@@ -702,6 +747,7 @@ class backtrace_symbolizer::implementation {
   std::unordered_map<std::uintptr_t, backtrace_symbol> cache_;
   std::optional<backtrace_detail::perf_map> jit_map_;  // made at the first address outside every module
   pid_t jit_map_pid_ = 0;
+  std::map<std::uintptr_t, mapping> mappings_;  // /proc/self/maps by start, read at the first address no map names
 };
 
 backtrace_symbolizer::backtrace_symbolizer(int (*keep_descriptor)(int), source_lines lines,

@@ -605,8 +605,30 @@ void build_unwind_tables(bool everything) {
 #endif
 }
 
+#if KAIROS_BACKTRACE_HAVE_UNWIND_TABLES
+namespace {
+// The index in `chain` of the return address beside the rbp link `wanted`: the links are followed
+// from `bp` through the copy (chain[k + 1] lies beside link k), and each return address the copy
+// holds must be the chain's (else the chain is not this stack's); 0 when `wanted` is no link.
+std::size_t chain_index_of(const backtrace_detail::stack_memory& stack, std::uintptr_t bp, std::uintptr_t wanted,
+                           const std::uint64_t* chain, std::size_t length) {
+  for (std::size_t k = 0; k + 1 < length; ++k) {
+    if (bp == wanted) return k + 1;
+    if (!stack.holds(bp) || !stack.holds(bp + sizeof(std::uintptr_t))) return 0;
+    if (stack.word(bp + sizeof(std::uintptr_t)) != chain[k + 1]) return 0;
+    const std::uintptr_t next = stack.word(bp);
+    if (next <= bp) return 0;
+    bp = next;
+  }
+  return 0;
+}
+}  // namespace
+#endif
+
 copied_stack_walk walk_copied_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t bp, const void* stack_copy,
-                                    std::size_t copy_size, std::uintptr_t* frames, int capacity) {
+                                    std::size_t copy_size, std::uintptr_t* frames, int capacity,
+                                    const std::uint64_t* frame_pointer_chain, std::size_t chain_length,
+                                    std::size_t chain_limit) {
   const backtrace_detail::stack_memory stack{sp, sp + copy_size, static_cast<const unsigned char*>(stack_copy)};
   auto walk = backtrace_detail::walk_stack(pc, sp, bp, stack, frames, capacity);
   // Each build compiles the function (or module) the walk stopped at, so the walk gets further
@@ -615,8 +637,23 @@ copied_stack_walk walk_copied_stack(std::uintptr_t pc, std::uintptr_t sp, std::u
     build_unwind_tables();
     walk = backtrace_detail::walk_stack(pc, sp, bp, stack, frames, capacity);
   }
-  // Unfinished: most often the copy ended (the kernel copies a fixed size).
-  return {walk.count, walk.finished(), walk.truncated || !walk.finished()};
+  copied_stack_walk result{walk.count, walk.outermost || walk.truncated, !walk.outermost, walk.beyond_top, false, 0};
+#if KAIROS_BACKTRACE_HAVE_UNWIND_TABLES
+  if (walk.outermost || walk.truncated || walk.count == 0 || chain_length < 2 || frame_pointer_chain[0] != pc)
+    return result;
+  const std::size_t first = chain_index_of(stack, bp, walk.last_bp, frame_pointer_chain, chain_length);
+  if (first == 0) return result;
+  for (std::size_t k = first; k < chain_length && result.count < capacity; ++k, ++result.chained)
+    frames[result.count++] = static_cast<std::uintptr_t>(frame_pointer_chain[k]);
+  // A chain the kernel ended before its limit ended where the frame pointers do: as far as perf
+  // sees, the outermost frame.
+  result.chain_ended = result.count < capacity && (chain_limit == 0 || chain_length < chain_limit);
+  result.finished = result.chain_ended || result.count == capacity;
+  result.truncated = !result.chain_ended;
+#else
+  (void)frame_pointer_chain, (void)chain_length, (void)chain_limit;
+#endif
+  return result;
 }
 
 backtrace_detail::unwind_table_counts unwind_table_counts() {

@@ -211,17 +211,32 @@ TEST_CASE("a module loaded after the symbolizer was created is still found") {
   dlclose(module);
 }
 
-TEST_CASE("an address outside every loaded object is [unknown] with its absolute address") {
-  void* anonymous = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(anonymous != MAP_FAILED);
-  const auto address = reinterpret_cast<std::uintptr_t>(anonymous) + 16;
+TEST_CASE("an address outside every loaded object is named by its mapping, else [unknown] with its address") {
+  // Executable anonymous memory is a JIT's code ([jit]); other anonymous memory is [anon].
+  void* code = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* data = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(code != MAP_FAILED);
+  REQUIRE(data != MAP_FAILED);
+  {
+    kairos::backtrace_symbolizer symbolizer;
+    const auto& in_code = symbolizer.resolve(reinterpret_cast<std::uintptr_t>(code) + 16);
+    CHECK(in_code.module == "[jit]");
+    CHECK(in_code.module_offset == 16);
+    CHECK(in_code.function.empty());
+    CHECK_FALSE(in_code.has_source());
+    const auto& in_data = symbolizer.resolve(reinterpret_cast<std::uintptr_t>(data) + 32);
+    CHECK(in_data.module == "[anon]");
+    CHECK(in_data.module_offset == 32);
+  }
+  munmap(code, 4096);
+  munmap(data, 4096);
+  // The first page is never mapped (vm.mmap_min_addr): nothing names it.
+  const std::uintptr_t address = 16;
   kairos::backtrace_symbolizer symbolizer;
   const auto& symbol = symbolizer.resolve(address);
   CHECK(symbol.module == "[unknown]");
   CHECK(symbol.module_offset == address);
   CHECK(symbol.function.empty());
-  CHECK_FALSE(symbol.has_source());
-  munmap(anonymous, 4096);
 }
 
 namespace {
@@ -434,6 +449,41 @@ TEST_CASE("a copy of a stack walks to the frames the stack itself gives, and a s
   CHECK(cut.copied_walk.truncated);
   CHECK(cut.copied.size() < whole.copied.size());
   CHECK(cut.copied.front() == whole.copied.front());
+}
+
+TEST_CASE("a copied stack that ends goes on with the kernel's frame-pointer chain from the link it stopped at") {
+  if (!kairos::backtrace_detail::unwind_tables_at_build)
+    return kairos_test::skip("kairos's unwind tables need x86-64 and glibc 2.35 or later");
+  kairos::use_unwind_tables();
+  // JIT code (addresses in no module) with frame pointers: two links in a 64-byte copy, the third
+  // beyond it, where the kernel read on (its chain: the ip, then the return address beside each link).
+  const std::uintptr_t sp = 0x7f0000001000;
+  std::uintptr_t copy[8] = {};
+  copy[2] = sp + 48, copy[3] = 0x2000;   // the link at sp + 16
+  copy[6] = sp + 200, copy[7] = 0x3000;  // the link at sp + 48; the next, sp + 200, lies beyond
+  const std::uint64_t chain[] = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+  std::uintptr_t frames[64];
+  auto walk = kairos::walk_copied_stack(0x1000, sp, sp + 16, copy, sizeof copy, frames, 64, chain, 5, 127);
+  CHECK(walk.copy_ended);
+  CHECK(walk.chained == 2);
+  CHECK(walk.chain_ended);
+  CHECK(walk.finished);
+  CHECK_FALSE(walk.truncated);
+  CHECK(std::vector<std::uintptr_t>(frames, frames + walk.count) ==
+        std::vector<std::uintptr_t>{0x1000, 0x2000, 0x3000, 0x4000, 0x5000});
+  // Without the chain the stack is cut where the copy ends.
+  walk = kairos::walk_copied_stack(0x1000, sp, sp + 16, copy, sizeof copy, frames, 64);
+  CHECK(walk.count == 3);
+  CHECK(walk.truncated);
+  // A chain that is not this stack's (a return address the copy contradicts) is not used.
+  const std::uint64_t other[] = {0x1000, 0x2000, 0x3333, 0x4000, 0x5000};
+  walk = kairos::walk_copied_stack(0x1000, sp, sp + 16, copy, sizeof copy, frames, 64, other, 5, 127);
+  CHECK(walk.chained == 0);
+  CHECK(walk.truncated);
+  // A chain as long as the kernel gives may go on beyond it: still cut.
+  walk = kairos::walk_copied_stack(0x1000, sp, sp + 16, copy, sizeof copy, frames, 64, chain, 5, 5);
+  CHECK(walk.chained == 2);
+  CHECK(walk.truncated);
 }
 
 namespace {

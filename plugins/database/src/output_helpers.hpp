@@ -93,11 +93,12 @@ struct sampling_coverage {
   // windows, after each thread's last sample.
   std::int64_t outside_ns = 0;
   std::int64_t own_work_ns = 0;      // of sampled_ns: kairos's own work on the program's threads ([kairos])
-  std::int64_t dropped_samples = 0;  // their time went to their thread's next sample
+  std::int64_t dropped_samples = 0;  // lost: a full ring or buffer
+  std::int64_t lost_ns = 0;          // the CPU time lost and throttled samples stood for
   std::int64_t dropped_regions = 0, rows_lost = 0;
   double delay_s = 0, duration_s = 0;  // KAIROS_SAMPLING_DELAY, _DURATION
   bool windows = false;
-  std::int64_t not_sampled_ns() const { return blocked_ns + outside_ns; }
+  std::int64_t not_sampled_ns() const { return blocked_ns + lost_ns + outside_ns; }
   double sampled_fraction() const {
     return program_cpu_ns > 0 ? static_cast<double>(sampled_ns) / static_cast<double>(program_cpu_ns) : 1.0;
   }

@@ -230,6 +230,7 @@ sampling_coverage coverage_of(connection& profile) {
   coverage.blocked_threads = integer(metadata_key::unsampled_threads);
   coverage.own_work_ns = integer(metadata_key::kairos_own_cpu_ns);
   coverage.dropped_samples = integer(metadata_key::dropped_samples);
+  coverage.lost_ns = integer(metadata_key::lost_cpu_ns);
   coverage.dropped_regions = integer(metadata_key::dropped_region_rows);
   coverage.rows_lost = integer(metadata_key::rows_lost);
   coverage.delay_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DELAY", false);
@@ -237,7 +238,7 @@ sampling_coverage coverage_of(connection& profile) {
   coverage.windows = scalar(profile, "SELECT COUNT(*) FROM window") > 0;
   if (coverage.program_cpu_ns > 0)
     coverage.outside_ns =
-        std::max<std::int64_t>(0, coverage.program_cpu_ns - coverage.sampled_ns - coverage.blocked_ns);
+        std::max<std::int64_t>(0, coverage.program_cpu_ns - coverage.sampled_ns - coverage.blocked_ns - coverage.lost_ns);
   return coverage;
 }
 
@@ -265,10 +266,12 @@ std::string coverage_text(const sampling_coverage& coverage) {
     unseen.push_back(fmt::format("{} {}{}after a thread's last sample", seconds(coverage.outside_ns), when,
                                  when.empty() ? "" : "or "));
   }
-  if (!unseen.empty()) text += fmt::format("; not sampled: {}", fmt::join(unseen, "; "));
   if (coverage.dropped_samples > 0)
-    text += fmt::format("; {} sample{} lost (the writers fell behind; the time went to the thread's next sample)",
-                        coverage.dropped_samples, coverage.dropped_samples == 1 ? "" : "s");
+    unseen.push_back(fmt::format("{} in {} lost sample{} (the writers fell behind)", seconds(coverage.lost_ns),
+                                 coverage.dropped_samples, coverage.dropped_samples == 1 ? "" : "s"));
+  else if (worth_saying(coverage.lost_ns))
+    unseen.push_back(fmt::format("{} that the kernel did not sample (throttled)", seconds(coverage.lost_ns)));
+  if (!unseen.empty()) text += fmt::format("; not sampled: {}", fmt::join(unseen, "; "));
   if (coverage.dropped_regions > 0)
     text += fmt::format("; {} rows of regions and instrumented calls lost", coverage.dropped_regions);
   if (coverage.rows_lost > 0) text += fmt::format("; {} database rows could not be written", coverage.rows_lost);
@@ -282,6 +285,7 @@ nlohmann::json coverage_json(const sampling_coverage& coverage) {
                         {"blocked_signal_threads", coverage.blocked_threads},
                         {"outside_sampling_cpu_ns", coverage.outside_ns},
                         {"dropped_samples", coverage.dropped_samples},
+                        {"lost_cpu_ns", coverage.lost_ns},
                         {"dropped_region_rows", coverage.dropped_regions},
                         {"rows_lost", coverage.rows_lost}}},
                       {"kairos_own_cpu_ns", coverage.own_work_ns},

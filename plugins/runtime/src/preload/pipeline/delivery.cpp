@@ -158,6 +158,11 @@ bool named_frame(std::uint64_t address, database::frame_info& frame) {
     frame.function = "[kairos]";
     return true;
   }
+  if (address == cut_stack_address) {
+    frame.address = address;
+    frame.function = "[stack cut]";
+    return true;
+  }
   python_frame_name name;
   if (!python_frame_named(address, name)) return false;
   frame.address = address;

@@ -16,7 +16,7 @@ namespace kairos::runtime {
 // work becomes the `[kairos]` leaf.
 void deliver_samples(const sample_batch& batch);
 // The sink's named frames (set_named_frames): the frames the sampler put in its stacks under
-// synthetic addresses, an interpreter's and `[kairos]`.
+// synthetic addresses: an interpreter's, `[kairos]` and the mark of a cut stack, `[stack cut]`.
 bool named_frame(std::uint64_t address, database::frame_info& frame);
 // What the samples delivered so far charged to `[kairos]`: kairos's own work on the program's
 // threads, for the metadata.

@@ -212,6 +212,7 @@ struct losses {
   std::uint64_t threads_blocking = 0;
   std::uint64_t gpu_records = 0;  // dropped by the GPU runtime (CUPTI's buffers full)
   std::uint64_t mpi_calls = 0;    // a thread's MPI call log full
+  std::int64_t lost_cpu_ns = 0;   // what the lost samples stood for
 };
 
 // MPI_Init's rank and size, else the launcher's; none outside a launch.
@@ -264,7 +265,9 @@ std::string describe(const losses& lost, int signal_number) {
     text += fmt::format("; {} opened", plural(windows.opened, "time window"));
     if (windows.skipped) text += fmt::format(", {} skipped (their time had passed)", windows.skipped);
   }
-  if (lost.samples) text += fmt::format("; {} lost (the writers fell behind)", plural(lost.samples, "sample"));
+  if (lost.samples)
+    text += fmt::format("; {} lost ({:.3f} s of CPU time; the writers fell behind)", plural(lost.samples, "sample"),
+                        static_cast<double>(lost.lost_cpu_ns) * 1e-9);
   if (lost.region_rows)
     text += fmt::format("; {} of regions and instrumented calls lost (the database fell behind)",
                         plural(lost.region_rows, "row"));
@@ -373,13 +376,14 @@ void write_everything(const std::string& end_reason, bool before_exec) {
   const auto sampling = sampling_totals();
   const losses lost{sampling.dropped,          traced_rows_dropped(),     0,
                     sampling.unsampled_cpu_ns, sampling.threads_blocking, gpu_records_dropped(),
-                    mpi_calls_dropped()};
+                    mpi_calls_dropped(),       sampling.lost_cpu_ns};
   if (!before_exec && verbosity() > 0 && sampling.delivered > 0) {
     report(fmt::format(
         "unwinding: {} of {} samples with kairos's unwind tables ({} compiled, {} rows), "
-        "the rest with libgcc",
+        "the rest with libgcc; {} went on with the kernel's frame-pointer chain; {} cut short ([stack cut])",
         sampling.unwound_by_tables, sampling.delivered,
-        plural(static_cast<std::uint64_t>(sampling.unwind_table_functions), "function"), sampling.unwind_table_rows));
+        plural(static_cast<std::uint64_t>(sampling.unwind_table_functions), "function"), sampling.unwind_table_rows,
+        sampling.chained_stacks, sampling.cut_stacks));
   }
   const auto causal = causal_totals();
   if (!stopped_already) {

@@ -49,6 +49,9 @@ void sampling_metadata(const run_facts&) {
   add_number(key::sampling_unwound_by_tables, sampling.unwound_by_tables);
   add_number(key::sampling_threads_by_ring, sampling.threads_by_ring);
   add_number(key::dropped_samples, sampling.dropped);
+  add_number(key::lost_cpu_ns, sampling.lost_cpu_ns);
+  add_number(key::sampling_cut_stacks, sampling.cut_stacks);
+  add_number(key::sampling_chained_stacks, sampling.chained_stacks);
   add_number(key::unsampled_cpu_ns, sampling.unsampled_cpu_ns);
   add_number(key::unsampled_threads, sampling.threads_blocking);
   // The whole the CPU-time samples are a share of (every report states their coverage).

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 
 #if defined(__x86_64__)
 #include <asm/perf_regs.h>
@@ -22,19 +24,43 @@
 namespace kairos::runtime {
 namespace {
 
-// The top of the user stack copied at each sample (perf record's default). Deeper frames are cut
-// off; their samples still count whole, at the frames the copy holds.
+// The top of the user stack copied at each sample (perf record's default), for the frames only
+// unwind tables can follow (code built without frame pointers). Beyond it the kernel's
+// frame-pointer chain goes on, as far as frame pointers do (perf_event_max_stack entries).
 constexpr std::uint32_t stack_copy_bytes = 8192;
-// Data pages for 40 ms of samples (the writer drains rings every 10 ms): 128 KiB a thread at the
-// default 300 Hz, 512 KiB at 1 kHz, at most 2 MiB (25 ms at 10 kHz). The pages are locked
-// memory, so every thread's ring is no larger than its rate needs. Halved while the kernel
-// refuses (a user's perf_event_mlock_kb, 516 KiB by default, bounds all of a user's rings).
-constexpr std::int64_t ring_holds_ns = 40'000'000;
+constexpr std::size_t default_chain_entries = 127;  // the kernel's perf_event_max_stack default
+// A sample weighs the CPU time since the previous one, but never more than this many periods: what
+// lies beyond was seen by no sample (lost, throttled), and is counted as lost, not charged to one
+// stack. Consecutive samples of a task-clock event lie one period apart, give or take the timer's
+// slack.
+constexpr std::int64_t heaviest_sample_periods = 2;
+// Data pages for 250 ms of samples: the writer drains rings every 10 ms, but a pass that delivers
+// to the database (symbolizing a JIT's new addresses) or a loaded machine keeps it away longer:
+// rings of 40 ms lost 26% of node's samples on a machine at load 15, 250 ms rings 0-13%. 1 MiB a
+// thread at the default 300 Hz, at most 2 MiB (about 220 ms at 1 kHz, 22 ms at 10 kHz). The pages
+// are locked memory, so every thread's ring is no larger than its rate needs. Halved while the
+// kernel refuses (a user's perf_event_mlock_kb, 516 KiB by default, bounds all of a user's rings).
+constexpr std::int64_t ring_holds_ns = 250'000'000;
 constexpr std::size_t largest_ring_pages = 512, smallest_ring_pages = 16;
+
+// The longest user chain the kernel gives (/proc/sys/kernel/perf_event_max_stack).
+std::size_t chain_entries_limit() {
+  static const std::size_t limit = [] {
+    std::size_t value = default_chain_entries;
+    if (FILE* file = std::fopen("/proc/sys/kernel/perf_event_max_stack", "re")) {
+      unsigned long read = 0;
+      if (std::fscanf(file, "%lu", &read) == 1 && read > 0) value = read;
+      std::fclose(file);
+    }
+    return value;
+  }();
+  return limit;
+}
 
 std::size_t ring_pages(std::int64_t period_ns, long page_size) {
   const auto samples = static_cast<std::size_t>(ring_holds_ns / std::max<std::int64_t>(period_ns, 1) + 1);
-  const std::size_t wanted = samples * (stack_copy_bytes + 128) / static_cast<std::size_t>(page_size) + 1;
+  const std::size_t record = stack_copy_bytes + 128 + 8 * (std::min<std::size_t>(chain_entries_limit(), 512) + 2);
+  const std::size_t wanted = samples * record / static_cast<std::size_t>(page_size) + 1;
   std::size_t pages = smallest_ring_pages;  // a power of two, as the kernel requires
   while (pages < wanted && pages < largest_ring_pages) pages *= 2;
   return pages;
@@ -52,9 +78,10 @@ int open_ring_event(pid_t tid, std::int64_t period_ns, bool include_kernel) {
   attributes.type = PERF_TYPE_SOFTWARE;
   attributes.config = PERF_COUNT_SW_TASK_CLOCK;
   attributes.sample_period = static_cast<std::uint64_t>(period_ns);
-  attributes.sample_type =
-      PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_READ | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-  attributes.read_format = 0;  // PERF_SAMPLE_READ: the count alone
+  attributes.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_READ | PERF_SAMPLE_CALLCHAIN |
+                            PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  attributes.exclude_callchain_kernel = 1;  // the user part alone: the kernel's frames are the call's
+  attributes.read_format = 0;               // PERF_SAMPLE_READ: the count alone
   attributes.sample_regs_user = registers_wanted;
   attributes.sample_stack_user = stack_copy_bytes;
   attributes.disabled = 1;
@@ -110,6 +137,7 @@ bool open_perf_ring(perf_ring& ring, pid_t tid, std::int64_t period_ns) {
     fd = open_ring_event(tid, period_ns, false);
   }
   if (fd < 0) return false;
+  ring.period_ns = period_ns;
   const long page = sysconf(_SC_PAGESIZE);
   for (std::size_t pages = ring_pages(period_ns, page); pages >= smallest_ring_pages; pages /= 2) {
     const std::size_t size = (pages + 1) * static_cast<std::size_t>(page);
@@ -127,6 +155,7 @@ bool open_perf_ring(perf_ring& ring, pid_t tid, std::int64_t period_ns) {
   }
   ring.event.adopt(fd);
   ring.last_count = 0;
+  ring.unseen_since_sample = false;
   return true;
 }
 
@@ -169,14 +198,26 @@ ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch&
     tail += header.size;
     if (header.type == PERF_RECORD_LOST) {
       drained.lost += read_at<std::uint64_t>(at + 8);  // after the event id
+      ring.unseen_since_sample = true;
       continue;
     }
+    if (header.type == PERF_RECORD_THROTTLE) ring.unseen_since_sample = true;
     if (header.type != PERF_RECORD_SAMPLE) continue;
 #if defined(__x86_64__)
     at += 8;  // pid, tid: the ring's own thread
     const auto time_ns = read_at<std::uint64_t>(at);
     const auto count = read_at<std::uint64_t>(at + 8);
     at += 16;
+    // The user chain: a context marker, then the interrupted ip and the return addresses.
+    const auto chain_size = read_at<std::uint64_t>(at);
+    const unsigned char* chain_at = at + 8;
+    at = chain_at + 8 * chain_size;
+    std::uint64_t chain[sample_stack_depth + 1];
+    std::size_t chain_length = 0;
+    for (std::uint64_t i = 0; i < chain_size && chain_length < std::size(chain); ++i)
+      if (const auto entry = read_at<std::uint64_t>(chain_at + 8 * i); entry < PERF_CONTEXT_MAX)
+        chain[chain_length++] = entry;
+    const bool chain_whole = chain_length < std::size(chain);
     const auto abi = read_at<std::uint64_t>(at);
     at += 8;
     std::uint64_t bp = 0, sp = 0, ip = 0;
@@ -189,26 +230,46 @@ ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch&
     const auto copied = read_at<std::uint64_t>(at);
     const unsigned char* stack = at + 8;
     const auto dynamic_size = copied ? read_at<std::uint64_t>(stack + copied) : 0;
-    // No user context (the kernel could not read it): its time goes to the next sample.
-    if (abi == PERF_SAMPLE_REGS_ABI_NONE || ip == 0) continue;
+    // No user context (the kernel could not read it): no stack to charge its time to.
+    if (abi == PERF_SAMPLE_REGS_ABI_NONE || ip == 0) {
+      ring.unseen_since_sample = true;
+      continue;
+    }
+    // A ring that counts user mode only skips its overflows in the kernel: there the gap is a
+    // system call's time, which its next sample, at the call's site, carries (docs/runtime.md).
+    const auto elapsed = static_cast<std::int64_t>(count - ring.last_count);
+    const auto heaviest = !ring.counts_kernel        ? elapsed
+                          : ring.unseen_since_sample ? ring.period_ns
+                                                     : heaviest_sample_periods * ring.period_ns;
+    const auto weight = std::min(elapsed, heaviest);
+    drained.lost_ns += elapsed - weight;
+    ring.unseen_since_sample = false;
+    ring.last_count = count;
     auto& sample = batch.emplace_back();
     sample.thread = thread;
     sample.time_ns = static_cast<std::int64_t>(time_ns);
-    sample.weight_ns = static_cast<std::int64_t>(count - ring.last_count);
+    sample.weight_ns = weight;
     sample.thread_cpu_ns = ring.cpu_at_open_ns + static_cast<std::int64_t>(count);
     sample.source = sample_source::cpu_time;
     sample.window = window_at(sample.time_ns);
-    ring.last_count = count;
+    // One slot kept for the mark of a cut stack.
+    constexpr int walk_capacity = static_cast<int>(sample_stack_depth) - 1;
     std::uintptr_t frames[sample_stack_depth];
     const auto walk = kairos::walk_copied_stack(ip, sp, bp, stack, std::min(copied, dynamic_size), frames,
-                                                static_cast<int>(sample_stack_depth));
+                                                walk_capacity, chain, chain_length,
+                                                chain_whole ? chain_entries_limit() : chain_length);
     const int count_walked = walk.count > 0 ? walk.count : 1;
     if (walk.count == 0) frames[0] = ip;
     sample.frame_count = static_cast<std::uint16_t>(count_walked);
     sample.addresses[0] = frames[0];                                             // the interrupted instruction itself
     for (int i = 1; i < count_walked; ++i) sample.addresses[i] = frames[i] - 1;  // inside the call
+    if (walk.truncated || walk.count == 0) {
+      sample.addresses[sample.frame_count++] = cut_stack_address;
+      ++drained.cut_stacks;
+    }
     ++drained.samples;
     if (walk.count > 0) ++drained.unwound_by_tables;
+    if (walk.chained > 0) ++drained.chained_stacks;
 #endif
   }
   __atomic_store_n(&page->data_tail, tail, __ATOMIC_RELEASE);

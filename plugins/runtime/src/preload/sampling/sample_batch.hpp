@@ -13,6 +13,11 @@ struct thread_record;
 enum class sample_source : std::uint8_t { cpu_time = 0, real_time = 1, waiting = 2 };
 
 inline constexpr std::size_t sample_stack_depth = 64;
+// The outermost frame of a stack whose unwinding stopped before the thread's first frame (a copied
+// stack that ended, a frame nothing could follow, 64 frames): the sink names it "[stack cut]", so
+// such stacks stand apart instead of passing for whole ones. Below the Python frames' addresses,
+// above every user-space address.
+inline constexpr std::uint64_t cut_stack_address = (std::uint64_t{1} << 62) - 1;
 
 struct sampled_stack {
   // Leaves `addresses` as it is: only the first frame_count are ever read, and zeroing all 64 of

@@ -67,6 +67,12 @@ struct writer_globals {
 };
 writer_globals* globals = nullptr;
 
+struct {
+  std::atomic<std::uint64_t> ring_samples{0}, ring_unwound_by_tables{0}, ring_lost{0};
+  std::atomic<std::int64_t> ring_lost_ns{0};
+  std::atomic<std::uint64_t> cut_stacks{0}, chained_stacks{0};
+} counts;
+
 // A record in a spill file: this header, then `frame_count` addresses.
 struct spill_header {
   thread_record* thread;
@@ -110,6 +116,11 @@ void copy_out(sample_buffer& buffer, std::uint32_t end, sample_batch& batch) {
     if (!python || buffer.python(i).count == 0) {
       sample.frame_count = static_cast<std::uint16_t>(depth);
       for (std::size_t f = 0; f < depth; ++f) sample.addresses[f] = record.stack.lookup_address(f);
+      // Deeper than the buffer: its outermost frame says the stack was cut.
+      if (record.stack.truncated() && depth > 0) {
+        sample.addresses[depth - 1] = cut_stack_address;
+        counts.cut_stacks.fetch_add(1, std::memory_order_relaxed);
+      }
       continue;
     }
     std::uint64_t native[sample_stack_depth];
@@ -219,9 +230,12 @@ void replace_lost_spill_file(sample_writer& writer) {
 
 void drain_ring(thread_sampler& sampler, sample_batch& batch) {
   const auto drained = drain_perf_ring(sampler.ring, sampler.thread, batch);
-  sampler.delivered.fetch_add(drained.samples, std::memory_order_relaxed);
-  sampler.dropped.fetch_add(drained.lost, std::memory_order_relaxed);
-  sampler.unwound_by_tables.fetch_add(drained.unwound_by_tables, std::memory_order_relaxed);
+  counts.ring_samples.fetch_add(drained.samples, std::memory_order_relaxed);
+  counts.ring_lost.fetch_add(drained.lost, std::memory_order_relaxed);
+  counts.ring_lost_ns.fetch_add(drained.lost_ns, std::memory_order_relaxed);
+  counts.ring_unwound_by_tables.fetch_add(drained.unwound_by_tables, std::memory_order_relaxed);
+  counts.cut_stacks.fetch_add(drained.cut_stacks, std::memory_order_relaxed);
+  counts.chained_stacks.fetch_add(drained.chained_stacks, std::memory_order_relaxed);
 }
 
 void writer_pass(sample_writer& writer, bool final_pass) {
@@ -443,6 +457,11 @@ void stop_writers_and_drain() {
 }
 
 int running_writers() noexcept { return globals ? globals->running.load() : 0; }
+
+writer_counts writers_counts() noexcept {
+  return {counts.ring_samples.load(),  counts.ring_unwound_by_tables.load(), counts.ring_lost.load(),
+          counts.ring_lost_ns.load(),  counts.cut_stacks.load(),             counts.chained_stacks.load()};
+}
 
 problem writers_problem() {
   if (!globals) return {};

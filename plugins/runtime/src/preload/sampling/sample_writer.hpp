@@ -41,6 +41,15 @@ void hand_over_full_buffer(sample_writer* writer, sample_buffer* buffer) noexcep
 void stop_writers_and_drain();
 // How many writer threads run now (the churn benchmark and tests check the bound).
 int running_writers() noexcept;
+// What the writers learnt as they drained (perf rings' samples and losses, the stacks they marked
+// cut), whichever thread the samples were of: counted here, since a thread's own counts are
+// summed when it ends, before its writer's last pass.
+struct writer_counts {
+  std::uint64_t ring_samples = 0, ring_unwound_by_tables = 0, ring_lost = 0;
+  std::int64_t ring_lost_ns = 0;
+  std::uint64_t cut_stacks = 0, chained_stacks = 0;
+};
+writer_counts writers_counts() noexcept;
 // The first problem a writer met (a spill file that could not be written); later ones counted.
 problem writers_problem();
 // fork.

@@ -87,7 +87,7 @@ struct sampler_globals {
   bool control_running = false;
   // Threads already gone.
   std::uint64_t delivered_by_ended = 0, unwound_by_tables_by_ended = 0, dropped_by_ended = 0;
-  std::int64_t unsampled_by_ended_ns = 0, cpu_by_ended_ns = 0;
+  std::int64_t unsampled_by_ended_ns = 0, cpu_by_ended_ns = 0, lost_by_ended_ns = 0;
   std::atomic<std::uint64_t> threads_blocking{0};
   std::atomic<std::uint64_t> threads_by_ring{0};  // threads sampled through a perf ring
   bool rings_refused = false;                     // the kernel refused a ring once: not asked again (control thread)
@@ -197,16 +197,14 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     // A thread's first perf sample also carries its CPU time since its last timer sample.
     weight_ns = perf_fd >= 0 && sampler.perf_weighted ? globals->cpu.period_ns
                                                       : std::max<std::int64_t>(cpu_ns - sampler.last_cpu_ns, 0);
-    weight_ns += std::exchange(sampler.carried_ns, 0);
     sampler.last_cpu_ns = cpu_ns;
     sampler.perf_weighted = perf_fd >= 0;
   }
   auto* buffer = buffer_to_fill(sampler);
   if (!buffer) {
-    // Counted; its weight goes to the next sample recorded, so the weights still add up to the
-    // thread's CPU time (only this stack is lost).
+    // Counted, and so is the CPU time it stood for: lost, never charged to another sample's stack.
     sampler.dropped.fetch_add(1, std::memory_order_relaxed);
-    if (source == sample_source::cpu_time) sampler.carried_ns = weight_ns;
+    if (source == sample_source::cpu_time) sampler.lost_cpu_ns.fetch_add(weight_ns, std::memory_order_relaxed);
     if (source == sample_source::cpu_time && causal_running()) {
       kairos::backtrace<sample_stack_depth> stack;
       stack.sample(context);
@@ -715,6 +713,7 @@ void account_ended(thread_sampler& sampler) {
   globals->delivered_by_ended += sampler.delivered.load();
   globals->unwound_by_tables_by_ended += sampler.unwound_by_tables.load();
   globals->dropped_by_ended += sampler.dropped.load();
+  globals->lost_by_ended_ns += sampler.lost_cpu_ns.load();
   const auto cpu_ns = own_cpu_ns();
   globals->unsampled_by_ended_ns += unsampled_ns(sampler, cpu_ns);
   globals->cpu_by_ended_ns += cpu_ns;
@@ -916,14 +915,23 @@ sampling_summary sampling_totals() noexcept {
   summary.delivered = globals->delivered_by_ended + globals->waiting_taken;
   summary.unwound_by_tables = globals->unwound_by_tables_by_ended;
   summary.dropped = globals->dropped_by_ended;
+  summary.lost_cpu_ns = globals->lost_by_ended_ns;
   summary.unsampled_cpu_ns = globals->unsampled_by_ended_ns;
   summary.threads_blocking = globals->threads_blocking.load();
   summary.program_cpu_ns = globals->cpu_by_ended_ns;
   summary.threads_by_ring = globals->threads_by_ring.load();
+  const auto writers = writers_counts();
+  summary.delivered += writers.ring_samples;
+  summary.unwound_by_tables += writers.ring_unwound_by_tables;
+  summary.dropped += writers.ring_lost;
+  summary.lost_cpu_ns += writers.ring_lost_ns;
+  summary.cut_stacks = writers.cut_stacks;
+  summary.chained_stacks = writers.chained_stacks;
   for (auto* sampler : globals->samplers) {
     summary.delivered += sampler->delivered.load();
     summary.unwound_by_tables += sampler->unwound_by_tables.load();
     summary.dropped += sampler->dropped.load();
+    summary.lost_cpu_ns += sampler->lost_cpu_ns.load();
     const auto cpu_ns = thread_cpu_ns(sampler->thread->tid);
     summary.unsampled_cpu_ns += unsampled_ns(*sampler, cpu_ns);
     summary.program_cpu_ns += cpu_ns;

@@ -44,7 +44,10 @@ struct sampling_summary {
   std::uint64_t unwound_by_tables = 0;      // of those delivered: kairos's unwind tables, not libgcc
   std::int64_t unwind_table_functions = 0;  // the functions whose unwind tables were compiled
   std::int64_t unwind_table_rows = 0;       // and their rows
-  std::uint64_t dropped = 0;                // buffers full: the writer fell behind
+  std::uint64_t dropped = 0;                // buffers or rings full: the writer fell behind
+  std::int64_t lost_cpu_ns = 0;             // the CPU time no kept sample stands for (dropped, lost, throttled)
+  std::uint64_t cut_stacks = 0;             // of those delivered: unwound short of the outermost frame
+  std::uint64_t chained_stacks = 0;         // ring samples gone on with the kernel's frame-pointer chain
   std::int64_t unsampled_cpu_ns = 0;        // CPU time of threads that blocked the signal
   std::uint64_t threads_blocking = 0;       // threads that blocked it at some point
   std::uint64_t threads_by_ring = 0;        // of those, sampled through a perf ring from 20 ms on

@@ -29,11 +29,12 @@
 //   the registered stack at all, and the CFA must grow at every frame. Stale rows (another
 //   module mapped where an unloaded one was, at the same eh_frame_hdr address) give wrong
 //   frames, never a fault or a loop.
-// * Code outside every module is a JIT's (node, LuaJIT, a JVM), which keeps frame pointers and
-//   registers no unwind tables: the walk steps through such a frame by its rbp chain, as perf
+// * Code that no unwind table covers is a JIT's (node, LuaJIT, a JVM) or hand-written: outside
+//   every module, or in a module between its FDEs (node's builtins, 1.6 MB of its .text,
+//   have none). It keeps frame pointers: the walk steps through such a frame by its rbp chain, as perf
 //   does (the return address at rbp + 8, the caller's rbp at rbp), while the chain stays on the
-//   stack and grows; a frame in a module that has no rows, reached that way, is stepped so too (a
-//   JIT's stubs). libgcc knows neither, so such a walk counts as finished wherever it stops.
+//   stack and grows; a function whose rows the walk cannot follow, reached that way, is stepped so
+//   too. libgcc knows none of these, so such a walk counts as finished wherever it stops.
 // * Anything else (an unknown function, a stack pointer off the registered stack) ends the walk
 //   unfinished, and the caller unwinds with libgcc instead.
 // * The same walk reads a copy of another thread's stack (walk_copied_stack: a perf sample's user
@@ -93,6 +94,11 @@ struct table_walk {
   int count = 0;
   walk_end end = walk_end::unfollowed;
   bool truncated = false;  // the buffer filled before the outermost frame
+  bool outermost = false;  // reached the outermost frame (a thread's start, _start)
+  // The walk needed a word at or above the stack's top (a copy's end, for a copied stack), with
+  // the frame pointer the last frame walked had then (stitching a kernel's frame-pointer chain on).
+  bool beyond_top = false;
+  std::uintptr_t last_bp = 0;
   bool finished() const noexcept { return end == walk_end::finished; }
 };
 
@@ -232,9 +238,14 @@ inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_
   if (!unwind_tables.in_use.load(std::memory_order_relaxed)) return walk;
   module_lookup module;
   bool through_jit = false;  // a frame was stepped by its frame pointer
+  auto readable = [&](std::uintptr_t address) noexcept {
+    if (stack.holds(address)) return true;
+    if (address >= stack.top - sizeof(std::uintptr_t) + 1 && address > sp) walk.beyond_top = true;
+    return false;
+  };
   // A frame without rows (JIT code): its caller by the rbp chain, while it stays on the stack.
   auto step_by_frame_pointer = [&]() noexcept {
-    if (bp < sp || !stack.holds(bp) || !stack.holds(bp + sizeof(std::uintptr_t))) return false;
+    if (bp < sp || !readable(bp) || !readable(bp + sizeof(std::uintptr_t))) return false;
     const std::uintptr_t caller_pc = stack.word(bp + sizeof(std::uintptr_t));
     const std::uintptr_t caller_bp = stack.word(bp);
     if (caller_pc == 0) return false;
@@ -246,6 +257,12 @@ inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_
   };
   auto stop = [&](walk_end end) noexcept {
     walk.end = through_jit ? walk_end::finished : end;
+    walk.last_bp = bp;
+    return walk;
+  };
+  auto reached_outermost = [&]() noexcept {
+    walk.end = walk_end::finished;
+    walk.outermost = true;
     return walk;
   };
   for (bool first = true;; first = false) {
@@ -256,13 +273,15 @@ inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_
     }
     frames[walk.count++] = pc;
     const std::uintptr_t lookup = first ? pc : pc - 1;  // a return address's call lies before it
+    // Code that no unwind table covers (outside every module, a module without .eh_frame_hdr, or
+    // between a module's FDEs: node's builtins, JIT code) keeps frame pointers, as perf assumes.
     if (!module.find(lookup)) {
       if (step_by_frame_pointer()) continue;
       return stop(walk_end::unfollowed);
     }
     if (module.index < 0) {
       if (module.eh_frame_hdr == 0) {
-        if (through_jit && step_by_frame_pointer()) continue;
+        if (step_by_frame_pointer()) continue;
         return stop(walk_end::unfollowed);
       }
       want_module(module.eh_frame_hdr);
@@ -271,7 +290,7 @@ inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_
     const auto& entry = unwind_tables.modules[module.index];
     std::uint32_t index = 0;
     if (!function_index(entry, lookup, index)) {
-      if (through_jit && step_by_frame_pointer()) continue;
+      if (step_by_frame_pointer()) continue;
       return stop(walk_end::unfollowed);
     }
     const function_rows* function = entry.functions[index].load(std::memory_order_acquire);
@@ -280,31 +299,30 @@ inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_
       return stop(walk_end::missing);
     }
     const auto offset = static_cast<std::uint32_t>(lookup - entry.bias);
-    if (function->count == 0 || offset >= function->end) {
+    if (offset >= function->end) {
+      if (step_by_frame_pointer()) continue;
+      return stop(walk_end::unfollowed);
+    }
+    // Rows the walk cannot follow (libgcc can): by the frame pointer only past JIT code.
+    if (function->count == 0) {
       if (through_jit && step_by_frame_pointer()) continue;
       return stop(walk_end::unfollowed);
     }
     const unwind_row* row = function->rows + function->count - 1;
     while (row->start > offset) --row;  // rows[0] starts at the function's start, at or before offset
-    if (row->rule == unwind_rule::end_of_stack) {
-      walk.end = walk_end::finished;
-      return walk;
-    }
+    if (row->rule == unwind_rule::end_of_stack) return reached_outermost();
     const std::uintptr_t cfa =
         (row->rule == unwind_rule::cfa_from_rsp ? sp : bp) + static_cast<std::uintptr_t>(row->cfa_offset);
     const std::uintptr_t return_address_at = cfa - sizeof(std::uintptr_t);
-    if (cfa <= sp || !stack.holds(return_address_at)) return stop(walk_end::unfollowed);
+    if (cfa <= sp || !readable(return_address_at)) return stop(walk_end::unfollowed);
     if (row->rbp_offset != 0) {
       const std::uintptr_t rbp_at = cfa + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(row->rbp_offset));
-      if (!stack.holds(rbp_at)) return stop(walk_end::unfollowed);
+      if (!readable(rbp_at)) return stop(walk_end::unfollowed);
       bp = stack.word(rbp_at);
     }
     pc = stack.word(return_address_at);
     sp = cfa;
-    if (pc == 0) {  // some thread starts end with a zero return address instead of CFI
-      walk.end = walk_end::finished;
-      return walk;
-    }
+    if (pc == 0) return reached_outermost();  // some thread starts end with a zero return address instead of CFI
   }
 }
 
@@ -401,15 +419,27 @@ void build_unwind_tables(bool everything = false);
 // stack as the kernel took them at a sample (perf's PERF_SAMPLE_REGS_USER and STACK_USER), so a
 // thread that blocks every signal can still be sampled. The same tables and walk as a signal
 // handler's; what the tables lack is compiled here (this is no signal handler) and the walk
-// tried until it goes no further. Frames beyond the copy are cut off: `truncated` says so. Return addresses from
-// frame 1 on, as capture's: look them up one byte back. Not async-signal-safe.
+// tried until it goes no further. Return addresses from frame 1 on, as capture's: look them up one
+// byte back. Not async-signal-safe.
+//
+// Where the walk stops short of the outermost frame (the copy ended, or a frame the tables cannot
+// follow) and `frame_pointer_chain` is given (perf's PERF_SAMPLE_CALLCHAIN user part: the
+// interrupted ip, then the return address beside each link of the rbp chain, which the kernel
+// reads from the live stack, unbounded by the copy), the stack goes on with that chain from the
+// link the walk stopped at: the frame pointer it held then, found among the links the copy holds
+// or the first one beyond it.
 struct copied_stack_walk {
   int count = 0;
-  bool finished = false;   // reached the outermost frame or filled `frames`
-  bool truncated = false;  // the copy or `frames` ended before the outermost frame
+  bool finished = false;     // reached the outermost frame or filled `frames`
+  bool truncated = false;    // ended before the outermost frame (the copy, a frame, or `frames` ended)
+  bool copy_ended = false;   // the walk needed words beyond the copy
+  bool chain_ended = false;  // went on with the frame-pointer chain, which ended before the kernel's limit
+  int chained = 0;           // frames from the frame-pointer chain
 };
 copied_stack_walk walk_copied_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t bp, const void* stack_copy,
-                                    std::size_t copy_size, std::uintptr_t* frames, int capacity);
+                                    std::size_t copy_size, std::uintptr_t* frames, int capacity,
+                                    const std::uint64_t* frame_pointer_chain = nullptr, std::size_t chain_length = 0,
+                                    std::size_t chain_limit = 0);
 
 // What has been compiled so far.
 backtrace_detail::unwind_table_counts unwind_table_counts();

@@ -19,6 +19,13 @@ inline constexpr std::string_view unsampled_threads = "unsampled_threads";
 inline constexpr std::string_view kairos_own_samples = "kairos_own.samples";
 inline constexpr std::string_view kairos_own_cpu_ns = "kairos_own.cpu_ns";
 inline constexpr std::string_view kairos_own_real_ns = "kairos_own.real_ns";
+// The CPU time that samples lost (a full ring or buffer, throttling) stood for: in no sample's
+// weight, a part of the whole no stack is charged with.
+inline constexpr std::string_view lost_cpu_ns = "lost_cpu_ns";
+// Samples whose stack was unwound short of the thread's first frame (their outermost frame is
+// "[stack cut]"), and ring samples whose stack went on with the kernel's frame-pointer chain.
+inline constexpr std::string_view sampling_cut_stacks = "sampling_cut_stacks";
+inline constexpr std::string_view sampling_chained_stacks = "sampling_chained_stacks";
 // What was lost, by whom.
 inline constexpr std::string_view dropped_samples = "dropped.samples";
 inline constexpr std::string_view dropped_region_rows = "dropped.region_rows";
