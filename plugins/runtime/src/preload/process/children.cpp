@@ -152,11 +152,18 @@ pid_t peek_reapable_child(idtype_t which, id_t id, int options, char (&name)[16]
   state->may_have_children.store(true, std::memory_order_relaxed);
   const int saved_errno = errno;
   siginfo_t info{};
-  // WNOWAIT: the child stays a zombie for the program's own call, which follows.
-  const int kept = options & (__WALL | __WCLONE | __WNOTHREAD);
+  // WNOWAIT: the child stays for the program's own call, which follows. A blocking call waits
+  // here for what it would have waited for (the same children, the same state changes), so that
+  // a child shorter than a tick is named too; the program's call then returns at once.
+  const int kept = options & (__WALL | __WCLONE | __WNOTHREAD | WNOHANG);
+  const int changes = WEXITED | (options & WUNTRACED ? WSTOPPED : 0) | (options & WCONTINUED ? WCONTINUED : 0);
+  if (waitid(which, id, &info, changes | WNOWAIT | kept) != 0) {
+    const bool interrupted = errno == EINTR;
+    errno = interrupted ? EINTR : saved_errno;
+    return interrupted ? -1 : 0;  // else the program's call meets the same error itself
+  }
   pid_t pid = 0;
-  if (waitid(which, id, &info, WEXITED | WNOHANG | WNOWAIT | kept) == 0 && info.si_pid > 0 &&
-      (info.si_code == CLD_EXITED || info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED)) {
+  if (info.si_pid > 0 && (info.si_code == CLD_EXITED || info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED)) {
     pid = info.si_pid;
     char path[32];
     // Formatted by hand: nothing here may allocate or lock.

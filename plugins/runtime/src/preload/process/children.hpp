@@ -22,7 +22,8 @@ namespace kairos::runtime {
 void start_children_accounting();
 
 // The wait family's wrappers (async-signal-safe: SIGCHLD handlers call waitpid). Before the real
-// call: the name of a child the call may reap, read while it is a zombie (its pid; 0: none).
+// call: the name of a child the call will reap, read while it is a zombie (its pid; 0: none; -1:
+// a signal interrupted the wait, errno EINTR, which the wrapper returns as the call would).
 pid_t peek_reapable_child(idtype_t which, id_t id, int options, char (&name)[16]) noexcept;
 // After it: a child reaped (exited or killed), its rusage, and its name when peeked.
 void child_reaped(pid_t pid, const rusage& usage, const char* name) noexcept;

@@ -126,6 +126,7 @@ pid_t wait_through(pid_t pid, int* status, int options, rusage* usage) {
   char name[16];
   const auto which = pid < -1 ? P_PGID : pid == -1 ? P_ALL : pid == 0 ? P_PGID : P_PID;
   const auto peeked = peek_reapable_child(which, static_cast<id_t>(pid < -1 ? -pid : pid > 0 ? pid : 0), options, name);
+  if (peeked < 0) return -1;  // interrupted by a signal: errno is EINTR, as the real call gives
   int own_status = 0;
   rusage own_usage{};
   rusage* used = usage ? usage : &own_usage;
