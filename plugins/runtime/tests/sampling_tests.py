@@ -950,9 +950,12 @@ def test_jit_mix_shares_match_perf(directory):
     if not perf:
         skip("perf is not installed (Debian's linux-perf)")
     data = os.path.join(directory, "perf.data")
+    script = os.path.join(directory, "work.js")  # a file, as node programs are run
+    with open(script, "w", encoding="utf-8") as file:
+        file.write(NODE_WORK_SCRIPT.replace("%SECONDS%", "3"))
     result = run_process([perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "-F", "999", "-g", "-e", "cpu-clock",
                           "-o", data, "--", KAIROS_RUN, "--", node, "--perf-basic-prof",
-                          "--interpreted-frames-native-stack", "-e", NODE_WORK_SCRIPT.replace("%SECONDS%", "3")],
+                          "--interpreted-frames-native-stack", script],
                          TIMEOUT, cwd=directory, env=environment(KAIROS_SAMPLING_FREQ=999))
     if result.returncode != 0 and not os.path.exists(data):
         skip(f"perf record cannot run here: {result.stderr.decode(errors='replace')[-300:]}")
