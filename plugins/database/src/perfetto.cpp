@@ -16,11 +16,22 @@
 //
 // The interning keys are the database's own ids (a string's, a frame's, a stack's), so a reader can
 // check every reference against the database.
+//
+// Times are the database's, CLOCK_MONOTONIC: the sequence's TracePacketDefaults say so once, and a
+// ClockSnapshot pairs that clock with CLOCK_BOOTTIME, Perfetto's trace clock, as the run read them
+// (metadata clock.boottime_monotonic_ns): a reader places the trace beside a system trace of the
+// same boot. A database without the pair (written before kairos stored it) gives a trace with
+// neither, whose times a reader takes as its own clock's, as before.
+#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/plugins/database/outputs.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <istream>
 #include <map>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -40,6 +51,29 @@ using namespace perfetto;
 enum class track_kind : std::uint64_t { process = 1, thread, mpi, gpu_api, gpu_stream, windows, counter };
 std::uint64_t track_of(track_kind kind, std::int64_t number) {
   return (static_cast<std::uint64_t>(kind) << 48) | static_cast<std::uint64_t>(number);
+}
+
+// CLOCK_BOOTTIME and CLOCK_MONOTONIC as the run read them together: the profile's own, else (a
+// merged database) its first process's that has them.
+struct clock_pair {
+  std::int64_t boottime_ns, monotonic_ns;
+};
+std::optional<clock_pair> run_clocks(connection& profile) {
+  auto query = profile.prepare(
+      "SELECT COALESCE((SELECT value FROM metadata WHERE key = ?1), "
+      "(SELECT value FROM process_metadata WHERE key = ?1 ORDER BY process LIMIT 1))");
+  query.bind(1, metadata_key::clock_boottime_monotonic_ns);
+  if (!query.step() || query.is_null(0)) return std::nullopt;
+  const auto text = query.text(0);
+  clock_pair clocks{};
+  const auto* end = text.data() + text.size();
+  auto [boot_end, boot_error] = std::from_chars(text.data(), end, clocks.boottime_ns);
+  if (boot_error == std::errc{} && boot_end != end && *boot_end == ' ') {
+    auto [mono_end, mono_error] = std::from_chars(boot_end + 1, end, clocks.monotonic_ns);
+    if (mono_error == std::errc{} && mono_end == end) return clocks;
+  }
+  throw std::runtime_error{fmt::format("the profile's metadata {} is \"{}\": expected \"<boottime_ns> <monotonic_ns>\"",
+                                       metadata_key::clock_boottime_monotonic_ns, text)};
 }
 
 // The file: each packet as Trace's repeated field 1, out a megabyte at a time.
@@ -115,6 +149,7 @@ class trace_writer {
     proto_message packet;
     packet.varint(field::timestamp, static_cast<std::uint64_t>(time_ns));
     packet.varint(field::trusted_packet_sequence_id, sequence_id);
+    packet.varint(field::sequence_flags, needs_incremental_state);  // its time's clock is the defaults'
     packet.message(field::track_descriptor, track);
     stream_.write(packet);
   }
@@ -138,10 +173,10 @@ class trace_writer {
     builder_.finish(stream_, time_ns, field::track_event);
   }
 
-  void sample(std::int64_t pid, std::int64_t tid, std::int64_t time_ns, std::int64_t stack) {
+  void sample(std::int64_t pid, std::int64_t tid, std::int64_t time_ns, std::int64_t stack, std::int64_t weight_ns) {
     builder_.start();
     intern_callstack(stack, builder_.interned);
-    perf_sample_body(builder_.body, pid, tid, stack);
+    perf_sample_body(builder_.body, pid, tid, stack, weight_ns);
     builder_.finish(stream_, time_ns, field::perf_sample);
   }
 
@@ -164,12 +199,36 @@ class trace_writer {
   // stacks the sequence has had.
   void append_samples(std::istream& packets) { stream_.append(packets); }
 
-  // The first packet: it starts the sequence's interned state.
-  void start_sequence(std::int64_t time_ns) {
-    proto_message packet;
+  // The first packets: the clocks paired, when the run read them (before any time a reader must
+  // convert), then the start of the sequence's interned state and its defaults. The timestamps'
+  // clock is declared once there rather than on each packet (3 bytes a sample); Perfetto's reader
+  // takes a packet's clock from the sequence's defaults when the packet names none
+  // (src/trace_processor/importers/proto/proto_trace_reader.cc, TimestampTokenizeAndPushToSorter).
+  // The samples' timebase is named for what their weights are: the thread's CPU time, in us (it
+  // names no PerfEvents counter, whose unit Perfetto would take as ns).
+  void start_sequence(std::int64_t time_ns, const std::optional<clock_pair>& clocks) {
+    proto_message packet, defaults, perf_defaults, timebase;
+    if (clocks) {
+      proto_message snapshot, boottime, monotonic;
+      boottime.varint(field::clock_id, clock_boottime)
+          .varint(field::clock_timestamp, static_cast<std::uint64_t>(clocks->boottime_ns));
+      monotonic.varint(field::clock_id, clock_monotonic)
+          .varint(field::clock_timestamp, static_cast<std::uint64_t>(clocks->monotonic_ns));
+      snapshot.message(field::snapshot_clocks, boottime)
+          .message(field::snapshot_clocks, monotonic)
+          .varint(field::snapshot_primary_trace_clock, clock_boottime);
+      packet.varint(field::trusted_packet_sequence_id, sequence_id).message(field::clock_snapshot, snapshot);
+      stream_.write(packet);
+      packet.clear();
+      defaults.varint(field::defaults_timestamp_clock_id, clock_monotonic);
+    }
+    timebase.bytes(field::timebase_name_field, timebase_name);
+    perf_defaults.message(field::perf_defaults_timebase, timebase);
+    defaults.message(field::defaults_perf_sample, perf_defaults);
     packet.varint(field::timestamp, static_cast<std::uint64_t>(time_ns));
     packet.varint(field::trusted_packet_sequence_id, sequence_id);
     packet.varint(field::sequence_flags, incremental_state_cleared);
+    packet.message(field::trace_packet_defaults, defaults);
     stream_.write(packet);
   }
 
@@ -179,7 +238,8 @@ class trace_writer {
   static constexpr std::size_t interned_packet_bytes = 1 << 20;
 
   struct frame_row {
-    std::int64_t function = 0, module = 0, offset = 0;  // module 0: none
+    std::int64_t function = 0, module = 0, offset = 0, file = 0, line = 0;  // module, file, line 0: none
+    std::string language;
   };
 
   void load_stacks() {
@@ -187,17 +247,25 @@ class trace_writer {
     stacks_loaded_ = true;
     auto stacks = profile_.prepare("SELECT id, COALESCE(parent, 0), frame FROM stack");
     while (stacks.step()) stack_nodes_.emplace(stacks.integer(0), std::pair{stacks.integer(1), stacks.integer(2)});
+    // The placeholder mapping's iid, and its path's: past every string's id.
+    auto strings = profile_.prepare("SELECT COALESCE(MAX(id), 0) + 1 FROM string");
+    strings.step();
+    unmapped_ = strings.integer(0);
   }
 
   const frame_row& frame(std::int64_t id) {
     if (const auto found = frames_.find(id); found != frames_.end()) return found->second;
     if (!frame_query_)
-      frame_query_.emplace(profile_.prepare("SELECT function, module, offset FROM frame WHERE id = ?"));
+      frame_query_.emplace(profile_.prepare(
+          "SELECT function, COALESCE(module, 0), COALESCE(offset, 0), COALESCE(file, 0), COALESCE(line, 0), language "
+          "FROM frame WHERE id = ?"));
     auto& query = *frame_query_;
     query.reset();
     query.bind(1, id);
     frame_row row;
-    if (query.step()) row = {query.integer(0), query.is_null(1) ? 0 : query.integer(1), query.integer(2)};
+    if (query.step())
+      row = {query.integer(0), query.integer(1), query.integer(2),
+             query.integer(3), query.integer(4), std::string{query.text(5)}};
     return frames_.emplace(id, row).first->second;
   }
 
@@ -213,8 +281,19 @@ class trace_writer {
                      proto_message& interned) {
     if (!sent.insert(id).second) return;
     proto_message entry;
-    entry.varint(field::iid, static_cast<std::uint64_t>(id)).bytes(field::interned_string_str, text_of_string(id));
+    entry.varint(field::iid, static_cast<std::uint64_t>(id))
+        .bytes(field::interned_string_str, id == unmapped_ ? unmapped_path : text_of_string(id));
     interned.message(table, entry);
+  }
+
+  // The mapping `module` (a string's id; unmapped_, the placeholder), with its path, once.
+  void intern_mapping(std::int64_t module, proto_message& interned) {
+    if (!sent_mappings_.insert(module).second) return;
+    intern_string(sent_mapping_paths_, field::interned_mapping_paths, module, interned);
+    proto_message mapping;
+    mapping.varint(field::iid, static_cast<std::uint64_t>(module))
+        .varint(field::mapping_path_string_ids, static_cast<std::uint64_t>(module));
+    interned.message(field::interned_mappings, mapping);
   }
 
   // The stack's callstack (root frame first) and every frame, function name and mapping it needs
@@ -238,37 +317,48 @@ class trace_writer {
       if (!sent_frames_.insert(*frame_id).second) continue;
       const auto row = frame(*frame_id);
       intern_string(sent_function_names_, field::interned_function_names, row.function, interned);
+      // Every frame has a mapping: a trace processor before Perfetto v53 drops a whole stack with
+      // one frame of mapping_id 0 (stack_profile_sequence_state.cc, FindOrInsertFrame). Those with
+      // no module share the placeholder, `[unknown]` as perf names one.
+      const auto module = row.module != 0 ? row.module : unmapped_;
+      intern_mapping(module, interned);
+      // A mapping's frames are told apart by rel_pc and name (virtual_memory_mapping.cc,
+      // InternFrameImpl). A Python frame (its mapping its source file) has no address: its line
+      // stands in, so that each line stays a frame of its own, as in the database.
+      const bool python = row.language == "python";
       proto_message entry;
       entry.varint(field::iid, static_cast<std::uint64_t>(*frame_id))
-          .varint(field::frame_function_name_id, static_cast<std::uint64_t>(row.function));
-      if (row.module != 0) {
-        if (!sent_mappings_.contains(row.module)) {
-          intern_string(sent_mapping_paths_, field::interned_mapping_paths, row.module, interned);
-          sent_mappings_.insert(row.module);
-          proto_message mapping;
-          mapping.varint(field::iid, static_cast<std::uint64_t>(row.module))
-              .varint(field::mapping_path_string_ids, static_cast<std::uint64_t>(row.module));
-          interned.message(field::interned_mappings, mapping);
-        }
-        entry.varint(field::frame_mapping_id, static_cast<std::uint64_t>(row.module))
-            .varint(field::frame_rel_pc, static_cast<std::uint64_t>(row.offset));
+          .varint(field::frame_function_name_id, static_cast<std::uint64_t>(row.function))
+          .varint(field::frame_mapping_id, static_cast<std::uint64_t>(module))
+          .varint(field::frame_rel_pc, static_cast<std::uint64_t>(python ? row.line : row.offset));
+      // Source file and line where the database has them (a Python frame's, a native one's with
+      // source lines on): read from Perfetto v53 on, skipped as unknown fields before.
+      if (row.file != 0) {
+        intern_string(sent_source_paths_, field::interned_source_paths, row.file, interned);
+        entry.varint(field::frame_source_path_iid, static_cast<std::uint64_t>(row.file));
       }
+      if (row.line != 0) entry.varint(field::frame_line_number, static_cast<std::uint64_t>(row.line));
+      if (python) entry.varint(field::frame_kind, frame_interpreted);
+      if (row.language == "jit") entry.varint(field::frame_kind, frame_jit);
       interned.message(field::interned_frames, entry);
     }
     interned.message(field::interned_callstacks, callstack);
     sent_callstacks_.insert(stack);
   }
 
+  static constexpr std::string_view unmapped_path = "[unknown]";
+
   connection& profile_;
   packet_stream stream_;
   packet_builder builder_;
   event_names names_;
   bool stacks_loaded_ = false;
+  std::int64_t unmapped_ = 0;  // the placeholder mapping's iid (load_stacks)
   std::unordered_map<std::int64_t, std::pair<std::int64_t, std::int64_t>> stack_nodes_;  // id → (parent, frame)
   std::unordered_map<std::int64_t, frame_row> frames_;
   std::optional<statement> frame_query_, string_query_;
   std::unordered_set<std::int64_t> sent_callstacks_, sent_frames_, sent_function_names_, sent_mapping_paths_,
-      sent_mappings_;
+      sent_source_paths_, sent_mappings_;
 };
 
 // A region's begin, held back until no region still to come can end at or after its start: at one
@@ -290,7 +380,7 @@ struct trace_tracks {
 // GPU work and process sampling's counters.
 trace_tracks write_all_but_samples(trace_writer& trace, connection& profile, const window_range& range) {
   const auto origin_ns = earliest_event_ns(profile);
-  trace.start_sequence(origin_ns);
+  trace.start_sequence(origin_ns, run_clocks(profile));
 
   // Processes (a merged launch's named by rank first) and their threads.
   std::map<std::int64_t, std::int64_t> pid_of_process;
@@ -459,7 +549,7 @@ void write_perfetto(connection& profile, std::ostream& out, const window_range& 
     if (sample.stack == 0) return;  // no stack to show
     const auto owner = tracks.pid_tid.find(sample.thread);
     if (owner == tracks.pid_tid.end()) return;
-    trace.sample(owner->second.first, owner->second.second, sample.time_ns, sample.stack);
+    trace.sample(owner->second.first, owner->second.second, sample.time_ns, sample.stack, sample.weight_ns);
   });
 }
 

@@ -155,7 +155,8 @@ void profile_writer::stream_perfetto_samples(packet_sink append) {
 
 bool profile_writer::perfetto_samples_whole() const noexcept { return sample_stream_ && sample_stream_->whole; }
 
-void profile_writer::stream_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t stack) {
+void profile_writer::stream_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns,
+                                   std::int64_t stack) {
   auto& stream = *sample_stream_;
   if (!stream.whole || stack <= 0) return;  // a sample without a stack has no packet (write_perfetto)
   if (thread != stream.last_thread) {
@@ -164,7 +165,7 @@ void profile_writer::stream_sample(std::int64_t thread, std::int64_t time_ns, st
     stream.last_thread = thread;
     stream.last_ids = found->second;
   }
-  stream.encoder.append(stream.pending, stream.last_ids.first, stream.last_ids.second, time_ns, stack);
+  stream.encoder.append(stream.pending, stream.last_ids.first, stream.last_ids.second, time_ns, stack, weight_ns);
 }
 
 profile_writer::~profile_writer() {
@@ -475,7 +476,7 @@ void profile_writer::add_sample(std::int64_t thread, std::int64_t time_ns, std::
   ++bucket.samples;
   bucket.weight_ns += weight_ns;
   if (sample_stream_) [[unlikely]]
-    stream_sample(thread, time_ns, stack);
+    stream_sample(thread, time_ns, weight_ns, stack);
 }
 
 void profile_writer::write_timeline_buckets() {

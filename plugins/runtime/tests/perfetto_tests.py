@@ -15,8 +15,10 @@ import glob
 import json
 import os
 import re
+import shutil
 import sqlite3
 import sys
+import time
 
 import perfetto_schema as schema
 from harness import check, clean_environment, run_named_test, run_process, skip
@@ -63,22 +65,42 @@ def decoded(path):
 
 
 class Sequence:
-    """The trace read as Perfetto reads a sequence: interned data and tracks must come before
-    their first use; each use is checked here, in file order."""
+    """The trace read as Perfetto reads a sequence: the clocks paired before any time, interned data
+    and tracks before their first use; each use is checked here, in file order."""
 
     def __init__(self, trace):
-        self.names, self.functions, self.paths, self.mappings, self.frames, self.callstacks = {}, {}, {}, {}, {}, {}
+        self.names, self.functions, self.paths, self.sources = {}, {}, {}, {}
+        self.mappings, self.frames, self.callstacks = {}, {}, {}
         self.tracks = {}
         self.slices = collections.defaultdict(list)  # track uuid: [(start, end, name)]
         self.counters = collections.defaultdict(list)  # track uuid: [(time, value)]
-        self.samples = []  # (pid, tid, time, callstack iid)
+        self.samples = []  # (pid, tid, time, callstack iid, weight)
         open_slices = collections.defaultdict(list)
         packets = list(trace.packet)
-        check(packets and packets[0].sequence_flags & schema.SEQ_INCREMENTAL_STATE_CLEARED,
-              "the first packet starts the sequence's state")
+        # The clocks paired first (when the database has them), then the sequence's start: its
+        # interned state cleared, its defaults (the times' clock, the samples' timebase).
+        self.clocks = packets[0].clock_snapshot if packets and packets[0].HasField("clock_snapshot") else None
+        check(not any(p.HasField("clock_snapshot") for p in packets[1:]), "one clock snapshot, first")
+        start_at = 1 if self.clocks else 0
+        start = packets[start_at] if len(packets) > start_at else None
+        check(start and start.sequence_flags & schema.SEQ_INCREMENTAL_STATE_CLEARED,
+              "the sequence's first packet starts its state")
+        self.defaults = start.trace_packet_defaults
+        check(not any(p.HasField("trace_packet_defaults") for p in packets[start_at + 1:]), "defaults set once")
+        check(not any(p.HasField("timestamp_clock_id") for p in packets), "no packet names a clock of its own")
+        if self.clocks:
+            check(self.defaults.timestamp_clock_id == schema.CLOCK_MONOTONIC, "the times are CLOCK_MONOTONIC's")
+        else:
+            check(not self.defaults.HasField("timestamp_clock_id"), "no clock declared without a pair to convert it")
+        timebase = self.defaults.perf_sample_defaults.timebase
+        check(timebase.name == "task-clock (us)" and not timebase.HasField("counter"),
+              "the samples' timebase names its unit, us (a counter's would be taken as ns)")
         events = []  # (time, file order, packet)
         for order, packet in enumerate(packets):
             check(packet.trusted_packet_sequence_id == 1, "one sequence")
+            # Past the defaults every packet says it needs the state (trace_packet.proto's rule).
+            if order > start_at:
+                check(packet.sequence_flags & schema.SEQ_NEEDS_INCREMENTAL_STATE, "a packet needs the state")
             self.intern(packet.interned_data)
             if packet.HasField("track_descriptor"):
                 track = packet.track_descriptor
@@ -97,11 +119,12 @@ class Sequence:
                     check(self.tracks[event.track_uuid].HasField("counter"), "a counter event on a counter track")
             if packet.HasField("perf_sample"):
                 check(packet.perf_sample.callstack_iid in self.callstacks, "callstack interned before its use")
+                check(packet.perf_sample.HasField("timebase_count"), "a sample carries its weight")
         # Slices as a reader rebuilds them: events by time, those at one time in file order.
         for time, _, packet in sorted(events, key=lambda entry: entry[:2]):
             if packet.HasField("perf_sample"):
                 sample = packet.perf_sample
-                self.samples.append((sample.pid, sample.tid, time, sample.callstack_iid))
+                self.samples.append((sample.pid, sample.tid, time, sample.callstack_iid, sample.timebase_count))
                 continue
             event = packet.track_event
             if event.type == schema.TYPE_SLICE_BEGIN:
@@ -124,17 +147,28 @@ class Sequence:
             once(self.functions, entry.iid, entry.str.decode(), "function name")
         for entry in data.mapping_paths:
             once(self.paths, entry.iid, entry.str.decode(), "mapping path")
+        for entry in data.source_paths:
+            once(self.sources, entry.iid, entry.str.decode(), "source path")
         for entry in data.mappings:
             check(all(path in self.paths for path in entry.path_string_ids), "a mapping's path is interned")
             once(self.mappings, entry.iid, entry, "mapping")
         for entry in data.frames:
             check(entry.function_name_id in self.functions, "a frame's function name is interned")
-            check(entry.mapping_id == 0 or entry.mapping_id in self.mappings, "a frame's mapping is interned")
+            # mapping_id 0 drops the whole stack in a trace processor before Perfetto v53.
+            check(entry.mapping_id in self.mappings, "a frame's mapping is interned, every frame has one")
+            check(entry.source_path_iid == 0 or entry.source_path_iid in self.sources,
+                  "a frame's source path is interned")
             once(self.frames, entry.iid, entry, "frame")
         for entry in data.callstacks:
             check(entry.frame_ids and all(frame in self.frames for frame in entry.frame_ids),
                   "a callstack's frames are interned")
             once(self.callstacks, entry.iid, list(entry.frame_ids), "callstack")
+
+    def frame_keys(self):
+        """Perfetto's importer tells a mapping's frames apart by rel_pc and name
+        (virtual_memory_mapping.cc, InternFrameImpl): each frame's key."""
+        return [(frame.mapping_id, frame.rel_pc, self.functions[frame.function_name_id])
+                for frame in self.frames.values()]
 
 
 def run_phased(directory, **extra):
@@ -143,19 +177,54 @@ def run_phased(directory, **extra):
     return connection, only("*.perfetto-trace", directory)
 
 
+UNMAPPED = "[unknown]"  # the placeholder mapping's path
+
+
+def check_frames_as_stored(connection, sequence):
+    """Interned strings and frames are the database's, by id; a frame with no module is in the
+    placeholder mapping, whose iid and path's are past every string's."""
+    strings = dict(connection.execute("SELECT id, value FROM string"))
+    for iid, text in (list(sequence.functions.items()) + list(sequence.paths.items())
+                      + list(sequence.sources.items())):
+        check(strings.get(iid) == text or (text == UNMAPPED and iid > max(strings)),
+              f"string {iid} is the database's: {text!r}")
+    frames = {row[0]: row[1:] for row in connection.execute(
+        "SELECT id, function, module, offset, file, line, language FROM frame")}
+    for iid, frame in sequence.frames.items():
+        function, module, offset, file, line, language = frames[iid]
+        check(frame.function_name_id == function, f"frame {iid}'s function as stored")
+        if module:
+            check(frame.mapping_id == module, f"frame {iid}'s mapping is its module")
+        else:
+            check(sequence.paths[sequence.mappings[frame.mapping_id].path_string_ids[0]] == UNMAPPED,
+                  f"frame {iid}, without a module, in the placeholder mapping")
+        # A Python frame has no address: its line is its rel_pc.
+        check(frame.rel_pc == ((line or 0) if language == "python" else (offset or 0)), f"frame {iid}'s rel_pc")
+        check(frame.source_path_iid == (file or 0) and frame.line_number == (line or 0),
+              f"frame {iid}'s source file and line as stored: {file} {line}")
+        expected_kind = {"python": schema.KIND_INTERPRETED, "jit": schema.KIND_JIT}.get(language, 0)
+        check(frame.kind == expected_kind, f"frame {iid}'s kind ({language})")
+    keys = sequence.frame_keys()
+    check(len(set(keys)) == len(keys), "no two frames one in Perfetto's frame table")
+
+
+def weight_us(weight_ns):
+    """A sample's weight as its packet carries it: CPU microseconds, rounded."""
+    return (max(weight_ns, 0) + 500) // 1000
+
+
+def clock_pair(connection):
+    row = connection.execute("SELECT value FROM metadata WHERE key = 'clock.boottime_monotonic_ns'").fetchone()
+    check(row is not None, "the run stored its clock pair")
+    boottime, monotonic = (int(number) for number in row[0].split(" "))
+    return boottime, monotonic
+
+
 def test_every_reference_track_and_count_matches_the_database(directory):
     connection, path = run_phased(directory)
     trace, size = decoded(path)
     sequence = Sequence(trace)
-    # Interned strings, frames and callstacks are the database's, by id.
-    strings = dict(connection.execute("SELECT id, value FROM string"))
-    for iid, text in list(sequence.functions.items()) + list(sequence.paths.items()):
-        check(strings.get(iid) == text, f"string {iid} is the database's: {text!r}")
-    frames = {row[0]: row[1:] for row in connection.execute("SELECT id, function, module, offset FROM frame")}
-    for iid, frame in sequence.frames.items():
-        function, module, offset = frames[iid]
-        check(frame.function_name_id == function and frame.mapping_id == (module or 0), f"frame {iid} as stored")
-        check(not module or frame.rel_pc == offset, f"frame {iid}'s offset")
+    check_frames_as_stored(connection, sequence)
     nodes = {row[0]: (row[1], row[2]) for row in connection.execute("SELECT id, parent, frame FROM stack")}
     for iid, frame_ids in sequence.callstacks.items():
         path_frames, node = [], iid
@@ -167,8 +236,8 @@ def test_every_reference_track_and_count_matches_the_database(directory):
     # Every stacked sample, on its thread.
     threads = {row[0]: (row[1], row[2]) for row in connection.execute("SELECT id, pid, tid FROM threads")}
     expected = collections.Counter(
-        (*threads[thread], time, stack) for thread, time, stack in
-        connection.execute("SELECT thread, time_ns, stack FROM sample WHERE stack IS NOT NULL"))
+        (*threads[thread], time, stack, weight_us(weight)) for thread, time, stack, weight in
+        connection.execute("SELECT thread, time_ns, stack, weight_ns FROM sample WHERE stack IS NOT NULL"))
     check(collections.Counter(sequence.samples) == expected,
           f"the samples are the database's: {len(sequence.samples)} of {sum(expected.values())}")
     check(len(sequence.samples) > 50, f"a run of 0.9 s of CPU has samples: {len(sequence.samples)}")
@@ -195,10 +264,10 @@ def test_every_reference_track_and_count_matches_the_database(directory):
 
 
 def stacks_by_name(sequence):
-    """Each sample as (pid, tid, time, its callstack's function names, root first)."""
+    """Each sample as (pid, tid, time, weight, its callstack's function names, root first)."""
     def names(iid):
         return tuple(sequence.functions[sequence.frames[frame].function_name_id] for frame in sequence.callstacks[iid])
-    return collections.Counter((pid, tid, time, names(iid)) for pid, tid, time, iid in sequence.samples)
+    return collections.Counter((pid, tid, time, weight, names(iid)) for pid, tid, time, iid, weight in sequence.samples)
 
 
 def test_streamed_trace_agrees_with_kairos_report(directory):
@@ -217,32 +286,137 @@ def test_streamed_trace_agrees_with_kairos_report(directory):
           "the streamed samples' packets intern nothing")
     check(any(p.HasField("perf_sample") and p.HasField("interned_data") for p in report_trace.packet),
           "kairos-report interns as the samples first need it")
-    per_thread = collections.Counter((pid, tid) for pid, tid, _, _ in streamed.samples)
-    check(per_thread == collections.Counter((pid, tid) for pid, tid, _, _ in reported.samples),
+    per_thread = collections.Counter((pid, tid) for pid, tid, *_ in streamed.samples)
+    check(per_thread == collections.Counter((pid, tid) for pid, tid, *_ in reported.samples),
           f"the samples per thread agree: {per_thread}")
     check(len(streamed.samples) > 50, f"a run of 0.9 s of CPU has samples: {len(streamed.samples)}")
-    check(stacks_by_name(streamed) == stacks_by_name(reported), "each sample's stack is the same, frame by frame")
+    check(stacks_by_name(streamed) == stacks_by_name(reported),
+          "each sample's weight and stack are the same, frame by frame")
+    # Written later, the trace still pairs the clocks as the run read them.
+    check(streamed.clocks is not None and streamed.clocks == reported.clocks, "the same clock pair")
     for kind in ("tracks", "slices", "counters"):
         first, second = getattr(streamed, kind), getattr(reported, kind)
         check(set(first) == set(second) and all(
             (first[key] == second[key]) for key in first), f"the same {kind}")
 
 
+def test_clock_is_declared_and_paired_as_the_run_read_it(directory):
+    """The run reads CLOCK_BOOTTIME and CLOCK_MONOTONIC together and stores the pair; the trace
+    declares its times CLOCK_MONOTONIC's and pairs the clocks in a ClockSnapshot, so that Perfetto
+    converts them to its trace clock, boot time. kairos-report, later, writes the run's pair, not
+    one read at report time. A database without the pair gives a trace that declares no clock
+    (a clock a reader could not convert would cost every packet)."""
+    connection, path = run_phased(directory)
+    boottime, monotonic = clock_pair(connection)
+    start, end = connection.execute("SELECT start_ns, end_ns FROM process").fetchone()
+    check(start <= monotonic <= end, f"the pair was read during the run: {monotonic} in [{start}, {end}]")
+    # The clocks part only at a suspend, which this test does not expect: 0.1 s is slack enough.
+    offset_now = time.clock_gettime_ns(time.CLOCK_BOOTTIME) - time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    check(abs((boottime - monotonic) - offset_now) < 100_000_000,
+          f"boot time less monotonic time as now: {boottime - monotonic} against {offset_now}")
+    sequence = Sequence(decoded(path)[0])
+    check(sequence.clocks is not None, "the trace pairs the clocks")
+    check({clock.clock_id: clock.timestamp for clock in sequence.clocks.clocks}
+          == {schema.CLOCK_BOOTTIME: boottime, schema.CLOCK_MONOTONIC: monotonic}, "the run's pair")
+    check(sequence.clocks.primary_trace_clock == schema.CLOCK_BOOTTIME, "boot time is the trace's clock")
+    later = os.path.join(directory, "later.perfetto-trace")
+    result = run_process([KAIROS_REPORT, only("*.db", directory), "-f", "perfetto", "-o", later], TIMEOUT)
+    check(result.returncode == 0, result.stderr.decode())
+    check(Sequence(decoded(later)[0]).clocks == sequence.clocks, "kairos-report writes the run's pair")
+    # A database without the pair: the times as they are, no clock declared (Sequence checks).
+    older = os.path.join(directory, "older.db")
+    shutil.copy(only("*.db", directory), older)
+    with sqlite3.connect(older) as copy:
+        copy.execute("DELETE FROM metadata WHERE key = 'clock.boottime_monotonic_ns'")
+    unpaired = os.path.join(directory, "unpaired.perfetto-trace")
+    result = run_process([KAIROS_REPORT, older, "-f", "perfetto", "-o", unpaired], TIMEOUT)
+    check(result.returncode == 0, result.stderr.decode())
+    without = Sequence(decoded(unpaired)[0])
+    check(without.clocks is None and len(without.samples) == len(sequence.samples), "no pair, every sample")
+    # A pair that does not parse is named, with what is accepted.
+    with sqlite3.connect(older) as copy:
+        copy.execute("INSERT INTO metadata (key, value) VALUES ('clock.boottime_monotonic_ns', 'soon')")
+    result = run_process([KAIROS_REPORT, older, "-f", "perfetto", "-o", unpaired], TIMEOUT)
+    message = result.stderr.decode()
+    check(result.returncode != 0 and "clock.boottime_monotonic_ns" in message and "<boottime_ns> <monotonic_ns>"
+          in message, f"a malformed pair is named: {message}")
+
+
+PYTHON_PROGRAM = r"""
+import sys, time
+
+def inner(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+def outer(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        inner(3000)
+
+outer(float(sys.argv[1]))
+"""
+
+
+def test_python_frames_carry_their_source_file_and_line(directory):
+    """A Python frame: its source file and line in Frame's own fields (source_path_iid,
+    line_number), its kind interpreted, its mapping its file and its line its rel_pc, so that each
+    line stays a frame of its own in Perfetto's frame table."""
+    python = "/usr/bin/python3"
+    if not os.access(python, os.X_OK):
+        skip("Debian's python3 is not installed")
+    script = os.path.join(directory, "spin.py")
+    with open(script, "w") as file:
+        file.write(PYTHON_PROGRAM)
+    kairos([python, script, "0.5"], directory, KAIROS_PROCESS_SAMPLING="off")
+    connection = sqlite3.connect(only("*.db", directory))
+    rows = connection.execute(
+        "SELECT frame.id, name.value, source.value, frame.line FROM frame JOIN string AS name ON name.id = "
+        "frame.function JOIN string AS source ON source.id = frame.file WHERE frame.language = 'python'").fetchall()
+    if not rows:
+        note = connection.execute("SELECT value FROM metadata WHERE key = 'python.note'").fetchone()
+        skip(f"no Python frames were read here: {note[0] if note else 'no note'}")
+    sequence = Sequence(decoded(only("*.perfetto-trace", directory))[0])
+    check_frames_as_stored(connection, sequence)
+    ours = [(iid, name, line) for iid, name, source, line in rows if source == script and iid in sequence.frames]
+    check({name.split(" (")[0] for _, name, _ in ours} >= {"inner", "outer"}, f"the script's functions: {ours}")
+    for iid, name, line in ours:
+        frame = sequence.frames[iid]
+        check(sequence.sources[frame.source_path_iid] == script and frame.line_number == line > 0,
+              f"{name}: {script}:{line} in the frame's own fields")
+        check(sequence.paths[sequence.mappings[frame.mapping_id].path_string_ids[0]] == script,
+              f"{name}: its mapping is its file")
+
+
+def framed_size(packet):
+    """A packet's bytes in the file: Trace's field key, its length, the packet."""
+    size, length_bytes = packet.ByteSize(), 1
+    while size >= 0x80 << 7 * (length_bytes - 1):
+        length_bytes += 1
+    return 1 + length_bytes + size
+
+
 def test_a_sample_costs_tens_of_bytes(directory):
-    """One thread sampled at 2 kHz: the Perfetto file's bytes a sample against the Chrome trace's."""
+    """One thread sampled at 2 kHz: the Perfetto file's bytes a sample against the Chrome trace's.
+    A sample's own packet, weight included, stays within 30 bytes: what a long run's file costs a
+    sample once its fixed part (tracks, interned stacks) no longer counts."""
     kairos([SAMPLED, "split", "1.5"], directory, KAIROS_SAMPLING_FREQ="2000", KAIROS_PROCESS_SAMPLING="off")
     connection = sqlite3.connect(only("*.db", directory))
     samples = connection.execute("SELECT COUNT(*) FROM sample").fetchone()[0]
     trace, size = decoded(only("*.perfetto-trace", directory))
     sequence = Sequence(trace)
     chrome = os.path.getsize(only("*.trace.json", directory))
-    # What the samples add: the file less its tracks and interned stacks.
     per_sample = size / samples
-    print(f"{samples} samples: perfetto {size} bytes ({per_sample:.1f} a sample), "
+    packets = [packet for packet in trace.packet if packet.HasField("perf_sample")]
+    per_packet = sum(framed_size(packet) for packet in packets) / len(packets)
+    print(f"{samples} samples: perfetto {size} bytes ({per_sample:.1f} a sample, its own packet {per_packet:.1f}), "
           f"chrome JSON {chrome} bytes ({chrome / samples:.1f} a sample)")
     check(len(sequence.samples) == samples - connection.execute(
         "SELECT COUNT(*) FROM sample WHERE stack IS NULL").fetchone()[0], "every stacked sample")
-    check(per_sample < 40, f"tens of bytes a sample: {per_sample:.1f}")
+    check(per_packet <= 30, f"a sample's packet within 30 bytes: {per_packet:.1f}")
+    check(per_sample < 40, f"tens of bytes a sample, the whole file: {per_sample:.1f}")
     check(chrome / samples > 3 * per_sample, "a few times smaller than the Chrome trace")
 
 

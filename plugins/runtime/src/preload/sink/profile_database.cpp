@@ -409,6 +409,9 @@ bool create_if_needed() {
     file().writer->set_metadata("host", process.hostname);
     file().writer->set_metadata("kairos_version", KAIROS_VERSION);
     file().writer->set_metadata("pid", std::to_string(process.pid));
+    const auto clocks = boottime_and_monotonic_ns();
+    file().writer->set_metadata(database::metadata_key::clock_boottime_monotonic_ns,
+                                fmt::format("{} {}", clocks.boottime_ns, clocks.monotonic_ns));
     for (const auto& [key, value] : state->metadata) file().writer->set_metadata(key, value);
     for (const auto& window : state->windows_waiting) file().writer->add_window(window);
     state->windows_waiting.clear();

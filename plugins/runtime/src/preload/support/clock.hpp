@@ -15,4 +15,18 @@ inline std::int64_t steady_now_ns() noexcept {
   return to_ns(now);
 }
 
+// CLOCK_BOOTTIME and CLOCK_MONOTONIC read together: boot time against the midpoint of the monotonic
+// reads around it. They part at every suspend; a trace that pairs them (Perfetto's ClockSnapshot)
+// lands beside a system trace stamped in boot time.
+struct clock_pair {
+  std::int64_t boottime_ns, monotonic_ns;
+};
+inline clock_pair boottime_and_monotonic_ns() noexcept {
+  timespec before{}, boot{}, after{};
+  clock_gettime(CLOCK_MONOTONIC, &before);
+  clock_gettime(CLOCK_BOOTTIME, &boot);
+  clock_gettime(CLOCK_MONOTONIC, &after);
+  return {to_ns(boot), to_ns(before) + (to_ns(after) - to_ns(before)) / 2};
+}
+
 }  // namespace kairos::runtime

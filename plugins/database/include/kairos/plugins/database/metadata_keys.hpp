@@ -5,6 +5,9 @@
 
 namespace kairos::database::metadata_key {
 
+// The clocks: CLOCK_BOOTTIME and CLOCK_MONOTONIC (the database's clock) read together when the
+// database was created, "<boottime_ns> <monotonic_ns>"; the Perfetto trace's ClockSnapshot.
+inline constexpr std::string_view clock_boottime_monotonic_ns = "clock.boottime_monotonic_ns";
 // Sampling: the CPU-time source used, the signal, how samples were unwound, and the whole
 // (`program_cpu_ns`) the samples' weights are a share of.
 inline constexpr std::string_view sampling_cpu_source = "sampling_cpu_source";

@@ -270,7 +270,7 @@ class profile_writer {
   // The streamed samples' packets (stream_perfetto_samples); writer.cpp holds its encoder.
   struct sample_stream;
   std::unique_ptr<sample_stream> sample_stream_;
-  void stream_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t stack);
+  void stream_sample(std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns, std::int64_t stack);
   // Each process row's pid and each thread row's (pid, tid), as a sample's packet names them.
   std::unordered_map<std::int64_t, std::int64_t> process_pids_;
   std::unordered_map<std::int64_t, std::pair<std::int64_t, std::int64_t>> thread_ids_;
