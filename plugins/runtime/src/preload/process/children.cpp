@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <kairos/plugins/gotcha/call_through.hpp>
 
 #include "common/proc_file.hpp"
 #include "preload/support/clock.hpp"
@@ -157,7 +158,8 @@ pid_t peek_reapable_child(idtype_t which, id_t id, int options, char (&name)[16]
   // a child shorter than a tick is named too; the program's call then returns at once.
   const int kept = options & (__WALL | __WCLONE | __WNOTHREAD | WNOHANG);
   const int changes = WEXITED | (options & WUNTRACED ? WSTOPPED : 0) | (options & WCONTINUED ? WCONTINUED : 0);
-  if (waitid(which, id, &info, changes | WNOWAIT | kept) != 0) {
+  // Through call_through: the time waited is the program's, not kairos's own work.
+  if (call_through(::waitid, which, id, &info, changes | WNOWAIT | kept) != 0) {
     const bool interrupted = errno == EINTR;
     errno = interrupted ? EINTR : saved_errno;
     return interrupted ? -1 : 0;  // else the program's call meets the same error itself

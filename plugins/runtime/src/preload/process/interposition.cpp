@@ -122,7 +122,7 @@ pid_t wait_through(pid_t pid, int* status, int options, rusage* usage) {
     errno = ENOSYS;
     return -1;
   }
-  if (current_state() != runtime_state::active || inside_kairos) return real(pid, status, options, usage);
+  if (current_state() != runtime_state::active || inside_kairos) return call_through(real, pid, status, options, usage);
   char name[16];
   const auto which = pid < -1 ? P_PGID : pid == -1 ? P_ALL : pid == 0 ? P_PGID : P_PID;
   const auto peeked = peek_reapable_child(which, static_cast<id_t>(pid < -1 ? -pid : pid > 0 ? pid : 0), options, name);
@@ -131,7 +131,7 @@ pid_t wait_through(pid_t pid, int* status, int options, rusage* usage) {
   rusage own_usage{};
   rusage* used = usage ? usage : &own_usage;
   int* status_used = status ? status : &own_status;
-  const auto reaped = real(pid, status_used, options, used);
+  const auto reaped = call_through(real, pid, status_used, options, used);  // the program's wait
   if (reaped > 0 && (WIFEXITED(*status_used) || WIFSIGNALED(*status_used))) {
     const int saved_errno = errno;
     child_reaped(reaped, *used, reaped == peeked ? name : nullptr);
