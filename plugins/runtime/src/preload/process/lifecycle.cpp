@@ -282,8 +282,12 @@ void write_everything(const std::string& end_reason, bool snapshot) {
   for (const auto& stage : runtime_stages())
     if (stage.stop) stage.stop();
   const auto sampling = sampling_totals();
-  const losses lost{sampling.dropped,          traced_rows_dropped(),     0,
-                    sampling.unsampled_cpu_ns, sampling.threads_blocking, gpu_records_dropped(),
+  const losses lost{sampling.dropped,
+                    traced_rows_dropped(),
+                    0,
+                    sampling.coverage.blocked_ns,
+                    sampling.coverage.blocked_threads,
+                    gpu_records_dropped(),
                     mpi_calls_dropped()};
   if (!snapshot && verbosity() > 0 && sampling.delivered > 0) {
     report(fmt::format(

@@ -48,10 +48,20 @@ void sampling_metadata(const run_facts&) {
   add_number(key::sampling_unwound_by_tables, sampling.unwound_by_tables);
   add_number(key::sampling_threads_by_ring, sampling.threads_by_ring);
   add_number(key::dropped_samples, sampling.dropped);
-  add_number(key::unsampled_cpu_ns, sampling.unsampled_cpu_ns);
-  add_number(key::unsampled_threads, sampling.threads_blocking);
-  // The whole the CPU-time samples are a share of (every report states their coverage).
-  if (!sampling.cpu_source.empty()) add_number(key::program_cpu_ns, sampling.program_cpu_ns);
+  const auto& coverage = sampling.coverage;
+  add_number(key::unsampled_cpu_ns, coverage.blocked_ns);
+  add_number(key::unsampled_threads, coverage.blocked_threads);
+  // The whole the CPU-time samples are a share of, and what they do not stand for (every report
+  // states their coverage).
+  if (!sampling.cpu_source.empty()) {
+    add_number(key::program_cpu_ns, coverage.program_cpu_ns);
+    add_number(key::before_sampling_cpu_ns, coverage.before_sampling_ns);
+    add_number(key::paused_cpu_ns, coverage.paused_ns);
+    add_number(key::after_last_sample_cpu_ns, coverage.after_last_sample_ns);
+    add_number(key::signal_handler_cpu_ns, coverage.handler_ns);
+    add_number(key::weights_shortfall_ns, coverage.weights_shortfall_ns());
+    add_number(key::ring_count_excess_ns, coverage.ring_excess_ns);
+  }
   if (sampling.python_version.empty()) return;
   add(key::python_version, sampling.python_version);
   if (!sampling.python_note.empty()) add(key::python_note, sampling.python_note);

@@ -246,6 +246,7 @@ void writer_pass(sample_writer& writer, bool final_pass) {
       sampler->unwound_by_tables.fetch_add(drained.unwound_by_tables, std::memory_order_relaxed);
     }
     if (finished[i]) {  // its thread ended: nothing can write here any more
+      ring_drained_for_good(*sampler);
       for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
       close_perf_ring(sampler->ring);
       delete sampler;

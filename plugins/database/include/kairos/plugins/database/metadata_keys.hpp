@@ -14,6 +14,13 @@ inline constexpr std::string_view sampling_threads_by_ring = "sampling_threads_b
 inline constexpr std::string_view program_cpu_ns = "program_cpu_ns";
 inline constexpr std::string_view unsampled_cpu_ns = "unsampled_cpu_ns";
 inline constexpr std::string_view unsampled_threads = "unsampled_threads";
+// The rest of program_cpu_ns, measured on each thread's CPU clock (docs/database.md).
+inline constexpr std::string_view before_sampling_cpu_ns = "coverage.before_sampling_ns";
+inline constexpr std::string_view paused_cpu_ns = "coverage.paused_ns";
+inline constexpr std::string_view after_last_sample_cpu_ns = "coverage.after_last_sample_ns";
+inline constexpr std::string_view signal_handler_cpu_ns = "coverage.signal_handler_ns";
+inline constexpr std::string_view weights_shortfall_ns = "coverage.weights_shortfall_ns";
+inline constexpr std::string_view ring_count_excess_ns = "coverage.ring_count_excess_ns";
 // What was lost, by whom.
 inline constexpr std::string_view dropped_samples = "dropped.samples";
 inline constexpr std::string_view dropped_region_rows = "dropped.region_rows";
