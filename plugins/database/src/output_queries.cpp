@@ -236,9 +236,12 @@ sampling_coverage coverage_of(connection& profile) {
   coverage.delay_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DELAY", false);
   coverage.duration_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DURATION", false);
   coverage.windows = scalar(profile, "SELECT COUNT(*) FROM window") > 0;
-  if (coverage.program_cpu_ns > 0)
-    coverage.outside_ns =
-        std::max<std::int64_t>(0, coverage.program_cpu_ns - coverage.sampled_ns - coverage.blocked_ns - coverage.lost_ns);
+  coverage.before_sampling_ns = integer(metadata_key::before_sampling_cpu_ns);
+  coverage.paused_ns = integer(metadata_key::paused_cpu_ns);
+  coverage.after_last_sample_ns = integer(metadata_key::after_last_sample_cpu_ns);
+  coverage.handler_ns = integer(metadata_key::signal_handler_cpu_ns);
+  coverage.ring_excess_ns = integer(metadata_key::ring_count_excess_ns);
+  coverage.weights_shortfall_ns = integer(metadata_key::weights_shortfall_ns);
   return coverage;
 }
 
@@ -257,21 +260,37 @@ std::string coverage_text(const sampling_coverage& coverage) {
   if (worth_saying(coverage.blocked_ns))
     unseen.push_back(fmt::format("{} in {} thread{} that blocked the sampling signal", seconds(coverage.blocked_ns),
                                  coverage.blocked_threads, coverage.blocked_threads == 1 ? "" : "s"));
-  if (worth_saying(coverage.outside_ns)) {
-    std::string when;
-    if (coverage.delay_s > 0)
-      when += fmt::format("before the sampling delay (KAIROS_SAMPLING_DELAY={:g} s), ", coverage.delay_s);
-    if (coverage.duration_s > 0) when += fmt::format("after KAIROS_SAMPLING_DURATION={:g} s, ", coverage.duration_s);
-    if (coverage.windows) when += "outside the time windows, ";
-    unseen.push_back(fmt::format("{} {}{}after a thread's last sample", seconds(coverage.outside_ns), when,
-                                 when.empty() ? "" : "or "));
+  if (worth_saying(coverage.before_sampling_ns))
+    unseen.push_back(fmt::format("{} before sampling began ({})", seconds(coverage.before_sampling_ns),
+                                 coverage.delay_s > 0 ? fmt::format("KAIROS_SAMPLING_DELAY={:g} s", coverage.delay_s)
+                                 : coverage.windows   ? std::string{"the first time window"}
+                                                      : std::string{"the process's start"}));
+  if (worth_saying(coverage.paused_ns)) {
+    std::vector<std::string> why;
+    if (coverage.duration_s > 0) why.push_back(fmt::format("after KAIROS_SAMPLING_DURATION={:g} s", coverage.duration_s));
+    if (coverage.windows) why.emplace_back("outside the time windows");
+    unseen.push_back(fmt::format("{} while sampling was off{}", seconds(coverage.paused_ns),
+                                 why.empty() ? "" : fmt::format(" ({})", fmt::join(why, ", "))));
   }
+  if (worth_saying(coverage.after_last_sample_ns))
+    unseen.push_back(fmt::format("{} after a thread's last sample", seconds(coverage.after_last_sample_ns)));
+  if (worth_saying(coverage.handler_ns))
+    unseen.push_back(fmt::format("{} in kairos's signal handler", seconds(coverage.handler_ns)));
   if (coverage.dropped_samples > 0)
     unseen.push_back(fmt::format("{} in {} lost sample{} (the writers fell behind)", seconds(coverage.lost_ns),
                                  coverage.dropped_samples, coverage.dropped_samples == 1 ? "" : "s"));
   else if (worth_saying(coverage.lost_ns))
     unseen.push_back(fmt::format("{} that the kernel did not sample (throttled)", seconds(coverage.lost_ns)));
+  if (worth_saying(coverage.weights_shortfall_ns))
+    unseen.push_back(fmt::format("{} between samples that their weights fall short of",
+                                 seconds(coverage.weights_shortfall_ns)));
   if (!unseen.empty()) text += fmt::format("; not sampled: {}", fmt::join(unseen, "; "));
+  if (worth_saying(-coverage.weights_shortfall_ns))
+    text += fmt::format("; the weights exceed the CPU time they stand for by {}{}", seconds(-coverage.weights_shortfall_ns),
+                        worth_saying(coverage.ring_excess_ns)
+                            ? fmt::format(" (perf rings' task-clock counted {} more than their threads' CPU clocks)",
+                                          seconds(coverage.ring_excess_ns))
+                            : "");
   if (coverage.dropped_regions > 0)
     text += fmt::format("; {} rows of regions and instrumented calls lost", coverage.dropped_regions);
   if (coverage.rows_lost > 0) text += fmt::format("; {} database rows could not be written", coverage.rows_lost);
@@ -283,7 +302,12 @@ nlohmann::json coverage_json(const sampling_coverage& coverage) {
                       {"not_sampled",
                        {{"blocked_signal_cpu_ns", coverage.blocked_ns},
                         {"blocked_signal_threads", coverage.blocked_threads},
-                        {"outside_sampling_cpu_ns", coverage.outside_ns},
+                        {"before_sampling_cpu_ns", coverage.before_sampling_ns},
+                        {"paused_cpu_ns", coverage.paused_ns},
+                        {"after_last_sample_cpu_ns", coverage.after_last_sample_ns},
+                        {"signal_handler_cpu_ns", coverage.handler_ns},
+                        {"weights_shortfall_ns", coverage.weights_shortfall_ns},
+                        {"ring_count_excess_ns", coverage.ring_excess_ns},
                         {"dropped_samples", coverage.dropped_samples},
                         {"lost_cpu_ns", coverage.lost_ns},
                         {"dropped_region_rows", coverage.dropped_regions},

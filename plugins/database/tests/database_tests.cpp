@@ -266,13 +266,20 @@ TEST_CASE("every output that shows shares states how much of the program's CPU t
     writer.set_metadata("unsampled_threads", "1");
     writer.set_metadata("dropped.samples", "3");
     writer.set_metadata("setting.KAIROS_SAMPLING_DELAY", "0.5");
+    // The runtime's measured parts of the rest (sampler.cpp, "coverage").
+    writer.set_metadata("coverage.before_sampling_ns", "60000000");
+    writer.set_metadata("coverage.paused_ns", "0");
+    writer.set_metadata("coverage.after_last_sample_ns", "20000000");
+    writer.set_metadata("coverage.signal_handler_ns", "5000000");
+    writer.set_metadata("coverage.weights_shortfall_ns", "15000000");
     writer.commit();
   }
   auto profile = db::open_profile(path);
   const std::string coverage =
       "samples stand for 0.200 s of the program's 1.000 s of CPU time (20.0%); not sampled: 0.700 s in 1 thread "
-      "that blocked the sampling signal; 0.100 s before the sampling delay (KAIROS_SAMPLING_DELAY=0.5 s), or after a "
-      "thread's last sample; 3 samples lost";
+      "that blocked the sampling signal; 0.060 s before sampling began (KAIROS_SAMPLING_DELAY=0.5 s); 0.020 s after a "
+      "thread's last sample; 0.005 s in kairos's signal handler; 0.015 s between samples that their weights fall "
+      "short of; 3 samples lost";
   std::ostringstream text, summary, html, flamegraph, speedscope;
   db::write_text(profile, text);
   CHECK(text.str().find("\ncoverage (whole run): " + coverage) != std::string::npos);
@@ -282,7 +289,10 @@ TEST_CASE("every output that shows shares states how much of the program's CPU t
   CHECK(json["sampled_cpu_ns"] == 200'000'000);
   CHECK(json["sampled_percent"] == doctest::Approx(20.0));
   CHECK(json["not_sampled"]["blocked_signal_cpu_ns"] == 700'000'000);
-  CHECK(json["not_sampled"]["outside_sampling_cpu_ns"] == 100'000'000);
+  CHECK(json["not_sampled"]["before_sampling_cpu_ns"] == 60'000'000);
+  CHECK(json["not_sampled"]["after_last_sample_cpu_ns"] == 20'000'000);
+  CHECK(json["not_sampled"]["signal_handler_cpu_ns"] == 5'000'000);
+  CHECK(json["not_sampled"]["weights_shortfall_ns"] == 15'000'000);
   CHECK(json["not_sampled"]["dropped_samples"] == 3);
   CHECK(json["text"].get<std::string>().starts_with(coverage));
   db::write_html(profile, html);
@@ -295,6 +305,23 @@ TEST_CASE("every output that shows shares states how much of the program's CPU t
   CHECK(flamegraph.str().find("1.000 s of CPU time (20.0%); not sampled: 0.700 s") != std::string::npos);
   db::write_speedscope(profile, speedscope);
   CHECK(nlohmann::json::parse(speedscope.str())["name"].get<std::string>().starts_with("app --fast (" + coverage));
+}
+
+TEST_CASE("weights that exceed the CPU time they stand for are said, with the perf rings' excess") {
+  const auto path = write_known_profile("coverage-excess");
+  {
+    db::profile_writer writer{path, fake_symbols, db::profile_writer::reopen};
+    writer.set_metadata("program_cpu_ns", "190000000");
+    writer.set_metadata("coverage.weights_shortfall_ns", "-10000000");
+    writer.set_metadata("coverage.ring_count_excess_ns", "10000000");
+    writer.commit();
+  }
+  auto profile = db::open_profile(path);
+  std::ostringstream text;
+  db::write_text(profile, text);
+  CHECK(text.str().find("of the program's 0.190 s of CPU time (105.3%); the weights exceed the CPU time they stand "
+                        "for by 0.010 s (perf rings' task-clock counted 0.010 s more than their threads' CPU "
+                        "clocks)") != std::string::npos);
 }
 
 TEST_CASE("a profile without the program's CPU time says what its samples stand for, and no share of a whole") {

@@ -346,7 +346,7 @@ std::string causal_summary_text(const causal_summary& causal) {
 std::int64_t cpu_ns_ending_with_image(const sampling_summary& sampling) {
   timespec own{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
-  return std::max<std::int64_t>(sampling.program_cpu_ns - to_ns(own), 0);
+  return std::max<std::int64_t>(sampling.coverage.program_cpu_ns - to_ns(own), 0);
 }
 
 // A chain's profile is named by the program at its end (KAIROS_OUTPUT_PATH's %exe%), not by the
@@ -374,8 +374,8 @@ void write_everything(const std::string& end_reason, bool before_exec) {
       if (stage.stop) stage.stop();
   globals->stopped_for_exec = before_exec;
   const auto sampling = sampling_totals();
-  const losses lost{sampling.dropped,          traced_rows_dropped(),     0,
-                    sampling.unsampled_cpu_ns, sampling.threads_blocking, gpu_records_dropped(),
+  const losses lost{sampling.dropped,          traced_rows_dropped(),          0,
+                    sampling.coverage.blocked_ns, sampling.coverage.blocked_threads, gpu_records_dropped(),
                     mpi_calls_dropped(),       sampling.lost_cpu_ns};
   if (!before_exec && verbosity() > 0 && sampling.delivered > 0) {
     report(fmt::format(
@@ -432,7 +432,7 @@ void write_everything(const std::string& end_reason, bool before_exec) {
     if (globals->identity.launched && !globals->sampling_off_said)
       report(fmt::format("0 samples, 0 regions on {}; outputs: none (nothing was recorded: {}){}{}",
                          plural(program_threads(), "thread"), why_nothing_was_recorded(),
-                         describe(lost, sampling.signal_number), children_text(sampling.program_cpu_ns)));
+                         describe(lost, sampling.signal_number), children_text(sampling.coverage.program_cpu_ns)));
     return;
   }
   const auto samples = database_path.empty() ? sampling.delivered : counts.samples + counts.realtime_samples;
@@ -495,7 +495,7 @@ void write_everything(const std::string& end_reason, bool before_exec) {
   report(fmt::format("{}, {}{}{}{} on {}; outputs: {}{}{}{}{}", plural(samples, "sample"), plural(regions, "region"),
                      gpu, mpi, causal_summary_text(causal), plural(program_threads(), "thread"),
                      files.empty() ? "none" : files, describe(with_rows, sampling.signal_number), chain,
-                     children_text(sampling.program_cpu_ns), launch));
+                     children_text(sampling.coverage.program_cpu_ns), launch));
 }
 
 void finalize(const std::string& end_reason) {

@@ -52,10 +52,20 @@ void sampling_metadata(const run_facts&) {
   add_number(key::lost_cpu_ns, sampling.lost_cpu_ns);
   add_number(key::sampling_cut_stacks, sampling.cut_stacks);
   add_number(key::sampling_chained_stacks, sampling.chained_stacks);
-  add_number(key::unsampled_cpu_ns, sampling.unsampled_cpu_ns);
-  add_number(key::unsampled_threads, sampling.threads_blocking);
-  // The whole the CPU-time samples are a share of (every report states their coverage).
-  if (!sampling.cpu_source.empty()) add_number(key::program_cpu_ns, sampling.program_cpu_ns);
+  const auto& coverage = sampling.coverage;
+  add_number(key::unsampled_cpu_ns, coverage.blocked_ns);
+  add_number(key::unsampled_threads, coverage.blocked_threads);
+  // The whole the CPU-time samples are a share of, and what they do not stand for (every report
+  // states their coverage).
+  if (!sampling.cpu_source.empty()) {
+    add_number(key::program_cpu_ns, coverage.program_cpu_ns);
+    add_number(key::before_sampling_cpu_ns, coverage.before_sampling_ns);
+    add_number(key::paused_cpu_ns, coverage.paused_ns);
+    add_number(key::after_last_sample_cpu_ns, coverage.after_last_sample_ns);
+    add_number(key::signal_handler_cpu_ns, coverage.handler_ns);
+    add_number(key::weights_shortfall_ns, coverage.weights_shortfall_ns());
+    add_number(key::ring_count_excess_ns, coverage.ring_excess_ns);
+  }
   const auto own_work = own_work_in_samples();
   add_number(key::kairos_own_samples, own_work.samples);
   add_number(key::kairos_own_cpu_ns, own_work.cpu_ns);

@@ -172,6 +172,12 @@ void close_perf_ring(perf_ring& ring) noexcept {
   ring.mapping_size = 0;
 }
 
+std::int64_t perf_ring_tail_ns(const perf_ring& ring) noexcept {
+  std::uint64_t count = 0;
+  if (!ring.event.still_ours() || read(ring.event.get(), &count, sizeof count) != sizeof count) return 0;
+  return count > ring.last_count ? static_cast<std::int64_t>(count - ring.last_count) : 0;
+}
+
 ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch& batch) {
   ring_drain drained;
   if (!ring.mapping) return drained;
@@ -249,6 +255,7 @@ ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch&
     sample.thread = thread;
     sample.time_ns = static_cast<std::int64_t>(time_ns);
     sample.weight_ns = weight;
+    ring.weights_ns += elapsed;  // the kept weight and the lost time: coverage's weights
     sample.thread_cpu_ns = ring.cpu_at_open_ns + static_cast<std::int64_t>(count);
     sample.source = sample_source::cpu_time;
     sample.window = window_at(sample.time_ns);

@@ -33,6 +33,7 @@ struct perf_ring {
   std::int64_t period_ns = 0;
   std::uint64_t last_count = 0;       // the task-clock count at the previous sample (ns)
   bool unseen_since_sample = false;   // samples lost, throttled or unreadable since the previous one
+  std::int64_t weights_ns = 0;        // the count's growth over its samples, lost time included (the writer's)
   std::int64_t cpu_at_open_ns = 0;    // the thread's CPU time when the count started
   std::vector<unsigned char> record;  // a record that wraps around the ring's end, made whole
 };
@@ -43,6 +44,8 @@ bool open_perf_ring(perf_ring& ring, pid_t tid, std::int64_t period_ns);
 void set_perf_ring_running(perf_ring& ring, bool running) noexcept;
 // Async-signal-safe (a fork child closes its copies with it).
 void close_perf_ring(perf_ring& ring) noexcept;
+// What the ring counted after its last sample drained: once disabled for good and drained.
+std::int64_t perf_ring_tail_ns(const perf_ring& ring) noexcept;
 
 struct ring_drain {
   std::uint64_t samples = 0;            // appended to the batch

@@ -264,6 +264,7 @@ void writer_pass(sample_writer& writer, bool final_pass) {
       drain_ring(*sampler, batch);
     }
     if (finished[i]) {  // its thread ended: nothing can write here any more
+      ring_drained_for_good(*sampler);
       for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
       close_perf_ring(sampler->ring);
       delete sampler;
@@ -416,6 +417,7 @@ void take_back_ring(sample_writer* writer, thread_sampler* sampler, sample_batch
   std::lock_guard lock{writer->mutex};
   set_perf_ring_running(sampler->ring, false);
   drain_ring(*sampler, batch);
+  ring_drained_for_good(*sampler);
   close_perf_ring(sampler->ring);
   sampler->sampled_by_ring.store(false);
 }

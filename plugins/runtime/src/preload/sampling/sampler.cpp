@@ -87,8 +87,9 @@ struct sampler_globals {
   bool control_running = false;
   // Threads already gone.
   std::uint64_t delivered_by_ended = 0, unwound_by_tables_by_ended = 0, dropped_by_ended = 0;
-  std::int64_t unsampled_by_ended_ns = 0, cpu_by_ended_ns = 0, lost_by_ended_ns = 0;
-  std::atomic<std::uint64_t> threads_blocking{0};
+  std::int64_t lost_by_ended_ns = 0;
+  cpu_coverage coverage_by_ended;  // under the mutex; their rings' part once their writer freed them:
+  std::atomic<std::int64_t> ring_weights_by_ended_ns{0}, ring_tail_by_ended_ns{0};
   std::atomic<std::uint64_t> threads_by_ring{0};  // threads sampled through a perf ring
   bool rings_refused = false;                     // the kernel refused a ring once: not asked again (control thread)
   std::uint64_t waiting_taken = 0;                // under the mutex
@@ -138,15 +139,12 @@ sample_buffer* buffer_to_fill(thread_sampler& sampler) noexcept {
 }
 
 // The causal experiments see every CPU-time sample, recorded or dropped (causal.hpp). A delay's
-// spun tail is CPU time of the thread's but not of the program's: the next sample's weight
-// leaves it out (a perf signal's period is held while it spins).
-void run_causal_experiments(thread_sampler& sampler, const kairos::backtrace<sample_stack_depth>& stack,
-                            std::int64_t weight_ns) noexcept {
+// spun tail is CPU time of the thread's but not of the program's: it is the handler's, which no
+// weight stands for (a perf signal's period is held while it spins).
+void run_causal_experiments(const kairos::backtrace<sample_stack_depth>& stack, std::int64_t weight_ns) noexcept {
   std::uint64_t addresses[sample_stack_depth];
   for (std::size_t i = 0; i < stack.size(); ++i) addresses[i] = stack.lookup_address(i);
-  const auto before_ns = own_cpu_ns();
   causal_on_sample(addresses, stack.size(), weight_ns);
-  sampler.last_cpu_ns += own_cpu_ns() - before_ns;
 }
 
 // The perf signal overflows after a random amount of CPU time, exponential with the mean period
@@ -157,8 +155,8 @@ void run_causal_experiments(thread_sampler& sampler, const kairos::backtrace<sam
 // average, whatever the signal does to it (Poisson arrivals see time averages), so each sample
 // weighs the mean period: a weight measured since the previous sample would again favour where
 // long intervals end (1-4 points high on that program). The ioctl restarts the count from here,
-// so the handler's own time never reaches the next sample.
-void restart_perf_period(thread_sampler& sampler, int fd) noexcept {
+// so the handler's own time never reaches the next sample. Returns the thread's CPU time then.
+std::int64_t restart_perf_period(thread_sampler& sampler, int fd) noexcept {
   // At least an eighth of the mean and 50 us: a period shorter than the signal's delivery only
   // makes repeats (repeated_overflow) and costs (at 10 kHz the shortest periods cost 1.8x bare).
   const double mean_ns = static_cast<double>(globals->cpu.period_ns);
@@ -172,6 +170,7 @@ void restart_perf_period(thread_sampler& sampler, int fd) noexcept {
   ioctl(fd, PERF_EVENT_IOC_PERIOD, &period);
   sampler.period_started_cpu_ns = own_cpu_ns();
   sampler.period_ns = static_cast<std::int64_t>(period);
+  return sampler.period_started_cpu_ns;
 }
 
 // An overflow the current period cannot have made: the kernel re-arms a short period at each
@@ -180,6 +179,14 @@ void restart_perf_period(thread_sampler& sampler, int fd) noexcept {
 // handler returns starts the one period that counts; an overflow before half of it ran is a repeat.
 bool repeated_overflow(const thread_sampler& sampler, std::int64_t cpu_ns) noexcept {
   return sampler.period_ns > 0 && cpu_ns - sampler.period_started_cpu_ns < sampler.period_ns / 2;
+}
+
+// The handler's own CPU time, from `cpu_ns` as it began to now: no weight stands for it, so a
+// CPU-time sample's successor weighs from here (coverage: handler_ns).
+void leave_handler(thread_sampler& sampler, sample_source source, int perf_fd, std::int64_t cpu_ns) noexcept {
+  const auto end_ns = perf_fd >= 0 ? restart_perf_period(sampler, perf_fd) : own_cpu_ns();
+  sampler.handler_ns.fetch_add(end_ns - cpu_ns, std::memory_order_relaxed);
+  sampler.last_cpu_ns = source == sample_source::cpu_time ? end_ns : sampler.last_cpu_ns + (end_ns - cpu_ns);
 }
 
 // `perf_fd`: the CPU-time perf event whose overflow this is, or -1 (the timer, or real time);
@@ -197,7 +204,7 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     // A thread's first perf sample also carries its CPU time since its last timer sample.
     weight_ns = perf_fd >= 0 && sampler.perf_weighted ? globals->cpu.period_ns
                                                       : std::max<std::int64_t>(cpu_ns - sampler.last_cpu_ns, 0);
-    sampler.last_cpu_ns = cpu_ns;
+    sampler.weights_ns.fetch_add(weight_ns, std::memory_order_relaxed);  // coverage: lost ones included
     sampler.perf_weighted = perf_fd >= 0;
   }
   auto* buffer = buffer_to_fill(sampler);
@@ -208,9 +215,9 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     if (source == sample_source::cpu_time && causal_running()) {
       kairos::backtrace<sample_stack_depth> stack;
       stack.sample(context);
-      run_causal_experiments(sampler, stack, weight_ns);
+      run_causal_experiments(stack, weight_ns);
     }
-    if (perf_fd >= 0) restart_perf_period(sampler, perf_fd);
+    leave_handler(sampler, source, perf_fd, cpu_ns);
     return;
   }
   const auto index = buffer->committed.load(std::memory_order_relaxed);
@@ -231,8 +238,8 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     hand_over_full_buffer(sampler.writer, buffer);
   }
   // Last: its delays may sleep this thread, and the sample is already in the buffer.
-  if (source == sample_source::cpu_time && causal_running()) run_causal_experiments(sampler, record.stack, weight_ns);
-  if (perf_fd >= 0) restart_perf_period(sampler, perf_fd);
+  if (source == sample_source::cpu_time && causal_running()) run_causal_experiments(record.stack, weight_ns);
+  leave_handler(sampler, source, perf_fd, cpu_ns);
 }
 
 void on_sampling_signal(int, siginfo_t* info, void* context) {
@@ -254,6 +261,82 @@ void on_sampling_signal(int, siginfo_t* info, void* context) {
                 static_cast<const ucontext_t*>(context), perf ? cpu_fd : -1, cpu_ns);
   }
   errno = saved_errno;
+}
+
+// --- coverage --------------------------------------------------------------------------------
+// Each thread's CPU clock is split at the edges of what was sampled (cpu_coverage): sampling on
+// (armed) or off, the signal blocked, a ring counting. The edges are taken under the thread's
+// `arming` lock, except its own mask changes (sampling_signal_mask_changed), which race with
+// them: a blocked stretch is counted by whichever side ends it, through an exchange of its start.
+
+// A blocked stretch that began at `since_ns` ends at `cpu_ns`: its part while sampling was on.
+void add_blocked(thread_sampler& sampler, std::int64_t since_ns, std::int64_t cpu_ns) noexcept {
+  const auto armed_ns = sampler.armed_since_cpu_ns.load();
+  if (armed_ns >= 0)
+    sampler.blocked_ns.fetch_add(std::max<std::int64_t>(cpu_ns - std::max(since_ns, armed_ns), 0),
+                                 std::memory_order_relaxed);
+}
+
+// Under `arming`: sampling begins for the thread at its clock `cpu_ns`.
+void coverage_armed(thread_sampler& sampler, std::int64_t cpu_ns) {
+  const auto off_ns = std::max<std::int64_t>(cpu_ns - sampler.unarmed_since_cpu_ns, 0);
+  (sampler.ever_armed ? sampler.paused_ns : sampler.before_sampling_ns) += off_ns;
+  sampler.ever_armed = true;
+  sampler.last_cpu_ns = cpu_ns;
+  if (sampler.sampled_by_ring.load()) sampler.ring_since_cpu_ns = cpu_ns;
+  sampler.armed_since_cpu_ns.store(cpu_ns);
+}
+
+// Under `arming`, while armed: the stretch sampled one way ends at `cpu_ns` (sampling goes off,
+// or the ring takes over from the signal: `blocked_ends`). Not sampled: what ran since its last
+// sample, or since the signal was blocked.
+void coverage_stretch_ended(thread_sampler& sampler, std::int64_t cpu_ns, bool blocked_ends) {
+  if (sampler.ring_since_cpu_ns >= 0) {
+    sampler.ring_clock_ns += cpu_ns - sampler.ring_since_cpu_ns;
+    sampler.ring_since_cpu_ns = -1;
+    return;
+  }
+  auto since_ns = sampler.blocked_since_cpu_ns.load();
+  if (since_ns >= 0 && sampler.blocked_since_cpu_ns.compare_exchange_strong(since_ns, blocked_ends ? -1 : cpu_ns)) {
+    add_blocked(sampler, since_ns, cpu_ns);
+    return;
+  }
+  sampler.after_last_sample_ns.fetch_add(std::max<std::int64_t>(cpu_ns - sampler.last_cpu_ns, 0),
+                                         std::memory_order_relaxed);
+}
+
+// Under `arming`: sampling ends for the thread at its clock `cpu_ns`, for now.
+void coverage_disarmed(thread_sampler& sampler, std::int64_t cpu_ns) {
+  if (sampler.armed_since_cpu_ns.load() < 0) return;
+  coverage_stretch_ended(sampler, cpu_ns, false);
+  sampler.armed_since_cpu_ns.store(-1);
+  sampler.unarmed_since_cpu_ns = cpu_ns;
+}
+
+// Under `arming`, once sampling ended for the thread (its end, or stop_sampling).
+cpu_coverage coverage_of(const thread_sampler& sampler) {
+  cpu_coverage coverage;
+  const auto end_ns = sampler.end_cpu_ns >= 0 ? sampler.end_cpu_ns : thread_cpu_ns(sampler.thread->tid);
+  coverage.program_cpu_ns = end_ns;
+  coverage.before_sampling_ns = sampler.before_sampling_ns;
+  coverage.paused_ns = sampler.paused_ns;
+  (sampler.ever_armed ? coverage.paused_ns : coverage.before_sampling_ns) +=
+      std::max<std::int64_t>(end_ns - sampler.unarmed_since_cpu_ns, 0);
+  coverage.blocked_ns = sampler.blocked_ns.load();
+  coverage.blocked_threads = coverage.blocked_ns > 0 ? 1 : 0;
+  coverage.after_last_sample_ns = sampler.after_last_sample_ns.load();
+  coverage.handler_ns = sampler.handler_ns.load();
+  coverage.weights_ns = sampler.weights_ns.load();
+  coverage.ring_excess_ns = -sampler.ring_clock_ns;  // its count is added once drained (ring_coverage)
+  return coverage;
+}
+
+// The writers drained the ring for good: its weights, what it counted after its last sample, and
+// that count beside the thread's clock.
+void add_ring_coverage(cpu_coverage& coverage, std::int64_t weights_ns, std::int64_t tail_ns) {
+  coverage.weights_ns += weights_ns;
+  coverage.after_last_sample_ns += tail_ns;
+  coverage.ring_excess_ns += weights_ns + tail_ns;
 }
 
 // --- arming ----------------------------------------------------------------------------------
@@ -342,15 +425,15 @@ bool has_writer(thread_sampler& sampler) {
   return sampler.writer != nullptr;
 }
 
-// `weighed_until_cpu_ns`: the thread's CPU time up to which earlier samples weighed (0: now).
-void arm_cpu(thread_sampler& sampler, bool started_now, std::int64_t weighed_until_cpu_ns = 0) {
+void arm_cpu(thread_sampler& sampler, bool started_now) {
   if (sampler.cpu_armed || sampler.finished.load() || !has_writer(sampler)) return;
   if (sampler.sampled_by_ring.load()) {
+    coverage_armed(sampler, thread_cpu_ns(sampler.thread->tid));
     set_perf_ring_running(sampler.ring, true);
     sampler.cpu_armed = true;
     return;
   }
-  sampler.last_cpu_ns = weighed_until_cpu_ns != 0 ? weighed_until_cpu_ns : thread_cpu_ns(sampler.thread->tid);
+  const auto cpu_ns = thread_cpu_ns(sampler.thread->tid);
   if (globals->source == cpu_source::perf && !started_now) {
     sampler.perf_event = open_task_clock(sampler.thread->tid, globals->cpu.period_ns, true);
     sampler.perf_fd.store(sampler.perf_event.get());
@@ -363,12 +446,14 @@ void arm_cpu(thread_sampler& sampler, bool started_now, std::int64_t weighed_unt
     sampler.perf_upgrade_due_ns = globals->source == cpu_source::perf ? steady_now_ns() + perf_upgrade_age_ns : 0;
     if (sampler.perf_upgrade_due_ns != 0) sem_post(&globals->control_wake);  // it sleeps until a due time
   }
-  if (sampler.cpu_armed) start_clocks_unless_blocked(sampler);
+  if (!sampler.cpu_armed) return;
+  coverage_armed(sampler, cpu_ns);
+  start_clocks_unless_blocked(sampler);
 }
 
 // Control thread, under the thread's arming lock: the thread is sampled through a perf ring from
 // now on, and its signal clocks are closed (its mask no longer matters). If it blocks the signal,
-// its CPU time until now stays unsampled (unsampled_ns).
+// its CPU time until now stays unsampled (coverage: blocked_ns).
 void move_to_ring(thread_sampler& sampler) {
   if (!open_perf_ring(sampler.ring, sampler.thread->tid, globals->cpu.period_ns)) {
     const int error = errno;
@@ -384,6 +469,8 @@ void move_to_ring(thread_sampler& sampler) {
     return;
   }
   sampler.ring.cpu_at_open_ns = thread_cpu_ns(sampler.thread->tid);
+  coverage_stretch_ended(sampler, sampler.ring.cpu_at_open_ns, true);
+  sampler.ring_since_cpu_ns = sampler.ring.cpu_at_open_ns;
   sampler.sampled_by_ring.store(true);
   globals->threads_by_ring.fetch_add(1, std::memory_order_relaxed);
   set_perf_ring_running(sampler.ring, true);
@@ -420,17 +507,15 @@ void move_off_ring(thread_sampler& sampler) {
   const auto tid = sampler.thread->tid;
   if (blocks_signal(tid, globals->signal_number)) return;
   const bool armed = sampler.cpu_armed;
+  // The ring's stretch ends here (its count beside the thread's clock, coverage); what it counted
+  // after its last sample is that stretch's tail (ring_drained_for_good, in take_back_ring).
+  if (armed) coverage_disarmed(sampler, thread_cpu_ns(tid));
   take_back_ring(sampler.writer, &sampler, globals->waiting);
-  // Where the ring's last sample left the thread's CPU time (as the ring counts it): the next
-  // sample weighs from there.
-  const auto weighed_until_cpu_ns = sampler.ring.cpu_at_open_ns + static_cast<std::int64_t>(sampler.ring.last_count);
   bool unblocked = false;
-  if (blocks_signal(tid, globals->signal_number) && sampler.signal_blocked.compare_exchange_strong(unblocked, true)) {
-    sampler.blocked_since_cpu_ns = thread_cpu_ns(tid);
-    if (sampler.unsampled_cpu_ns.load() == 0) globals->threads_blocking.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (blocks_signal(tid, globals->signal_number) && sampler.signal_blocked.compare_exchange_strong(unblocked, true))
+    sampler.blocked_since_cpu_ns.store(thread_cpu_ns(tid));
   sampler.cpu_armed = false;
-  if (armed) arm_cpu(sampler, false, weighed_until_cpu_ns);
+  if (armed) arm_cpu(sampler, false);
 }
 
 // Control thread: the CPython found at start now has an interpreter. Its frames are read from now
@@ -487,6 +572,7 @@ std::int64_t upgrade_to_perf(std::int64_t now_ns) {
 }
 
 void disarm_cpu(thread_sampler& sampler) {
+  if (sampler.cpu_armed) coverage_disarmed(sampler, thread_cpu_ns(sampler.thread->tid));
   if (sampler.sampled_by_ring.load()) set_perf_ring_running(sampler.ring, false);  // its writer drains it
   sampler.perf_upgrade_due_ns = 0;
   sampler.perf_fd.store(-1);
@@ -544,19 +630,9 @@ thread_sampler* create_sampler(thread_record& record) {
   pthread_sigmask(SIG_BLOCK, nullptr, &mask);
   if (sigismember(&mask, globals->signal_number) == 1) {
     sampler->signal_blocked.store(true);
-    sampler->blocked_since_cpu_ns = own_cpu_ns();
-    globals->threads_blocking.fetch_add(1, std::memory_order_relaxed);
+    sampler->blocked_since_cpu_ns.store(own_cpu_ns());
   }
   return sampler;
-}
-
-// The CPU time a thread spent with the signal blocked and no ring, up to now (its own thread, or
-// finalize).
-std::int64_t unsampled_ns(const thread_sampler& sampler, std::int64_t cpu_now_ns) {
-  auto total = sampler.unsampled_cpu_ns.load();
-  const auto until_ns = sampler.sampled_by_ring.load() ? sampler.ring.cpu_at_open_ns : cpu_now_ns;
-  if (sampler.signal_blocked.load()) total += std::max<std::int64_t>(until_ns - sampler.blocked_since_cpu_ns, 0);
-  return total;
 }
 
 // --- the control thread ----------------------------------------------------------------------
@@ -709,17 +785,35 @@ void set_window(sampler_window& window, const settings& values, bool on, setting
   window.end_ns = seconds > 0 ? window.start_ns + static_cast<std::int64_t>(seconds * 1e9) : 0;
 }
 
+// Under the mutex, once the thread's sampling ended (end_cpu_ns).
 void account_ended(thread_sampler& sampler) {
   globals->delivered_by_ended += sampler.delivered.load();
   globals->unwound_by_tables_by_ended += sampler.unwound_by_tables.load();
   globals->dropped_by_ended += sampler.dropped.load();
   globals->lost_by_ended_ns += sampler.lost_cpu_ns.load();
-  const auto cpu_ns = own_cpu_ns();
-  globals->unsampled_by_ended_ns += unsampled_ns(sampler, cpu_ns);
-  globals->cpu_by_ended_ns += cpu_ns;
+  globals->coverage_by_ended += coverage_of(sampler);
 }
 
 }  // namespace
+
+cpu_coverage& cpu_coverage::operator+=(const cpu_coverage& other) {
+  program_cpu_ns += other.program_cpu_ns;
+  before_sampling_ns += other.before_sampling_ns;
+  paused_ns += other.paused_ns;
+  blocked_ns += other.blocked_ns;
+  blocked_threads += other.blocked_threads;
+  after_last_sample_ns += other.after_last_sample_ns;
+  handler_ns += other.handler_ns;
+  ring_excess_ns += other.ring_excess_ns;
+  weights_ns += other.weights_ns;
+  return *this;
+}
+
+void ring_drained_for_good(const thread_sampler& sampler) noexcept {
+  if (!globals || !sampler.sampled_by_ring.load()) return;
+  globals->ring_weights_by_ended_ns.fetch_add(sampler.ring.weights_ns);
+  globals->ring_tail_by_ended_ns.fetch_add(perf_ring_tail_ns(sampler.ring));
+}
 
 bool sampling_wanted(const settings& values) {
   return values.boolean(setting::sampling_cputime) || values.boolean(setting::sampling_realtime);
@@ -830,19 +924,20 @@ void sampling_thread_ending() noexcept {
   if (!sampler || !globals) return;
   this_thread_sampler = nullptr;
   std::atomic_signal_fence(std::memory_order_seq_cst);  // a handler from here on sees no sampler
+  // Out of the list, nothing else arms it any more; accounted in the same hold, so that the
+  // totals never miss a thread.
+  sample_writer* writer = nullptr;
   {
     std::lock_guard lock{globals->mutex};
     auto& list = globals->samplers;
     list.erase(std::remove(list.begin(), list.end(), sampler), list.end());
-    account_ended(*sampler);
-  }
-  // Out of the list, nothing else arms it any more.
-  sample_writer* writer = nullptr;
-  {
     std::lock_guard arming{sampler->arming};
+    sampler->end_cpu_ns = own_cpu_ns();
+    coverage_disarmed(*sampler, sampler->end_cpu_ns);
     disarm_cpu(*sampler);
     disarm_realtime(*sampler);
     writer = sampler->writer;
+    account_ended(*sampler);
   }
   if (!writer) {  // never armed: nothing was written
     for (auto* buffer : sampler->buffers) unmap_sample_buffer(buffer);
@@ -861,13 +956,17 @@ void sampling_signal_mask_changed(const sigset_t& mask) noexcept {
   if (blocked == sampler->signal_blocked.load(std::memory_order_relaxed)) return;
   const auto cpu_ns = own_cpu_ns();
   if (blocked) {
-    sampler->blocked_since_cpu_ns = cpu_ns;
-    if (sampler->unsampled_cpu_ns.load() == 0) globals->threads_blocking.fetch_add(1, std::memory_order_relaxed);
+    // The stretch sampled by the signal ends here.
+    if (sampler->armed_since_cpu_ns.load() >= 0)
+      sampler->after_last_sample_ns.fetch_add(std::max<std::int64_t>(cpu_ns - sampler->last_cpu_ns, 0),
+                                              std::memory_order_relaxed);
+    sampler->blocked_since_cpu_ns.store(cpu_ns);
     sampler->signal_blocked.store(true);
     set_clocks_running(*sampler, false);
     sem_post(&globals->control_wake);  // the control thread gives it a ring
   } else {
-    sampler->unsampled_cpu_ns.fetch_add(std::max<std::int64_t>(cpu_ns - sampler->blocked_since_cpu_ns, 1));
+    if (const auto since_ns = sampler->blocked_since_cpu_ns.exchange(-1); since_ns >= 0)
+      add_blocked(*sampler, since_ns, cpu_ns);
     // The next sample weighs only what ran since now, not the blocked stretch.
     sampler->last_cpu_ns = cpu_ns;
     sampler->signal_blocked.store(false);
@@ -887,6 +986,9 @@ void stop_sampling() noexcept {
     globals->real.open = false;
     for (auto* sampler : globals->samplers) {
       std::lock_guard arming{sampler->arming};
+      // The whole ends here: what runs after (kairos's own finalizing, on this thread) is not the program's.
+      sampler->end_cpu_ns = thread_cpu_ns(sampler->thread->tid);
+      coverage_disarmed(*sampler, sampler->end_cpu_ns);
       disarm_cpu(*sampler);
       disarm_realtime(*sampler);
     }
@@ -916,9 +1018,8 @@ sampling_summary sampling_totals() noexcept {
   summary.unwound_by_tables = globals->unwound_by_tables_by_ended;
   summary.dropped = globals->dropped_by_ended;
   summary.lost_cpu_ns = globals->lost_by_ended_ns;
-  summary.unsampled_cpu_ns = globals->unsampled_by_ended_ns;
-  summary.threads_blocking = globals->threads_blocking.load();
-  summary.program_cpu_ns = globals->cpu_by_ended_ns;
+  summary.coverage = globals->coverage_by_ended;
+  add_ring_coverage(summary.coverage, globals->ring_weights_by_ended_ns.load(), globals->ring_tail_by_ended_ns.load());
   summary.threads_by_ring = globals->threads_by_ring.load();
   const auto writers = writers_counts();
   summary.delivered += writers.ring_samples;
@@ -932,9 +1033,11 @@ sampling_summary sampling_totals() noexcept {
     summary.unwound_by_tables += sampler->unwound_by_tables.load();
     summary.dropped += sampler->dropped.load();
     summary.lost_cpu_ns += sampler->lost_cpu_ns.load();
-    const auto cpu_ns = thread_cpu_ns(sampler->thread->tid);
-    summary.unsampled_cpu_ns += unsampled_ns(*sampler, cpu_ns);
-    summary.program_cpu_ns += cpu_ns;
+    std::lock_guard arming{sampler->arming};
+    summary.coverage += coverage_of(*sampler);
+    // Drained for good by now (stop_sampling).
+    if (sampler->sampled_by_ring.load())
+      add_ring_coverage(summary.coverage, sampler->ring.weights_ns, perf_ring_tail_ns(sampler->ring));
   }
   return summary;
 }

@@ -22,6 +22,10 @@
 // it is 20 ms old, it is sampled without a signal for the rest of its life, through a perf ring
 // buffer its writer drains and unwinds (perf_ring.hpp). Its CPU time while blocked before that,
 // or where the kernel refuses the ring, is reported as unsampled.
+//
+// Coverage: each thread's CPU clock is read at every edge of what was sampled (sampling on or
+// off, the signal blocked or not, a ring opened, each signal sample's handler entered and left),
+// so what the samples do not stand for is measured part by part (cpu_coverage).
 #include <signal.h>
 
 #include <cstdint>
@@ -33,6 +37,27 @@
 namespace kairos::runtime {
 
 class settings;
+
+// The program's threads' CPU time from their start to the end of sampling, split by what CPU-time
+// sampling saw of it (docs/runtime.md, "What the samples cover"). The parts and the weights add
+// up to `program_cpu_ns`; the weights' shortfall is what is left (negative: they exceed it).
+struct cpu_coverage {
+  std::int64_t program_cpu_ns = 0;
+  std::int64_t before_sampling_ns = 0;  // before a thread's sampling first began (the delay, a first window)
+  std::int64_t paused_ns = 0;           // while it was off after that (the duration, between windows)
+  std::int64_t blocked_ns = 0;          // while on, blocking the signal without a ring
+  std::uint64_t blocked_threads = 0;    // threads with such time
+  std::int64_t after_last_sample_ns = 0;  // from each sampled stretch's last sample to its end
+  std::int64_t handler_ns = 0;            // in kairos's signal handler (no weight stands for it)
+  std::int64_t ring_excess_ns = 0;        // perf rings' task-clock counts beyond their threads' clocks
+  std::int64_t weights_ns = 0;            // the samples' weights, lost samples' included
+
+  std::int64_t weights_shortfall_ns() const {
+    return program_cpu_ns - before_sampling_ns - paused_ns - blocked_ns - after_last_sample_ns - handler_ns -
+           weights_ns;
+  }
+  cpu_coverage& operator+=(const cpu_coverage& other);
+};
 
 struct sampling_summary {
   bool enabled = false;
@@ -48,12 +73,8 @@ struct sampling_summary {
   std::int64_t lost_cpu_ns = 0;             // the CPU time no kept sample stands for (dropped, lost, throttled)
   std::uint64_t cut_stacks = 0;             // of those delivered: unwound short of the outermost frame
   std::uint64_t chained_stacks = 0;         // ring samples gone on with the kernel's frame-pointer chain
-  std::int64_t unsampled_cpu_ns = 0;        // CPU time of threads that blocked the signal
-  std::uint64_t threads_blocking = 0;       // threads that blocked it at some point
-  std::uint64_t threads_by_ring = 0;        // of those, sampled through a perf ring from 20 ms on
-  // The CPU time of every thread sampled (the program's), start to now: the whole the samples'
-  // weights are a share of.
-  std::int64_t program_cpu_ns = 0;
+  std::uint64_t threads_by_ring = 0;        // sampled through a perf ring
+  cpu_coverage coverage;                    // the whole the samples' weights are a share of, and why not all
 };
 
 // KAIROS_SAMPLING_CPUTIME or KAIROS_SAMPLING_REALTIME is on.

@@ -21,7 +21,7 @@ struct thread_sampler {
   sample_writer* writer = nullptr;
   sample_buffer* buffers[2] = {nullptr, nullptr};
   int current = 0;               // the buffer being filled (handler only)
-  std::int64_t last_cpu_ns = 0;  // the thread's CPU time at its previous CPU-time sample
+  std::int64_t last_cpu_ns = 0;  // the thread's CPU time as its previous CPU-time sample's handler returned
   // The perf signal's random periods (sampler.cpp: restart_perf_period; handler only): its samples
   // weigh the mean period.
   std::uint64_t period_state = 0;
@@ -49,8 +49,16 @@ struct thread_sampler {
   // falls back to SIGIO, which kills the program), and its CPU time meanwhile is counted as
   // unsampled. Written by the thread itself.
   std::atomic<bool> signal_blocked{false};
-  std::int64_t blocked_since_cpu_ns = 0;
-  std::atomic<std::int64_t> unsampled_cpu_ns{0};
+  // Coverage (sampler.cpp, "coverage"): the thread's CPU clock at each edge of what was sampled,
+  // -1 outside the stretch. Its own mask changes race with arming, hence the atomics.
+  std::atomic<std::int64_t> armed_since_cpu_ns{-1};    // CPU-time sampling on
+  std::atomic<std::int64_t> blocked_since_cpu_ns{-1};  // blocking the signal, no ring
+  std::int64_t unarmed_since_cpu_ns = 0;               // under `arming` (a thread's clock starts at 0)
+  std::int64_t ring_since_cpu_ns = -1;                 // under `arming`: its ring counting
+  std::int64_t end_cpu_ns = -1;                        // under `arming`: sampling ended for it
+  bool ever_armed = false;                             // under `arming`
+  std::int64_t before_sampling_ns = 0, paused_ns = 0, ring_clock_ns = 0;  // under `arming`
+  std::atomic<std::int64_t> blocked_ns{0}, after_last_sample_ns{0}, handler_ns{0}, weights_ns{0};
   // Such a thread, once 20 ms old, is sampled without a signal for the rest of its life: a perf
   // ring buffer (perf_ring.hpp) that its writer drains. Opened by the control thread under
   // `arming`; `sampled_by_ring` is published after `ring`, and then `ring` belongs to the writer.
@@ -65,5 +73,9 @@ struct thread_sampler {
   // sample (one sample weighing 220 ms made a 0.14% function 3.1%).
   std::atomic<std::int64_t> lost_cpu_ns{0};
 };
+
+// The writer is about to free a finished thread's sampler, its ring drained for good: the ring's
+// part of the process's coverage (sampler.cpp).
+void ring_drained_for_good(const thread_sampler& sampler) noexcept;
 
 }  // namespace kairos::runtime

@@ -29,6 +29,13 @@ inline constexpr std::string_view lost_cpu_ns = "lost_cpu_ns";
 // "[stack cut]"), and ring samples whose stack went on with the kernel's frame-pointer chain.
 inline constexpr std::string_view sampling_cut_stacks = "sampling_cut_stacks";
 inline constexpr std::string_view sampling_chained_stacks = "sampling_chained_stacks";
+// The rest of program_cpu_ns, measured on each thread's CPU clock (docs/database.md).
+inline constexpr std::string_view before_sampling_cpu_ns = "coverage.before_sampling_ns";
+inline constexpr std::string_view paused_cpu_ns = "coverage.paused_ns";
+inline constexpr std::string_view after_last_sample_cpu_ns = "coverage.after_last_sample_ns";
+inline constexpr std::string_view signal_handler_cpu_ns = "coverage.signal_handler_ns";
+inline constexpr std::string_view weights_shortfall_ns = "coverage.weights_shortfall_ns";
+inline constexpr std::string_view ring_count_excess_ns = "coverage.ring_count_excess_ns";
 // What was lost, by whom.
 inline constexpr std::string_view dropped_samples = "dropped.samples";
 inline constexpr std::string_view dropped_region_rows = "dropped.region_rows";
