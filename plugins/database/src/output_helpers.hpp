@@ -90,15 +90,15 @@ struct sampling_coverage {
   std::int64_t blocked_ns = 0;      // of threads that blocked the sampling signal
   std::int64_t blocked_threads = 0;
   // The rest of program_cpu_ns, each part measured on the threads' CPU clocks by the runtime:
-  std::int64_t before_sampling_ns = 0;     // before sampling began (the delay, a first window)
-  std::int64_t paused_ns = 0;              // while it was off after that (the duration, windows)
-  std::int64_t after_last_sample_ns = 0;   // after each sampled stretch's last sample
-  std::int64_t handler_ns = 0;             // in kairos's signal handler
-  std::int64_t lost_ns = 0;                // what lost and throttled samples stood for
-  std::int64_t weights_shortfall_ns = 0;   // what the weights fall short of (negative: exceed)
-  std::int64_t ring_excess_ns = 0;         // of the excess: perf rings' counts beyond their threads' clocks
-  std::int64_t own_work_ns = 0;            // of sampled_ns: kairos's own work on the program's threads ([kairos])
-  std::int64_t dropped_samples = 0;        // lost: a full ring or buffer
+  std::int64_t before_sampling_ns = 0;    // before sampling began (the delay, a first window)
+  std::int64_t paused_ns = 0;             // while it was off after that (the duration, windows)
+  std::int64_t after_last_sample_ns = 0;  // after each sampled stretch's last sample
+  std::int64_t handler_ns = 0;            // in kairos's signal handler
+  std::int64_t lost_ns = 0;               // what lost and throttled samples stood for
+  std::int64_t weights_shortfall_ns = 0;  // what the weights fall short of (negative: exceed)
+  std::int64_t ring_excess_ns = 0;        // of the excess: perf rings' counts beyond their threads' clocks
+  std::int64_t own_work_ns = 0;           // of sampled_ns: kairos's own work on the program's threads ([kairos])
+  std::int64_t dropped_samples = 0;       // lost: a full ring or buffer
   std::int64_t dropped_regions = 0, rows_lost = 0;
   double delay_s = 0, duration_s = 0;  // KAIROS_SAMPLING_DELAY, _DURATION
   bool windows = false;

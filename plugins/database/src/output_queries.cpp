@@ -267,7 +267,8 @@ std::string coverage_text(const sampling_coverage& coverage) {
                                                       : std::string{"the process's start"}));
   if (worth_saying(coverage.paused_ns)) {
     std::vector<std::string> why;
-    if (coverage.duration_s > 0) why.push_back(fmt::format("after KAIROS_SAMPLING_DURATION={:g} s", coverage.duration_s));
+    if (coverage.duration_s > 0)
+      why.push_back(fmt::format("after KAIROS_SAMPLING_DURATION={:g} s", coverage.duration_s));
     if (coverage.windows) why.emplace_back("outside the time windows");
     unseen.push_back(fmt::format("{} while sampling was off{}", seconds(coverage.paused_ns),
                                  why.empty() ? "" : fmt::format(" ({})", fmt::join(why, ", "))));
@@ -282,15 +283,16 @@ std::string coverage_text(const sampling_coverage& coverage) {
   else if (worth_saying(coverage.lost_ns))
     unseen.push_back(fmt::format("{} that the kernel did not sample (throttled)", seconds(coverage.lost_ns)));
   if (worth_saying(coverage.weights_shortfall_ns))
-    unseen.push_back(fmt::format("{} between samples that their weights fall short of",
-                                 seconds(coverage.weights_shortfall_ns)));
+    unseen.push_back(
+        fmt::format("{} between samples that their weights fall short of", seconds(coverage.weights_shortfall_ns)));
   if (!unseen.empty()) text += fmt::format("; not sampled: {}", fmt::join(unseen, "; "));
   if (worth_saying(-coverage.weights_shortfall_ns))
-    text += fmt::format("; the weights exceed the CPU time they stand for by {}{}", seconds(-coverage.weights_shortfall_ns),
-                        worth_saying(coverage.ring_excess_ns)
-                            ? fmt::format(" (perf rings' task-clock counted {} more than their threads' CPU clocks)",
-                                          seconds(coverage.ring_excess_ns))
-                            : "");
+    text +=
+        fmt::format("; the weights exceed the CPU time they stand for by {}{}", seconds(-coverage.weights_shortfall_ns),
+                    worth_saying(coverage.ring_excess_ns)
+                        ? fmt::format(" (perf rings' task-clock counted {} more than their threads' CPU clocks)",
+                                      seconds(coverage.ring_excess_ns))
+                        : "");
   if (coverage.dropped_regions > 0)
     text += fmt::format("; {} rows of regions and instrumented calls lost", coverage.dropped_regions);
   if (coverage.rows_lost > 0) text += fmt::format("; {} database rows could not be written", coverage.rows_lost);

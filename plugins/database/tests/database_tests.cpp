@@ -271,15 +271,16 @@ TEST_CASE("every output that shows shares states how much of the program's CPU t
     writer.set_metadata("coverage.paused_ns", "0");
     writer.set_metadata("coverage.after_last_sample_ns", "20000000");
     writer.set_metadata("coverage.signal_handler_ns", "5000000");
-    writer.set_metadata("coverage.weights_shortfall_ns", "15000000");
+    writer.set_metadata("coverage.weights_shortfall_ns", "12000000");
+    writer.set_metadata("lost_cpu_ns", "3000000");  // the 3 lost samples' time (sampler.cpp)
     writer.commit();
   }
   auto profile = db::open_profile(path);
   const std::string coverage =
       "samples stand for 0.200 s of the program's 1.000 s of CPU time (20.0%); not sampled: 0.700 s in 1 thread "
       "that blocked the sampling signal; 0.060 s before sampling began (KAIROS_SAMPLING_DELAY=0.5 s); 0.020 s after a "
-      "thread's last sample; 0.005 s in kairos's signal handler; 0.015 s between samples that their weights fall "
-      "short of; 3 samples lost";
+      "thread's last sample; 0.005 s in kairos's signal handler; 0.003 s in 3 lost samples (the writers fell behind); "
+      "0.012 s between samples that their weights fall short of";
   std::ostringstream text, summary, html, flamegraph, speedscope;
   db::write_text(profile, text);
   CHECK(text.str().find("\ncoverage (whole run): " + coverage) != std::string::npos);
@@ -292,8 +293,9 @@ TEST_CASE("every output that shows shares states how much of the program's CPU t
   CHECK(json["not_sampled"]["before_sampling_cpu_ns"] == 60'000'000);
   CHECK(json["not_sampled"]["after_last_sample_cpu_ns"] == 20'000'000);
   CHECK(json["not_sampled"]["signal_handler_cpu_ns"] == 5'000'000);
-  CHECK(json["not_sampled"]["weights_shortfall_ns"] == 15'000'000);
+  CHECK(json["not_sampled"]["weights_shortfall_ns"] == 12'000'000);
   CHECK(json["not_sampled"]["dropped_samples"] == 3);
+  CHECK(json["not_sampled"]["lost_cpu_ns"] == 3'000'000);
   CHECK(json["text"].get<std::string>().starts_with(coverage));
   db::write_html(profile, html);
   // First in the summary, marked as partial.

@@ -60,8 +60,8 @@ class elf_object {
       const ElfW(Sym)& symbol = symbols_[index];
       const unsigned kind = ELF64_ST_TYPE(symbol.st_info);
       if (kind != STT_FUNC && kind != STT_GNU_IFUNC && kind != STT_NOTYPE) continue;
-      visit(function_slot{reinterpret_cast<void**>(base_ + relocation.r_offset), strings_ + symbol.st_name, index,
-                          type});
+      visit(
+          function_slot{reinterpret_cast<void**>(base_ + relocation.r_offset), strings_ + symbol.st_name, index, type});
     }
   }
 

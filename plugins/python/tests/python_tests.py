@@ -87,7 +87,7 @@ def test_merge_equals_kairos_merge(directory):
     expected = tool(KAIROS_MERGE, "-o", by_tool, inputs)
     got = python_kairos("merge", "-o", by_python, inputs)
     check(expected.returncode == 0 and got.returncode == 0, f"status {expected.returncode} and {got.returncode}")
-    summary = f"[kairos] {by_python}: 4 of 4 inputs merged (4 processes, 1200 samples) in "
+    summary = f"[kairos] {by_python}: 4 of 4 inputs merged (4 processes, 1,200 samples) in "
     check(summary in got.stderr.decode(), f"the summary line: {got.stderr!r}")
     for sql in ("SELECT rank, pid, hostname, launch_id, command, start_ns, end_ns FROM processes ORDER BY rank",
                 "SELECT * FROM top_functions ORDER BY name",

@@ -443,11 +443,14 @@ def test_nothing_recorded_writes_nothing(directory):
 
 def test_nothing_recorded_gives_the_real_reason(directory):
     # Each reason once: a bad sampling value, an end before the delay, a program too idle for a
-    # CPU-time sample. The reason the line gave for all three was the delay.
+    # CPU-time sample. The reason the line gave for all three was the delay. A refused value is
+    # said by its own line at the start, and no second line at the end repeats it.
     busy = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"
+    _, err, status = kairos(["sh", "-c", busy], directory, KAIROS_SAMPLING_FREQ="abc", KAIROS_SAMPLING_DELAY="0")
+    lines = kairos_lines(err)
+    check(status == 0 and len(lines) == 1 and 'KAIROS_SAMPLING_FREQ="abc"' in lines[0]
+          and "sampling is disabled" in lines[0], f"one line names the refused value and its effect: {lines}")
     cases = [
-        ((["sh", "-c", busy], {"KAIROS_SAMPLING_FREQ": "abc", "KAIROS_SAMPLING_DELAY": "0"}),
-         'nothing was recorded: sampling was off: KAIROS_SAMPLING_FREQ="abc" is not valid'),
         ((["true"], {"KAIROS_SAMPLING_DELAY": "0.5"}),
          "before sampling began (KAIROS_SAMPLING_DELAY=0.5 s)"),
         ((["sleep", "0.3"], {"KAIROS_SAMPLING_DELAY": "0", "KAIROS_SAMPLING_CPUTIME_FREQ": "2"}),

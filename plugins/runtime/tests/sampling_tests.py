@@ -777,6 +777,22 @@ def test_coverage_stated_in_every_report(directory):
         states_coverage(read(report.stdout.decode()), f"kairos-report --format {format_name}")
 
 
+def node_program():
+    """node's path, or a skip: the JIT tests need it."""
+    node = shutil.which("node") or shutil.which("nodejs")
+    if not node:
+        skip("node is not installed (Debian's nodejs; scripts/install-deps.sh installs it)")
+    return node
+
+
+def perf_program():
+    """perf's path, or a skip: the tests that compare shares with perf need it."""
+    perf = shutil.which("perf")
+    if not perf:
+        skip("perf is not installed (Debian's linux-perf)")
+    return perf
+
+
 NODE_SCRIPT = """
 function mixer(n) { let x = 0; for (let i = 0; i < n; i++) x = (x * 31 + i) % 1000003; return x; }
 const end = Date.now() + 1500; let sum = 0;
@@ -788,9 +804,7 @@ console.log(sum > 0 ? "mixed" : "none");
 def test_jit_code_named_by_its_perf_map(directory):
     # node --perf-basic-prof writes /tmp/perf-<pid>.map as it compiles: its JavaScript functions
     # by name, not one row per instruction address.
-    node = shutil.which("node") or shutil.which("nodejs")
-    if not node:
-        skip("node is not installed (Debian's nodejs; scripts/install-deps.sh installs it)")
+    node = node_program()
     bare = run_process([node, "-e", NODE_SCRIPT], TIMEOUT, cwd=directory, env=environment())
     result = run_process([KAIROS_RUN, "--", node, "--perf-basic-prof", "-e", NODE_SCRIPT], TIMEOUT,
                          cwd=directory, env=environment())
@@ -820,12 +834,7 @@ def test_jit_shares_match_perf(directory):
     # kairos's (both on CLOCK_MONOTONIC: node's loading, before kairos starts, is 2-3 points of
     # perf's): mixer's share of the main thread within 3 points of perf's, which walks JIT frames by
     # frame pointers.
-    node = shutil.which("node") or shutil.which("nodejs")
-    if not node:
-        skip("node is not installed (Debian's nodejs; scripts/install-deps.sh installs it)")
-    perf = shutil.which("perf")
-    if not perf:
-        skip("perf is not installed (Debian's linux-perf)")
+    node, perf = node_program(), perf_program()
     data = os.path.join(directory, "perf.data")
     result = run_process([perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "-F", "999", "-g", "-e", "cpu-clock",
                           "-o", data, "--",
@@ -929,9 +938,7 @@ def test_jit_stacks_whole_under_the_ring(directory):
     # The default source: node's stacks, walked off the thread from the ring's copies (and the
     # kernel's frame-pointer chain beyond them), reach the function that runs the whole time; no
     # sample weighs more than two periods; lost time is counted, not charged to a stack.
-    node = shutil.which("node") or shutil.which("nodejs")
-    if not node:
-        skip("node is not installed (Debian's nodejs; scripts/install-deps.sh installs it)")
+    node = node_program()
     script = NODE_WORK_SCRIPT.replace("%SECONDS%", "2.5")
     result = run_process([KAIROS_RUN, "--freq", "999", "--", node, "--perf-basic-prof",
                           "--interpreted-frames-native-stack", "-e", script], TIMEOUT,
@@ -989,12 +996,7 @@ def test_jit_mix_shares_match_perf(directory):
     # pointers. The three that hold most of it: makeRecords and checksum (2-13%) differ by up to 3.4
     # points, since a JIT reuses the addresses of code it freed and the two name an address by the
     # perf map at different times (kairos when it first meets it, perf at the end).
-    node = shutil.which("node") or shutil.which("nodejs")
-    if not node:
-        skip("node is not installed (Debian's nodejs; scripts/install-deps.sh installs it)")
-    perf = shutil.which("perf")
-    if not perf:
-        skip("perf is not installed (Debian's linux-perf)")
+    node, perf = node_program(), perf_program()
     data = os.path.join(directory, "perf.data")
     script = os.path.join(directory, "work.js")  # a file, as node programs are run
     with open(script, "w", encoding="utf-8") as file:

@@ -34,7 +34,6 @@ std::atomic<bool> with_stacks{false};
 std::atomic<bool> observed{false};
 std::atomic<std::int64_t> last_check_ns{0};
 
-
 // The caller of the GPU API call, leaf first, from the program's frame on (kairos's unwind tables
 // on a thread the sampler registered, else libgcc's unwinder: a wrapper is ordinary code, not a
 // signal handler, so the loader's tables are safe to walk).

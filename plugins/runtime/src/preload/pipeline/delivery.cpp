@@ -185,8 +185,7 @@ void deliver_samples(const sample_batch& batch) {
     const auto stack = fold_own_frames(folded, sample.frame_count);
     if (stack.own_work) {
       ++state->own_work.samples;
-      (sample.source == sample_source::cpu_time ? state->own_work.cpu_ns : state->own_work.real_ns) +=
-          sample.weight_ns;
+      (sample.source == sample_source::cpu_time ? state->own_work.cpu_ns : state->own_work.real_ns) += sample.weight_ns;
     }
     rows.add_sample(*sample.thread, clock_of(sample.source), sample.time_ns, sample.weight_ns, {folded, stack.count},
                     sample.window);

@@ -14,8 +14,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <string>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 

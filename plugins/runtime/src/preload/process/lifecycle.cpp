@@ -89,8 +89,8 @@ std::atomic<runtime_state> state{runtime_state::loading};
 
 struct process_identity {
   pid_t pid = 0;
-  bool launched = false;  // the process kairos-run started (possibly after execs)
-  long generation = 0;    // execs this process has gone through before this image
+  bool launched = false;   // the process kairos-run started (possibly after execs)
+  long generation = 0;     // execs this process has gone through before this image
   std::string chain_stem;  // the stem the earlier images of this exec chain write under ("": none)
 };
 
@@ -104,14 +104,14 @@ struct runtime_globals {
   // The stem this process writes under: claimed (no output of that name exists) on first use.
   pid_t stem_pid = 0;
   std::string stem;
-  bool stopped_for_exec = false;  // the stages stopped before an exec (that failed: the image went on)
-  std::string failed_exec;        // why that exec failed
-  bool windows_planned = false;  // KAIROS_TRACE_PERIODS or KAIROS_TRACE_WINDOWS_FILE
-  bool causal_wanted = false;    // KAIROS_CAUSAL: experiments run (docs/causal.md)
-  std::string sampling_off;      // why sampling never ran (empty: it was started)
+  bool stopped_for_exec = false;   // the stages stopped before an exec (that failed: the image went on)
+  std::string failed_exec;         // why that exec failed
+  bool windows_planned = false;    // KAIROS_TRACE_PERIODS or KAIROS_TRACE_WINDOWS_FILE
+  bool causal_wanted = false;      // KAIROS_CAUSAL: experiments run (docs/causal.md)
+  std::string sampling_off;        // why sampling never ran (empty: it was started)
   bool sampling_off_said = false;  // by the refused value's own line, at the start
-  std::int64_t started_ns = 0;   // steady clock, at init
-  launch_identity launch;        // the MPI launch this process is a rank of, if any
+  std::int64_t started_ns = 0;     // steady clock, at init
+  launch_identity launch;          // the MPI launch this process is a rank of, if any
 };
 runtime_globals* globals = nullptr;
 
@@ -308,11 +308,10 @@ std::string children_text(std::int64_t program_cpu_ns) {
     names += fmt::format("{}{} {:.3f} s", i ? ", " : "", children.by_name[i].name,
                          static_cast<double>(children.by_name[i].cpu_ns) * 1e-9);
   if (children.by_name.size() > named) names += fmt::format(", {} more", children.by_name.size() - named);
-  const auto share =
-      program_cpu_ns > 0
-          ? fmt::format(", {:.0f}% of the CPU time of the program and its children",
-                        100.0 * static_cast<double>(children.cpu_ns) / static_cast<double>(children.cpu_ns + program_cpu_ns))
-          : std::string{};
+  const auto share = program_cpu_ns > 0 ? fmt::format(", {:.0f}% of the CPU time of the program and its children",
+                                                      100.0 * static_cast<double>(children.cpu_ns) /
+                                                          static_cast<double>(children.cpu_ns + program_cpu_ns))
+                                        : std::string{};
   const auto count = children.processes == 0   ? std::string{"child processes"}
                      : children.processes == 1 ? std::string{"1 child process"}
                                                : fmt::format("{} child processes", children.processes);
@@ -374,9 +373,14 @@ void write_everything(const std::string& end_reason, bool before_exec) {
       if (stage.stop) stage.stop();
   globals->stopped_for_exec = before_exec;
   const auto sampling = sampling_totals();
-  const losses lost{sampling.dropped,          traced_rows_dropped(),          0,
-                    sampling.coverage.blocked_ns, sampling.coverage.blocked_threads, gpu_records_dropped(),
-                    mpi_calls_dropped(),       sampling.lost_cpu_ns};
+  const losses lost{sampling.dropped,
+                    traced_rows_dropped(),
+                    0,
+                    sampling.coverage.blocked_ns,
+                    sampling.coverage.blocked_threads,
+                    gpu_records_dropped(),
+                    mpi_calls_dropped(),
+                    sampling.lost_cpu_ns};
   if (!before_exec && verbosity() > 0 && sampling.delivered > 0) {
     report(fmt::format(
         "unwinding: {} of {} samples with kairos's unwind tables ({} compiled, {} rows), "
@@ -398,7 +402,8 @@ void write_everything(const std::string& end_reason, bool before_exec) {
   if (before_exec) {
     // One line an image in exec_chain.images: a command's own newlines and tabs become spaces.
     auto command = globals->command_line;
-    std::ranges::replace_if(command, [](char c) { return c == '\n' || c == '\t'; }, ' ');
+    std::ranges::replace_if(
+        command, [](char c) { return c == '\n' || c == '\t'; }, ' ');
     end_image_before_exec(fmt::format("{}\t{}", globals->identity.generation + 1, command),
                           cpu_ns_ending_with_image(sampling));
   }
@@ -486,9 +491,10 @@ void write_everything(const std::string& end_reason, bool before_exec) {
     const auto images = before == 1 ? std::string{"image"} : fmt::format("{} images", before);
     chain = counts.earlier_images == before
                 ? fmt::format("; with the {} before the last exec (threads marked [image N])", images)
-                : fmt::format("; with {} of the {} before the last exec (threads marked [image N]; the others "
-                              "recorded nothing)",
-                              counts.earlier_images, images);
+                : fmt::format(
+                      "; with {} of the {} before the last exec (threads marked [image N]; the others "
+                      "recorded nothing)",
+                      counts.earlier_images, images);
   }
   if (!globals->failed_exec.empty())
     chain += fmt::format("; not sampled after an exec that failed ({})", globals->failed_exec);
@@ -899,8 +905,9 @@ exec_environment environment_for_exec(char* const* environment) {
   const bool strip = now == runtime_state::off && !globals->identity.launched;
   // The next image goes on with this image's profile, under the chain's one stem.
   const auto chain_stem = now == runtime_state::active && !globals->formats.empty() ? ":" + claimed_stem() : "";
-  return environment_for_exec(environment, profiled, strip,
-                              fmt::format("{}:{}{}", globals->identity.pid, globals->identity.generation + 1, chain_stem));
+  return environment_for_exec(
+      environment, profiled, strip,
+      fmt::format("{}:{}{}", globals->identity.pid, globals->identity.generation + 1, chain_stem));
 }
 
 void before_exec() {

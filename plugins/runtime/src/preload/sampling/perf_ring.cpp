@@ -79,7 +79,7 @@ int open_ring_event(pid_t tid, std::int64_t period_ns, bool include_kernel) {
   attributes.config = PERF_COUNT_SW_TASK_CLOCK;
   attributes.sample_period = static_cast<std::uint64_t>(period_ns);
   attributes.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_READ | PERF_SAMPLE_CALLCHAIN |
-                            PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+                           PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
   attributes.exclude_callchain_kernel = 1;  // the user part alone: the kernel's frames are the call's
   attributes.read_format = 0;               // PERF_SAMPLE_READ: the count alone
   attributes.sample_regs_user = registers_wanted;
@@ -262,9 +262,9 @@ ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch&
     // One slot kept for the mark of a cut stack.
     constexpr int walk_capacity = static_cast<int>(sample_stack_depth) - 1;
     std::uintptr_t frames[sample_stack_depth];
-    const auto walk = kairos::walk_copied_stack(ip, sp, bp, stack, std::min(copied, dynamic_size), frames,
-                                                walk_capacity, chain, chain_length,
-                                                chain_whole ? chain_entries_limit() : chain_length);
+    const auto walk =
+        kairos::walk_copied_stack(ip, sp, bp, stack, std::min(copied, dynamic_size), frames, walk_capacity, chain,
+                                  chain_length, chain_whole ? chain_entries_limit() : chain_length);
     const int count_walked = walk.count > 0 ? walk.count : 1;
     if (walk.count == 0) frames[0] = ip;
     sample.frame_count = static_cast<std::uint16_t>(count_walked);

@@ -461,8 +461,9 @@ void stop_writers_and_drain() {
 int running_writers() noexcept { return globals ? globals->running.load() : 0; }
 
 writer_counts writers_counts() noexcept {
-  return {counts.ring_samples.load(),  counts.ring_unwound_by_tables.load(), counts.ring_lost.load(),
-          counts.ring_lost_ns.load(),  counts.cut_stacks.load(),             counts.chained_stacks.load()};
+  return {counts.ring_samples.load(), counts.ring_unwound_by_tables.load(),
+          counts.ring_lost.load(),    counts.ring_lost_ns.load(),
+          counts.cut_stacks.load(),   counts.chained_stacks.load()};
 }
 
 problem writers_problem() {

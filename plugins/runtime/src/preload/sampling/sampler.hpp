@@ -43,10 +43,10 @@ class settings;
 // up to `program_cpu_ns`; the weights' shortfall is what is left (negative: they exceed it).
 struct cpu_coverage {
   std::int64_t program_cpu_ns = 0;
-  std::int64_t before_sampling_ns = 0;  // before a thread's sampling first began (the delay, a first window)
-  std::int64_t paused_ns = 0;           // while it was off after that (the duration, between windows)
-  std::int64_t blocked_ns = 0;          // while on, blocking the signal without a ring
-  std::uint64_t blocked_threads = 0;    // threads with such time
+  std::int64_t before_sampling_ns = 0;    // before a thread's sampling first began (the delay, a first window)
+  std::int64_t paused_ns = 0;             // while it was off after that (the duration, between windows)
+  std::int64_t blocked_ns = 0;            // while on, blocking the signal without a ring
+  std::uint64_t blocked_threads = 0;      // threads with such time
   std::int64_t after_last_sample_ns = 0;  // from each sampled stretch's last sample to its end
   std::int64_t handler_ns = 0;            // in kairos's signal handler (no weight stands for it)
   std::int64_t ring_excess_ns = 0;        // perf rings' task-clock counts beyond their threads' clocks

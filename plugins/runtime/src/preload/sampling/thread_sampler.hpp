@@ -25,7 +25,7 @@ struct thread_sampler {
   // The perf signal's random periods (sampler.cpp: restart_perf_period; handler only): its samples
   // weigh the mean period.
   std::uint64_t period_state = 0;
-  bool perf_weighted = false;  // a perf overflow was sampled: later ones weigh the mean period
+  bool perf_weighted = false;              // a perf overflow was sampled: later ones weigh the mean period
   std::int64_t period_started_cpu_ns = 0;  // the thread's CPU time when the current period began
   std::int64_t period_ns = 0;              // its length (0: none drawn yet)
   // Arming: under `arming` (the control thread takes it inside the samplers' mutex; the thread

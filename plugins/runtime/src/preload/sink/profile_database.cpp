@@ -124,7 +124,8 @@ std::string carried_over(std::string_view key, std::string value) {
     if (found == state->earlier_sums.end()) return value;
     return std::to_string(number_or_zero(value) + found->second);
   }
-  if (const auto lines = state->earlier_lines.find(key); lines != state->earlier_lines.end()) return lines->second + value;
+  if (const auto lines = state->earlier_lines.find(key); lines != state->earlier_lines.end())
+    return lines->second + value;
   const auto found = state->earlier_sums.find(key);
   if (found == state->earlier_sums.end()) return value;
   return std::to_string(number_or_zero(value) + found->second);
@@ -321,7 +322,8 @@ void take_over_earlier_image(database::profile_writer& writer) {
   }
   if (state->after_exec == exec_continuation::earlier_image) {
     for (const auto summed : summed_over_images)
-      if (auto value = metadata_value(database, summed)) state->earlier_sums[std::string{summed}] = number_or_zero(*value);
+      if (auto value = metadata_value(database, summed))
+        state->earlier_sums[std::string{summed}] = number_or_zero(*value);
     for (const auto appended : appended_over_images)
       if (auto value = metadata_value(database, appended)) state->earlier_lines[std::string{appended}] = *value;
   }
@@ -335,32 +337,33 @@ void take_over_earlier_image(database::profile_writer& writer) {
 // Under the mutex: goes on with the profile an earlier image of this process (or this image, before
 // an exec that failed) left at the path. A file that is not that profile is left alone.
 bool continue_after_exec() {
-  auto failure = capture_problem(fmt::format("cannot go on with the exec chain's profile database {}", file().path), [] {
-    const bool same_image = state->after_exec == exec_continuation::same_image;
-    // The same image's addresses still name its code: its frames and stacks are reused.
-    file().writer = same_image ? std::make_unique<database::profile_writer>(file().path, &symbolize,
-                                                                            database::profile_writer::reopen)
-                               : std::make_unique<database::profile_writer>(file().path, &symbolize,
-                                                                            database::profile_writer::after_exec);
-    auto& writer = *file().writer;
-    writer.database().execute("PRAGMA main.locking_mode = EXCLUSIVE");
-    const auto pid = std::to_string(getpid());
-    auto& database = writer.database();
-    if (metadata_value(database, "pid") != pid || metadata_value(database, "end_reason") != "exec")
-      throw database::database_error{"it is not the profile of this process's earlier image (pid " + pid +
-                                     ", ended by an exec)"};
-    file().process_row = integer_of(database, "SELECT MAX(id) FROM process");
-    writer.set_process_command(file().process_row, state->command);
-    take_over_earlier_image(writer);
-    for (const auto& [key, value] : state->metadata) writer.set_metadata(key, carried_over(key, value));
-    database.prepare("DELETE FROM metadata WHERE key = 'end_reason'").run();
-    for (const auto& window : state->windows_waiting) writer.add_window(window);
-    state->windows_waiting.clear();
-    for (const auto& device : state->gpu_devices_waiting)
-      file().gpu_device_rows[{device.api, device.index}] = writer.add_gpu_device(device);
-    state->gpu_devices_waiting.clear();
-    writer.commit();
-  });
+  auto failure =
+      capture_problem(fmt::format("cannot go on with the exec chain's profile database {}", file().path), [] {
+        const bool same_image = state->after_exec == exec_continuation::same_image;
+        // The same image's addresses still name its code: its frames and stacks are reused.
+        file().writer = same_image ? std::make_unique<database::profile_writer>(file().path, &symbolize,
+                                                                                database::profile_writer::reopen)
+                                   : std::make_unique<database::profile_writer>(file().path, &symbolize,
+                                                                                database::profile_writer::after_exec);
+        auto& writer = *file().writer;
+        writer.database().execute("PRAGMA main.locking_mode = EXCLUSIVE");
+        const auto pid = std::to_string(getpid());
+        auto& database = writer.database();
+        if (metadata_value(database, "pid") != pid || metadata_value(database, "end_reason") != "exec")
+          throw database::database_error{"it is not the profile of this process's earlier image (pid " + pid +
+                                         ", ended by an exec)"};
+        file().process_row = integer_of(database, "SELECT MAX(id) FROM process");
+        writer.set_process_command(file().process_row, state->command);
+        take_over_earlier_image(writer);
+        for (const auto& [key, value] : state->metadata) writer.set_metadata(key, carried_over(key, value));
+        database.prepare("DELETE FROM metadata WHERE key = 'end_reason'").run();
+        for (const auto& window : state->windows_waiting) writer.add_window(window);
+        state->windows_waiting.clear();
+        for (const auto& device : state->gpu_devices_waiting)
+          file().gpu_device_rows[{device.api, device.index}] = writer.add_gpu_device(device);
+        state->gpu_devices_waiting.clear();
+        writer.commit();
+      });
   file().last_commit_ns = steady_now_ns();
   if (!failure) return true;
   file().writer.reset();
@@ -745,9 +748,9 @@ std::string finish_profile_database(std::string_view end_reason) {
     file().writer->set_metadata(key::rows_lost, carried_over(key::rows_lost, std::to_string(file().counts.rows_lost)));
     if (end_reason == "exec") {
       file().writer->set_metadata(key::exec_chain_pending, state->image_command);
-      file().writer->set_metadata(key::exec_chain_cpu_ns_not_carried,
-                                  carried_over(key::exec_chain_cpu_ns_not_carried,
-                                               std::to_string(state->cpu_ns_not_carried)));
+      file().writer->set_metadata(
+          key::exec_chain_cpu_ns_not_carried,
+          carried_over(key::exec_chain_cpu_ns_not_carried, std::to_string(state->cpu_ns_not_carried)));
     }
     if (file().symbols) {
       if (const auto jit = file().symbols->jit_map_used(); !jit.path.empty()) {
