@@ -98,8 +98,10 @@ def split_at(directory, frequency, source):
     check(abs(share - 75.0) <= 3.0, f"{source} at {frequency} Hz: compute_three_quarters has {share:.1f}% (75 ± 3)")
     count, weight = db.execute("SELECT COUNT(*), SUM(weight_ns) FROM sample").fetchone()
     cpu_s = (three + one) / 1e9
-    check(abs(weight / 1e9 - cpu_s) <= 0.10 * cpu_s,
-          f"{source}: weights {weight / 1e9:.3f} s vs CPU {cpu_s:.3f} s (±10%)")
+    # What dropped samples stood for is said apart (lost_cpu_ns), never in another sample's weight.
+    lost = int(db.execute("SELECT value FROM metadata WHERE key = 'lost_cpu_ns'").fetchone()[0])
+    check(abs((weight + lost) / 1e9 - cpu_s) <= 0.10 * cpu_s,
+          f"{source}: weights {weight / 1e9:.3f} s and {lost / 1e9:.3f} s lost vs CPU {cpu_s:.3f} s (±10%)")
     return count, cpu_s, db
 
 
@@ -206,13 +208,19 @@ def test_thread_blocking_every_signal_is_sampled(directory):
     totals = function_totals(db)
     a, b = total_of(totals, "compute_three_quarters"), total_of(totals, "compute_one_quarter")
     share, truth = 100.0 * a / (a + b), 100.0 * worker / (worker + main)
-    check(abs(share - truth) <= 3.0, f"the blocked worker has {share:.1f}% of the samples, {truth:.1f}% of the CPU")
+    # Samples a full ring lost stand for no stack (lost_cpu_ns): they can move a thread's share by at
+    # most their own share of the whole, which a loaded machine makes a few points.
+    lost = int(metadata(db, "lost_cpu_ns") or 0)
+    slack = 100.0 * lost / (worker + main)
+    check(abs(share - truth) <= 3.0 + slack,
+          f"the blocked worker has {share:.1f}% of the samples, {truth:.1f}% of the CPU "
+          f"(within 3 points, and the {slack:.1f} that lost samples stood for)")
     unsampled = int(metadata(db, "unsampled_cpu_ns"))
     check(unsampled <= 0.05 * worker, f"unsampled {unsampled / 1e9:.3f} s of the worker's {worker / 1e9:.3f} s")
     check("blocked the sampling signal" not in err, f"no unsampled time worth a sentence: {err!r}")
     (weight,) = db.execute("SELECT SUM(weight_ns) FROM sample").fetchone()
-    check(abs(weight - (worker + main)) <= 0.10 * (worker + main),
-          f"weights {weight / 1e9:.3f} s vs CPU {(worker + main) / 1e9:.3f} s (within 10%)")
+    check(abs(weight + lost - (worker + main)) <= 0.10 * (worker + main),
+          f"weights {weight / 1e9:.3f} s and {lost / 1e9:.3f} s lost vs CPU {(worker + main) / 1e9:.3f} s (within 10%)")
     # Unwound off the thread: the worker's samples reach its thread's start, not just the leaf.
     frames = [name for (name,) in db.execute(
         "SELECT name FROM top_functions WHERE name LIKE '%blocked_worker%' OR name = 'start_thread'")]
