@@ -182,16 +182,21 @@ def test_python_frames_off_leaves_the_eval_loop(directory):
 
 
 def test_program_embedding_python_shows_its_functions(directory):
-    program = os.environ.get("KAIROS_EMBEDDED_PYTHON_PROGRAM", "")
-    if not program:
-        skip("no libpython to link a program with at configure time (python3-dev)")
-    bare, result = run_under_kairos(directory, [program], KAIROS_SAMPLING_FREQ=1000)
-    check(result.stdout == bare.stdout == b"embedded ok\n", f"output unchanged: {result.stdout!r}")
+    run_embedded_python(directory)
     db = database(directory)
     totals = python_totals(db)
     whole = db.execute("SELECT SUM(weight_ns) FROM sample").fetchone()[0]
     check(totals.get("embedded_spin", 0) > 0.8 * whole and totals.get("embedded_entry", 0) >= totals["embedded_spin"],
           f"embedded_entry and embedded_spin hold the run: {sorted(totals.items(), key=lambda kv: -kv[1])[:6]}")
+
+
+def run_embedded_python(directory, *mode):
+    """tests/embedded_python_program.cpp MODE under kairos-run at 1 kHz: its output as without kairos."""
+    program = os.environ.get("KAIROS_EMBEDDED_PYTHON_PROGRAM", "")
+    if not program:
+        skip("no libpython to link a program with at configure time (python3-dev)")
+    bare, result = run_under_kairos(directory, [program, *mode], KAIROS_SAMPLING_FREQ=1000)
+    check(result.stdout == bare.stdout == b"embedded ok\n", f"output unchanged: {result.stdout!r}")
 
 
 def native_and_python_shares(db):
@@ -203,11 +208,7 @@ def native_and_python_shares(db):
 
 
 def test_program_linking_python_without_starting_it_keeps_the_ring(directory):
-    program = os.environ.get("KAIROS_EMBEDDED_PYTHON_PROGRAM", "")
-    if not program:
-        skip("no libpython to link a program with at configure time (python3-dev)")
-    bare, result = run_under_kairos(directory, [program, "never"], KAIROS_SAMPLING_FREQ=1000)
-    check(result.stdout == bare.stdout == b"embedded ok\n", f"output unchanged: {result.stdout!r}")
+    run_embedded_python(directory, "never")
     db = database(directory)
     check(metadata(db, "sampling_cpu_source") == "perf ring buffer",
           f"libpython linked but no interpreter started: the default ring ({metadata(db, 'sampling_cpu_source')})")
@@ -217,11 +218,7 @@ def test_program_linking_python_without_starting_it_keeps_the_ring(directory):
 
 
 def test_program_starting_python_late_shows_its_functions(directory):
-    program = os.environ.get("KAIROS_EMBEDDED_PYTHON_PROGRAM", "")
-    if not program:
-        skip("no libpython to link a program with at configure time (python3-dev)")
-    bare, result = run_under_kairos(directory, [program, "late"], KAIROS_SAMPLING_FREQ=1000)
-    check(result.stdout == bare.stdout == b"embedded ok\n", f"output unchanged: {result.stdout!r}")
+    run_embedded_python(directory, "late")
     db = database(directory)
     check(metadata(db, "sampling_cpu_source") == "perf task-clock",
           f"the ring left for the perf signal once the interpreter started ({metadata(db, 'sampling_cpu_source')})")
