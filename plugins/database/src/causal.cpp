@@ -3,6 +3,7 @@
 // experiments; a throughput point's period is duration / visits, a latency point's the mean latency
 // by Little's law (mean in flight / arrival rate); program speedup = (baseline - period) / baseline.
 #include <kairos/plugins/database/causal.hpp>
+#include <kairos/plugins/database/metadata_keys.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -127,6 +128,11 @@ causal_summary analyze_causal(connection& profile, const window_range& windows) 
   summary.experiments =
       scalar(profile, "SELECT COUNT(*) FROM causal_experiment AS e WHERE 1" + in_windows(windows, "e.window"));
   if (summary.experiments == 0) return summary;
+  auto share = profile.prepare(
+      "SELECT MIN(CAST(value AS REAL)) FROM (SELECT value FROM process_metadata WHERE key = ?1 UNION ALL "
+      "SELECT value FROM metadata WHERE key = ?1) WHERE CAST(value AS REAL) > 0");
+  share.bind(1, metadata_key::causal_core_share_permille);
+  if (share.step() && !share.is_null(0)) summary.core_share = share.real(0) / 1000;
   auto points = profile.prepare("SELECT DISTINCT name, kind FROM causal_progress ORDER BY name, kind");
   while (points.step()) summary.progress_points.push_back(fmt::format("{} ({})", points.text(0), points.text(1)));
 

@@ -148,6 +148,12 @@ void write_causal_section(connection& profile, std::ostream& out, const window_r
   out << fmt::format("causal profile: {} experiments; progress points: {}\n", summary.experiments,
                      summary.progress_points.empty() ? "none (no progress point was reached)"
                                                      : fmt::format("{}", fmt::join(summary.progress_points, ", ")));
+  if (summary.core_share < causal_full_core_share)
+    out << fmt::format(
+        "the program's threads had a core {:.0f}% of the time they were ready to run (other processes, or in a VM "
+        "the hypervisor's other guests, held the rest): delays were scaled to the wall time the sped-up code took, "
+        "but a virtual speedup assumes a core per busy thread (docs/causal.md, \"Limits\")\n",
+        summary.core_share * 100);
   if (summary.locations.empty()) {
     out << fmt::format(
         "no location had {} visits of a progress point at a speedup and at a baseline: run longer, "

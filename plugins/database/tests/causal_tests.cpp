@@ -10,11 +10,14 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include <kairos/plugins/database.hpp>
+#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos_test_skip.hpp>
 
 namespace db = kairos::database;
@@ -42,10 +45,13 @@ struct synthetic_location {
 };
 
 // Every experiment of `locations` with one throughput point "done"; the profile's path.
-std::string write_experiments(const std::string& name, const std::vector<synthetic_location>& locations) {
+// `core_share_permille`: the runtime's causal.core_share_permille, if any.
+std::string write_experiments(const std::string& name, const std::vector<synthetic_location>& locations,
+                              std::string_view core_share_permille = {}) {
   const auto path = fresh_path(name);
   db::profile_writer writer{path, {}};
   writer.add_process({1, 0, std::nullopt, "host", "app", 1'000});
+  if (!core_share_permille.empty()) writer.set_metadata(db::metadata_key::causal_core_share_permille, core_share_permille);
   std::int64_t start_ns = 2'000;
   for (const auto& location : locations)
     for (const double speedup : speedups) {
@@ -359,4 +365,14 @@ TEST_CASE("with time windows, the causal outputs keep only their experiments") {
   CHECK(summary.experiments == 2);
   REQUIRE(summary.locations.size() == 1);
   CHECK(summary.locations.front().selected == "window1.cpp:1");
+}
+
+TEST_CASE("the text report says when the program's threads lacked cores, and only then") {
+  for (const auto& [permille, share, said] : std::vector<std::tuple<std::string, double, bool>>{
+           {"", 1.0, false}, {"990", 0.99, false}, {"812", 0.812, true}}) {
+    auto profile = db::open_profile(write_experiments("core_share" + permille, {{"app.cpp:30", 0.5, 0.01}}, permille));
+    CHECK(db::analyze_causal(profile).core_share == doctest::Approx(share));
+    CHECK((text_report(profile).find("the program's threads had a core 81% of the time they were ready to run") !=
+           std::string::npos) == said);
+  }
 }

@@ -47,9 +47,11 @@ void stop_causal() noexcept;
 void causal_forget_after_fork_in_child() noexcept;
 
 // The sampling signal handler, after a CPU-time sample of a program thread: `addresses` are the
-// stack's lookup addresses, leaf first; `weight_ns` the CPU time the sample stands for.
+// stack's lookup addresses, leaf first; `weight_ns` the CPU time the sample stands for;
+// `running_cpu_ns` the CPU time the thread ran since its previous sample's handler ended.
 // Async-signal-safe; it may sleep the thread (the delays).
-void causal_on_sample(const std::uint64_t* addresses, std::size_t count, std::int64_t weight_ns) noexcept;
+void causal_on_sample(const std::uint64_t* addresses, std::size_t count, std::int64_t weight_ns,
+                      std::int64_t running_cpu_ns) noexcept;
 
 // Around the program's blocking calls (blocking_calls.cpp) and as a thread ends.
 void causal_before_blocking() noexcept;
@@ -64,8 +66,12 @@ struct causal_summary {
   causal_idle idle = causal_idle::ran;
   std::uint64_t experiments = 0;
   std::uint64_t experiments_too_few_visits = 0;
-  std::int64_t delay_ns = 0;               // delays inserted, all experiments
-  std::int64_t overslept_ns = 0;           // beyond what was asked (nanosleep's granularity)
+  std::int64_t delay_ns = 0;      // delays inserted, all experiments
+  std::int64_t overslept_ns = 0;  // beyond what was asked (nanosleep's granularity)
+  // Of the wall time the program's threads ran or were ready to run during experiments (between
+  // samples, outside waits), the share they had a core: the rest went to other processes or, in a
+  // VM, to the hypervisor's other guests. 0: not measured.
+  std::int64_t core_share_permille = 0;
   std::uint64_t locations = 0;             // distinct locations in scope seen
   std::uint64_t addresses_unresolved = 0;  // the address table was full
   std::uint64_t wakeups_credited = 0;      // waits that another thread ended, during experiments

@@ -88,6 +88,7 @@ void causal_metadata(const run_facts& facts) {
   add_number(key::causal_experiments_too_few_visits, causal.experiments_too_few_visits);
   add_number(key::causal_delay_ns, causal.delay_ns);
   add_number(key::causal_overslept_ns, causal.overslept_ns);
+  add_number(key::causal_core_share_permille, causal.core_share_permille);
   add_number(key::causal_addresses_unresolved, causal.addresses_unresolved);
   add_number(key::causal_wakeups_credited, causal.wakeups_credited);
   add_number(key::causal_pipe_wakeups_credited, pipe_wakeups_credited());

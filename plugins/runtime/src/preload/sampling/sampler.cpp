@@ -141,10 +141,11 @@ sample_buffer* buffer_to_fill(thread_sampler& sampler) noexcept {
 // The causal experiments see every CPU-time sample, recorded or dropped (causal.hpp). A delay's
 // spun tail is CPU time of the thread's but not of the program's: it is the handler's, which no
 // weight stands for (a perf signal's period is held while it spins).
-void run_causal_experiments(const kairos::backtrace<sample_stack_depth>& stack, std::int64_t weight_ns) noexcept {
+void run_causal_experiments(const kairos::backtrace<sample_stack_depth>& stack, std::int64_t weight_ns,
+                            std::int64_t running_cpu_ns) noexcept {
   std::uint64_t addresses[sample_stack_depth];
   for (std::size_t i = 0; i < stack.size(); ++i) addresses[i] = stack.lookup_address(i);
-  causal_on_sample(addresses, stack.size(), weight_ns);
+  causal_on_sample(addresses, stack.size(), weight_ns, running_cpu_ns);
 }
 
 // The perf signal overflows after a random amount of CPU time, exponential with the mean period
@@ -215,7 +216,7 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     if (source == sample_source::cpu_time && causal_running()) {
       kairos::backtrace<sample_stack_depth> stack;
       stack.sample(context);
-      run_causal_experiments(stack, weight_ns);
+      run_causal_experiments(stack, weight_ns, cpu_ns - sampler.last_cpu_ns);
     }
     leave_handler(sampler, source, perf_fd, cpu_ns);
     return;
@@ -238,7 +239,8 @@ void take_sample(thread_sampler& sampler, sample_source source, const ucontext_t
     hand_over_full_buffer(sampler.writer, buffer);
   }
   // Last: its delays may sleep this thread, and the sample is already in the buffer.
-  if (source == sample_source::cpu_time && causal_running()) run_causal_experiments(record.stack, weight_ns);
+  if (source == sample_source::cpu_time && causal_running())
+    run_causal_experiments(record.stack, weight_ns, cpu_ns - sampler.last_cpu_ns);
   leave_handler(sampler, source, perf_fd, cpu_ns);
 }
 

@@ -17,6 +17,8 @@ namespace kairos::database {
 // A cell (location, progress point, line speedup) with fewer visits is left out: too few events to
 // tell a rate from noise (coz's viewer has the same floor).
 inline constexpr std::int64_t causal_minimum_visits = 5;
+// Below this share of their ready time on a core, the text report says the threads lacked cores.
+inline constexpr double causal_full_core_share = 0.95;
 
 struct causal_estimate {
   double line_speedup = 0;     // 0..1: the virtual speedup of the location
@@ -46,6 +48,9 @@ struct causal_summary {
   std::vector<std::string> progress_points;  // "name (kind)", sorted
   std::vector<causal_location> locations;    // highest impact first
   std::int64_t locations_without_curve = 0;  // selected, but never with enough visits beside a baseline
+  // The share of their ready-to-run time the program's threads had a core during experiments (the
+  // lowest of a merged database's processes); 1 when not measured.
+  double core_share = 1;
 };
 
 // Every location's curves from the experiments in `windows`; empty when the profile has none.

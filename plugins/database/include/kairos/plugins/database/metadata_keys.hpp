@@ -66,6 +66,7 @@ inline constexpr std::string_view causal_experiments = "causal.experiments";
 inline constexpr std::string_view causal_experiments_too_few_visits = "causal.experiments_too_few_visits";
 inline constexpr std::string_view causal_delay_ns = "causal.delay_ns";
 inline constexpr std::string_view causal_overslept_ns = "causal.overslept_ns";
+inline constexpr std::string_view causal_core_share_permille = "causal.core_share_permille";
 inline constexpr std::string_view causal_addresses_unresolved = "causal.addresses_unresolved";
 inline constexpr std::string_view causal_wakeups_credited = "causal.wakeups_credited";
 inline constexpr std::string_view causal_pipe_wakeups_credited = "causal.pipe_wakeups_credited";
