@@ -51,7 +51,8 @@ std::string write_experiments(const std::string& name, const std::vector<synthet
   const auto path = fresh_path(name);
   db::profile_writer writer{path, {}};
   writer.add_process({1, 0, std::nullopt, "host", "app", 1'000});
-  if (!core_share_permille.empty()) writer.set_metadata(db::metadata_key::causal_core_share_permille, core_share_permille);
+  if (!core_share_permille.empty())
+    writer.set_metadata(db::metadata_key::causal_core_share_permille, core_share_permille);
   std::int64_t start_ns = 2'000;
   for (const auto& location : locations)
     for (const double speedup : speedups) {
