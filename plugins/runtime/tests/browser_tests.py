@@ -14,7 +14,7 @@ import re
 import sqlite3
 import sys
 
-from harness import check, run_named_test, skip
+from harness import check, run_named_test, share_tolerance, skip
 from browser.chromium import CHROMIUM, Chromium
 import sampling_tests as sampled
 import windows_tests as phased
@@ -78,18 +78,30 @@ def widest(frames, function):
     return max((frame for frame in frames if function in frame["name"]), key=lambda frame: frame["width"])
 
 
-def check_split_drawn(frames, root, three, one):
-    """The two workers' boxes as wide as their share of the program's CPU time, within 3 points."""
-    truth = 100.0 * three / (three + one)
+def check_split_drawn(frames, root, database, three, one):
+    """The two workers' boxes as wide as their share of the samples' weights in the database (within
+    a point: a box's width is rounded), and those shares near the program's own CPU split
+    (share_tolerance for the sample count)."""
+    db = sqlite3.connect(database)
+    samples = db.execute("SELECT COUNT(*) FROM sample").fetchone()[0]
+    totals = sampled.function_totals(db)
+    three_sampled, one_sampled = (sampled.total_of(totals, name) for name in ("compute_three_quarters", "compute_one_quarter"))
+    whole = db.execute("SELECT SUM(weight_ns) FROM sample WHERE stack IS NOT NULL").fetchone()[0]
     three_share = 100.0 * width_of(frames, "compute_three_quarters") / root["width"]
     one_share = 100.0 * width_of(frames, "compute_one_quarter") / root["width"]
-    check(abs(three_share - truth) <= 3.0 and abs(one_share - (100.0 - truth)) <= 3.0,
-          f"drawn {three_share:.1f}% / {one_share:.1f}% of the root vs {truth:.1f}% by CPU time")
+    three_db, one_db = 100.0 * three_sampled / whole, 100.0 * one_sampled / whole
+    check(abs(three_share - three_db) <= 1.0 and abs(one_share - one_db) <= 1.0,
+          f"drawn {three_share:.1f}% / {one_share:.1f}% of the root vs {three_db:.1f}% / {one_db:.1f}% in the database")
+    truth = 100.0 * three / (three + one)
+    tolerance = share_tolerance(samples, truth)
+    sampled_share = 100.0 * three_sampled / (three_sampled + one_sampled)
+    check(abs(sampled_share - truth) <= tolerance,
+          f"sampled {sampled_share:.1f}% vs {truth:.1f}% by CPU time (±{tolerance:.1f} for {samples} samples)")
 
 
 def test_flamegraph_in_chromium(directory):
     require()
-    out, err, status = sampled.kairos(["split", "0.6"], directory, ["--freq", "500"],
+    out, err, status = sampled.kairos(["split", "1.2"], directory, ["--freq", "1000"],
                                       KAIROS_OUTPUT_FORMATS="db,flamegraph")
     check(status == 0, err)
     three, one = sampled.cpu_split(out)
@@ -104,7 +116,7 @@ def test_flamegraph_in_chromium(directory):
         frames = shown["frames"]
         root = next(frame for frame in frames if frame["depth"] == 0)
         check(abs(root["width"] - 1200) <= 1, f"the root spans the picture: {root['width']} px")
-        check_split_drawn(frames, root, three, one)
+        check_split_drawn(frames, root, database, three, one)
 
         page.click(*centre(widest(frames, "compute_one_quarter")))
         zoomed = page.evaluate(SHOWN_FRAMES)["frames"]
@@ -234,10 +246,11 @@ HEADER_BOX = """(text => {
 
 def test_html_report_in_chromium(directory):
     require()
-    out, err, status = sampled.kairos(["split", "0.6"], directory, ["--freq", "500"],
+    out, err, status = sampled.kairos(["split", "1.2"], directory, ["--freq", "1000"],
                                       KAIROS_OUTPUT_FORMATS="db,html")
     check(status == 0, err)
     three, one = sampled.cpu_split(out)
+    database = sampled.only("*.db", directory)
     with Chromium() as page:
         page.open("file://" + sampled.only("*.html", directory))
         page.wait_for("document.getElementById('graph-name').textContent !== ''", "the flame graph's first layout")
@@ -261,7 +274,7 @@ def test_html_report_in_chromium(directory):
         # The flame graph inline: drawn at the page's scale, the 75/25 split within 3 points of the root.
         frames = page.evaluate(SHOWN_FRAMES)["frames"]
         root = next(frame for frame in frames if frame["depth"] == 0)
-        check_split_drawn(frames, root, three, one)
+        check_split_drawn(frames, root, database, three, one)
         page.click(*centre(widest(frames, "compute_three_quarters")))
         zoomed = page.evaluate(SHOWN_FRAMES)["frames"]
         check(width_of(zoomed, "compute_three_quarters") >= 0.99 * root["width"],

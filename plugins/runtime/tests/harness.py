@@ -61,6 +61,14 @@ def unfolded_kairos_frames(frames):
             if os.path.basename(module).startswith("libkairos.so") and function != "[kairos]"]
 
 
+def share_tolerance(samples, share_percent):
+    """Percentage points within which a share of `share_percent` measured by `samples` CPU-time
+    samples lands around the truth: 4 standard deviations of a binomial share (random sample
+    periods make the spread a little narrower), so that a correct sampler fails 1 run in 15,000."""
+    p = min(max(share_percent / 100.0, 0.0), 1.0)
+    return 100.0 * 4 * (p * (1 - p) / max(samples, 1)) ** 0.5
+
+
 def check(condition, message):
     if not condition:
         raise Failure(message)

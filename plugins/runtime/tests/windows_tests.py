@@ -20,10 +20,14 @@ KAIROS_RUN = os.environ.get("KAIROS_RUN", "")
 KAIROS_REPORT = os.environ.get("KAIROS_REPORT", "")
 PROGRAM = os.environ.get("KAIROS_PHASED_PROGRAM", "")
 TIMEOUT = 60
-# Edges come from timers, so they land far inside the control thread's 20 ms tick. The bound is
-# loose on purpose: on a 2-core CI machine running two CPU-bound tests, waking the windows thread
-# took up to 9 ms. Precision is a measurement (docs/windows.md), not a timed test.
-EDGE_BOUND_MS = 15.0
+# Edges come from timers, so they land far inside the control thread's 20 ms tick: the median edge
+# of the repeated windows (20 edges) is held within EDGE_MEDIAN_BOUND_MS, which an edge taken at the
+# tick (about 10 ms late on average) would miss. Any one edge only within EDGE_BOUND_MS: on a 2-core
+# CI machine running two CPU-bound tests (and, in a VM, the hypervisor's other guests), waking the
+# windows thread took 9 ms, and once 15.08 ms. Precision is a measurement (docs/windows.md), not a
+# timed test.
+EDGE_MEDIAN_BOUND_MS = 5.0
+EDGE_BOUND_MS = 100.0
 PHASE_FUNCTIONS = {"alpha": "alpha(double)", "beta": "beta(double)", "gamma": "gamma_phase(double)"}
 
 
@@ -159,8 +163,9 @@ def test_repeated_windows(directory):
     check(starts == [150_000_000 + i * 200_000_000 for i in range(10)] or
           all(b - a >= 200_000_000 for a, b in zip(starts, starts[1:])), f"planned starts: {starts}")
     errors = edge_errors_ms(db)
-    check(max(errors) <= EDGE_BOUND_MS,
-          f"edges within {EDGE_BOUND_MS} ms of plan (median {statistics.median(errors):.3f} ms, max {max(errors):.3f} ms)")
+    check(statistics.median(errors) <= EDGE_MEDIAN_BOUND_MS and max(errors) <= EDGE_BOUND_MS,
+          f"edges within {EDGE_MEDIAN_BOUND_MS} ms of plan at the median, each within {EDGE_BOUND_MS} "
+          f"(median {statistics.median(errors):.3f} ms, max {max(errors):.3f} ms)")
     check_samples_follow_phases(db, phases)
     by_window = dict(db.execute("SELECT window, COUNT(*) FROM sample GROUP BY window"))
     check(0 not in by_window and len(by_window) >= 8, f"samples per window: {by_window}")
