@@ -8,9 +8,9 @@
 //
 // A row of function pointers, not a class with virtual members: a row is a constant, initialized
 // before any code runs (the constructor may run before the runtime's dynamic initializers), and
-// calling a hook reads no vtable, takes no lock and allocates nothing, which the fork child's and
-// the signal handlers' hooks (in_child, thread_ending, signal_mask_changed) rely on. A stage's
-// state lives in its own files.
+// calling a hook reads no vtable, takes no lock and allocates nothing, which the hooks that must
+// be async-signal-safe (in_child, off_in_child, thread_started, thread_ending,
+// signal_mask_changed, window_edge) rely on. A stage's state lives in its own files.
 #include <signal.h>
 
 #include <cstdint>
@@ -44,7 +44,7 @@ struct start_context {
   void (*window_edge)() noexcept = nullptr;  // calls every stage's window_edge
 };
 
-// What was lost, for the exit line and the database's metadata: each stage adds its own.
+// What was lost, for the exit line: each stage adds its own (its metadata holds the same counts).
 struct losses {
   std::uint64_t samples = 0;      // sample buffers full
   std::uint64_t region_rows = 0;  // the logs of regions and instrumented calls full
@@ -59,14 +59,14 @@ struct losses {
 // Every member may be null: the stage does nothing at that event.
 struct stage {
   std::string_view name;
-  // At init, in the table's start steps' order (`start_step`, below): reads its own settings.
+  // At init, in the start order (the table's `start_step`, stages.cpp): reads its own settings.
   stage_start (*start)(start_context& context) = nullptr;
   // Once the process is active (the user API records), in the start order.
   stage_start (*activate)(start_context& context) = nullptr;
   // When finalize begins: no more user-API records, in the table's order.
   void (*deactivate)() noexcept = nullptr;
-  // Whether it recorded, or records, anything: a process where no stage did (a fork child that runs and
-  // _exits) writes nothing at its end, and does nothing that could take a lock.
+  // Whether it recorded, or records, anything: a process where no stage did (a fork child that
+  // runs and _exits) writes nothing at its end, and does nothing that could take a lock.
   bool (*recorded)() = nullptr;
   // When finalize goes on to write: waits (bounded) until no thread is inside its calls.
   void (*quiesce)() = nullptr;
