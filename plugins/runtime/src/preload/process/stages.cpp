@@ -51,6 +51,19 @@ constexpr bool steps_unique() {
 }
 static_assert(steps_unique());
 
+constexpr int start_step_of(const stage* row) {
+  for (const auto& entry : table)
+    if (entry.row == row) return entry.start_step;
+  return 0;
+}
+// The turns that matter: regions may turn kairos off before anything else started; the database is
+// configured before any producer delivers; windows and causal set sampling's defaults, and must be
+// in place before its first sample.
+static_assert(start_step_of(&regions_stage) == 1);
+static_assert(start_step_of(&database_stage) < start_step_of(&windows_stage));
+static_assert(start_step_of(&windows_stage) < start_step_of(&sampling_stage) &&
+              start_step_of(&causal_stage) < start_step_of(&sampling_stage));
+
 constexpr auto in_table_order = [] {
   std::array<const stage*, table.size()> rows{};
   std::ranges::transform(table, rows.begin(), &table_row::row);
