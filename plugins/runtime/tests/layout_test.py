@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """The runtime's stages include one another in one direction only: each folder of src/preload may
 include only the folders its row of src/preload/README.md allows ("all of the above",
-"everything" and "nothing of the runtime" mean what they say). Fails naming the file and the
-include that breaks the rule, or a folder the README does not list. Within and across folders,
+"everything" and "nothing of the runtime" mean what they say), but for a folder's stage rows
+(<name>_stage.cpp, <name>_stages.cpp): they wire the stage to the lifecycle and the pipeline, so
+they may use every folder, and have no header another file could include. Fails naming the file
+and the include that breaks the rule, or a folder the README does not list; lifecycle.cpp, which
+walks the stage table, includes no stage's header. Within and across folders,
 no two modules (a name.hpp with its name.cpp) include each other, directly or around a loop."""
 import os
 import re
@@ -86,12 +89,25 @@ def main():
             problems.append(f"src/preload/{folder}/ is not in src/preload/README.md's table")
             continue
         for name in sorted(os.listdir(path)):
+            stage_row = re.fullmatch(r"\w+_stages?\.(cpp|hpp)", name)
+            if stage_row and stage_row.group(1) == "hpp":
+                problems.append(f"src/preload/{folder}/{name}: a stage's row has no header (stages.cpp declares it)")
             with open(os.path.join(path, name)) as source:
                 for number, line in enumerate(source, 1):
                     match = re.match(r'#include "preload/(\w+)/', line)
-                    if match and match.group(1) != folder and match.group(1) not in allowed[folder]:
+                    if stage_row or not match:
+                        continue
+                    if match.group(1) != folder and match.group(1) not in allowed[folder]:
                         problems.append(f"src/preload/{folder}/{name}:{number} includes "
                                         f"{match.group(1)}/, which {folder}/ may not use")
+    # The lifecycle walks the stage table and names no stage: it includes only its own folder's
+    # headers (no stage's row has one) and support's.
+    with open(os.path.join(PRELOAD, "process", "lifecycle.cpp")) as source:
+        for number, line in enumerate(source, 1):
+            match = re.match(r'#include "preload/(\w+)/(\w+)\.hpp"', line)
+            if match and (match.group(1) not in ("process", "support") or match.group(2) == "children"):
+                problems.append(f"src/preload/process/lifecycle.cpp:{number} includes {match.group(1)}/"
+                                f"{match.group(2)}.hpp: lifecycle names no stage (process/stages.hpp)")
     for problem in problems:
         print(problem, file=sys.stderr)
     print(f"checked {len(allowed)} stages: {'ok' if not problems else f'{len(problems)} problems'}")

@@ -1,7 +1,7 @@
 #pragma once
 // The process's life as kairos sees it: init before main, finalize once on every path, fork,
-// exec. Lifecycle is the one module that knows every stage (support, threads, producers, the
-// sink, the pipeline, the outputs); the wrappers (interposition.cpp) call only these hooks.
+// exec. Lifecycle walks the stage table (stages.hpp) and names no stage; the wrappers
+// (interposition.cpp) call only these hooks.
 #include <signal.h>
 
 #include <string>

@@ -101,5 +101,13 @@ inline constexpr std::string_view children_unprofiled_by_name = "children.unprof
 inline constexpr std::string_view process_sampling_period_ns = "process_sampling.period_ns";
 inline constexpr std::string_view process_sampling_periods = "process_sampling.periods";
 inline constexpr std::string_view process_sampling_metrics = "process_sampling.metrics";
+// The run: its command line, where and by what it ran, why it ended ("exit", "exec", "signal
+// SIGINT", ...), and each setting's value under "setting." and its variable's name.
+inline constexpr std::string_view command = "command";
+inline constexpr std::string_view host = "host";
+inline constexpr std::string_view kairos_version = "kairos_version";
+inline constexpr std::string_view pid = "pid";
+inline constexpr std::string_view end_reason = "end_reason";
+inline constexpr std::string_view setting_prefix = "setting.";
 
 }  // namespace kairos::database::metadata_key
