@@ -357,7 +357,9 @@ bool continue_after_exec() {
         writer.set_process_command(file().process_row, state->command);
         take_over_earlier_image(writer);
         for (const auto& [key, value] : state->metadata) writer.set_metadata(key, carried_over(key, value));
-        database.prepare("DELETE FROM metadata WHERE key = ?").bind(1, kairos::database::metadata_key::end_reason).run();
+        database.prepare("DELETE FROM metadata WHERE key = ?")
+            .bind(1, kairos::database::metadata_key::end_reason)
+            .run();
         for (const auto& window : state->windows_waiting) writer.add_window(window);
         state->windows_waiting.clear();
         for (const auto& device : state->gpu_devices_waiting)
