@@ -35,8 +35,8 @@ constexpr std::size_t default_chain_entries = 127;  // the kernel's perf_event_m
 // slack.
 constexpr std::int64_t heaviest_sample_periods = 2;
 // Data pages for 250 ms of samples: the writer drains rings every 10 ms, but a pass that delivers
-// to the database (symbolizing a JIT's new addresses) or a loaded machine keeps it away longer:
-// rings of 40 ms lost 26% of node's samples on a machine at load 15, 250 ms rings 0-13%. 1 MiB a
+// to the database (symbolizing a JIT's new addresses) or a loaded machine keeps it away longer,
+// and shorter rings lost a quarter of a JIT's samples on a loaded machine. 1 MiB a
 // thread at the default 300 Hz, at most 2 MiB (about 220 ms at 1 kHz, 22 ms at 10 kHz). The pages
 // are locked memory, so every thread's ring is no larger than its rate needs. Halved while the
 // kernel refuses (a user's perf_event_mlock_kb, 516 KiB by default, bounds all of a user's rings).
