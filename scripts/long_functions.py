@@ -42,7 +42,6 @@ ALLOWED = {
     "plugins/runtime/src/preload/outputs/report.cpp:write_report": OUTPUTS,
     "plugins/database/src/flamegraph.cpp:write_flamegraph": NOT_YET,
     "plugins/database/src/speedscope.cpp:write_speedscope": NOT_YET,
-    "plugins/runtime/src/preload/sampling/perf_ring.cpp:drain_perf_ring": NOT_YET,
     "plugins/runtime/src/preload/causal/blocking_calls.cpp:operator()": NOT_YET,
 }
 
