@@ -42,7 +42,6 @@ ALLOWED = {
     "plugins/runtime/src/preload/outputs/report.cpp:write_report": OUTPUTS,
     "plugins/database/src/flamegraph.cpp:write_flamegraph": NOT_YET,
     "plugins/database/src/speedscope.cpp:write_speedscope": NOT_YET,
-    "plugins/runtime/src/preload/causal/blocking_calls.cpp:operator()": NOT_YET,
 }
 
 CONTROL = re.compile(r"^(if|for|while|switch|catch|do|else|try|return|sizeof|alignof|decltype|requires|"
