@@ -7,7 +7,7 @@
 // written around them (the runtime's way, "perfetto") and, for comparison, wholly from the
 // database (kairos-report's way, "perfetto from the database", not in the totals). Printed per
 // count: ingest rate, file size, each output's time and size, the exit time with the default
-// formats (db, text, trace) and with every format, and the peak memory the outputs added (VmHWM,
+// formats (formats.hpp's default_exit_formats) and with every format, and the peak memory the outputs added (VmHWM,
 // reset before them); then the HTML timeline's CPU use drawn from the time buckets and from the
 // samples, side by side.
 // Usage: bench_database [counts, comma-separated, default 10000,100000,1000000] [unstreamed]
@@ -134,24 +134,20 @@ void run(long samples, bool streamed) {
   const double peak_before = peak_mib();
   auto profile = db::open_profile(path);
   using db::format_id;
-  const std::pair<const char*, format_id> outputs[] = {{"text", format_id::text},
-                                                       {"trace", format_id::trace},
-                                                       {"folded", format_id::folded},
-                                                       {"speedscope", format_id::speedscope},
-                                                       {"flamegraph", format_id::flamegraph},
-                                                       {"html", format_id::html},
-                                                       {"json", format_id::json}};
   double default_seconds = finish_seconds, all_seconds = finish_seconds;
   std::string line;
-  for (const auto& [name, id] : outputs) {
+  // Every format written at exit, from formats.hpp's table; Perfetto's below, both ways.
+  for (const auto& row : db::formats) {
+    if (!row.at_exit || !row.from_database || row.id == format_id::perfetto) continue;
     counting_buffer counted;
     std::ostream sink{&counted};
     const auto output_begin = clock_type::now();
-    db::write_format(id, profile, sink);
+    db::write_format(row.id, profile, sink);
     const double seconds = seconds_since(output_begin);
     all_seconds += seconds;
-    if (id == format_id::text || id == format_id::trace) default_seconds += seconds;
-    line += fmt::format("  {} {:.3f} s {:.1f} MB", name, seconds, counted.bytes / 1e6);
+    if (std::ranges::find(db::default_exit_formats, row.id) != db::default_exit_formats.end())
+      default_seconds += seconds;
+    line += fmt::format("  {} {:.3f} s {:.1f} MB", row.name, seconds, counted.bytes / 1e6);
   }
   if (streamed) {
     counting_buffer counted;
@@ -190,9 +186,10 @@ void run(long samples, bool streamed) {
                sample_seconds / std::max(bucket_seconds, 1e-6));
   }
   fmt::print(
-      "  exit work: {:.3f} s with the default formats (db, text, trace), {:.3f} s with all; "
+      "  exit work: {:.3f} s with the default formats ({}), {:.3f} s with all; "
       "writer's finish {:.3f} s; outputs' peak memory {:.1f} MiB above {:.1f} MiB\n",
-      default_seconds, all_seconds, finish_seconds, peak_mib() - peak_before, peak_before);
+      default_seconds, db::default_exit_format_names, all_seconds, finish_seconds, peak_mib() - peak_before,
+      peak_before);
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
   std::filesystem::remove(samples_path);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Exit work against the run's length, whole processes: cpu_bound_workload under kairos-run,
-sized to deliver each count of samples, with the default formats (db, text, trace) and with every
-format, beside the bare program. For each run: the time from the program's last instruction
+sized to deliver each count of samples, with the default formats (KAIROS_OUTPUT_FORMATS's default,
+read through kairos-avail) and with every format, beside the bare program. For each run: the time from the program's last instruction
 (it prints CLOCK_MONOTONIC then) to kairos-run's exit, the samples the database holds, kairos's
 own exit phases (stopping, database end, outputs; kairos-run -v), and the peak resident memory of
 the process (GNU time, where /usr/bin/time is). Medians [lowest-highest] of the rounds, configurations interleaved round by
@@ -13,6 +13,7 @@ The sample counts are targets: the work is sized from the frequency and the meas
 a work unit; the table shows what the database holds.
 """
 import argparse
+import json
 import os
 import sqlite3
 import statistics
@@ -26,7 +27,6 @@ from interleaved import clean_environment  # noqa: E402
 
 OWN_TIME = "[kairos] own time, wall/CPU: "
 EXIT_PHASES = ("stopping", "database end", "outputs")
-ALL_FORMATS = "db,text,trace,perfetto,folded,speedscope,flamegraph,html,json"
 
 
 def own_times(stderr):
@@ -39,6 +39,15 @@ def own_times(stderr):
                 parts[name] = float(times.split("/")[0])
             return parts
     return {}
+
+
+def exit_formats(kairos_avail):
+    """(the default formats, every format written at exit) as KAIROS_OUTPUT_FORMATS spells them:
+    the registry's (formats.hpp's table), read through kairos-avail, never a list typed here."""
+    listed = subprocess.run([kairos_avail, "--settings", "--json", "--regex", "^KAIROS_OUTPUT_FORMATS$"],
+                            capture_output=True, text=True, check=True)
+    setting = json.loads(listed.stdout)["settings"][0]
+    return setting["default"], setting["choices"]
 
 
 def run_once(command, env, cwd):
@@ -79,10 +88,12 @@ def main():
     options = parser.parse_args()
     build = os.path.abspath(options.build)
     kairos_run = os.path.join(build, "plugins/runtime/kairos-run")
+    kairos_avail = os.path.join(build, "plugins/runtime/kairos-avail")
     workload = os.path.join(build, "benchmarks/sampling/cpu_bound_workload")
-    for path in (kairos_run, workload):
+    for path in (kairos_run, kairos_avail, workload):
         if not os.access(path, os.X_OK):
             sys.exit(f"{path} is missing: build the project first (scripts/build.sh)")
+    default_formats, all_formats = exit_formats(kairos_avail)
     base_env = clean_environment(KAIROS_SAMPLING_DELAY="0")
 
     # A work unit's CPU time, measured bare: it sizes each run.
@@ -97,7 +108,7 @@ def main():
     for target in (int(count) for count in options.samples.split(",")):
         units = max(options.threads, round(target / options.freq / unit_s))
         command = [workload, str(units), "--threads", str(options.threads)]
-        configurations = {"bare": None, "default": "db,text,trace", "all": ALL_FORMATS}
+        configurations = {"bare": None, "default": default_formats, "all": all_formats}
         results = {name: {"exit": [], "samples": [], "phases": {p: [] for p in EXIT_PHASES}, "rss": []}
                    for name in configurations}
         with tempfile.TemporaryDirectory() as directory:

@@ -7,8 +7,9 @@
 namespace kairos {
 
 // Every recording file includes this header, so it does without <algorithm> and <cmath> (std::min
-// and std::max written out; the compiler's sqrt, which std::sqrt is): about 0.2 s of each such
-// file's compile time with g++ 12.
+// and std::max written out; the compiler's sqrt, which std::sqrt is): those headers were a
+// noticeable part of each such file's compile time (docs/performance-log.md, "Measured reasons in
+// the code").
 struct statistics {
   std::uint64_t count = 0;
   double sum = 0;

@@ -365,12 +365,11 @@ class backtrace_symbolizer::implementation {
     return false;
   }
 
-  // libdwfl's dwfl_module_addrinfo scans the module's whole symbol table at every call: 350-450 µs
-  // an address in libc, whose separate debug file lists ten thousand symbols. A module's table is
-  // read once instead, sorted by address, and searched: 1.4 ms for libc (reading it 0.5, sorting
-  // it and choosing among aliases 0.9), about three scans. Scanning a module's first few addresses
-  // before indexing it made no difference to a short run (6.0 against 6.2 ms, 30 runs), so every
-  // module is indexed on its first address.
+  // libdwfl's dwfl_module_addrinfo scans the module's whole symbol table at every call (libc's
+  // separate debug file lists ten thousand symbols). A module's table is read once instead, sorted
+  // by address, and searched: the cost of about three scans. Scanning a module's first few
+  // addresses before indexing it made no difference to a short run, so every module is indexed on
+  // its first address (figures: docs/performance-log.md, "Measured reasons in the code").
   void name_function(Dwfl_Module* module, std::uintptr_t address, backtrace_symbol& symbol) {
     auto& index = symbols_[module];
     if (!index) index = index_symbols(module);
@@ -453,9 +452,9 @@ class backtrace_symbolizer::implementation {
     const GElf_Addr end = elf_symbol.st_size != 0 ? start + elf_symbol.st_size : ends.end_of(section);
     return {start, elf_symbol.st_size, end, GELF_ST_BIND(elf_symbol.st_info) != STB_LOCAL, false, index, name};
   }
-  // libdwfl's dwfl_module_getsym_info looks up each symbol's section and file: 150-200 ns a
-  // symbol, 2 ms for libkairos.so's eleven thousand. Read straight from the ELF data the same
-  // symbols cost about 35 ns each, page faults included (libc 0.4 ms). Only where the table is
+  // libdwfl's dwfl_module_getsym_info looks up each symbol's section and file; read straight from
+  // the ELF data the same symbols cost a fifth of that, page faults included (figures:
+  // docs/performance-log.md, "Measured reasons in the code"). Only where the table is
   // plainly the one libdwfl reads: a .symtab or .dynsym with exactly `count` entries in the file
   // holding the module's last symbol, whose first and last symbols kept have libdwfl's
   // addresses; else false.

@@ -224,7 +224,9 @@ bool read_cie(const std::uint8_t* at, const std::uint8_t* section_end, common_in
 
 // Runs call-frame instructions up to the end of `reader`, appending a row at every address where
 // the state changes. `initial` is the CIE's state (what DW_CFA_restore returns to); `emit` is
-// called as emit(address, state) for the state that holds from `address` on.
+// called as emit(address, state) for the state that holds from `address` on. It stays long because
+// it is one switch over DWARF's call-frame opcodes, a few lines each, all acting on the same state
+// and remembered-state stack: split, each piece would take them all as arguments.
 template <class Emit>
 bool run_cfa_program(cfi_reader& reader, const common_information_entry& cie, cfi_state& state,
                      const cfi_state& initial, std::uintptr_t& location, Emit&& emit) {

@@ -32,86 +32,102 @@ double tick_step(double span) {
 
 std::string percent_label(double fraction) { return fmt::format("{:g}%", std::round(fraction * 1000) / 10); }
 
-void write_chart(std::ostream& out, const causal_location& location, std::size_t rank, double left, double top) {
-  // The y range holds every point and interval and 0, within coz's own sanity bounds (-100%..+200%).
-  double low = 0, high = 0.05;
+// A chart's plot area and its y range: speedups mapped to pixels.
+struct chart_scale {
+  double low = 0, high = 0.05, step = 0;
+  double width = chart_width - plot_left - plot_right, height = chart_height - plot_top - plot_bottom;
+  double x_of(double line_speedup) const { return plot_left + line_speedup * width; }
+  double y_of(double speedup) const {
+    return plot_top + (high - std::clamp(speedup, low, high)) / (high - low) * height;
+  }
+};
+
+// The y range holds every point and interval and 0, within coz's own sanity bounds (-100%..+200%).
+chart_scale scale_of(const causal_location& location) {
+  chart_scale scale;
   for (const auto& curve : location.curves)
     for (const auto& point : curve.estimates) {
       const double half = std::isnan(point.interval) ? 0 : point.interval;
-      low = std::min(low, point.program_speedup - half);
-      high = std::max(high, point.program_speedup + half);
+      scale.low = std::min(scale.low, point.program_speedup - half);
+      scale.high = std::max(scale.high, point.program_speedup + half);
     }
-  low = std::max(low, -1.0);
-  high = std::min(high, 2.0);
-  const double step = tick_step(high - low);
-  low = std::floor(low / step) * step;
-  high = std::ceil(high / step) * step;
-  const double width = chart_width - plot_left - plot_right, height = chart_height - plot_top - plot_bottom;
-  const auto x_of = [&](double line_speedup) { return plot_left + line_speedup * width; };
-  const auto y_of = [&](double speedup) {
-    return plot_top + (high - std::clamp(speedup, low, high)) / (high - low) * height;
-  };
+  scale.low = std::max(scale.low, -1.0);
+  scale.high = std::min(scale.high, 2.0);
+  scale.step = tick_step(scale.high - scale.low);
+  scale.low = std::floor(scale.low / scale.step) * scale.step;
+  scale.high = std::ceil(scale.high / scale.step) * scale.step;
+  return scale;
+}
 
+void write_axes(std::ostream& out, const chart_scale& scale) {
+  const double step = scale.step;
+  for (double tick = scale.low; tick <= scale.high + step / 2; tick += step) {
+    const double y = scale.y_of(tick);
+    out << fmt::format("<line class=\"{}\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>\n",
+                       std::abs(tick) < step / 2 ? "zero" : "grid", plot_left, y, plot_left + scale.width, y);
+    out << fmt::format("<text class=\"tick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", plot_left - 6,
+                       y + 4, percent_label(std::abs(tick) < step / 2 ? 0.0 : tick));
+  }
+  for (int percent = 0; percent <= 100; percent += 25) {
+    const double x = scale.x_of(percent / 100.0);
+    out << fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>\n", x,
+                       plot_top, plot_top + scale.height);
+    out << fmt::format("<text class=\"tick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}%</text>\n", x,
+                       plot_top + scale.height + 16, percent);
+  }
+  out << fmt::format("<text class=\"axis\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">line speedup</text>\n",
+                     plot_left + scale.width / 2, chart_height - 8);
+  out << fmt::format(
+      "<text class=\"axis\" transform=\"translate(14,{:.1f}) rotate(-90)\" "
+      "text-anchor=\"middle\">program speedup</text>\n",
+      plot_top + scale.height / 2);
+}
+
+// The `index`th of `count` curves: its line, each point with its interval bar, its legend.
+void write_curve(std::ostream& out, const causal_curve& curve, std::size_t index, std::size_t count,
+                 const chart_scale& scale) {
+  const auto color = colors[index % std::size(colors)];
+  // Each curve a few pixels aside, so that the interval bars of several at one speedup stay apart.
+  const double dodge = 4.0 * (static_cast<double>(index) - static_cast<double>(count - 1) / 2);
+  std::string line;
+  for (const auto& point : curve.estimates)
+    line += fmt::format("{:.1f},{:.1f} ", scale.x_of(point.line_speedup) + dodge, scale.y_of(point.program_speedup));
+  out << fmt::format("<g class=\"curve\" stroke=\"{0}\" fill=\"{0}\">\n<polyline fill=\"none\" points=\"{1}\"/>\n",
+                     color, line);
+  for (const auto& point : curve.estimates) {
+    const double x = scale.x_of(point.line_speedup) + dodge, y = scale.y_of(point.program_speedup);
+    if (!std::isnan(point.interval)) {
+      const double y_low = scale.y_of(point.program_speedup - point.interval),
+                   y_high = scale.y_of(point.program_speedup + point.interval);
+      out << fmt::format(
+          "<path class=\"interval\" d=\"M{0:.1f},{1:.1f}V{2:.1f}M{3:.1f},{1:.1f}H{4:.1f}M{3:.1f},"
+          "{2:.1f}H{4:.1f}\"/>\n",
+          x, y_low, y_high, x - 4, x + 4);
+    }
+    out << fmt::format(
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\"><title>{}: line {} -> program {:+.1f}%{} "
+        "({} experiments, {} visits)</title></circle>\n",
+        x, y, xml_text(curve.progress_point), percent_label(point.line_speedup), point.program_speedup * 100,
+        std::isnan(point.interval) ? std::string{", no interval"} : fmt::format(" \u00b1 {:.1f}", point.interval * 100),
+        point.experiments, point.visits);
+  }
+  out << "</g>\n";
+  // Top left, where a rising curve leaves room; a style, since the stylesheet's text fill beats an attribute.
+  out << fmt::format("<text class=\"legend\" x=\"{:.1f}\" y=\"{:.1f}\" style=\"fill:{}\">{} ({})</text>\n",
+                     plot_left + 8, plot_top + 12 + 14.0 * static_cast<double>(index), color,
+                     xml_text(curve.progress_point), xml_text(curve.kind));
+}
+
+void write_chart(std::ostream& out, const causal_location& location, std::size_t rank, double left, double top) {
+  const chart_scale scale = scale_of(location);
   out << fmt::format("<g class=\"chart\" transform=\"translate({:.1f},{:.1f})\">\n", left, top);
   out << fmt::format("<rect class=\"frame\" width=\"{}\" height=\"{}\"/>\n", chart_width, chart_height);
   out << fmt::format("<text class=\"title\" x=\"12\" y=\"20\">{}. {}</text>\n", rank, xml_text(location.selected));
   out << fmt::format("<text class=\"note\" x=\"12\" y=\"36\">{} scope, {} experiments, impact {:+.1f}%</text>\n",
                      xml_text(location.scope), location.experiments, location.impact * 100);
-  for (double tick = low; tick <= high + step / 2; tick += step) {
-    const double y = y_of(tick);
-    out << fmt::format("<line class=\"{}\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>\n",
-                       std::abs(tick) < step / 2 ? "zero" : "grid", plot_left, y, plot_left + width, y);
-    out << fmt::format("<text class=\"tick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", plot_left - 6,
-                       y + 4, percent_label(std::abs(tick) < step / 2 ? 0.0 : tick));
-  }
-  for (int percent = 0; percent <= 100; percent += 25) {
-    const double x = x_of(percent / 100.0);
-    out << fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>\n", x,
-                       plot_top, plot_top + height);
-    out << fmt::format("<text class=\"tick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}%</text>\n", x,
-                       plot_top + height + 16, percent);
-  }
-  out << fmt::format("<text class=\"axis\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">line speedup</text>\n",
-                     plot_left + width / 2, chart_height - 8);
-  out << fmt::format(
-      "<text class=\"axis\" transform=\"translate(14,{:.1f}) rotate(-90)\" "
-      "text-anchor=\"middle\">program speedup</text>\n",
-      plot_top + height / 2);
-  std::size_t index = 0;
-  for (const auto& curve : location.curves) {
-    const auto color = colors[index % std::size(colors)];
-    // Each curve a few pixels aside, so that the interval bars of several at one speedup stay apart.
-    const double dodge = 4.0 * (static_cast<double>(index) - static_cast<double>(location.curves.size() - 1) / 2);
-    std::string line;
-    for (const auto& point : curve.estimates)
-      line += fmt::format("{:.1f},{:.1f} ", x_of(point.line_speedup) + dodge, y_of(point.program_speedup));
-    out << fmt::format("<g class=\"curve\" stroke=\"{0}\" fill=\"{0}\">\n<polyline fill=\"none\" points=\"{1}\"/>\n",
-                       color, line);
-    for (const auto& point : curve.estimates) {
-      const double x = x_of(point.line_speedup) + dodge, y = y_of(point.program_speedup);
-      if (!std::isnan(point.interval)) {
-        const double y_low = y_of(point.program_speedup - point.interval),
-                     y_high = y_of(point.program_speedup + point.interval);
-        out << fmt::format(
-            "<path class=\"interval\" d=\"M{0:.1f},{1:.1f}V{2:.1f}M{3:.1f},{1:.1f}H{4:.1f}M{3:.1f},"
-            "{2:.1f}H{4:.1f}\"/>\n",
-            x, y_low, y_high, x - 4, x + 4);
-      }
-      out << fmt::format(
-          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\"><title>{}: line {} -> program {:+.1f}%{} "
-          "({} experiments, {} visits)</title></circle>\n",
-          x, y, xml_text(curve.progress_point), percent_label(point.line_speedup), point.program_speedup * 100,
-          std::isnan(point.interval) ? std::string{", no interval"}
-                                     : fmt::format(" \u00b1 {:.1f}", point.interval * 100),
-          point.experiments, point.visits);
-    }
-    out << "</g>\n";
-    // Top left, where a rising curve leaves room; a style, since the stylesheet's text fill beats an attribute.
-    out << fmt::format("<text class=\"legend\" x=\"{:.1f}\" y=\"{:.1f}\" style=\"fill:{}\">{} ({})</text>\n",
-                       plot_left + 8, plot_top + 12 + 14.0 * static_cast<double>(index), color,
-                       xml_text(curve.progress_point), xml_text(curve.kind));
-    ++index;
-  }
+  write_axes(out, scale);
+  for (std::size_t index = 0; index < location.curves.size(); ++index)
+    write_curve(out, location.curves[index], index, location.curves.size(), scale);
   out << "</g>\n";
 }
 

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/plugins/database/region_block.hpp>
 #include <kairos/plugins/database/schema.hpp>
 
@@ -30,25 +31,30 @@ constexpr std::size_t thread_table = 1;
 
 // A process p's launch id: its column, else its merged metadata, else its profile's metadata (an
 // empty one is none).
-constexpr std::string_view launch_id_sql =
-    "COALESCE(NULLIF(p.launch_id, ''), (SELECT NULLIF(value, '') FROM input.process_metadata "
-    "WHERE process = p.id AND key = 'launch_id'), (SELECT NULLIF(value, '') FROM input.metadata "
-    "WHERE key = 'launch_id'))";
+std::string launch_id_sql() {
+  return fmt::format(
+      "COALESCE(NULLIF(p.launch_id, ''), (SELECT NULLIF(value, '') FROM input.process_metadata "
+      "WHERE process = p.id AND key = '{0}'), (SELECT NULLIF(value, '') FROM input.metadata WHERE key = '{0}'))",
+      metadata_key::launch_id);
+}
 
 // Where an input's copied rows point: ids shifted by the output's largest before the input; names,
 // frames and stacks through merged_string(), merged_frame() and merged_stack(), the input's maps (a
-// lookup in memory costs a sample 0.2 us less than a join with a table of them). Each input table
-// is read once, in rowid order; an id that does not resolve fails the input.
+// lookup in memory is cheaper than a join with a table of them). Each input table is read once, in
+// rowid order; an id that does not resolve fails the input. Figures: docs/performance-log.md,
+// "Measured reasons in the code".
 struct copy_step {
   std::string sql;
   bool samples = false;  // its rows are counted as the input's samples
 };
+// It stays long because it is a table, one row per copied table in the order their ids are
+// needed; a function per table would hide the order.
 std::vector<copy_step> copy_steps() {
   return {
       {"INSERT INTO main.process (id, pid, ppid, rank, size, hostname, command, start_ns, end_ns, launch_id) "
        "SELECT p.id + :process, p.pid, p.ppid, p.rank, p.size, merged_string(p.hostname), merged_string(p.command), "
        "p.start_ns, p.end_ns, " +
-       std::string{launch_id_sql} + " FROM input.process AS p"},
+       launch_id_sql() + " FROM input.process AS p"},
       {"INSERT INTO main.thread (id, process, internal_id, sequent_id, tid, name, start_ns, end_ns) "
        "SELECT t.id + :thread, t.process + :process, t.internal_id, t.sequent_id, t.tid, merged_string(t.name), "
        "t.start_ns, "
@@ -124,9 +130,10 @@ std::vector<copy_step> copy_steps() {
       {"INSERT INTO main.process_metadata (process, key, value) "
        "SELECT process + :process, key, value FROM input.process_metadata"},
       // A profile's own metadata describes its process (a merged input's is in process_metadata).
-      {"INSERT INTO main.process_metadata (process, key, value) "
-       "SELECT p.id + :process, m.key, m.value FROM input.process AS p, input.metadata AS m "
-       "WHERE m.key <> 'schema_version' AND NOT EXISTS (SELECT 1 FROM input.process_metadata)"},
+      {fmt::format("INSERT INTO main.process_metadata (process, key, value) "
+                   "SELECT p.id + :process, m.key, m.value FROM input.process AS p, input.metadata AS m "
+                   "WHERE m.key <> '{}' AND NOT EXISTS (SELECT 1 FROM input.process_metadata)",
+                   metadata_key::schema_version)},
   };
 }
 
@@ -201,10 +208,10 @@ struct merger::state {
         insert_stack{database, "INSERT INTO main.stack (parent, frame, depth) VALUES (?, ?, ?)"},
         copies{copy_steps()} {
     // A rollback journal: pages appended past the file's end are not journaled, so each merged
-    // page is written once (WAL wrote it twice, to the log and then to the file: 0.1 us more per
-    // sample). Each input's commit reaches the file, so what is merged stays merged if kairos-merge
-    // is killed or a later input fails; the file is synced to disk once, by finish(), not per
-    // input (three syncs an input made 1,000 small inputs take 17 s instead of 5).
+    // page is written once (WAL wrote it twice, to the log and then to the file). Each input's
+    // commit reaches the file, so what is merged stays merged if kairos-merge is killed or a later
+    // input fails; the file is synced to disk once, by finish(), not per input (syncs per input
+    // made many small inputs several times slower).
     database.execute("PRAGMA journal_mode = DELETE; PRAGMA synchronous = OFF;");
     add_map_function(database, "merged_string", input_strings);
     add_map_function(database, "merged_frame", input_frames);
@@ -220,6 +227,15 @@ struct merger::state {
   std::unordered_map<std::pair<std::int64_t, std::int64_t>, std::int64_t, edge_hash> stacks;
   // Each merged process's identity, and the input it came from.
   std::unordered_map<std::string, std::string> identities;
+
+  // The steps of add(), in order, on the attached input.
+  void add_processes(const std::string& input, merged_input& added, std::vector<std::string>& identities_added);
+  void map_strings();
+  void map_frames(const std::string& input);
+  void map_stacks(const std::string& input);
+  void copy_rows(const std::array<std::int64_t, shifted_tables.size()>& shift, merged_input& added);
+  // Forgets what a failed input added to the maps: ids above those `before` it.
+  void forget_since(const std::array<std::int64_t, 3>& before, const std::vector<std::string>& identities_added);
 };
 
 namespace {
@@ -271,20 +287,123 @@ void merger::finish() {
 
 connection& merger::database() noexcept { return state_->database; }
 
+// Each process is merged once: a second copy would count its time twice.
+void merger::state::add_processes(const std::string& input, merged_input& added,
+                                  std::vector<std::string>& identities_added) {
+  auto processes = database.prepare("SELECT p.pid, COALESCE(h.value, ''), COALESCE(p.start_ns, 0), " + launch_id_sql() +
+                                    " FROM input.process AS p LEFT JOIN input.string AS h ON h.id = p.hostname");
+  while (processes.step()) {
+    const auto launch_id = processes.text(3);
+    auto identity = processes.is_null(3) ? fmt::format("pid {} on host '{}' started at {} ns", processes.integer(0),
+                                                       processes.text(1), processes.integer(2))
+                                         : fmt::format("pid {} on host '{}' of launch '{}'", processes.integer(0),
+                                                       processes.text(1), launch_id);
+    if (const auto found = identities.find(identity); found != identities.end())
+      throw database_error(
+          fmt::format("'{}': its process ({}) is already merged, from '{}'; each "
+                      "process is merged once: leave out the input given twice",
+                      input, identity, found->second));
+    identities.emplace(identity, input);
+    identities_added.push_back(std::move(identity));
+    ++added.processes;
+    if (!processes.is_null(3) &&
+        std::find(added.launch_ids.begin(), added.launch_ids.end(), launch_id) == added.launch_ids.end())
+      added.launch_ids.emplace_back(launch_id);
+  }
+}
+
+void merger::state::map_strings() {
+  input_strings = id_map{scalar(database, "SELECT COALESCE(MAX(id), 0) FROM input.string")};
+  auto rows = database.prepare("SELECT id, value FROM input.string");
+  while (rows.step()) {
+    const auto text = rows.text(1);
+    auto found = strings.find(text);
+    if (found == strings.end()) {
+      insert_string.bind(1, text).run();
+      found = strings.emplace(std::string{text}, database.last_insert_id()).first;
+    }
+    input_strings.set(rows.integer(0), found->second);
+  }
+}
+
+void merger::state::map_frames(const std::string& input) {
+  input_frames = id_map{scalar(database, "SELECT COALESCE(MAX(id), 0) FROM input.frame")};
+  auto rows = database.prepare("SELECT id, address, module, offset, function, file, line, language FROM input.frame");
+  while (rows.step()) {
+    const bool has_module = !rows.is_null(2);
+    const frame_key key{input_strings[rows.integer(2)], rows.integer(3), input_strings[rows.integer(4)],
+                        input_strings[rows.integer(5)], rows.integer(6), has_module ? 0 : rows.integer(1)};
+    if (key.function == 0 || (has_module && key.module == 0))
+      throw database_error(fmt::format("'{}' is corrupt: frame {} names a missing string", input, rows.integer(0)));
+    auto found = frames.find(key);
+    if (found == frames.end()) {
+      auto& insert = insert_frame;
+      insert.bind(1, rows.integer(1));
+      has_module ? insert.bind(2, key.module) : insert.bind_null(2);
+      rows.is_null(3) ? insert.bind_null(3) : insert.bind(3, key.offset);
+      insert.bind(4, key.function);
+      rows.is_null(5) ? insert.bind_null(5) : insert.bind(5, key.file);
+      rows.is_null(6) ? insert.bind_null(6) : insert.bind(6, key.line);
+      insert.bind(7, rows.text(7));
+      insert.run();
+      found = frames.emplace(key, database.last_insert_id()).first;
+    }
+    input_frames.set(rows.integer(0), found->second);
+  }
+}
+
+// Parents before children: a node's depth is its parent's plus one.
+void merger::state::map_stacks(const std::string& input) {
+  input_stacks = id_map{scalar(database, "SELECT COALESCE(MAX(id), 0) FROM input.stack")};
+  auto rows = database.prepare("SELECT id, parent, frame, depth FROM input.stack ORDER BY depth, id");
+  while (rows.step()) {
+    const std::int64_t parent = rows.is_null(1) ? 0 : input_stacks[rows.integer(1)];
+    const auto frame = input_frames[rows.integer(2)];
+    if (frame == 0 || (parent == 0 && !rows.is_null(1)))
+      throw database_error(
+          fmt::format("'{}' is corrupt: stack node {} points to a missing frame or parent", input, rows.integer(0)));
+    auto found = stacks.find({parent, frame});
+    if (found == stacks.end()) {
+      parent == 0 ? insert_stack.bind_null(1) : insert_stack.bind(1, parent);
+      insert_stack.bind(2, frame).bind(3, rows.integer(3)).run();
+      found = stacks.emplace(std::pair{parent, frame}, database.last_insert_id()).first;
+    }
+    input_stacks.set(rows.integer(0), found->second);
+  }
+}
+
+void merger::state::copy_rows(const std::array<std::int64_t, shifted_tables.size()>& shift, merged_input& added) {
+  for (const auto& step : copies) {
+    auto copy = database.prepare(step.sql);
+    for (std::size_t table = 0; table < shifted_tables.size(); ++table)
+      if (const int index = copy.parameter_index(fmt::format(":{}", shifted_tables[table])); index > 0)
+        copy.bind(index, shift[table]);
+    copy.run();
+    if (step.samples) added.samples += database.changes();
+  }
+}
+
+void merger::state::forget_since(const std::array<std::int64_t, 3>& before,
+                                 const std::vector<std::string>& identities_added) {
+  std::erase_if(strings, [&](const auto& entry) { return entry.second > before[0]; });
+  std::erase_if(frames, [&](const auto& entry) { return entry.second > before[1]; });
+  std::erase_if(stacks, [&](const auto& entry) { return entry.second > before[2]; });
+  for (const auto& identity : identities_added) identities.erase(identity);
+}
+
 merged_input merger::add(const std::string& input) {
   // Names the input and refuses another schema version, with the message every reader gives.
   open_profile(input);
   auto& s = *state_;
   auto attach = s.database.prepare("ATTACH DATABASE ? AS input");
   attach.bind(1, std::string_view{input}).run();
-  // The input read through a memory map instead of a read() per page: 0.1 us less per sample
-  // (a third of the time) with 100,000-sample inputs. Its pages are the input file's, dropped by the
-  // kernel as needed.
+  // The input read through a memory map instead of a read() per page, the larger part of a
+  // sample's copy. Its pages are the input file's, dropped by the kernel as needed.
   s.database.execute("PRAGMA input.mmap_size = 1073741824");
   // What this input added to the in-memory maps (ids above these), forgotten if it fails.
-  const auto strings_before = scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM main.string");
-  const auto frames_before = scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM main.frame");
-  const auto stacks_before = scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM main.stack");
+  const std::array<std::int64_t, 3> before{scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM main.string"),
+                                           scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM main.frame"),
+                                           scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM main.stack")};
   std::vector<std::string> identities_added;
   merged_input added;
   try {
@@ -292,107 +411,15 @@ merged_input merger::add(const std::string& input) {
     std::array<std::int64_t, shifted_tables.size()> shift{};
     for (std::size_t table = 0; table < shifted_tables.size(); ++table)
       shift[table] = scalar(s.database, fmt::format("SELECT COALESCE(MAX(id), 0) FROM main.{}", shifted_tables[table]));
-
-    // Each process is merged once: a second copy would count its time twice.
-    auto processes = s.database.prepare("SELECT p.pid, COALESCE(h.value, ''), COALESCE(p.start_ns, 0), " +
-                                        std::string{launch_id_sql} +
-                                        " FROM input.process AS p LEFT JOIN input.string AS h ON h.id = p.hostname");
-    while (processes.step()) {
-      const auto launch_id = processes.text(3);
-      auto identity = processes.is_null(3) ? fmt::format("pid {} on host '{}' started at {} ns", processes.integer(0),
-                                                         processes.text(1), processes.integer(2))
-                                           : fmt::format("pid {} on host '{}' of launch '{}'", processes.integer(0),
-                                                         processes.text(1), launch_id);
-      if (const auto found = s.identities.find(identity); found != s.identities.end())
-        throw database_error(
-            fmt::format("'{}': its process ({}) is already merged, from '{}'; each "
-                        "process is merged once: leave out the input given twice",
-                        input, identity, found->second));
-      s.identities.emplace(identity, input);
-      identities_added.push_back(std::move(identity));
-      ++added.processes;
-      if (!processes.is_null(3) &&
-          std::find(added.launch_ids.begin(), added.launch_ids.end(), launch_id) == added.launch_ids.end())
-        added.launch_ids.emplace_back(launch_id);
-    }
-
-    auto& strings = s.input_strings = id_map{scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM input.string")};
-    auto input_strings = s.database.prepare("SELECT id, value FROM input.string");
-    while (input_strings.step()) {
-      const auto text = input_strings.text(1);
-      auto found = s.strings.find(text);
-      if (found == s.strings.end()) {
-        s.insert_string.bind(1, text).run();
-        found = s.strings.emplace(std::string{text}, s.database.last_insert_id()).first;
-      }
-      strings.set(input_strings.integer(0), found->second);
-    }
-
-    auto& frames = s.input_frames = id_map{scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM input.frame")};
-    auto input_frames =
-        s.database.prepare("SELECT id, address, module, offset, function, file, line, language FROM input.frame");
-    while (input_frames.step()) {
-      const bool has_module = !input_frames.is_null(2);
-      const frame_key key{strings[input_frames.integer(2)], input_frames.integer(3),
-                          strings[input_frames.integer(4)], strings[input_frames.integer(5)],
-                          input_frames.integer(6),          has_module ? 0 : input_frames.integer(1)};
-      if (key.function == 0 || (has_module && key.module == 0))
-        throw database_error(
-            fmt::format("'{}' is corrupt: frame {} names a missing string", input, input_frames.integer(0)));
-      auto found = s.frames.find(key);
-      if (found == s.frames.end()) {
-        auto& insert = s.insert_frame;
-        insert.bind(1, input_frames.integer(1));
-        has_module ? insert.bind(2, key.module) : insert.bind_null(2);
-        input_frames.is_null(3) ? insert.bind_null(3) : insert.bind(3, key.offset);
-        insert.bind(4, key.function);
-        input_frames.is_null(5) ? insert.bind_null(5) : insert.bind(5, key.file);
-        input_frames.is_null(6) ? insert.bind_null(6) : insert.bind(6, key.line);
-        insert.bind(7, input_frames.text(7));
-        insert.run();
-        found = s.frames.emplace(key, s.database.last_insert_id()).first;
-      }
-      frames.set(input_frames.integer(0), found->second);
-    }
-
-    // Parents before children: a node's depth is its parent's plus one.
-    auto& stacks = s.input_stacks = id_map{scalar(s.database, "SELECT COALESCE(MAX(id), 0) FROM input.stack")};
-    auto input_stacks = s.database.prepare("SELECT id, parent, frame, depth FROM input.stack ORDER BY depth, id");
-    while (input_stacks.step()) {
-      const std::int64_t parent = input_stacks.is_null(1) ? 0 : stacks[input_stacks.integer(1)];
-      const auto frame = frames[input_stacks.integer(2)];
-      if (frame == 0 || (parent == 0 && !input_stacks.is_null(1)))
-        throw database_error(
-            fmt::format("'{}' is corrupt: stack node {} points to a missing frame or "
-                        "parent",
-                        input, input_stacks.integer(0)));
-      auto found = s.stacks.find({parent, frame});
-      if (found == s.stacks.end()) {
-        parent == 0 ? s.insert_stack.bind_null(1) : s.insert_stack.bind(1, parent);
-        s.insert_stack.bind(2, frame).bind(3, input_stacks.integer(3)).run();
-        found = s.stacks.emplace(std::pair{parent, frame}, s.database.last_insert_id()).first;
-      }
-      stacks.set(input_stacks.integer(0), found->second);
-    }
-
-    for (const auto& step : s.copies) {
-      auto copy = s.database.prepare(step.sql);
-      for (std::size_t table = 0; table < shifted_tables.size(); ++table)
-        if (const int index = copy.parameter_index(fmt::format(":{}", shifted_tables[table])); index > 0)
-          copy.bind(index, shift[table]);
-      copy.run();
-      if (step.samples) added.samples += s.database.changes();
-    }
+    s.add_processes(input, added, identities_added);
+    s.map_strings();
+    s.map_frames(input);
+    s.map_stacks(input);
+    s.copy_rows(shift, added);
     copy_region_blocks(s.database, s.input_strings, s.input_frames, input, shift[thread_table]);
     copying.commit();
   } catch (const std::exception& error) {
-    for (auto it = s.strings.begin(); it != s.strings.end();)
-      it = it->second > strings_before ? s.strings.erase(it) : std::next(it);
-    for (auto it = s.frames.begin(); it != s.frames.end();)
-      it = it->second > frames_before ? s.frames.erase(it) : std::next(it);
-    for (auto it = s.stacks.begin(); it != s.stacks.end();)
-      it = it->second > stacks_before ? s.stacks.erase(it) : std::next(it);
-    for (const auto& identity : identities_added) s.identities.erase(identity);
+    s.forget_since(before, identities_added);
     s.database.execute("DETACH DATABASE input");
     const std::string_view message = error.what();
     if (message.find("'" + input + "'") != std::string_view::npos) throw;

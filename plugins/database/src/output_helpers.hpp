@@ -162,8 +162,8 @@ std::vector<thread_row> sampled_threads(connection& profile, const window_range&
 // --- samples, summed without sorting them --------------------------------------------------------
 // Every output reads the sample rows through these: in stored order, summed by the caller into
 // groups (threads, stacks, windows, time bins), never by a GROUP BY, ORDER BY or join that makes
-// SQLite sort them or index them in its temporary store (47 bytes a sample: 1 M samples took a
-// text report to 55 MB). Memory is bounded by the groups, not by the samples.
+// SQLite sort them or index them in its temporary store (tens of bytes a sample). Memory is
+// bounded by the groups, not by the samples.
 struct sample_fields {
   std::int64_t thread, window, stack;  // stack 0: a sample with no stack
   std::int64_t time_ns, weight_ns;
@@ -238,11 +238,10 @@ struct region_visit {
 
 // Every row of the `regions` view in the windows (those whose name is in the string table),
 // decoded from region_block by kairos (through the view SQLite parses every field of a row's JSON
-// on its own, about a microsecond a region). Thread by thread (by thread.id), each thread's rows in
+// on its own, far slower). Thread by thread (by thread.id), each thread's rows in
 // the reverse of the order they were written, the order its regions ended: a region before every
 // region it encloses, as a call tree is walked from its root. One block of rows is held at a
-// time: an output never holds every region (a sort of them all cost the text report 0.4 us a
-// region and 100 bytes of memory).
+// time: an output never holds every region (a sort of them all cost time and memory a region).
 // The blocks of `skipped_threads` are not read.
 void for_each_region(connection& profile, const window_range& windows,
                      const std::function<void(const region_visit&)>& visit,

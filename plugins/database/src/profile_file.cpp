@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/plugins/database/schema.hpp>
 
 #include "schema_image.hpp"
@@ -17,8 +18,9 @@ namespace kairos::database {
 // Created exclusively (O_EXCL), never through a symlink (O_NOFOLLOW): a name that exists, or a
 // link planted there, is an error, in one step with no window between a check and the create.
 // The new file gets the schema as a file image made at build time (schema_image_generator.cpp):
-// creating the schema's 20 tables and 20 views with SQL took 5.5-6 ms, every profiled process;
-// opening the image costs its schema's parse, about 1.3 ms.
+// creating the schema's tables and views with SQL cost every profiled process several times what
+// opening the image costs, its schema's parse (docs/performance-log.md, "Measured reasons in the
+// code").
 connection create_profile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -61,7 +63,8 @@ database_error locked(const std::string& path) {
 void check_schema_version(connection& database, const std::string& path) {
   std::string found;
   try {
-    auto version = database.prepare("SELECT value FROM metadata WHERE key = 'schema_version'");
+    auto version = database.prepare("SELECT value FROM metadata WHERE key = ?");
+    version.bind(1, metadata_key::schema_version);
     if (version.step()) found = std::string{version.text(0)};
   } catch (const database_error&) {
     if (sqlite3_errcode(database.handle()) == SQLITE_BUSY) throw locked(path);
@@ -104,8 +107,8 @@ connection open_profile(const std::string& path) {
   connection database{path, connection::mode::read_only};
   // The outputs' queries build temporary tables (materialized CTEs, sorts of stacks and names;
   // never of samples: output_helpers.hpp). In temporary files each costs file creation and
-  // writes: the function table of a small profile took 3 ms that way, 0.7 ms in memory. A large
-  // profile keeps them in files, where a query of a user's own (a view) cannot exhaust memory.
+  // writes, several times the same work in memory for a small profile. A large profile keeps them
+  // in files, where a query of a user's own (a view) cannot exhaust memory.
   // Set before the transaction below: SQLite refuses to change it inside one.
   constexpr std::uintmax_t in_memory_below_bytes = 256u << 20;
   std::error_code unknown_size;

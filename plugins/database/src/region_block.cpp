@@ -48,20 +48,24 @@ void put(char* end, std::int64_t value, int width) {
   }
 }
 
-}  // namespace
+// A row's stored fields: its start from the block's, its length, then its own.
+std::array<std::int64_t, region_stored_fields> stored_fields(const region_fields& row, std::int64_t block_start_ns) {
+  return {
+      static_cast<std::int64_t>(static_cast<std::uint64_t>(row.start_ns) - static_cast<std::uint64_t>(block_start_ns)),
+      static_cast<std::int64_t>(static_cast<std::uint64_t>(row.end_ns) - static_cast<std::uint64_t>(row.start_ns)),
+      row.name,
+      row.depth,
+      row.window,
+      row.clipped,
+      row.frame};
+}
 
-void encode_region_block(std::span<const region_fields> rows, encoded_region_block& out) {
-  out.count = static_cast<std::int64_t>(rows.size());
-  out.rows.clear();
-  if (rows.empty()) {
-    out.digits = {};
-    return;
-  }
-  // One pass for the block's span and each field's width. Starts and lengths, the widest fields,
-  // take their largest value's digits; the others the digits of the OR of their values, as many
-  // or one more (a loop of ORs, where maxima and minima cost this loop twice as much). A field
-  // with a negative value (the sign bit set, never in what kairos writes) is measured exactly, in
-  // a pass of its own.
+// One pass for the block's span and each field's width. Starts and lengths, the widest fields,
+// take their largest value's digits; the others the digits of the OR of their values, as many or
+// one more (a loop of ORs, where maxima and minima cost this loop twice as much). A field with a
+// negative value (the sign bit set, never in what kairos writes) is measured exactly, in a pass of
+// its own. Sets out's span and digits; returns a row's digits.
+std::size_t measure(std::span<const region_fields> rows, encoded_region_block& out) {
   std::int64_t start_ns = rows.front().start_ns, last_start_ns = start_ns, end_ns = rows.front().end_ns;
   std::uint64_t lengths = 0, longest = 0, names = 0, depths = 0, windows = 0, clipped = 0, frames = 0;
   for (const auto& row : rows) {
@@ -79,16 +83,6 @@ void encode_region_block(std::span<const region_fields> rows, encoded_region_blo
   }
   out.start_ns = start_ns;
   out.end_ns = end_ns;
-  const auto stored = [&](const region_fields& row) {
-    return std::array<std::int64_t, region_stored_fields>{
-        static_cast<std::int64_t>(static_cast<std::uint64_t>(row.start_ns) - static_cast<std::uint64_t>(out.start_ns)),
-        static_cast<std::int64_t>(static_cast<std::uint64_t>(row.end_ns) - static_cast<std::uint64_t>(row.start_ns)),
-        row.name,
-        row.depth,
-        row.window,
-        row.clipped,
-        row.frame};
-  };
   const std::uint64_t spans[region_stored_fields]{
       static_cast<std::uint64_t>(last_start_ns) - static_cast<std::uint64_t>(start_ns),
       static_cast<std::int64_t>(lengths) < 0 ? lengths : longest,
@@ -104,15 +98,27 @@ void encode_region_block(std::span<const region_fields> rows, encoded_region_blo
     } else {
       std::int64_t largest = 0, smallest = 0;
       for (const auto& row : rows) {
-        largest = std::max(largest, stored(row)[i]);
-        smallest = std::min(smallest, stored(row)[i]);
+        largest = std::max(largest, stored_fields(row, out.start_ns)[i]);
+        smallest = std::min(smallest, stored_fields(row, out.start_ns)[i]);
       }
       out.digits[i] = std::max(digit_count(static_cast<std::uint64_t>(largest)),
                                smallest < 0 ? digit_count(magnitude_of(smallest)) + 1 : 0);
     }
     stride += static_cast<std::size_t>(out.digits[i]);
   }
+  return stride;
+}
 
+}  // namespace
+
+void encode_region_block(std::span<const region_fields> rows, encoded_region_block& out) {
+  out.count = static_cast<std::int64_t>(rows.size());
+  out.rows.clear();
+  if (rows.empty()) {
+    out.digits = {};
+    return;
+  }
+  const std::size_t stride = measure(rows, out);
   // The fields that take places (most blocks have no window, clipped nor frame).
   struct placed_field {
     std::size_t field;
@@ -126,7 +132,7 @@ void encode_region_block(std::span<const region_fields> rows, encoded_region_blo
   char* at = out.rows.data();
   *at++ = '[';
   for (const auto& row : rows) {
-    const auto fields = stored(row);
+    const auto fields = stored_fields(row, out.start_ns);
     *at++ = '"';
     for (std::size_t i = 0; i < placed_count; ++i) {
       at += placed[i].width;

@@ -1,5 +1,7 @@
 #include <kairos/plugins/database/schema.hpp>
 
+#include <kairos/plugins/database/metadata_keys.hpp>
+
 #include <string>
 
 namespace kairos::database {
@@ -402,19 +404,19 @@ void use_write_settings(connection& database) {
   // commit leaves the journal hot, and the next read-write open (open_profile, any SQLite client)
   // rolls it back to the last commit. Pages appended past the file's end, nearly all a profile
   // writes, are not journaled, so each is written once; WAL wrote each twice (to the log, then to
-  // the file at the checkpoint, reading it back), a page a system call: a quarter of a recorded
-  // region's cost (2M regions: 120-170 -> 103 ns of CPU a region). PERSIST keeps the journal file
-  // between commits instead of creating and unlinking it every flush; the finish deletes it.
-  // Syncing to disk only guards against the machine itself going down, and its fsyncs were 4-7 ms
-  // of wall time of every profiled run here: a profile is not worth that.
+  // the file at the checkpoint, reading it back), a page a system call: a large part of a recorded
+  // region's cost. PERSIST keeps the journal file between commits instead of creating and
+  // unlinking it every flush; the finish deletes it. Syncing to disk only guards against the
+  // machine itself going down, and its fsyncs cost every profiled run milliseconds of wall time: a
+  // profile is not worth that. Figures: docs/performance-log.md, "Measured reasons in the code".
   database.execute("PRAGMA synchronous = OFF; PRAGMA journal_mode = PERSIST;");
 }
 
 void create_schema(connection& database) {
   transaction creating{database};
   database.execute(schema_sql);
-  auto version = database.prepare("INSERT INTO metadata (key, value) VALUES ('schema_version', ?)");
-  version.bind(1, std::string_view{std::to_string(schema_version)}).run();
+  auto version = database.prepare("INSERT INTO metadata (key, value) VALUES (?, ?)");
+  version.bind(1, metadata_key::schema_version).bind(2, std::string_view{std::to_string(schema_version)}).run();
   creating.commit();
 }
 

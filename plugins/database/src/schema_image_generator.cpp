@@ -18,9 +18,9 @@ int main(int argc, char** argv) {
   std::remove(scratch.c_str());
   try {
     kairos::database::connection database{scratch, kairos::database::connection::mode::create};
-    // 8 KiB pages: SQLite writes its files a page a system call, and 4 KiB pages cost a recorded
-    // region a tenth more (2M regions, interleaved: 89.8 vs 81.8 ns of CPU a region; with WAL 143
-    // vs 120). 16 KiB measured the same as 8, with an empty profile twice as large (264 KiB now).
+    // 8 KiB pages: SQLite writes its files a page a system call, and 4 KiB pages made a recorded
+    // region measurably dearer; 16 KiB measured the same as 8, with an empty profile twice as
+    // large (docs/performance-log.md, "Measured reasons in the code").
     database.execute("PRAGMA page_size = 8192");
     kairos::database::create_schema(database);
   } catch (const std::exception& error) {

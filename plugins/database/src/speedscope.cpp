@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/plugins/database/schema.hpp>
 
 #include "output_helpers.hpp"
@@ -52,7 +53,8 @@ void write_speedscope(connection& profile, std::ostream& out, const window_range
   };
 
   const auto command = [&] {
-    auto query = profile.prepare("SELECT value FROM metadata WHERE key = 'command'");
+    auto query = profile.prepare("SELECT value FROM metadata WHERE key = ?");
+    query.bind(1, metadata_key::command);
     return query.step() ? std::string{query.text(0)} : std::string{};
   }();
   out << R"({"$schema":"https://www.speedscope.app/file-format-schema.json","exporter":)" << json_string(exporter)

@@ -36,6 +36,7 @@
 // the buffer callbacks on its worker or on the thread flushing); the correlation maps are behind one
 // mutex, never held while calling the collector or flushing.
 #include "backend.hpp"
+#include "work_table.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -95,27 +96,16 @@ struct driver_functions {
 };
 
 // What an API call issues, from its callback id and parameters (read at its entry).
-enum class work_kind : std::uint8_t { call, kernel, copy };
 struct work {
   work_kind kind = work_kind::call;
   copy_kind copy = copy_kind::unknown;
   std::uint64_t bytes = 0;
 };
 
-copy_kind kind_of(cudaMemcpyKind kind) {
-  switch (kind) {
-    case cudaMemcpyHostToDevice:
-      return copy_kind::host_to_device;
-    case cudaMemcpyDeviceToHost:
-      return copy_kind::device_to_host;
-    case cudaMemcpyDeviceToDevice:
-      return copy_kind::device_to_device;
-    case cudaMemcpyHostToHost:
-      return copy_kind::host_to_host;
-    default:
-      return copy_kind::unknown;  // cudaMemcpyDefault: known from the activity record only
-  }
-}
+static_assert(numbered_as_memcpy_direction<cudaMemcpyKind>({cudaMemcpyHostToHost, cudaMemcpyHostToDevice,
+                                                            cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice,
+                                                            cudaMemcpyDefault}),
+              "cudaMemcpyKind numbers the directions as work_table.hpp reads them");
 
 copy_kind kind_of(CUmemorytype source, CUmemorytype destination) {
   const bool from_host = source == CU_MEMORYTYPE_HOST, to_host = destination == CU_MEMORYTYPE_HOST;
@@ -146,261 +136,304 @@ copy_kind kind_of_activity(std::uint8_t kind) {
   }
 }
 
+// The readers of the tables' rows: each takes a call's functionParams (CUPTI's structure of its
+// arguments, named `<function>_params`).
 template <class Params>
-const Params& params_of(const CUpti_CallbackData* data) {
-  return *static_cast<const Params*>(data->functionParams);
+const Params& params_of(const void* parameters) {
+  return *static_cast<const Params*>(parameters);
 }
 
-work describe_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
-  const auto copy = [](copy_kind kind, std::uint64_t bytes) { return work{work_kind::copy, kind, bytes}; };
-  switch (cbid) {
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
-#if CUPTI_API_VERSION >= 130000
-    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:  // <<<>>> in CUDA 13
-    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
-#endif
-      return {work_kind::kernel};
-
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000: {  // the same leading parameters
-      const auto& p = params_of<cudaMemcpy_v3020_params>(data);
-      return copy(kind_of(p.kind), p.count);
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_ptsz_v7000: {
-      const auto& p = params_of<cudaMemcpyToSymbol_v3020_params>(data);
-      return copy(kind_of(p.kind), p.count);
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_ptsz_v7000: {
-      const auto& p = params_of<cudaMemcpyFromSymbol_v3020_params>(data);
-      return copy(kind_of(p.kind), p.count);
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000: {
-      const auto& p = params_of<cudaMemcpy2D_v3020_params>(data);
-      return copy(kind_of(p.kind), std::uint64_t{p.width} * p.height);
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000: {
-      const cudaMemcpy3DParms* p = params_of<cudaMemcpy3D_v3020_params>(data).p;
-      if (p == nullptr) return copy(copy_kind::unknown, 0);
-      return copy(kind_of(p->kind), std::uint64_t{p->extent.width} * p->extent.height * p->extent.depth);
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeer_v4000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000:
-      return copy(copy_kind::peer, params_of<cudaMemcpyPeer_v4000_params>(data).count);
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeer_v4000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeer_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_v4000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_ptsz_v7000: {
-      const cudaMemcpy3DPeerParms* p = params_of<cudaMemcpy3DPeer_v4000_params>(data).p;
-      return copy(copy_kind::peer, p ? std::uint64_t{p->extent.width} * p->extent.height * p->extent.depth : 0);
-    }
-    // Arrays and batches: counted as copies of unknown kind and size (the records tell them).
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArray_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArray_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArray_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArray_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyArrayToArray_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyArrayToArray_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArray_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArray_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArray_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArray_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DArrayToArray_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DArrayToArray_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArrayAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArrayAsync_ptsz_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArrayAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArrayAsync_ptsz_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArrayAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArrayAsync_ptsz_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArrayAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArrayAsync_ptsz_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v12080:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v12080:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v12080:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v12080:
-#if CUPTI_API_VERSION >= 130000
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v13000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v13000:
-#endif
-      return copy(copy_kind::unknown, 0);
-
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000:
-      return copy(copy_kind::memset, params_of<cudaMemset_v3020_params>(data).count);
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset2D_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset2D_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset2DAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset2DAsync_ptsz_v7000: {
-      const auto& p = params_of<cudaMemset2D_v3020_params>(data);
-      return copy(copy_kind::memset, std::uint64_t{p.width} * p.height);
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset3D_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset3D_ptds_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset3DAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemset3DAsync_ptsz_v7000: {
-      const cudaExtent& e = params_of<cudaMemset3D_v3020_params>(data).extent;
-      return copy(copy_kind::memset, std::uint64_t{e.width} * e.height * e.depth);
-    }
-    default:
-      return {};
-  }
+template <class Params>
+copied counted(const void* parameters) {
+  const auto& p = params_of<Params>(parameters);
+  return {copy_kind_of(p.kind), p.count};
 }
 
-work describe_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
-  const auto copy = [](copy_kind kind, std::uint64_t bytes) { return work{work_kind::copy, kind, bytes}; };
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunch:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-      return {work_kind::kernel};
+template <class Params>
+copied counted_2d(const void* parameters) {
+  const auto& p = params_of<Params>(parameters);
+  return {copy_kind_of(p.kind), std::uint64_t{p.width} * p.height};
+}
 
-    // Two addresses then the byte count: the parameters' layout of each of these.
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz:
-      return copy(copy_kind::host_to_device, params_of<cuMemcpyHtoD_v2_params>(data).ByteCount);
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz:
-      return copy(copy_kind::device_to_host, params_of<cuMemcpyDtoH_v2_params>(data).ByteCount);
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz:
-      return copy(copy_kind::device_to_device, params_of<cuMemcpyDtoD_v2_params>(data).ByteCount);
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz:  // unified addressing: the record tells the kind
-      return copy(copy_kind::unknown, params_of<cuMemcpy_params>(data).ByteCount);
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz:
-      return copy(copy_kind::peer, params_of<cuMemcpyPeer_params>(data).ByteCount);
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz: {
-      const CUDA_MEMCPY2D* p = params_of<cuMemcpy2D_v2_params>(data).pCopy;
-      if (p == nullptr) return copy(copy_kind::unknown, 0);
-      return copy(kind_of(p->srcMemoryType, p->dstMemoryType), std::uint64_t{p->WidthInBytes} * p->Height);
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2_ptsz: {
-      const CUDA_MEMCPY3D* p = params_of<cuMemcpy3D_v2_params>(data).pCopy;
-      if (p == nullptr) return copy(copy_kind::unknown, 0);
-      return copy(kind_of(p->srcMemoryType, p->dstMemoryType), std::uint64_t{p->WidthInBytes} * p->Height * p->Depth);
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoD_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoD_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoAAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoAAsync_v2_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoH_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoH_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoHAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoHAsync_v2_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoA_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoA_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_ptsz:
+copied runtime_3d(const void* parameters) {
+  const cudaMemcpy3DParms* p = params_of<cudaMemcpy3D_v3020_params>(parameters).p;
+  if (p == nullptr) return {};
+  return {copy_kind_of(p->kind), std::uint64_t{p->extent.width} * p->extent.height * p->extent.depth};
+}
+
+copied runtime_peer(const void* parameters) {
+  return {copy_kind::peer, params_of<cudaMemcpyPeer_v4000_params>(parameters).count};
+}
+
+copied runtime_3d_peer(const void* parameters) {
+  const cudaMemcpy3DPeerParms* p = params_of<cudaMemcpy3DPeer_v4000_params>(parameters).p;
+  return {copy_kind::peer, p ? std::uint64_t{p->extent.width} * p->extent.height * p->extent.depth : 0};
+}
+
+copied told_by_record(const void*) { return {}; }
+
+template <class Params>
+copied memset_count(const void* parameters) {
+  return {copy_kind::memset, params_of<Params>(parameters).count};
+}
+
+copied runtime_memset_2d(const void* parameters) {
+  const auto& p = params_of<cudaMemset2D_v3020_params>(parameters);
+  return {copy_kind::memset, std::uint64_t{p.width} * p.height};
+}
+
+copied runtime_memset_3d(const void* parameters) {
+  const cudaExtent& e = params_of<cudaMemset3D_v3020_params>(parameters).extent;
+  return {copy_kind::memset, std::uint64_t{e.width} * e.height * e.depth};
+}
+
+template <copy_kind Kind, class Params>
+copied byte_count(const void* parameters) {
+  return {Kind, params_of<Params>(parameters).ByteCount};
+}
+
+copied driver_2d(const void* parameters) {
+  const CUDA_MEMCPY2D* p = params_of<cuMemcpy2D_v2_params>(parameters).pCopy;
+  if (p == nullptr) return {};
+  return {kind_of(p->srcMemoryType, p->dstMemoryType), std::uint64_t{p->WidthInBytes} * p->Height};
+}
+
+copied driver_3d(const void* parameters) {
+  const CUDA_MEMCPY3D* p = params_of<cuMemcpy3D_v2_params>(parameters).pCopy;
+  if (p == nullptr) return {};
+  return {kind_of(p->srcMemoryType, p->dstMemoryType), std::uint64_t{p->WidthInBytes} * p->Height * p->Depth};
+}
+
+template <class Params, std::uint64_t ElementBytes>
+copied elements(const void* parameters) {
+  return {copy_kind::memset, std::uint64_t{params_of<Params>(parameters).N} * ElementBytes};
+}
+
+template <class Params, std::uint64_t ElementBytes>
+copied elements_2d(const void* parameters) {
+  const auto& p = params_of<Params>(parameters);
+  return {copy_kind::memset, std::uint64_t{p.Width} * p.Height * ElementBytes};
+}
+
+using cuda_row = work_row<CUpti_CallbackId, const void*>;
+constexpr cuda_row kernel_row(CUpti_CallbackId id) { return {id, work_kind::kernel}; }
+constexpr cuda_row copy_row(CUpti_CallbackId id, copied (*read)(const void*)) { return {id, work_kind::copy, read}; }
+
+// The runtime API's calls that issue work; every other call issues none.
+constexpr cuda_row runtime_work[] = {
+    // Kernel launches (CUDA 13 adds the <<<>>> launches' own).
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020),
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000),
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000),
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000),
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000),
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000),
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000),
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060),
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060),
 #if CUPTI_API_VERSION >= 130000
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_v2_ptsz:
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000),
+    kernel_row(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000),
 #endif
-      return copy(copy_kind::unknown, 0);
+    // Copies that name their cudaMemcpyKind and byte count (the Async variants' parameters begin
+    // alike).
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, &counted<cudaMemcpy_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000, &counted<cudaMemcpy_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, &counted<cudaMemcpy_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000, &counted<cudaMemcpy_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020, &counted<cudaMemcpyToSymbol_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000, &counted<cudaMemcpyToSymbol_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_v3020, &counted<cudaMemcpyToSymbol_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_ptsz_v7000, &counted<cudaMemcpyToSymbol_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020, &counted<cudaMemcpyFromSymbol_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000, &counted<cudaMemcpyFromSymbol_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_v3020, &counted<cudaMemcpyFromSymbol_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_ptsz_v7000,
+             &counted<cudaMemcpyFromSymbol_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020, &counted_2d<cudaMemcpy2D_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000, &counted_2d<cudaMemcpy2D_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020, &counted_2d<cudaMemcpy2D_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000, &counted_2d<cudaMemcpy2D_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020, &runtime_3d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000, &runtime_3d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020, &runtime_3d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000, &runtime_3d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeer_v4000, &runtime_peer),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000, &runtime_peer),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeer_v4000, &runtime_3d_peer),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeer_ptds_v7000, &runtime_3d_peer),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_v4000, &runtime_3d_peer),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_ptsz_v7000, &runtime_3d_peer),
+    // Arrays and batches: copies of unknown kind and size (the records tell them).
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArray_v3020, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArray_ptds_v7000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArray_v3020, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArray_ptds_v7000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyArrayToArray_v3020, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyArrayToArray_ptds_v7000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArray_v3020, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArray_ptds_v7000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArray_v3020, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArray_ptds_v7000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DArrayToArray_v3020, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DArrayToArray_ptds_v7000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArrayAsync_v3020, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArrayAsync_ptsz_v7000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArrayAsync_v3020, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArrayAsync_ptsz_v7000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArrayAsync_v3020, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArrayAsync_ptsz_v7000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArrayAsync_v3020, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArrayAsync_ptsz_v7000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v12080, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v12080, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v12080, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v12080, &told_by_record),
+#if CUPTI_API_VERSION >= 130000
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v13000, &told_by_record),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v13000, &told_by_record),
+#endif
+    // Memsets.
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020, &memset_count<cudaMemset_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000, &memset_count<cudaMemset_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, &memset_count<cudaMemset_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000, &memset_count<cudaMemset_v3020_params>),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemset2D_v3020, &runtime_memset_2d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemset2D_ptds_v7000, &runtime_memset_2d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemset2DAsync_v3020, &runtime_memset_2d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemset2DAsync_ptsz_v7000, &runtime_memset_2d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemset3D_v3020, &runtime_memset_3d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemset3D_ptds_v7000, &runtime_memset_3d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemset3DAsync_v3020, &runtime_memset_3d),
+    copy_row(CUPTI_RUNTIME_TRACE_CBID_cudaMemset3DAsync_ptsz_v7000, &runtime_memset_3d),
+};
 
-    // A destination, a value (padded to 8 bytes), then the element count: each of these.
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz:
-      return copy(copy_kind::memset, params_of<cuMemsetD8_v2_params>(data).N);
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD16_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD16_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async_ptsz:
-      return copy(copy_kind::memset, std::uint64_t{params_of<cuMemsetD16_v2_params>(data).N} * 2);
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz:
-      return copy(copy_kind::memset, std::uint64_t{params_of<cuMemsetD32_v2_params>(data).N} * 4);
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8Async:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8Async_ptsz: {
-      const auto& p = params_of<cuMemsetD2D8_v2_params>(data);
-      return copy(copy_kind::memset, std::uint64_t{p.Width} * p.Height);
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16Async:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16Async_ptsz: {
-      const auto& p = params_of<cuMemsetD2D16_v2_params>(data);
-      return copy(copy_kind::memset, std::uint64_t{p.Width} * p.Height * 2);
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32_v2_ptds:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32Async:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32Async_ptsz: {
-      const auto& p = params_of<cuMemsetD2D32_v2_params>(data);
-      return copy(copy_kind::memset, std::uint64_t{p.Width} * p.Height * 4);
-    }
-    default:
-      return {};
-  }
+// The driver API's.
+constexpr cuda_row driver_work[] = {
+    // Kernel launches.
+    kernel_row(CUPTI_DRIVER_TRACE_CBID_cuLaunch),
+    kernel_row(CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid),
+    kernel_row(CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync),
+    kernel_row(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel),
+    kernel_row(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz),
+    kernel_row(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel),
+    kernel_row(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz),
+    kernel_row(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice),
+    kernel_row(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx),
+    kernel_row(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz),
+    // Two addresses then the byte count, in each of these (cuMemcpy: unified addressing, the record
+    // tells the kind).
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, &byte_count<copy_kind::host_to_device, cuMemcpyHtoD_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds,
+             &byte_count<copy_kind::host_to_device, cuMemcpyHtoD_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+             &byte_count<copy_kind::host_to_device, cuMemcpyHtoD_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+             &byte_count<copy_kind::host_to_device, cuMemcpyHtoD_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, &byte_count<copy_kind::device_to_host, cuMemcpyDtoH_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds,
+             &byte_count<copy_kind::device_to_host, cuMemcpyDtoH_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+             &byte_count<copy_kind::device_to_host, cuMemcpyDtoH_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+             &byte_count<copy_kind::device_to_host, cuMemcpyDtoH_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2, &byte_count<copy_kind::device_to_device, cuMemcpyDtoD_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds,
+             &byte_count<copy_kind::device_to_device, cuMemcpyDtoD_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+             &byte_count<copy_kind::device_to_device, cuMemcpyDtoD_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
+             &byte_count<copy_kind::device_to_device, cuMemcpyDtoD_v2_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy, &byte_count<copy_kind::unknown, cuMemcpy_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds, &byte_count<copy_kind::unknown, cuMemcpy_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, &byte_count<copy_kind::unknown, cuMemcpy_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz, &byte_count<copy_kind::unknown, cuMemcpy_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer, &byte_count<copy_kind::peer, cuMemcpyPeer_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer_ptds, &byte_count<copy_kind::peer, cuMemcpyPeer_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync, &byte_count<copy_kind::peer, cuMemcpyPeer_params>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz, &byte_count<copy_kind::peer, cuMemcpyPeer_params>),
+    // Copies described by a structure.
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2, &driver_2d),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2_ptds, &driver_2d),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2, &driver_2d),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2_ptds, &driver_2d),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2, &driver_2d),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz, &driver_2d),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2, &driver_3d),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2_ptds, &driver_3d),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2, &driver_3d),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2_ptsz, &driver_3d),
+    // Arrays, 3D peers and batches: copies of unknown kind and size (the records tell them).
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA_v2, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoA_v2_ptds, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoD_v2, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoD_v2_ptds, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoA_v2_ptds, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoAAsync_v2, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoAAsync_v2_ptsz, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoH_v2, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoH_v2_ptds, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoHAsync_v2, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoHAsync_v2_ptsz, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoA_v2, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAtoA_v2_ptds, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer_ptds, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync_ptsz, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_ptsz, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_ptsz, &told_by_record),
+#if CUPTI_API_VERSION >= 130000
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2_ptsz, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_v2, &told_by_record),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_v2_ptsz, &told_by_record),
+#endif
+    // A destination, a value (padded to 8 bytes), then the element count, in each of these.
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, &elements<cuMemsetD8_v2_params, 1>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds, &elements<cuMemsetD8_v2_params, 1>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, &elements<cuMemsetD8_v2_params, 1>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz, &elements<cuMemsetD8_v2_params, 1>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD16_v2, &elements<cuMemsetD16_v2_params, 2>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD16_v2_ptds, &elements<cuMemsetD16_v2_params, 2>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async, &elements<cuMemsetD16_v2_params, 2>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async_ptsz, &elements<cuMemsetD16_v2_params, 2>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2, &elements<cuMemsetD32_v2_params, 4>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2_ptds, &elements<cuMemsetD32_v2_params, 4>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async, &elements<cuMemsetD32_v2_params, 4>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz, &elements<cuMemsetD32_v2_params, 4>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2, &elements_2d<cuMemsetD2D8_v2_params, 1>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2_ptds, &elements_2d<cuMemsetD2D8_v2_params, 1>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8Async, &elements_2d<cuMemsetD2D8_v2_params, 1>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8Async_ptsz, &elements_2d<cuMemsetD2D8_v2_params, 1>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16_v2, &elements_2d<cuMemsetD2D16_v2_params, 2>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16_v2_ptds, &elements_2d<cuMemsetD2D16_v2_params, 2>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16Async, &elements_2d<cuMemsetD2D16_v2_params, 2>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16Async_ptsz, &elements_2d<cuMemsetD2D16_v2_params, 2>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32_v2, &elements_2d<cuMemsetD2D32_v2_params, 4>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32_v2_ptds, &elements_2d<cuMemsetD2D32_v2_params, 4>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32Async, &elements_2d<cuMemsetD2D32_v2_params, 4>),
+    copy_row(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32Async_ptsz, &elements_2d<cuMemsetD2D32_v2_params, 4>),
+};
+
+static_assert(ids_distinct_and_below<CUPTI_RUNTIME_TRACE_CBID_SIZE>(runtime_work) &&
+                  ids_distinct_and_below<CUPTI_DRIVER_TRACE_CBID_SIZE>(driver_work),
+              "a callback id listed twice in a table, or beyond its domain");
+constexpr auto runtime_index = row_index<CUPTI_RUNTIME_TRACE_CBID_SIZE>(runtime_work);
+constexpr auto driver_index = row_index<CUPTI_DRIVER_TRACE_CBID_SIZE>(driver_work);
+
+work work_of_call(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  const cuda_row* row = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? find_row(runtime_work, runtime_index, cbid)
+                                                              : find_row(driver_work, driver_index, cbid);
+  if (row == nullptr) return {};
+  if (row->kind != work_kind::copy) return {row->kind};
+  const copied copy = row->copy(data->functionParams);
+  return {work_kind::copy, copy.kind, copy.bytes};
 }
 
 // Work issued and not yet seen in an activity record, by the issuing call's correlation id.
@@ -734,8 +767,7 @@ void cuda::on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpt
       // Nested in a call of the program's (the runtime's own driver calls): if it issues the outer
       // call's work under another correlation id, that id is aliased to the outer one.
       if (!thread.work || data->correlationId == thread.correlation) return;
-      const work issued =
-          domain == CUPTI_CB_DOMAIN_DRIVER_API ? describe_driver(cbid, data) : describe_runtime(cbid, data);
+      const work issued = work_of_call(domain, cbid, data);
       if (issued.kind == work_kind::call) return;
       std::lock_guard lock{mutex_};
       const auto outer = pending_.find(thread.correlation);
@@ -747,8 +779,7 @@ void cuda::on_api(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpt
     }
     thread.enter_ns = host_now_ns();
     thread.correlation = data->correlationId;
-    const work issued =
-        domain == CUPTI_CB_DOMAIN_RUNTIME_API ? describe_runtime(cbid, data) : describe_driver(cbid, data);
+    const work issued = work_of_call(domain, cbid, data);
     thread.work = issued.kind != work_kind::call;
     if (!thread.work) return;
     pending_work entry{capture_call_site(thread.enter_ns),

@@ -10,6 +10,7 @@
 // the reference's host time plus hipEventElapsedTime(reference, start event). References are
 // renewed every second, because the elapsed time is a float in milliseconds (1 µs steps at 10 s).
 #include "backend.hpp"
+#include "work_table.hpp"
 
 #if KAIROS_GPU_HAVE_HIP_HEADERS
 
@@ -62,7 +63,6 @@ std::string describe(const hip_functions& hip, hipError_t error) {
 }
 
 // What a wrapped call is, from its arguments.
-enum class work_kind { call, kernel, copy };
 struct work {
   work_kind kind = work_kind::call;
   hipStream_t stream = nullptr;
@@ -76,20 +76,11 @@ struct work {
   bool synchronises = false;  // resolve completed work after it returns
 };
 
-copy_kind kind_of(hipMemcpyKind kind) {
-  switch (kind) {
-    case hipMemcpyHostToDevice:
-      return copy_kind::host_to_device;
-    case hipMemcpyDeviceToHost:
-      return copy_kind::device_to_host;
-    case hipMemcpyDeviceToDevice:
-      return copy_kind::device_to_device;
-    case hipMemcpyHostToHost:
-      return copy_kind::host_to_host;
-    default:
-      return copy_kind::unknown;  // hipMemcpyDefault: the runtime infers it
-  }
-}
+static_assert(numbered_as_memcpy_direction<hipMemcpyKind>({hipMemcpyHostToHost, hipMemcpyHostToDevice,
+                                                           hipMemcpyDeviceToHost, hipMemcpyDeviceToDevice,
+                                                           hipMemcpyDefault}),
+              "hipMemcpyKind numbers the directions as work_table.hpp reads them");
+
 std::array<std::uint32_t, 3> sizes(dim3 d) { return {d.x, d.y, d.z}; }
 
 // One entry per wrapped function: its symbol and how to read its arguments.
@@ -128,75 +119,163 @@ enum class hip_call {
   event_synchronize,
 };
 
+using launch_type = hipError_t(const void*, dim3, dim3, void**, size_t, hipStream_t);
+using copy_type = hipError_t(void*, const void*, size_t, hipMemcpyKind);
+using copy_async_type = hipError_t(void*, const void*, size_t, hipMemcpyKind, hipStream_t);
+using copy_bytes_type = hipError_t(void*, void*, size_t);
+using copy_bytes_async_type = hipError_t(void*, void*, size_t, hipStream_t);
+using copy_2d_type = hipError_t(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind);
+using copy_2d_async_type = hipError_t(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind, hipStream_t);
+using copy_peer_type = hipError_t(void*, int, const void*, int, size_t);
+
+using launch_ext_type = hipError_t(const void*, dim3, dim3, void**, size_t, hipStream_t, hipEvent_t, hipEvent_t, int);
+using launch_module_type = hipError_t(hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                      unsigned, hipStream_t, void**, void**);
+using copy_3d_type = hipError_t(const hipMemcpy3DParms*);
+using copy_3d_async_type = hipError_t(const hipMemcpy3DParms*, hipStream_t);
+using copy_peer_async_type = hipError_t(void*, int, const void*, int, size_t, hipStream_t);
+using set_type = hipError_t(void*, int, size_t);
+using set_async_type = hipError_t(void*, int, size_t, hipStream_t);
+
+// A wrapped call's arguments reach the table's readers as their addresses, in order (as CUPTI's
+// functionParams reach CUDA's); each reader names the function type it reads, and the argument's
+// type is taken from it, so that a reader and its call cannot disagree on a type unseen.
+using arguments = const void* const*;
+
+template <class Function>
+struct parameter_list;
+template <class R, class... Parameters>
+struct parameter_list<R(Parameters...)> {
+  using type = std::tuple<Parameters...>;
+};
+template <class Function, std::size_t I>
+const auto& argument(arguments given) {
+  using type = std::tuple_element_t<I, typename parameter_list<Function>::type>;
+  return *static_cast<const type*>(given[I]);
+}
+
+// A copy naming its hipMemcpyKind and byte count.
+template <class Function, std::size_t Bytes, std::size_t Kind>
+copied counted(arguments given) {
+  return {copy_kind_of(argument<Function, Kind>(given)), argument<Function, Bytes>(given)};
+}
+// A copy or memset of a fixed kind; its count of elements of `Element` bytes.
+template <class Function, copy_kind Kind, std::size_t Count, std::uint64_t Element = 1>
+copied fixed(arguments given) {
+  return {Kind, std::uint64_t{argument<Function, Count>(given)} * Element};
+}
+template <class Function>
+copied counted_2d(arguments given) {  // (dst, dpitch, src, spitch, width, height, kind, ...)
+  return {copy_kind_of(argument<Function, 6>(given)),
+          std::uint64_t{argument<Function, 4>(given)} * argument<Function, 5>(given)};
+}
+template <class Function>
+copied copied_3d(arguments given) {
+  const hipMemcpy3DParms* p = argument<Function, 0>(given);
+  if (p == nullptr) return {};
+  return {copy_kind_of(p->kind), std::uint64_t{p->extent.width} * p->extent.height * p->extent.depth};
+}
+
+// The stream a call issues its work on: an argument, the per-thread stream (the _spt variants), or
+// the null stream.
+template <class Function, std::size_t I>
+hipStream_t stream_argument(arguments given) {
+  return argument<Function, I>(given);
+}
+hipStream_t per_thread_stream(arguments) { return hipStreamPerThread; }
+hipStream_t null_stream(arguments) { return nullptr; }
+
+// A row of the table: the shared shape, and what HIP's calls say besides (CUDA's records carry
+// streams; HIP's wrappers must read them).
+struct hip_row {
+  work_row<hip_call, arguments> work;
+  hipStream_t (*stream)(arguments) = &null_stream;
+  bool asynchronous = false;
+  bool synchronises = false;  // completed work is resolved after it returns
+};
+constexpr hip_row kernel_row(hip_call id, hipStream_t (*stream)(arguments)) {
+  return {{id, work_kind::kernel}, stream};
+}
+constexpr hip_row copy_row(hip_call id, copied (*read)(arguments), hipStream_t (*stream)(arguments) = &null_stream,
+                           bool asynchronous = false) {
+  return {{id, work_kind::copy, read}, stream, asynchronous};
+}
+constexpr hip_row call_row(hip_call id, bool synchronises = false) { return {{id}, &null_stream, false, synchronises}; }
+
+constexpr auto hip_work = [] {
+  using enum hip_call;
+  return std::to_array<hip_row>({
+      kernel_row(launch_kernel, &stream_argument<launch_type, 5>),
+      kernel_row(launch_kernel_spt, &per_thread_stream),
+      kernel_row(ext_launch_kernel, &stream_argument<launch_ext_type, 5>),
+      kernel_row(module_launch_kernel, &stream_argument<launch_module_type, 8>),
+      {{memcpy, work_kind::copy, &counted<copy_type, 2, 3>}, &null_stream, false, true},
+      {{memcpy_spt, work_kind::copy, &counted<copy_type, 2, 3>}, &per_thread_stream, false, true},
+      copy_row(memcpy_async, &counted<copy_async_type, 2, 3>, &stream_argument<copy_async_type, 4>, true),
+      copy_row(memcpy_async_spt, &counted<copy_async_type, 2, 3>, &per_thread_stream, true),
+      copy_row(memcpy_with_stream, &counted<copy_async_type, 2, 3>, &stream_argument<copy_async_type, 4>),
+      copy_row(memcpy_htod, &fixed<copy_bytes_type, copy_kind::host_to_device, 2>),
+      copy_row(memcpy_dtoh, &fixed<copy_bytes_type, copy_kind::device_to_host, 2>),
+      copy_row(memcpy_dtod, &fixed<copy_bytes_type, copy_kind::device_to_device, 2>),
+      copy_row(memcpy_htod_async, &fixed<copy_bytes_async_type, copy_kind::host_to_device, 2>,
+               &stream_argument<copy_bytes_async_type, 3>, true),
+      copy_row(memcpy_dtoh_async, &fixed<copy_bytes_async_type, copy_kind::device_to_host, 2>,
+               &stream_argument<copy_bytes_async_type, 3>, true),
+      copy_row(memcpy_dtod_async, &fixed<copy_bytes_async_type, copy_kind::device_to_device, 2>,
+               &stream_argument<copy_bytes_async_type, 3>, true),
+      copy_row(memcpy_2d, &counted_2d<copy_2d_type>),
+      copy_row(memcpy_2d_async, &counted_2d<copy_2d_async_type>, &stream_argument<copy_2d_async_type, 7>, true),
+      copy_row(memcpy_3d, &copied_3d<copy_3d_type>),
+      copy_row(memcpy_3d_async, &copied_3d<copy_3d_async_type>, &stream_argument<copy_3d_async_type, 1>, true),
+      copy_row(memcpy_peer, &fixed<copy_peer_type, copy_kind::peer, 4>),
+      copy_row(memcpy_peer_async, &fixed<copy_peer_async_type, copy_kind::peer, 4>,
+               &stream_argument<copy_peer_async_type, 5>, true),
+      copy_row(memset, &fixed<set_type, copy_kind::memset, 2>),
+      copy_row(memset_async, &fixed<set_async_type, copy_kind::memset, 2>, &stream_argument<set_async_type, 3>, true),
+      copy_row(memset_d32, &fixed<set_type, copy_kind::memset, 2, 4>),
+      call_row(malloc),
+      call_row(free),
+      call_row(host_malloc),
+      call_row(host_free),
+      call_row(malloc_managed),
+      call_row(stream_synchronize, true),
+      call_row(device_synchronize, true),
+      call_row(event_synchronize, true),
+  });
+}();
+
+constexpr bool rows_in_enum_order() {
+  for (std::size_t row = 0; row < hip_work.size(); ++row)
+    if (static_cast<std::size_t>(hip_work[row].work.id) != row) return false;
+  return hip_work.size() == static_cast<std::size_t>(hip_call::event_synchronize) + 1;
+}
+static_assert(rows_in_enum_order(), "hip_work lists every hip_call once, in the enum's order");
+
+// The work a wrapped call issues: its row's reading, and a launch's kernel and sizes.
 template <hip_call C, class... Args>
-work describe_call(Args... arguments) {
-  const auto a = std::forward_as_tuple(arguments...);
-  work w;
+work describe_call(Args... given) {
+  constexpr const hip_row& row = hip_work[static_cast<std::size_t>(C)];
+  const std::array<const void*, sizeof...(Args)> addresses{&given...};
+  work w{row.work.kind, row.stream(addresses.data())};
+  w.asynchronous = row.asynchronous;
+  w.synchronises = row.synchronises;
+  if constexpr (row.work.kind == work_kind::copy) {
+    const copied copy = row.work.copy(addresses.data());
+    w.copy = copy.kind;
+    w.bytes = copy.bytes;
+  }
+  const auto a = std::forward_as_tuple(given...);
   using enum hip_call;
   if constexpr (C == launch_kernel || C == launch_kernel_spt || C == ext_launch_kernel) {
-    w.kind = work_kind::kernel;
     w.function = std::get<0>(a);
     w.grid = sizes(std::get<1>(a));
     w.block = sizes(std::get<2>(a));
     w.shared_bytes = static_cast<std::uint32_t>(std::get<4>(a));
-    w.stream = C == launch_kernel_spt ? hipStreamPerThread : std::get<5>(a);
   } else if constexpr (C == module_launch_kernel) {
-    w.kind = work_kind::kernel;
     w.module_function = std::get<0>(a);
     w.grid = {std::get<1>(a), std::get<2>(a), std::get<3>(a)};
     w.block = {std::get<4>(a), std::get<5>(a), std::get<6>(a)};
     w.shared_bytes = std::get<7>(a);
-    w.stream = std::get<8>(a);
-  } else if constexpr (C == memcpy || C == memcpy_spt) {
-    w = {work_kind::copy, C == memcpy_spt ? hipStreamPerThread : nullptr, kind_of(std::get<3>(a)), std::get<2>(a)};
-    w.synchronises = true;
-  } else if constexpr (C == memcpy_async || C == memcpy_async_spt || C == memcpy_with_stream) {
-    w = {work_kind::copy, C == memcpy_async_spt ? hipStreamPerThread : std::get<4>(a), kind_of(std::get<3>(a)),
-         std::get<2>(a)};
-    w.asynchronous = C != memcpy_with_stream;
-  } else if constexpr (C == memcpy_htod || C == memcpy_dtoh || C == memcpy_dtod) {
-    w = {work_kind::copy, nullptr,
-         C == memcpy_htod   ? copy_kind::host_to_device
-         : C == memcpy_dtoh ? copy_kind::device_to_host
-                            : copy_kind::device_to_device,
-         std::get<2>(a)};
-  } else if constexpr (C == memcpy_htod_async || C == memcpy_dtoh_async || C == memcpy_dtod_async) {
-    w = {work_kind::copy, std::get<3>(a),
-         C == memcpy_htod_async   ? copy_kind::host_to_device
-         : C == memcpy_dtoh_async ? copy_kind::device_to_host
-                                  : copy_kind::device_to_device,
-         std::get<2>(a)};
-    w.asynchronous = true;
-  } else if constexpr (C == memcpy_2d || C == memcpy_2d_async) {
-    w = {work_kind::copy, nullptr, kind_of(std::get<6>(a)), std::get<4>(a) * std::get<5>(a)};
-    if constexpr (C == memcpy_2d_async) {
-      w.stream = std::get<7>(a);
-      w.asynchronous = true;
-    }
-  } else if constexpr (C == memcpy_3d || C == memcpy_3d_async) {
-    const hipMemcpy3DParms* p = std::get<0>(a);
-    w = {work_kind::copy, nullptr, p ? kind_of(p->kind) : copy_kind::unknown,
-         p ? std::uint64_t{p->extent.width} * p->extent.height * p->extent.depth : 0};
-    if constexpr (C == memcpy_3d_async) {
-      w.stream = std::get<1>(a);
-      w.asynchronous = true;
-    }
-  } else if constexpr (C == memcpy_peer || C == memcpy_peer_async) {
-    w = {work_kind::copy, nullptr, copy_kind::peer, std::get<4>(a)};
-    if constexpr (C == memcpy_peer_async) {
-      w.stream = std::get<5>(a);
-      w.asynchronous = true;
-    }
-  } else if constexpr (C == memset || C == memset_async) {
-    w = {work_kind::copy, nullptr, copy_kind::memset, std::get<2>(a)};
-    if constexpr (C == memset_async) {
-      w.stream = std::get<3>(a);
-      w.asynchronous = true;
-    }
-  } else if constexpr (C == memset_d32) {
-    w = {work_kind::copy, nullptr, copy_kind::memset, std::get<2>(a) * 4};
-  } else if constexpr (C == stream_synchronize || C == device_synchronize || C == event_synchronize) {
-    w.synchronises = true;
   }
   return w;
 }
@@ -283,23 +362,11 @@ constexpr wrapped_symbol entry(const char* symbol) {
   return wrapped_symbol::of<wrapper<C>, Function>(symbol);
 }
 
-using launch_type = hipError_t(const void*, dim3, dim3, void**, size_t, hipStream_t);
-using copy_type = hipError_t(void*, const void*, size_t, hipMemcpyKind);
-using copy_async_type = hipError_t(void*, const void*, size_t, hipMemcpyKind, hipStream_t);
-using copy_bytes_type = hipError_t(void*, void*, size_t);
-using copy_bytes_async_type = hipError_t(void*, void*, size_t, hipStream_t);
-using copy_2d_type = hipError_t(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind);
-using copy_2d_async_type = hipError_t(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind, hipStream_t);
-using copy_peer_type = hipError_t(void*, int, const void*, int, size_t);
-
 const std::array wrapped_functions{
     entry<hip_call::launch_kernel, launch_type>("hipLaunchKernel"),
     entry<hip_call::launch_kernel_spt, launch_type>("hipLaunchKernel_spt"),
-    entry<hip_call::ext_launch_kernel, hipError_t(const void*, dim3, dim3, void**, size_t, hipStream_t, hipEvent_t,
-                                                  hipEvent_t, int)>("hipExtLaunchKernel"),
-    entry<hip_call::module_launch_kernel, hipError_t(hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                                     unsigned, unsigned, hipStream_t, void**, void**)>(
-        "hipModuleLaunchKernel"),
+    entry<hip_call::ext_launch_kernel, launch_ext_type>("hipExtLaunchKernel"),
+    entry<hip_call::module_launch_kernel, launch_module_type>("hipModuleLaunchKernel"),
     entry<hip_call::memcpy, copy_type>("hipMemcpy"),
     entry<hip_call::memcpy_spt, copy_type>("hipMemcpy_spt"),
     entry<hip_call::memcpy_async, copy_async_type>("hipMemcpyAsync"),
@@ -313,14 +380,13 @@ const std::array wrapped_functions{
     entry<hip_call::memcpy_dtod_async, copy_bytes_async_type>("hipMemcpyDtoDAsync"),
     entry<hip_call::memcpy_2d, copy_2d_type>("hipMemcpy2D"),
     entry<hip_call::memcpy_2d_async, copy_2d_async_type>("hipMemcpy2DAsync"),
-    entry<hip_call::memcpy_3d, hipError_t(const hipMemcpy3DParms*)>("hipMemcpy3D"),
-    entry<hip_call::memcpy_3d_async, hipError_t(const hipMemcpy3DParms*, hipStream_t)>("hipMemcpy3DAsync"),
+    entry<hip_call::memcpy_3d, copy_3d_type>("hipMemcpy3D"),
+    entry<hip_call::memcpy_3d_async, copy_3d_async_type>("hipMemcpy3DAsync"),
     entry<hip_call::memcpy_peer, copy_peer_type>("hipMemcpyPeer"),
-    entry<hip_call::memcpy_peer_async, hipError_t(void*, int, const void*, int, size_t, hipStream_t)>(
-        "hipMemcpyPeerAsync"),
-    entry<hip_call::memset, hipError_t(void*, int, size_t)>("hipMemset"),
-    entry<hip_call::memset_async, hipError_t(void*, int, size_t, hipStream_t)>("hipMemsetAsync"),
-    entry<hip_call::memset_d32, hipError_t(void*, int, size_t)>("hipMemsetD32"),
+    entry<hip_call::memcpy_peer_async, copy_peer_async_type>("hipMemcpyPeerAsync"),
+    entry<hip_call::memset, set_type>("hipMemset"),
+    entry<hip_call::memset_async, set_async_type>("hipMemsetAsync"),
+    entry<hip_call::memset_d32, set_type>("hipMemsetD32"),
     entry<hip_call::malloc, hipError_t(void**, size_t)>("hipMalloc"),
     entry<hip_call::free, hipError_t(void*)>("hipFree"),
     entry<hip_call::host_malloc, hipError_t(void**, size_t, unsigned)>("hipHostMalloc"),

@@ -79,9 +79,7 @@ class Profile:
         return pandas.read_sql_query(f"SELECT * FROM {_checked(view)}", self._connection, chunksize=chunksize)
 
     def write(self, file, format="text"):
-        """One of kairos-report's outputs (text, trace, folded, speedscope, flamegraph, html, json, coz,
-        causal-svg),
-        streamed into a binary file object (sys.stdout.buffer, open(..., "wb"), io.BytesIO)."""
+        # The docstring names the formats from formats.hpp's table (below the class).
         errors = io.BytesIO()
         if _native.run_report([self.path], format, "", "", False, None, file, errors) != 0:
             raise _native.DatabaseError(errors.getvalue().decode(errors="replace").strip())
@@ -109,3 +107,8 @@ def _view_method(view):
 
 for _view in VIEWS:
     setattr(Profile, _view, _view_method(_view))
+
+Profile.write.__doc__ = (
+    "One of kairos-report's outputs, streamed into a binary file object (sys.stdout.buffer, "
+    "open(..., \"wb\"), io.BytesIO); `format` is one of: "
+    + ", ".join(row["name"] for row in _native.formats if row["from_database"]) + ".")

@@ -152,18 +152,7 @@ std::string default_output(const char* command) {
   return fmt::format("kairos-output/{}-causal-{}", fs::path{command}.filename().string(), date);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "kairos-causal [options] -- <command> [args...]\n\n"
-      "Causal profiling: which code, made faster, would make the program faster (docs/causal.md).\n"
-      "The program marks progress with kairos_progress(\"name\") (kairos/user.h) or coz.h's macros;\n"
-      "experiments slow every other thread down while a location runs, to predict what speeding\n"
-      "that location up would gain. Writes DIR/causal.db, DIR/profile.coz (coz's viewer reads it),\n"
-      "DIR/causal.svg and DIR/causal.txt, and prints the top locations on stderr.",
-      "kairos-causal"};
-  options given;
+void add_options(CLI::App& app, options& given) {
   app.add_option("-o,--output", given.output,
                  "directory for the runs' profiles and the results "
                  "(default kairos-output/<exe>-causal-<date>); must not exist");
@@ -188,13 +177,11 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", given.verbose, "more [kairos] lines");
   app.footer("Example: kairos-causal --scope function --speedups 0,25,50 -- ./app input");
   app.set_version_flag("--version", std::string{"kairos-causal "} + KAIROS_VERSION);
+}
 
-  const auto parsed =
-      kairos::tools::parse_command_line(app, argc, argv, "kairos-causal [options] -- <command> [args...]");
-  if (const int* status = std::get_if<int>(&parsed)) return *status;
-  char** command = std::get<char**>(parsed);
-  const auto plan = configurations(given);
-  // Every value kairos-run would refuse, refused here first, before any directory or run.
+// Every value kairos-run would refuse, refused here first, before any directory or run: false,
+// said on stderr.
+bool plan_accepted(const std::vector<configuration>& plan) {
   for (const auto& config : plan)
     for (const auto& setting : config.settings) {
       const auto equals = setting.find('=');
@@ -202,63 +189,59 @@ int main(int argc, char** argv) {
       if (!definition) continue;
       if (auto accepted = kairos::runtime::check_value(*definition, setting.substr(equals + 1))) {
         error_line(fmt::format("{} (from the command line) is not valid: expected {}", setting, *accepted));
-        return usage_error_status;
+        return false;
       }
     }
+  return true;
+}
 
-  const auto kairos_run = own_directory() / "kairos-run";
-  if (!fs::exists(kairos_run)) {
-    error_line(fmt::format("kairos-run not found at {}; reinstall kairos", kairos_run.string()));
-    return usage_error_status;
-  }
-  const fs::path directory = given.output.empty() ? default_output(command[0]) : given.output;
+// The directory the runs write to, made now (it must not exist); empty when it cannot be (said on
+// stderr).
+fs::path results_directory(const options& given, const char* command) {
+  const fs::path directory = given.output.empty() ? default_output(command) : given.output;
   std::error_code error;
   if (fs::exists(directory, error)) {
     error_line(fmt::format("--output {}: it exists already; name a new directory", directory.string()));
-    return usage_error_status;
+    return {};
   }
   fs::create_directories(directory, error);
   if (error) {
     error_line(fmt::format("--output {}: cannot create it ({})", directory.string(), error.message()));
-    return usage_error_status;
+    return {};
   }
+  return directory;
+}
 
-  // The program's Ctrl-C ends the program (same process group); kairos-causal stays to write up
-  // what the finished runs collected.
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_IGN);
-  std::vector<std::string> profiles;
-  int last_status = 0;
-  bool interrupted = false;
-  for (int run = 1; run <= given.runs && !interrupted; ++run)
+struct runs_done {
+  std::vector<std::string> profiles;  // the databases the runs left
+  int last_status = 0;                // the last run's wait status; < 0: kairos-run could not start
+};
+
+// Runs the command under kairos-run `given.runs` times per configuration, until one is interrupted.
+runs_done run_all(const fs::path& kairos_run, const fs::path& directory, const std::vector<configuration>& plan,
+                  const options& given, char** command) {
+  runs_done done;
+  for (int run = 1; run <= given.runs; ++run)
     for (const auto& config : plan) {
       auto stem = (directory / fmt::format("run{}{}{}", run, config.label.empty() ? "" : "-", config.label)).string();
       auto settings = config.settings;
       settings.insert(settings.end(), given.settings.begin(), given.settings.end());
-      if (given.verbose > 0) settings.push_back(assignment(setting::verbose, std::to_string(given.verbose)));
-      if (given.verbose > 0)
+      if (given.verbose > 0) {
+        settings.push_back(assignment(setting::verbose, std::to_string(given.verbose)));
         error_line(fmt::format("run {} of {}{}", run, given.runs, config.label.empty() ? "" : ": " + config.label));
-      last_status = run_once(kairos_run, stem, settings, command);
-      if (last_status < 0) {
-        error_line(fmt::format("cannot start kairos-run: {}", std::strerror(errno)));
-        return failure_status;
       }
-      if (fs::exists(stem + ".db")) profiles.push_back(stem + ".db");
-      if (WIFSIGNALED(last_status) && (WTERMSIG(last_status) == SIGINT || WTERMSIG(last_status) == SIGTERM)) {
-        interrupted = true;
-        break;
-      }
+      done.last_status = run_once(kairos_run, stem, settings, command);
+      if (done.last_status < 0) return done;
+      if (fs::exists(stem + ".db")) done.profiles.push_back(stem + ".db");
+      const int status = done.last_status;
+      if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM)) return done;
     }
-  const int exit_status = WIFEXITED(last_status)     ? WEXITSTATUS(last_status)
-                          : WIFSIGNALED(last_status) ? 128 + WTERMSIG(last_status)
-                                                     : failure_status;
-  if (profiles.empty()) {
-    error_line(
-        "no causal experiment: no run left a profile (the program ended before anything was sampled, "
-        "or kairos-run refused to start it: see above)");
-    return exit_status;
-  }
+  return done;
+}
 
+// The runs' profiles merged into DIR/causal.db, and from it profile.coz, causal.svg and causal.txt;
+// the top locations on stderr. False, said on stderr, when no experiment was recorded.
+bool write_results(const fs::path& directory, const std::vector<std::string>& profiles, std::size_t top) {
   const auto merged = (directory / "causal.db").string();
   try {
     kairos::database::merger merge{merged};
@@ -273,7 +256,7 @@ int main(int argc, char** argv) {
     if (!count.step() || count.integer(0) == 0) {
       // Each run's own summary line above says why (no progress point, nothing in scope...).
       error_line(fmt::format("no causal experiment was recorded; the runs' profiles are in {}", directory.string()));
-      return exit_status;
+      return false;
     }
     {
       std::ofstream coz{directory / "profile.coz"};
@@ -281,20 +264,69 @@ int main(int argc, char** argv) {
     }
     {
       std::ofstream svg{directory / "causal.svg"};
-      kairos::database::write_causal_svg(database, svg, given.top);
+      kairos::database::write_causal_svg(database, svg, top);
     }
     {
       std::ofstream text{directory / "causal.txt"};
-      kairos::database::write_causal_text(database, text, given.top);
+      kairos::database::write_causal_text(database, text, top);
     }
-    kairos::database::write_causal_text(database, std::cerr, given.top);
+    kairos::database::write_causal_text(database, std::cerr, top);
   } catch (const std::exception& failure) {
     error_line(fmt::format("{}; the runs' profiles are in {}", failure.what(), directory.string()));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kairos-causal [options] -- <command> [args...]\n\n"
+      "Causal profiling: which code, made faster, would make the program faster (docs/causal.md).\n"
+      "The program marks progress with kairos_progress(\"name\") (kairos/user.h) or coz.h's macros;\n"
+      "experiments slow every other thread down while a location runs, to predict what speeding\n"
+      "that location up would gain. Writes DIR/causal.db, DIR/profile.coz (coz's viewer reads it),\n"
+      "DIR/causal.svg and DIR/causal.txt, and prints the top locations on stderr.",
+      "kairos-causal"};
+  options given;
+  add_options(app, given);
+  const auto parsed =
+      kairos::tools::parse_command_line(app, argc, argv, "kairos-causal [options] -- <command> [args...]");
+  if (const int* status = std::get_if<int>(&parsed)) return *status;
+  char** command = std::get<char**>(parsed);
+  const auto plan = configurations(given);
+  if (!plan_accepted(plan)) return usage_error_status;
+  const auto kairos_run = own_directory() / "kairos-run";
+  if (!fs::exists(kairos_run)) {
+    error_line(fmt::format("kairos-run not found at {}; reinstall kairos", kairos_run.string()));
+    return usage_error_status;
+  }
+  const fs::path directory = results_directory(given, command[0]);
+  if (directory.empty()) return usage_error_status;
+
+  // The program's Ctrl-C ends the program (same process group); kairos-causal stays to write up
+  // what the finished runs collected.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  const auto runs = run_all(kairos_run, directory, plan, given, command);
+  if (runs.last_status < 0) {
+    error_line(fmt::format("cannot start kairos-run: {}", std::strerror(errno)));
+    return failure_status;
+  }
+  const int exit_status = WIFEXITED(runs.last_status)     ? WEXITSTATUS(runs.last_status)
+                          : WIFSIGNALED(runs.last_status) ? 128 + WTERMSIG(runs.last_status)
+                                                          : failure_status;
+  if (runs.profiles.empty()) {
+    error_line(
+        "no causal experiment: no run left a profile (the program ended before anything was sampled, "
+        "or kairos-run refused to start it: see above)");
     return exit_status;
   }
-  error_line(
-      fmt::format("{}: causal.txt, causal.svg (open it in a browser), profile.coz (coz's viewer), "
-                  "causal.db (kairos-report, python3 -m kairos)",
-                  directory.string()));
+  if (write_results(directory, runs.profiles, given.top))
+    error_line(
+        fmt::format("{}: causal.txt, causal.svg (open it in a browser), profile.coz (coz's viewer), "
+                    "causal.db (kairos-report, python3 -m kairos)",
+                    directory.string()));
   return exit_status;
 }

@@ -251,6 +251,158 @@ void point_annotations_at(const std::filesystem::path& library, const char* comm
   point_kokkos_at(library, file, program);
 }
 
+// What kairos-run's options hold once parsed.
+struct run_options {
+  std::string output, formats, frequency, components, config, cputime, realtime, periods, windows_file;
+  std::string instrument, instrument_include, instrument_exclude, instrument_min;
+  std::vector<std::string> settings_given;
+  bool follow_children = false;
+  int verbose = 0;
+};
+
+// The options that each set one setting: the value given, and "true" for a switch given bare.
+struct setting_option {
+  std::string_view name;
+  std::string run_options::*value;
+  setting which;
+};
+constexpr setting_option setting_options[] = {
+    {"--output", &run_options::output, setting::output_path},
+    {"--formats", &run_options::formats, setting::output_formats},
+    {"--freq", &run_options::frequency, setting::sampling_freq},
+    {"--cputime", &run_options::cputime, setting::sampling_cputime},
+    {"--realtime", &run_options::realtime, setting::sampling_realtime},
+    {"--components", &run_options::components, setting::components},
+    {"--config", &run_options::config, setting::config_file},
+    {"--instrument", &run_options::instrument, setting::instrument},
+    {"--instrument-include", &run_options::instrument_include, setting::instrument_include},
+    {"--instrument-exclude", &run_options::instrument_exclude, setting::instrument_exclude},
+    {"--instrument-min", &run_options::instrument_min, setting::instrument_min_duration},
+    {"--periods", &run_options::periods, setting::trace_periods},
+    {"--windows-file", &run_options::windows_file, setting::trace_windows_file},
+};
+
+void add_options(CLI::App& app, run_options& given) {
+  app.add_option("-o,--output", given.output,
+                 fmt::format("output file stem (KAIROS_OUTPUT_PATH); keys {}", kairos::runtime::accepted_path_keys()));
+  app.add_option(
+      "--formats", given.formats,
+      fmt::format("outputs to write, comma-separated (KAIROS_OUTPUT_FORMATS, default {}): {}; docs/outputs.md",
+                  kairos::database::default_exit_format_names, kairos::database::format_help(true)));
+  app.add_option("--freq", given.frequency, "sampling frequency in Hz (KAIROS_SAMPLING_FREQ)");
+  app.add_option("--cputime", given.cputime, "CPU-time sampling on|off (KAIROS_SAMPLING_CPUTIME)")->expected(0, 1);
+  app.add_option("--realtime", given.realtime, "real-time sampling on|off (KAIROS_SAMPLING_REALTIME)")->expected(0, 1);
+  app.add_option("--components", given.components,
+                 "what user-API regions measure (KAIROS_COMPONENTS), e.g. wall_clock,peak_rss");
+  app.add_option("--config", given.config, "JSON settings file (KAIROS_CONFIG_FILE)");
+  app.add_option("--instrument", given.instrument,
+                 "record instrumented functions on|off (KAIROS_INSTRUMENT, on by default); "
+                 "docs/instrumentation.md")
+      ->expected(0, 1);
+  app.add_option("--instrument-include", given.instrument_include,
+                 "only functions whose name matches this POSIX extended regex (KAIROS_INSTRUMENT_INCLUDE)");
+  app.add_option("--instrument-exclude", given.instrument_exclude,
+                 "leave out functions whose name matches this regex (KAIROS_INSTRUMENT_EXCLUDE)");
+  app.add_option("--instrument-min", given.instrument_min,
+                 "seconds: shorter calls get no row (KAIROS_INSTRUMENT_MIN_DURATION, default 0.00001)");
+  app.add_option("--periods", given.periods,
+                 "collect only in time windows (KAIROS_TRACE_PERIODS), e.g. 'realtime:10:1:5' = five "
+                 "times 10 s off, 1 s on; docs/windows.md");
+  app.add_option("--windows-file", given.windows_file,
+                 "CSV of irregular windows, clock,start,length a line (KAIROS_TRACE_WINDOWS_FILE)");
+  app.add_flag("--follow-children", given.follow_children,
+               "profile child processes too, each with its own output (KAIROS_FOLLOW_CHILDREN)");
+  app.add_flag("-v,--verbose", given.verbose, "more [kairos] lines; repeat for more (KAIROS_VERBOSE)");
+  app.add_option("-s,--set", given.settings_given, "any setting, as VARIABLE=VALUE or key=value (repeatable)");
+  app.footer("Example: kairos-run -o out/%exe%-%pid% --components wall_clock,peak_rss -- ./app 1 2");
+  app.set_version_flag("--version", std::string{"kairos-run "} + KAIROS_VERSION);
+}
+
+// What an option given without its value accepts.
+std::string accepted_values_of(std::string_view option) {
+  for (const auto& entry : setting_options)
+    if (entry.name == option) return kairos::runtime::accepted_values(definition_of(entry.which));
+  return {};
+}
+
+// The settings the command line assigns, in the order given; or, for a malformed --set, the usage
+// error's exit status (said on stderr).
+std::variant<std::vector<assignment>, int> assignments_of(const CLI::App& app, const run_options& given) {
+  std::vector<assignment> assignments;
+  auto add = [&](setting which, const std::string& value) { assignments.push_back({&definition_of(which), value}); };
+  for (const auto& entry : setting_options) {
+    if (app.count(std::string{entry.name}) == 0) continue;
+    const std::string& value = given.*entry.value;
+    const bool bare_switch = value.empty() && definition_of(entry.which).type == kairos::runtime::setting_type::boolean;
+    add(entry.which, bare_switch ? "true" : value);
+  }
+  if (given.follow_children) add(setting::follow_children, "true");
+  if (given.verbose > 0) add(setting::verbose, std::to_string(given.verbose));
+  for (const auto& assigned : given.settings_given) {
+    const auto equals = assigned.find('=');
+    if (equals == std::string::npos) {
+      error_line(fmt::format("--set \"{}\" is not VARIABLE=VALUE; see kairos-avail --settings", assigned));
+      return usage_error_status;
+    }
+    const auto* definition = find_setting(assigned.substr(0, equals));
+    if (!definition) {
+      error_line(fmt::format("--set \"{}\": unknown setting; kairos-avail --settings lists them", assigned));
+      return usage_error_status;
+    }
+    assignments.push_back({definition, assigned.substr(equals + 1)});
+  }
+  return assignments;
+}
+
+// Sets the assigned settings in the environment. A value kairos does not accept stops kairos,
+// never the user's work: false (said on stderr), and the command runs as without kairos
+// (docs/tools.md). So does an output directory that cannot be made: said now, not after the run
+// (or never, for a run that records nothing). An empty value is no value (docs/settings.md).
+bool settings_taken(const std::vector<assignment>& assignments) {
+  for (const auto& [definition, value] : assignments) {
+    if (auto accepted = check_value(*definition, value)) {
+      error_line(
+          fmt::format("{}=\"{}\" (from the command line) is not valid: expected {}; kairos is "
+                      "disabled for this run, the program runs without it",
+                      definition->variable, kairos::printable(value, shown_value_bytes), *accepted));
+      return false;
+    }
+  }
+  for (const auto& [definition, value] : assignments)
+    if (!value.empty()) setenv(std::string{definition->variable}.c_str(), value.c_str(), 1);
+  const auto settings = kairos::runtime::settings::load(environ);
+  if (const auto blocked = kairos::runtime::check_output_directory(settings.text(setting::output_path))) {
+    error_line(blocked.text() + "; kairos is disabled for this run, the program runs without it");
+    return false;
+  }
+  return true;
+}
+
+// libkairos.so, or an empty path when neither candidate exists (said on stderr).
+std::filesystem::path found_library() {
+  const auto candidates = library_candidates();
+  for (const auto& candidate : candidates)
+    if (std::filesystem::exists(candidate)) return candidate;
+  error_line(
+      fmt::format("libkairos.so not found at {} nor {} (reinstall kairos); the program runs "
+                  "without kairos",
+                  candidates[0].string(), candidates[1].string()));
+  return {};
+}
+
+// The environment of one launch: this pid is the launched process (execvpe keeps it; children are
+// told apart), the annotations' tool variables, and libkairos.so first in LD_PRELOAD.
+void prepare_launch(const std::filesystem::path& library, const char* command) {
+  kairos::runtime::set_environment_value(setting::launch_pid, std::to_string(getpid()));
+  kairos::runtime::export_launch_variables(true);
+  kairos::runtime::unset_environment_value(setting::exec_generation);
+  point_annotations_at(library, command);
+  const char* existing = std::getenv("LD_PRELOAD");
+  std::string preload = library.string();
+  if (existing && *existing) preload += std::string{":"} + existing;
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -261,141 +413,16 @@ int main(int argc, char** argv) {
       "exit status is kairos-run's. Outputs go to KAIROS_OUTPUT_PATH (default\n"
       "kairos-output/%exe%-%pid%) with one '[kairos]' line on stderr at exit saying where.",
       "kairos-run"};
-  std::string output, formats, frequency, components, config, cputime, realtime, periods, windows_file;
-  std::string instrument, instrument_include, instrument_exclude, instrument_min;
-  std::vector<std::string> settings_given;
-  bool follow_children = false;
-  int verbose = 0;
-  app.add_option("-o,--output", output,
-                 "output file stem (KAIROS_OUTPUT_PATH); keys %pid% %ppid% %hostname% %exe% "
-                 "%launch_date% %launch_id% %rank% %size% %env{NAME}%");
-  app.add_option("--formats", formats,
-                 "outputs to write, comma-separated (KAIROS_OUTPUT_FORMATS, default db,text,trace): " +
-                     kairos::database::format_help(true) + "; docs/outputs.md");
-  app.add_option("--freq", frequency, "sampling frequency in Hz (KAIROS_SAMPLING_FREQ)");
-  app.add_option("--cputime", cputime, "CPU-time sampling on|off (KAIROS_SAMPLING_CPUTIME)")->expected(0, 1);
-  app.add_option("--realtime", realtime, "real-time sampling on|off (KAIROS_SAMPLING_REALTIME)")->expected(0, 1);
-  app.add_option("--components", components,
-                 "what user-API regions measure (KAIROS_COMPONENTS), e.g. wall_clock,peak_rss");
-  app.add_option("--config", config, "JSON settings file (KAIROS_CONFIG_FILE)");
-  app.add_option("--instrument", instrument,
-                 "record instrumented functions on|off (KAIROS_INSTRUMENT, on by default); "
-                 "docs/instrumentation.md")
-      ->expected(0, 1);
-  app.add_option("--instrument-include", instrument_include,
-                 "only functions whose name matches this POSIX extended regex (KAIROS_INSTRUMENT_INCLUDE)");
-  app.add_option("--instrument-exclude", instrument_exclude,
-                 "leave out functions whose name matches this regex (KAIROS_INSTRUMENT_EXCLUDE)");
-  app.add_option("--instrument-min", instrument_min,
-                 "seconds: shorter calls get no row (KAIROS_INSTRUMENT_MIN_DURATION, default 0.00001)");
-  app.add_option("--periods", periods,
-                 "collect only in time windows (KAIROS_TRACE_PERIODS), e.g. 'realtime:10:1:5' = five "
-                 "times 10 s off, 1 s on; docs/windows.md");
-  app.add_option("--windows-file", windows_file,
-                 "CSV of irregular windows, clock,start,length a line (KAIROS_TRACE_WINDOWS_FILE)");
-  app.add_flag("--follow-children", follow_children,
-               "profile child processes too, each with its own output (KAIROS_FOLLOW_CHILDREN)");
-  app.add_flag("-v,--verbose", verbose, "more [kairos] lines; repeat for more (KAIROS_VERBOSE)");
-  app.add_option("-s,--set", settings_given, "any setting, as VARIABLE=VALUE or key=value (repeatable)");
-  app.footer("Example: kairos-run -o out/%exe%-%pid% --components wall_clock,peak_rss -- ./app 1 2");
-  app.set_version_flag("--version", std::string{"kairos-run "} + KAIROS_VERSION);
-
-  // The options that each set one setting: the value given, and "true" for a switch given bare.
-  struct setting_option {
-    std::string_view name;
-    const std::string& value;
-    setting which;
-  };
-  const setting_option setting_options[] = {{"--output", output, setting::output_path},
-                                            {"--formats", formats, setting::output_formats},
-                                            {"--freq", frequency, setting::sampling_freq},
-                                            {"--cputime", cputime, setting::sampling_cputime},
-                                            {"--realtime", realtime, setting::sampling_realtime},
-                                            {"--components", components, setting::components},
-                                            {"--config", config, setting::config_file},
-                                            {"--instrument", instrument, setting::instrument},
-                                            {"--instrument-include", instrument_include, setting::instrument_include},
-                                            {"--instrument-exclude", instrument_exclude, setting::instrument_exclude},
-                                            {"--instrument-min", instrument_min, setting::instrument_min_duration},
-                                            {"--periods", periods, setting::trace_periods},
-                                            {"--windows-file", windows_file, setting::trace_windows_file}};
-  const auto accepted = [&](std::string_view option) {
-    for (const auto& entry : setting_options)
-      if (entry.name == option) return kairos::runtime::accepted_values(definition_of(entry.which));
-    return std::string{};
-  };
-  const auto parsed =
-      kairos::tools::parse_command_line(app, argc, argv, "kairos-run [options] -- <command> [args...]", accepted);
+  run_options given;
+  add_options(app, given);
+  const auto parsed = kairos::tools::parse_command_line(app, argc, argv, "kairos-run [options] -- <command> [args...]",
+                                                        &accepted_values_of);
   if (const int* status = std::get_if<int>(&parsed)) return *status;
   char** command = std::get<char**>(parsed);
-
-  std::vector<assignment> assignments;
-  auto add = [&](setting which, const std::string& value) { assignments.push_back({&definition_of(which), value}); };
-  for (const auto& entry : setting_options)
-    if (app.count(std::string{entry.name}))
-      add(entry.which, entry.value.empty() && definition_of(entry.which).type == kairos::runtime::setting_type::boolean
-                           ? "true"
-                           : entry.value);
-  if (follow_children) add(setting::follow_children, "true");
-  if (verbose > 0) add(setting::verbose, std::to_string(verbose));
-  for (const auto& given : settings_given) {
-    const auto equals = given.find('=');
-    if (equals == std::string::npos) {
-      error_line(fmt::format("--set \"{}\" is not VARIABLE=VALUE; see kairos-avail --settings", given));
-      return usage_error_status;
-    }
-    const auto* definition = find_setting(given.substr(0, equals));
-    if (!definition) {
-      error_line(fmt::format("--set \"{}\": unknown setting; kairos-avail --settings lists them", given));
-      return usage_error_status;
-    }
-    assignments.push_back({definition, given.substr(equals + 1)});
-  }
-  // A value kairos does not accept stops kairos, never the user's work: the command runs as
-  // without kairos (docs/tools.md). An empty value is no value (docs/settings.md).
-  for (const auto& [definition, value] : assignments) {
-    if (auto accepted = check_value(*definition, value)) {
-      error_line(
-          fmt::format("{}=\"{}\" (from the command line) is not valid: expected {}; kairos is "
-                      "disabled for this run, the program runs without it",
-                      definition->variable, kairos::printable(value, shown_value_bytes), *accepted));
-      return run_command(command);
-    }
-  }
-  for (const auto& [definition, value] : assignments)
-    if (!value.empty()) setenv(std::string{definition->variable}.c_str(), value.c_str(), 1);
-  // An output directory that cannot be made is said now, not after the run (or never, for a run
-  // that records nothing): the program runs without kairos.
-  const auto settings = kairos::runtime::settings::load(environ);
-  if (const auto blocked = kairos::runtime::check_output_directory(settings.text(setting::output_path))) {
-    error_line(blocked.text() + "; kairos is disabled for this run, the program runs without it");
-    return run_command(command);
-  }
-
-  std::filesystem::path library;
-  for (const auto& candidate : library_candidates())
-    if (std::filesystem::exists(candidate)) {
-      library = candidate;
-      break;
-    }
-  if (library.empty()) {
-    const auto candidates = library_candidates();
-    error_line(
-        fmt::format("libkairos.so not found at {} nor {} (reinstall kairos); the program runs "
-                    "without kairos",
-                    candidates[0].string(), candidates[1].string()));
-    return run_command(command);
-  }
-
-  // One launch: this pid is the launched process (execvpe keeps it); children are told apart.
-  kairos::runtime::set_environment_value(setting::launch_pid, std::to_string(getpid()));
-  kairos::runtime::export_launch_variables(true);
-  kairos::runtime::unset_environment_value(setting::exec_generation);
-  point_annotations_at(library, command[0]);
-  const char* existing = std::getenv("LD_PRELOAD");
-  std::string preload = library.string();
-  if (existing && *existing) preload += std::string{":"} + existing;
-  setenv("LD_PRELOAD", preload.c_str(), 1);
-
+  const auto assignments = assignments_of(app, given);
+  if (const int* status = std::get_if<int>(&assignments)) return *status;
+  if (!settings_taken(std::get<std::vector<assignment>>(assignments))) return run_command(command);
+  const auto library = found_library();
+  if (!library.empty()) prepare_launch(library, command[0]);
   return run_command(command);
 }

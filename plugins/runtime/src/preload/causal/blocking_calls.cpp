@@ -150,10 +150,48 @@ auto nth(Args... arguments) noexcept {
   return std::get<I>(std::tuple<Args...>{arguments...});
 }
 
+// Each wrapped call, by its family: the descriptors of the process's own pipes and sockets
+// followed, data moved through them, waits on them, futexes, and the synchronisation calls.
 template <blocking_call C>
 struct interceptor {
   template <class R, class... Args>
   R operator()(const gotcha_data&, R (*original)(Args...), Args... arguments) {
+    using enum blocking_call;
+    if constexpr (C == pipe || C == pipe2 || C == socketpair || C == close || C == fclose || C == dup || C == dup2 ||
+                  C == dup3 || C == epoll_ctl) {
+      return follow_descriptors(original, arguments...);
+    } else if constexpr (transfers(C)) {
+      // Either end may wake the other (data for a reader, room for a writer): it pays first; and
+      // either may wait for the other, so a call that moved data is credited as a wake-up.
+      if (!intra_process.contains(nth<0>(arguments...))) return original(arguments...);
+      causal_catch_up();
+      causal_before_blocking();
+      const R result = original(arguments...);
+      const int saved_errno = errno;
+      if (causal_after_blocking(result > 0)) pipe_wakeups.fetch_add(1, std::memory_order_relaxed);
+      errno = saved_errno;
+      return result;
+    } else if constexpr (C == poll || C == ppoll || C == select || C == pselect || C == epoll_wait ||
+                         C == epoll_pwait) {
+      return wait_on_descriptors(original, arguments...);
+    } else if constexpr (C == syscall) {
+      return futex(original, arguments...);
+    } else if constexpr (C == mutex_unlock || C == cond_signal || C == cond_broadcast || C == sem_post) {
+      causal_catch_up();
+      return original(arguments...);
+    } else {
+      causal_before_blocking();
+      const R result = original(arguments...);
+      // A timed wait that timed out was not woken by another thread.
+      constexpr bool may_time_out = C == cond_timedwait || C == sem_timedwait;
+      causal_after_blocking(!may_time_out || result == 0);
+      return result;
+    }
+  }
+
+  // Which descriptors are the process's own pipes and sockets, and which epoll instances watch one.
+  template <class R, class... Args>
+  static R follow_descriptors(R (*original)(Args...), Args... arguments) {
     using enum blocking_call;
     if constexpr (C == pipe || C == pipe2 || C == socketpair) {
       const R result = original(arguments...);
@@ -183,18 +221,21 @@ struct interceptor {
         watches_intra_process.assign(result, watches_intra_process.contains(old_fd));
       }
       return result;
-    } else if constexpr (transfers(C)) {
-      // Either end may wake the other (data for a reader, room for a writer): it pays first; and
-      // either may wait for the other, so a call that moved data is credited as a wake-up.
-      if (!intra_process.contains(nth<0>(arguments...))) return original(arguments...);
-      causal_catch_up();
-      causal_before_blocking();
+    } else {  // epoll_ctl
+      const int instance = nth<0>(arguments...), operation = nth<1>(arguments...), fd = nth<2>(arguments...);
       const R result = original(arguments...);
-      const int saved_errno = errno;
-      if (causal_after_blocking(result > 0)) pipe_wakeups.fetch_add(1, std::memory_order_relaxed);
-      errno = saved_errno;
+      // An instance stays marked until it closes, even after the descriptor is removed from it.
+      if (result == 0 && operation == EPOLL_CTL_ADD && intra_process.contains(fd))
+        watches_intra_process.insert(instance);
       return result;
-    } else if constexpr (C == poll || C == ppoll) {
+    }
+  }
+
+  // A wait on descriptors, credited when one of the process's own was ready.
+  template <class R, class... Args>
+  static R wait_on_descriptors(R (*original)(Args...), Args... arguments) {
+    using enum blocking_call;
+    if constexpr (C == poll || C == ppoll) {
       pollfd* fds = nth<0>(arguments...);
       const nfds_t count = nth<1>(arguments...);
       if (!polls_intra_process(fds, count, false)) return original(arguments...);
@@ -207,46 +248,32 @@ struct interceptor {
       if (!selects_intra_process(count, reading, writing)) return original(arguments...);
       return credited_wait([&] { return original(arguments...); },
                            [&] { return selects_intra_process(count, reading, writing); });
-    } else if constexpr (C == epoll_ctl) {
-      const int instance = nth<0>(arguments...), operation = nth<1>(arguments...), fd = nth<2>(arguments...);
-      const R result = original(arguments...);
-      // An instance stays marked until it closes, even after the descriptor is removed from it.
-      if (result == 0 && operation == EPOLL_CTL_ADD && intra_process.contains(fd))
-        watches_intra_process.insert(instance);
-      return result;
-    } else if constexpr (C == epoll_wait || C == epoll_pwait) {
+    } else {  // epoll_wait, epoll_pwait
       // The ready events do not say which descriptor they are for (their data is the program's),
       // so a wait on an instance that watches one of the process's own descriptors is credited
       // whenever something was ready.
       if (!watches_intra_process.contains(nth<0>(arguments...))) return original(arguments...);
       return credited_wait([&] { return original(arguments...); }, [] { return true; });
-    } else if constexpr (C == syscall) {
-      // syscall(number, ...): only futexes matter. A wait that returns 0 was woken (a timeout, a
-      // signal or a value that had changed already return -1: no wake-up by another thread).
-      const std::array<long, sizeof...(Args)> values{arguments...};  // number, uaddr, futex_op, ...
-      const auto role = values[0] == SYS_futex ? role_of(values[2]) : futex_role::none;
-      if (role == futex_role::none) return original(arguments...);
-      if (role == futex_role::wakes) {
-        causal_catch_up();
-        return original(arguments...);
-      }
-      causal_before_blocking();
-      const R result = original(arguments...);
-      const int saved_errno = errno;
-      causal_after_blocking(result == 0);
-      errno = saved_errno;
-      return result;
-    } else if constexpr (C == mutex_unlock || C == cond_signal || C == cond_broadcast || C == sem_post) {
+    }
+  }
+
+  // syscall(number, ...): only futexes matter. A wait that returns 0 was woken (a timeout, a
+  // signal or a value that had changed already return -1: no wake-up by another thread).
+  template <class R, class... Args>
+  static R futex(R (*original)(Args...), Args... arguments) {
+    const std::array<long, sizeof...(Args)> values{arguments...};  // number, uaddr, futex_op, ...
+    const auto role = values[0] == SYS_futex ? role_of(values[2]) : futex_role::none;
+    if (role == futex_role::none) return original(arguments...);
+    if (role == futex_role::wakes) {
       causal_catch_up();
       return original(arguments...);
-    } else {
-      causal_before_blocking();
-      const R result = original(arguments...);
-      // A timed wait that timed out was not woken by another thread.
-      constexpr bool may_time_out = C == cond_timedwait || C == sem_timedwait;
-      causal_after_blocking(!may_time_out || result == 0);
-      return result;
     }
+    causal_before_blocking();
+    const R result = original(arguments...);
+    const int saved_errno = errno;
+    causal_after_blocking(result == 0);
+    errno = saved_errno;
+    return result;
   }
 };
 

@@ -56,7 +56,7 @@ const std::string* region_name(std::uintptr_t what) noexcept {
 
 // 8,192 events (128 KiB) a thread: a full ring is processed by its own thread, so the size only
 // sets how often that happens, and a ring that fits in the core's cache is read back from it
-// (measured: 1 MiB rings cost about 20 ns more a call, read back from memory).
+// (larger rings, read back from memory, cost a call measurably more).
 constexpr std::uint64_t ring_events = 1u << 13;
 constexpr std::uint64_t ring_mask = ring_events - 1;
 
@@ -167,8 +167,8 @@ std::atomic<bool> forget_parent{false};
 // Functions found excluded, by address, so that their later calls cost a load and a compare: a
 // direct-mapped table (a collision only costs the loser its fast path).
 // 16,384 slots (128 KiB): a header-heavy C++ program has thousands of excluded functions, and a
-// colliding one pays a recorded call's cost (measured on nlohmann_json, 4,096 slots cost 2.5 ns a
-// call more on average).
+// colliding one pays a recorded call's cost (a quarter of the slots cost nlohmann_json's calls
+// measurably more on average).
 constexpr std::size_t excluded_slot_count = 16384;
 std::atomic<std::uintptr_t> excluded_slots[excluded_slot_count];
 std::size_t slot_of(std::uintptr_t function) noexcept { return (function >> 4) & (excluded_slot_count - 1); }
@@ -412,7 +412,8 @@ bool try_process(traced_thread& trace, const tick_converter& ticks) {
 [[gnu::noinline]] traced_thread* start_tracing_this_thread() {
   if (!accepting.load(std::memory_order_acquire) || inside_kairos) return nullptr;
   reentry_guard guard;
-  // The tick clock is calibrated (0.2 ms) by the first thread that traces, before its first event:
+  // The tick clock is calibrated (a fraction of a millisecond) by the first thread that traces,
+  // before its first event:
   // a run that never calls an instrumented function nor pushes a region pays nothing at start-up.
   static std::once_flag calibrated;
   std::call_once(calibrated, calibrate_ticks);

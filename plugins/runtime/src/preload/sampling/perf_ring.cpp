@@ -35,8 +35,8 @@ constexpr std::size_t default_chain_entries = 127;  // the kernel's perf_event_m
 // slack.
 constexpr std::int64_t heaviest_sample_periods = 2;
 // Data pages for 250 ms of samples: the writer drains rings every 10 ms, but a pass that delivers
-// to the database (symbolizing a JIT's new addresses) or a loaded machine keeps it away longer:
-// rings of 40 ms lost 26% of node's samples on a machine at load 15, 250 ms rings 0-13%. 1 MiB a
+// to the database (symbolizing a JIT's new addresses) or a loaded machine keeps it away longer,
+// and shorter rings lost a quarter of a JIT's samples on a loaded machine. 1 MiB a
 // thread at the default 300 Hz, at most 2 MiB (about 220 ms at 1 kHz, 22 ms at 10 kHz). The pages
 // are locked memory, so every thread's ring is no larger than its rate needs. Halved while the
 // kernel refuses (a user's perf_event_mlock_kb, 516 KiB by default, bounds all of a user's rings).
@@ -178,6 +178,95 @@ std::int64_t perf_ring_tail_ns(const perf_ring& ring) noexcept {
   return count > ring.last_count ? static_cast<std::int64_t>(count - ring.last_count) : 0;
 }
 
+namespace {
+
+#if defined(__x86_64__)
+// A PERF_RECORD_SAMPLE's fields, as the ring's sample_type lays them out after the header.
+struct ring_sample {
+  std::uint64_t time_ns = 0, count = 0;
+  // The user chain: the interrupted ip and the return addresses, context markers left out.
+  std::uint64_t chain[sample_stack_depth + 1];
+  std::size_t chain_length = 0;
+  bool chain_whole = false;
+  bool has_registers = false;  // the kernel could read the user context
+  std::uint64_t bp = 0, sp = 0, ip = 0;
+  const unsigned char* stack = nullptr;  // the copy of the user stack
+  std::uint64_t stack_bytes = 0;
+};
+
+ring_sample read_sample(const unsigned char* at) {
+  ring_sample sample;
+  at += 8;  // pid, tid: the ring's own thread
+  sample.time_ns = read_at<std::uint64_t>(at);
+  sample.count = read_at<std::uint64_t>(at + 8);
+  at += 16;
+  const auto chain_size = read_at<std::uint64_t>(at);
+  const unsigned char* chain_at = at + 8;
+  at = chain_at + 8 * chain_size;
+  for (std::uint64_t i = 0; i < chain_size && sample.chain_length < std::size(sample.chain); ++i)
+    if (const auto entry = read_at<std::uint64_t>(chain_at + 8 * i); entry < PERF_CONTEXT_MAX)
+      sample.chain[sample.chain_length++] = entry;
+  sample.chain_whole = sample.chain_length < std::size(sample.chain);
+  sample.has_registers = read_at<std::uint64_t>(at) != PERF_SAMPLE_REGS_ABI_NONE;
+  at += 8;
+  if (sample.has_registers) {  // in register-number order
+    sample.bp = read_at<std::uint64_t>(at);
+    sample.sp = read_at<std::uint64_t>(at + 8);
+    sample.ip = read_at<std::uint64_t>(at + 16);
+    at += 24;
+  }
+  const auto copied = read_at<std::uint64_t>(at);
+  sample.stack = at + 8;
+  const auto dynamic_size = copied ? read_at<std::uint64_t>(sample.stack + copied) : 0;
+  sample.stack_bytes = std::min(copied, dynamic_size);
+  return sample;
+}
+
+// The sample's weight, then its stack walked over the copy of the user stack (the kernel's chain
+// where the copy ends), into a row of the batch.
+void add_sample(perf_ring& ring, thread_record* thread, const ring_sample& read, sample_batch& batch,
+                ring_drain& drained) {
+  // A ring that counts user mode only skips its overflows in the kernel: there the gap is a
+  // system call's time, which its next sample, at the call's site, carries (docs/runtime.md).
+  const auto elapsed = static_cast<std::int64_t>(read.count - ring.last_count);
+  const auto heaviest = !ring.counts_kernel        ? elapsed
+                        : ring.unseen_since_sample ? ring.period_ns
+                                                   : heaviest_sample_periods * ring.period_ns;
+  const auto weight = std::min(elapsed, heaviest);
+  drained.lost_ns += elapsed - weight;
+  ring.unseen_since_sample = false;
+  ring.last_count = read.count;
+  auto& sample = batch.emplace_back();
+  sample.thread = thread;
+  sample.time_ns = static_cast<std::int64_t>(read.time_ns);
+  sample.weight_ns = weight;
+  ring.weights_ns += elapsed;  // the kept weight and the lost time: coverage's weights
+  sample.thread_cpu_ns = ring.cpu_at_open_ns + static_cast<std::int64_t>(read.count);
+  sample.source = sample_source::cpu_time;
+  sample.window = window_at(sample.time_ns);
+  // One slot kept for the mark of a cut stack.
+  constexpr int walk_capacity = static_cast<int>(sample_stack_depth) - 1;
+  std::uintptr_t frames[sample_stack_depth];
+  const auto walk = kairos::walk_copied_stack(read.ip, read.sp, read.bp, read.stack, read.stack_bytes, frames,
+                                              walk_capacity, read.chain, read.chain_length,
+                                              read.chain_whole ? chain_entries_limit() : read.chain_length);
+  const int count_walked = walk.count > 0 ? walk.count : 1;
+  if (walk.count == 0) frames[0] = read.ip;
+  sample.frame_count = static_cast<std::uint16_t>(count_walked);
+  sample.addresses[0] = frames[0];                                             // the interrupted instruction itself
+  for (int i = 1; i < count_walked; ++i) sample.addresses[i] = frames[i] - 1;  // inside the call
+  if (walk.truncated || walk.count == 0) {
+    sample.addresses[sample.frame_count++] = cut_stack_address;
+    ++drained.cut_stacks;
+  }
+  ++drained.samples;
+  if (walk.count > 0) ++drained.unwound_by_tables;
+  if (walk.chained > 0) ++drained.chained_stacks;
+}
+#endif
+
+}  // namespace
+
 ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch& batch) {
   ring_drain drained;
   if (!ring.mapping) return drained;
@@ -200,83 +289,22 @@ ring_drain drain_perf_ring(perf_ring& ring, thread_record* thread, sample_batch&
     const auto header = read_at<perf_event_header>(copy_out(sizeof(perf_event_header)));
     if (header.size < sizeof header || tail + header.size > head) break;
     const unsigned char* record = copy_out(header.size);
-    const unsigned char* at = record + sizeof header;
     tail += header.size;
     if (header.type == PERF_RECORD_LOST) {
-      drained.lost += read_at<std::uint64_t>(at + 8);  // after the event id
+      drained.lost += read_at<std::uint64_t>(record + sizeof header + 8);  // after the event id
       ring.unseen_since_sample = true;
       continue;
     }
     if (header.type == PERF_RECORD_THROTTLE) ring.unseen_since_sample = true;
     if (header.type != PERF_RECORD_SAMPLE) continue;
 #if defined(__x86_64__)
-    at += 8;  // pid, tid: the ring's own thread
-    const auto time_ns = read_at<std::uint64_t>(at);
-    const auto count = read_at<std::uint64_t>(at + 8);
-    at += 16;
-    // The user chain: a context marker, then the interrupted ip and the return addresses.
-    const auto chain_size = read_at<std::uint64_t>(at);
-    const unsigned char* chain_at = at + 8;
-    at = chain_at + 8 * chain_size;
-    std::uint64_t chain[sample_stack_depth + 1];
-    std::size_t chain_length = 0;
-    for (std::uint64_t i = 0; i < chain_size && chain_length < std::size(chain); ++i)
-      if (const auto entry = read_at<std::uint64_t>(chain_at + 8 * i); entry < PERF_CONTEXT_MAX)
-        chain[chain_length++] = entry;
-    const bool chain_whole = chain_length < std::size(chain);
-    const auto abi = read_at<std::uint64_t>(at);
-    at += 8;
-    std::uint64_t bp = 0, sp = 0, ip = 0;
-    if (abi != PERF_SAMPLE_REGS_ABI_NONE) {  // in register-number order
-      bp = read_at<std::uint64_t>(at);
-      sp = read_at<std::uint64_t>(at + 8);
-      ip = read_at<std::uint64_t>(at + 16);
-      at += 24;
-    }
-    const auto copied = read_at<std::uint64_t>(at);
-    const unsigned char* stack = at + 8;
-    const auto dynamic_size = copied ? read_at<std::uint64_t>(stack + copied) : 0;
+    const ring_sample read = read_sample(record + sizeof header);
     // No user context (the kernel could not read it): no stack to charge its time to.
-    if (abi == PERF_SAMPLE_REGS_ABI_NONE || ip == 0) {
+    if (!read.has_registers || read.ip == 0) {
       ring.unseen_since_sample = true;
       continue;
     }
-    // A ring that counts user mode only skips its overflows in the kernel: there the gap is a
-    // system call's time, which its next sample, at the call's site, carries (docs/runtime.md).
-    const auto elapsed = static_cast<std::int64_t>(count - ring.last_count);
-    const auto heaviest = !ring.counts_kernel        ? elapsed
-                          : ring.unseen_since_sample ? ring.period_ns
-                                                     : heaviest_sample_periods * ring.period_ns;
-    const auto weight = std::min(elapsed, heaviest);
-    drained.lost_ns += elapsed - weight;
-    ring.unseen_since_sample = false;
-    ring.last_count = count;
-    auto& sample = batch.emplace_back();
-    sample.thread = thread;
-    sample.time_ns = static_cast<std::int64_t>(time_ns);
-    sample.weight_ns = weight;
-    ring.weights_ns += elapsed;  // the kept weight and the lost time: coverage's weights
-    sample.thread_cpu_ns = ring.cpu_at_open_ns + static_cast<std::int64_t>(count);
-    sample.source = sample_source::cpu_time;
-    sample.window = window_at(sample.time_ns);
-    // One slot kept for the mark of a cut stack.
-    constexpr int walk_capacity = static_cast<int>(sample_stack_depth) - 1;
-    std::uintptr_t frames[sample_stack_depth];
-    const auto walk =
-        kairos::walk_copied_stack(ip, sp, bp, stack, std::min(copied, dynamic_size), frames, walk_capacity, chain,
-                                  chain_length, chain_whole ? chain_entries_limit() : chain_length);
-    const int count_walked = walk.count > 0 ? walk.count : 1;
-    if (walk.count == 0) frames[0] = ip;
-    sample.frame_count = static_cast<std::uint16_t>(count_walked);
-    sample.addresses[0] = frames[0];                                             // the interrupted instruction itself
-    for (int i = 1; i < count_walked; ++i) sample.addresses[i] = frames[i] - 1;  // inside the call
-    if (walk.truncated || walk.count == 0) {
-      sample.addresses[sample.frame_count++] = cut_stack_address;
-      ++drained.cut_stacks;
-    }
-    ++drained.samples;
-    if (walk.count > 0) ++drained.unwound_by_tables;
-    if (walk.chained > 0) ++drained.chained_stacks;
+    add_sample(ring, thread, read, batch, drained);
 #endif
   }
   __atomic_store_n(&page->data_tail, tail, __ATOMIC_RELEASE);

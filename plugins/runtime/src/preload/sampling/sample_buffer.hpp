@@ -52,8 +52,8 @@ struct sample_buffer {
  private:
   // The records are the mapping's zero pages, not constructed objects (sample_record is an
   // aggregate, so the pages hold them implicitly; all-zero is its initial value): constructing
-  // them wrote every page of both buffers at each thread's start, 1.1 MiB a thread, which made
-  // thread churn under kairos 25 times slower. Untouched pages cost nothing.
+  // them wrote every page of both buffers at each thread's start, which made thread churn under
+  // kairos many times slower. Untouched pages cost nothing.
   alignas(sample_record) unsigned char record_storage[capacity * sizeof(sample_record)];
   alignas(python_frame_capture) unsigned char python_storage[capacity * sizeof(python_frame_capture)];
 };

@@ -68,7 +68,7 @@ struct sampler_globals {
   // a system call's CPU time to the call (docs/runtime.md). Not probed at start: every thread
   // starts on the timer anyway, and a process that ends before its first thread is 20 ms old
   // never calls perf_event_open (whose first call in a process the kernel sometimes holds for
-  // 10-35 ms).
+  // tens of milliseconds).
   std::atomic<cpu_source> source{cpu_source::ring};
   // The real-time sampler's user-mode task-clock events, until the kernel refuses even those.
   std::atomic<bool> user_mode_perf{true};
@@ -159,7 +159,8 @@ void run_causal_experiments(const kairos::backtrace<sample_stack_depth>& stack, 
 // so the handler's own time never reaches the next sample. Returns the thread's CPU time then.
 std::int64_t restart_perf_period(thread_sampler& sampler, int fd) noexcept {
   // At least an eighth of the mean and 50 us: a period shorter than the signal's delivery only
-  // makes repeats (repeated_overflow) and costs (at 10 kHz the shortest periods cost 1.8x bare).
+  // makes repeats (repeated_overflow) and costs (at 10 kHz the shortest periods nearly doubled
+  // the program's time).
   const double mean_ns = static_cast<double>(globals->cpu.period_ns);
   const double shortest = std::min(std::max(1.0 / 8, 50'000.0 / mean_ns), 1.0);
   auto& state = sampler.period_state;
@@ -723,7 +724,7 @@ void* control_main(void*) {
   reentry_guard guard;
   pthread_setname_np(pthread_self(), "kairos-control");
   // Each wake-up of a kairos thread preempts a program thread where the program keeps every core
-  // busy (3 threads on 2 cores: a tick every 20 ms meant 3.6 more preemptions of the program a
+  // busy (more threads than cores: a steady tick meant several more preemptions of the program a
   // wake-up). So the thread sleeps until something is due: the delivery, a window's edge, a real-
   // time tick, a thread's move to perf; unwind tables are compiled every 20 ms only while samples
   // still want them (the first second of sampling, and a second after each build).
@@ -840,8 +841,9 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   result.note = signal_choice_note(SIGRTMIN + 6, signal.value(), "sampling");
   const auto& wanted_source = values.text(setting::sampling_cputime_source);
   // The default is the ring: no signal at all. A perf event that counts the kernel signals a
-  // thread inside its system calls, and a sleep entered then ends early with EINTR (117 of 3,000
-  // 1 ms sleeps at 10 kHz here; the timer, which expires only at a tick the thread runs in: none).
+  // thread inside its system calls, and a sleep entered then ends early with EINTR (some of a
+  // program's short sleeps at 10 kHz; the timer, which expires only at a tick the thread runs in:
+  // none).
   // Causal profiling's delays run in the sampled thread's own handler: a signal it must be.
   // Python frames are read by the handler, in the thread, at the sample: a ring's samples are read
   // by the writer after the thread has moved on to other Python code. Under `auto` that signal is
@@ -880,9 +882,9 @@ sampling_start start_sampling(const settings& values, sample_delivery deliver, i
   // that deadlocks (seen here with gdb in the stress test) when the sample interrupts malloc on a
   // thread while another thread's dlclose holds the loader's lock and waits in free() for the
   // same arena lock; no per-thread guard can see that cycle. Captures walk kairos's unwind tables
-  // (≈10 ns a frame; the control thread compiles the functions samples queue) and, where those
-  // cannot finish, libgcc's _Unwind_Backtrace, which finds unwind tables with glibc's lock-free
-  // _dl_find_object (≈2.4 µs for 20 frames).
+  // (the control thread compiles the functions samples queue) and, where those cannot finish,
+  // libgcc's _Unwind_Backtrace, which finds unwind tables with glibc's lock-free _dl_find_object
+  // (about ten times slower: docs/performance.md, "Backtrace capture").
   kairos::backtrace_detail::prewarm_process();
   kairos::use_unwind_tables();
   handler_active.store(true);

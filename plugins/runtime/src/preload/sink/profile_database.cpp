@@ -349,17 +349,15 @@ bool continue_after_exec() {
         writer.database().execute("PRAGMA main.locking_mode = EXCLUSIVE");
         const auto pid = std::to_string(getpid());
         auto& database = writer.database();
-        if (metadata_value(database, kairos::database::metadata_key::pid) != pid ||
-            metadata_value(database, kairos::database::metadata_key::end_reason) != "exec")
+        namespace keys = database::metadata_key;
+        if (metadata_value(database, keys::pid) != pid || metadata_value(database, keys::end_reason) != "exec")
           throw database::database_error{"it is not the profile of this process's earlier image (pid " + pid +
                                          ", ended by an exec)"};
         file().process_row = integer_of(database, "SELECT MAX(id) FROM process");
         writer.set_process_command(file().process_row, state->command);
         take_over_earlier_image(writer);
         for (const auto& [key, value] : state->metadata) writer.set_metadata(key, carried_over(key, value));
-        database.prepare("DELETE FROM metadata WHERE key = ?")
-            .bind(1, kairos::database::metadata_key::end_reason)
-            .run();
+        database.prepare("DELETE FROM metadata WHERE key = ?").bind(1, keys::end_reason).run();
         for (const auto& window : state->windows_waiting) writer.add_window(window);
         state->windows_waiting.clear();
         for (const auto& device : state->gpu_devices_waiting)
@@ -412,11 +410,12 @@ bool create_if_needed() {
     process.size = state->size;
     process.launch_id = state->launch_id;
     file().process_row = file().writer->add_process(process);
-    file().writer->set_metadata(database::metadata_key::host, process.hostname);
-    file().writer->set_metadata(database::metadata_key::kairos_version, KAIROS_VERSION);
-    file().writer->set_metadata(database::metadata_key::pid, std::to_string(process.pid));
+    namespace keys = database::metadata_key;
+    file().writer->set_metadata(keys::host, process.hostname);
+    file().writer->set_metadata(keys::kairos_version, KAIROS_VERSION);
+    file().writer->set_metadata(keys::pid, std::to_string(process.pid));
     const auto clocks = boottime_and_monotonic_ns();
-    file().writer->set_metadata(database::metadata_key::clock_boottime_monotonic_ns,
+    file().writer->set_metadata(keys::clock_boottime_monotonic_ns,
                                 fmt::format("{} {}", clocks.boottime_ns, clocks.monotonic_ns));
     for (const auto& [key, value] : state->metadata) file().writer->set_metadata(key, value);
     for (const auto& window : state->windows_waiting) file().writer->add_window(window);

@@ -3,8 +3,8 @@
 // part took, so a user or a benchmark can see where a run's fixed cost goes (KAIROS_VERBOSE=1
 // prints it after the summary; benchmarks/sampling/overhead.py takes medians of it).
 // Parts may nest (sample delivery includes the symbols and the database's creation it needed);
-// each says its own total. Measured only where it is said: a thread's CPU clock is a system call
-// (1.4 µs here), so a timer reads nothing once the settings say the line is not wanted.
+// each says its own total. Measured only where it is said: a thread's CPU clock is a system call,
+// so a timer reads nothing once the settings say the line is not wanted.
 #include <cstdint>
 #include <string>
 

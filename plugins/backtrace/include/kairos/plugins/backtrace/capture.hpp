@@ -2,35 +2,36 @@
 // Call-stack capture: the async-signal-safe part of the backtrace plugin (no allocation, no lock
 // of kairos's own, errno preserved). Symbolization lives in symbolizer.hpp and never runs here.
 //
-// Which unwinder, and why (facts measured on Debian 12, libunwind 1.6.2, glibc 2.36, GCC 12):
+// Which unwinder, and why (measured on Debian 12, libunwind 1.6.2, glibc 2.36, GCC 12; the
+// figures: docs/performance-log.md, "Measured reasons in the code"):
 //
 // * First, kairos's own unwind tables (unwind_tables.hpp): rows compiled per function off the
 //   sampling path, once something builds them (the runtime does), walked from a signal
 //   handler's context or from the capture's own registers, on threads that registered their
 //   stack. A walk they cannot finish falls through to the paths below.
 // * Default path: libunwind's unw_backtrace(). It walks frames with its per-thread "trace cache"
-//   of frame layouts (tdep_trace), ≈240 ns for 22 frames warm with caching off; the unw_step()
-//   loop (unw_getcontext + unw_init_local + unw_step + unw_get_reg) costs 5–17 µs for the same
-//   stack because every step re-parses DWARF, so it is not used.
+//   of frame layouts (tdep_trace); the unw_step() loop (unw_getcontext + unw_init_local + unw_step
+//   + unw_get_reg) costs tens of times more for the same stack because every step re-parses
+//   DWARF, so it is not used.
 // * unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE), once per process in prewarm():
 //   with the global (default) or per-thread policy, libunwind holds its own mutex while it calls
 //   dl_iterate_phdr, which takes the loader's write lock. A thread interrupted inside dlclose (it
 //   holds the loader lock) whose handler then waits for libunwind's mutex, held by another
 //   thread's handler that waits for the loader lock, deadlocks both (seen with gdb here, with
 //   UNW_CACHE_PER_THREAD too). With UNW_CACHE_NONE libunwind takes no lock of its own on this path;
-//   the cost is ≈2× (≈120 → ≈240 ns) because the register-state cache is not used.
+//   it costs about twice as much, because the register-state cache is not used.
 // * Per-thread guard (dl_guard.hpp): even with no libunwind lock, a handler that interrupts a
 //   thread inside the loader's lock/unlock self-deadlocks on the loader's recursive lock. So a
 //   capture on a thread inside dlopen/dlclose/dl_iterate_phdr, or nested in another capture on the
 //   same thread (a signal during record()), takes the fallback path instead.
-// * Fallback path: libgcc's _Unwind_Backtrace (≈2 µs). libgcc 12 finds unwind tables through
+// * Fallback path: libgcc's _Unwind_Backtrace (about ten times slower). libgcc 12 finds unwind tables through
 //   glibc's _dl_find_object, which reads the loader's data without a lock (a version counter and
 //   two copies), so it is safe while this same thread is half-way through dlopen. It is looked up
 //   with dlsym in libgcc_s.so.1 itself: libunwind.so also exports _Unwind_Backtrace and
 //   _Unwind_GetIP, and whichever comes first in the lookup scope would otherwise win.
 // * prewarm(): per process, sets the caching policy, resolves the libgcc functions and runs
 //   libgcc's one-time register-table setup; per thread, runs one unw_backtrace so that libunwind
-//   allocates that thread's trace cache (≈0.5 ms the first time) before any signal arrives.
+//   allocates that thread's trace cache (costly the first time) before any signal arrives.
 //
 // Built without libunwind (KAIROS_BACKTRACE_HAVE_LIBUNWIND=0, as libkairos.so is, whose handler
 // never uses it), every capture takes the libgcc path; without <unwind.h> either, the plugin is

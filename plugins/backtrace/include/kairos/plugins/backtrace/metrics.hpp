@@ -7,7 +7,8 @@
 //   clock_gettime(CLOCK_THREAD_CPUTIME_ID): this thread's CPU time.
 // clock_gettime is async-signal-safe by POSIX; getrusage is not on POSIX's list but is a plain
 // system call on Linux (no lock, no allocation in glibc). Hardware counters come from the perf or
-// papi plugins in the same bundle, not from here. Cost: about 1 µs on this VM (two real syscalls).
+// papi plugins in the same bundle, not from here. Cost: two real system calls
+// (docs/performance-log.md, "Measured reasons in the code").
 #include <sys/resource.h>
 #include <time.h>
 

@@ -1,8 +1,9 @@
 #pragma once
 // kairos::symbol_cache: backtrace_symbolizer's answers kept on disk from one run to the next, one
-// file per module, so that a run whose addresses were all seen before never loads libdw (1-1.4 ms
-// into its own namespace) nor reads a symbol table (libc's: 1.4 ms) or a line table. perf keeps
-// its build-id cache for the same reason.
+// file per module, so that a run whose addresses were all seen before never loads libdw (into its
+// own namespace) nor reads a symbol table or a line table, each milliseconds of a short run's
+// start (docs/performance-log.md, "Measured reasons in the code"). perf keeps its build-id cache
+// for the same reason.
 //
 // Key: the module's GNU build id, read from its note in memory, and the symbolizer's variant (its
 // source_lines choice). A file also records the module file's and its separate debug file's size

@@ -62,7 +62,8 @@ struct backtrace_symbol {
 
 // Where file:line may come from. A separate debug file (under /usr/lib/debug: Debian's -dbgsym
 // packages, libc6-dbg) has compressed DWARF sections that libdw inflates whole at the first line
-// looked up in its library: about 100 ms for libc's, here. Its symbol table is read either way.
+// looked up in its library: a tenth of a second for libc's (docs/performance-log.md, "Measured
+// reasons in the code"). Its symbol table is read either way.
 enum class source_lines {
   all,  // the debug information of every module, separate debug files included
   own,  // only what a module carries itself (what a -g build has); none from separate files
@@ -77,8 +78,8 @@ class backtrace_symbolizer {
   // files it reads), e.g. to move it out of the profiled program's way; nullptr keeps them as
   // opened. One policy per process (libdw's callbacks are plain functions).
   // `module_without_lines`: an address inside a module whose file:line is never looked up, only
-  // its names (a profiler's own library, whose frames are not the user's code: reading its DWARF
-  // was 4 ms of a short run under kairos-run).
+  // its names (a profiler's own library, whose frames are not the user's code, and whose DWARF
+  // was a noticeable part of a short run under kairos-run).
   explicit backtrace_symbolizer(int (*keep_descriptor)(int) = nullptr, source_lines lines = source_lines::all,
                                 const void* module_without_lines = nullptr);
   ~backtrace_symbolizer();

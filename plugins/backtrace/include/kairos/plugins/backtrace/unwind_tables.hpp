@@ -3,7 +3,7 @@
 // stack without interpreting DWARF and without entering the loader (x86-64, glibc 2.35 or later).
 //
 // Why: libgcc's _Unwind_Backtrace interprets every frame's call-frame instructions at every
-// sample, ≈ 135 ns a frame (2.7 µs for 20 frames in bench_backtrace, 5.6 µs a sample in situ),
+// sample (docs/performance.md, "Backtrace capture": about ten times the walk of these tables),
 // and libunwind's faster path can deadlock against dlclose (capture.hpp).
 //
 // How:
@@ -12,8 +12,8 @@
 //   CFA - 8, and rbp was saved at CFA + n or is unchanged. What such a row cannot say (a CFA
 //   expression, a signal frame, a PLT stub, a realigned stack, an unusual register rule) makes
 //   the function one the walk cannot follow.
-// * Only the functions samples pass through are compiled (tens in a run, against 8,500 FDEs in
-//   libkairos.so alone; compiling whole modules cost 3 ms for libc and libstdc++ here).
+// * Only the functions samples pass through are compiled (tens in a run, against thousands of
+//   FDEs in libkairos.so alone; compiling whole modules costs milliseconds).
 //   A module is registered first: its eh_frame_hdr's sorted table of function starts is copied,
 //   so that the handler never reads a module's memory, which dlclose may unmap meanwhile.
 // * In the handler, glibc's _dl_find_object (lock-free and async-signal-safe; libgcc calls it
@@ -231,7 +231,9 @@ struct stack_memory {
 };
 
 // Walks from a frame's registers (frame 0 is `pc` itself) over `stack`; see the header comment
-// for when it gives up.
+// for when it gives up. It stays long because it runs in the signal handler: its steps are lambdas
+// over the walk's registers (pc, sp, bp), inlined into one loop, where functions would pass them all
+// by reference at every frame.
 inline table_walk walk_stack(std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t bp, const stack_memory& stack,
                              std::uintptr_t* frames, int capacity) noexcept {
   table_walk walk;
@@ -411,7 +413,7 @@ inline bool unwind_tables_wanted() noexcept {
 }
 
 // Compiles what walks queued; with `everything`, every function of every loaded module (for
-// tests and benchmarks: 3 ms for libc and libstdc++ here), and uses the tables from then on.
+// tests and benchmarks: milliseconds for libc and libstdc++), and uses the tables from then on.
 // Not async-signal-safe; any thread.
 void build_unwind_tables(bool everything = false);
 

@@ -12,7 +12,7 @@ namespace kairos::database {
 
 struct report_request {
   std::vector<std::string> databases;
-  std::string format = "text";  // text, trace, folded, speedscope, flamegraph, html, json, coz, causal-svg
+  std::string format = "text";  // the name of a row of formats.hpp's table written from a database
   std::string output;           // a file to write; empty: the `out` stream
   std::string window;           // "K" or "K..L" (docs/windows.md); empty: every window
   bool compare_windows = false;

@@ -120,6 +120,10 @@ inline constexpr std::array<format_row, static_cast<std::size_t>(format_id::coun
      .several_databases = false},
 }};
 
+// The formats kairos-run writes when KAIROS_OUTPUT_FORMATS is unset: the setting's default,
+// kairos-run's help and the benchmarks' "default formats" read this list.
+inline constexpr std::array default_exit_formats{format_id::db, format_id::text, format_id::trace};
+
 // KAIROS_TRACE_MAX_BYTES' default: the Chrome trace adds no samples past this size (viewers do not
 // open a JSON file much larger); the settings row spells the same number (checked there).
 inline constexpr std::int64_t default_trace_max_bytes = 128ll << 20;
@@ -163,6 +167,15 @@ constexpr format_text exit_format_names() {
   return text;
 }
 
+constexpr format_text default_exit_format_names() {
+  format_text text;
+  for (const auto id : default_exit_formats) {
+    if (text.size > 0) text.append(",");
+    text.append(format_of(id).name);
+  }
+  return text;
+}
+
 constexpr format_text exit_format_descriptions() {
   format_text text;
   text.append("outputs written at exit: ");
@@ -182,12 +195,15 @@ constexpr format_text exit_format_descriptions() {
 }
 
 inline constexpr format_text exit_names_storage = exit_format_names();
+inline constexpr format_text default_exit_names_storage = default_exit_format_names();
 inline constexpr format_text exit_descriptions_storage = exit_format_descriptions();
 
 }  // namespace detail
 
 // "db,text,trace,...": KAIROS_OUTPUT_FORMATS's accepted values.
 inline constexpr std::string_view exit_format_names = detail::exit_names_storage.view();
+// "db,text,trace": KAIROS_OUTPUT_FORMATS's default.
+inline constexpr std::string_view default_exit_format_names = detail::default_exit_names_storage.view();
 // KAIROS_OUTPUT_FORMATS's description: each format with its file name and what it is.
 inline constexpr std::string_view exit_format_descriptions = detail::exit_descriptions_storage.view();
 

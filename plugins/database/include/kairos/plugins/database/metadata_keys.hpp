@@ -1,9 +1,34 @@
 #pragma once
 // The keys of the profile database's `metadata` rows that the runtime writes at the end of a run
-// and the outputs read: each spelt once, here (docs/database.md lists what each means).
+// and the outputs read: each spelt once, here (docs/database.md lists what each means). A test
+// (tests/style/check_lists.py) fails on a key's literal anywhere else in the product's sources.
 #include <string_view>
 
 namespace kairos::database::metadata_key {
+
+// The database and the process it describes: the schema's version (written with the schema), the
+// kairos that wrote it, the process's command line, host and pid, its launch id (profiles older
+// than the process table's launch_id column), and how the run ended ("exit", "exec",
+// "signal SIGTERM", ...).
+inline constexpr std::string_view schema_version = "schema_version";
+inline constexpr std::string_view kairos_version = "kairos_version";
+inline constexpr std::string_view command = "command";
+inline constexpr std::string_view host = "host";
+inline constexpr std::string_view pid = "pid";
+inline constexpr std::string_view launch_id = "launch_id";
+inline constexpr std::string_view end_reason = "end_reason";
+// Every setting's value as the run read it: "setting." and its variable.
+inline constexpr std::string_view setting_prefix = "setting.";
+inline constexpr std::string_view setting_launch_date = "setting.KAIROS_LAUNCH_DATE";
+inline constexpr std::string_view setting_sampling_freq = "setting.KAIROS_SAMPLING_FREQ";
+inline constexpr std::string_view setting_sampling_delay = "setting.KAIROS_SAMPLING_DELAY";
+inline constexpr std::string_view setting_sampling_duration = "setting.KAIROS_SAMPLING_DURATION";
+inline constexpr std::string_view setting_trace_max_bytes = "setting.KAIROS_TRACE_MAX_BYTES";
+static_assert(setting_launch_date.starts_with(setting_prefix) && setting_sampling_freq.starts_with(setting_prefix) &&
+                  setting_sampling_delay.starts_with(setting_prefix) &&
+                  setting_sampling_duration.starts_with(setting_prefix) &&
+                  setting_trace_max_bytes.starts_with(setting_prefix),
+              "a setting's key is setting_prefix and its variable");
 
 // The clocks: CLOCK_BOOTTIME and CLOCK_MONOTONIC (the database's clock) read together when the
 // database was created, "<boottime_ns> <monotonic_ns>"; the Perfetto trace's ClockSnapshot.
@@ -101,13 +126,5 @@ inline constexpr std::string_view children_unprofiled_by_name = "children.unprof
 inline constexpr std::string_view process_sampling_period_ns = "process_sampling.period_ns";
 inline constexpr std::string_view process_sampling_periods = "process_sampling.periods";
 inline constexpr std::string_view process_sampling_metrics = "process_sampling.metrics";
-// The run: its command line, where and by what it ran, why it ended ("exit", "exec", "signal
-// SIGINT", ...), and each setting's value under "setting." and its variable's name.
-inline constexpr std::string_view command = "command";
-inline constexpr std::string_view host = "host";
-inline constexpr std::string_view kairos_version = "kairos_version";
-inline constexpr std::string_view pid = "pid";
-inline constexpr std::string_view end_reason = "end_reason";
-inline constexpr std::string_view setting_prefix = "setting.";
 
 }  // namespace kairos::database::metadata_key

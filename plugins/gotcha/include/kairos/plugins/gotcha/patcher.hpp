@@ -3,31 +3,16 @@
 // replaces it; installing it rewrites every GOT slot of every loaded object that binds the symbol
 // (PLT slots, -fno-plt slots, absolute function pointers in data) to the wrapper, and keeps doing
 // so for libraries loaded later with dlopen. The wrapper reaches the original through `next`.
-#include <kairos/problem.hpp>
+#include <kairos/plugins/gotcha/binding.hpp>
 
-#include <atomic>
-#include <cstddef>
 #include <string>
 #include <string_view>
 
+#if defined(KAIROS_GOTCHA_AVAILABLE) && !KAIROS_GOTCHA_AVAILABLE
+#include <kairos/plugins/gotcha/unavailable_patcher.hpp>
+#else
+
 namespace kairos::gotcha_patcher {
-
-struct binding {
-  std::string symbol;  // "strlen", or "pthread_cond_wait@GLIBC_2.3.2" for one version
-  void* wrapper = nullptr;
-  // What the wrapper calls: the original function, or the wrapper installed before this one.
-  // Set before any slot points at `wrapper`; updated when a wrapper below is removed.
-  std::atomic<void*> next{nullptr};
-};
-
-struct wrap_status {
-  std::string symbol;
-  bool installed = false;         // the binding is in place (remove() takes it out)
-  bool defined = false;           // some loaded object defines the symbol (and version)
-  std::size_t slots_patched = 0;  // GOT slots now reaching the wrapper
-  problem failure;                // what is wrong, else empty; the caller prints it (with the prefix)
-  bool ok() const noexcept { return defined && slots_patched > 0; }
-};
 
 // Installs `b` (which must stay at the same address until removed) as the outermost wrapper of
 // its symbol. A symbol defined nowhere, or bound by no slot, is reported in the status; the
@@ -45,10 +30,6 @@ bool remove(binding& b);
 void reapply();
 
 // How many GOT slots bind `symbol` in the loaded objects, and how many of them hold `value`.
-struct slot_census {
-  std::size_t binding_symbol = 0;
-  std::size_t holding_value = 0;
-};
 slot_census count_slots(std::string_view symbol, const void* value);
 
 // The name (without a version) of the function whose wrapper starts at `wrapper`: "MPI_Allreduce"
@@ -66,6 +47,4 @@ bool available() noexcept;
 
 }  // namespace kairos::gotcha_patcher
 
-#if defined(KAIROS_GOTCHA_AVAILABLE) && !KAIROS_GOTCHA_AVAILABLE
-#include <kairos/plugins/gotcha/unavailable_patcher.hpp>
 #endif

@@ -1,6 +1,10 @@
 #pragma once
 // The patcher in a build without ELF dynamic linking support: every request says why it failed.
-#include <kairos/plugins/gotcha/patcher.hpp>
+// patcher.hpp includes it in place of its declarations; it includes only the types they share.
+#include <kairos/plugins/gotcha/binding.hpp>
+
+#include <string>
+#include <string_view>
 
 namespace kairos::gotcha_patcher {
 

@@ -3,9 +3,10 @@
 // hardware events as the PMU can hold at once, each read with a single read(). Events the kernel
 // refuses stay closed with the reason kept.
 // Software groups count from the open (they cost nothing while idle). Hardware groups are enabled
-// by the first phase on the set and stay enabled after it (enable+disable ioctls cost ~45 us in
-// this VM); they are disabled only when another set of the same thread begins a phase, so an idle
-// set never takes PMU counters from a set in use.
+// by the first phase on the set and stay enabled after it (an enable and a disable ioctl cost more
+// than the reads they would bracket: docs/performance-log.md, "Measured reasons in the code");
+// they are disabled only when another set of the same thread begins a phase, so an idle set never
+// takes PMU counters from a set in use.
 #include <sys/ioctl.h>
 #include <unistd.h>
 
