@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -129,127 +130,161 @@ double per_second(std::int64_t delta, std::int64_t elapsed_ns) {
   return static_cast<double>(delta) * 1e9 / static_cast<double>(elapsed_ns);
 }
 
-// One period's reading. Rates cover the time since the previous period (the first period's, the
-// time since the thread started); a file that cannot be read any more is said once and its
-// metrics end there, the rest go on.
-void sample_once(sampler_state& state) {
-  own_cost_timer cost{own_cost::process_sampling};
-  auto& rows = state.read_now;
-  rows.clear();
-  const auto now_ns = steady_now_ns();
-  const auto elapsed_ns = std::max<std::int64_t>(1, now_ns - state.previous.time_ns);
-  auto add = [&](process_metric metric, double value, std::int32_t instance = -1, thread_record* thread = nullptr) {
-    rows.push_back({now_ns, metric, thread, instance, value});
-  };
-  char buffer[1024];
+// One period's reading, shared by the readers of each family of metrics below. Rates cover the
+// time since the previous period (the first period's, the time since the thread started); a file
+// that cannot be read any more is said once and its metrics end there, the rest go on.
+struct period_reading {
+  sampler_state& state;
+  std::int64_t now_ns = 0;
+  std::int64_t elapsed_ns = 1;
+  char buffer[1024] = {};
   int error = 0;
 
-  if (wants(state, process_metric::memory_resident_bytes) || wants(state, process_metric::memory_virtual_bytes)) {
-    const auto text = state.statm.read(buffer, sizeof buffer, error);
-    if (const auto values = parse_statm(text, state.page_bytes)) {
-      if (wants(state, process_metric::memory_resident_bytes))
-        add(process_metric::memory_resident_bytes, static_cast<double>(values->resident_bytes));
-      if (wants(state, process_metric::memory_virtual_bytes))
-        add(process_metric::memory_virtual_bytes, static_cast<double>(values->virtual_bytes));
-    } else {
-      const auto lost = {process_metric::memory_resident_bytes, process_metric::memory_virtual_bytes};
-      report(fmt::format("process sampling: reading {} failed ({}); {} are not sampled from here on", state.statm.path,
-                         failure_text(error), names_of(lost)));
-      unwant(state, lost);
-      state.statm.close();
+  void add(process_metric metric, double value, std::int32_t instance = -1, thread_record* thread = nullptr) {
+    state.read_now.push_back({now_ns, metric, thread, instance, value});
+  }
+  bool wants_any(std::initializer_list<process_metric> metrics) const {
+    return std::ranges::any_of(metrics, [&](process_metric metric) { return wants(state, metric); });
+  }
+  // `file` failed: its metrics are said lost and not read again.
+  void lose(held_file& file, std::initializer_list<process_metric> metrics) {
+    report(fmt::format("process sampling: reading {} failed ({}); {} are not sampled from here on", file.path,
+                       failure_text(error), names_of(metrics)));
+    unwant(state, metrics);
+    file.close();
+  }
+};
+
+void read_memory(period_reading& reading) {
+  const auto metrics = {process_metric::memory_resident_bytes, process_metric::memory_virtual_bytes};
+  if (!reading.wants_any(metrics)) return;
+  auto& state = reading.state;
+  const auto values =
+      parse_statm(state.statm.read(reading.buffer, sizeof reading.buffer, reading.error), state.page_bytes);
+  if (!values) return reading.lose(state.statm, metrics);
+  if (wants(state, process_metric::memory_resident_bytes))
+    reading.add(process_metric::memory_resident_bytes, static_cast<double>(values->resident_bytes));
+  if (wants(state, process_metric::memory_virtual_bytes))
+    reading.add(process_metric::memory_virtual_bytes, static_cast<double>(values->virtual_bytes));
+}
+
+void read_process_cpu(period_reading& reading) {
+  auto& state = reading.state;
+  if (!wants(state, process_metric::cpu_percent)) return;
+  const auto cpu_ns = process_cpu_ns();
+  reading.add(process_metric::cpu_percent,
+              100.0 * static_cast<double>(cpu_ns - state.previous.cpu_ns) / static_cast<double>(reading.elapsed_ns));
+  state.previous.cpu_ns = cpu_ns;
+}
+
+void read_usage(period_reading& reading) {
+  auto& state = reading.state;
+  if (!reading.wants_any({process_metric::context_switches_per_s, process_metric::page_faults_per_s})) return;
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const std::int64_t switches = usage.ru_nvcsw + usage.ru_nivcsw, faults = usage.ru_minflt + usage.ru_majflt;
+  if (wants(state, process_metric::context_switches_per_s))
+    reading.add(process_metric::context_switches_per_s,
+                per_second(switches - state.previous.switches, reading.elapsed_ns));
+  if (wants(state, process_metric::page_faults_per_s))
+    reading.add(process_metric::page_faults_per_s, per_second(faults - state.previous.faults, reading.elapsed_ns));
+  state.previous.switches = switches;
+  state.previous.faults = faults;
+}
+
+void read_io(period_reading& reading) {
+  const auto metrics = {process_metric::read_bytes_per_s, process_metric::written_bytes_per_s};
+  if (!reading.wants_any(metrics)) return;
+  auto& state = reading.state;
+  const auto values = parse_proc_io(state.io.read(reading.buffer, sizeof reading.buffer, reading.error));
+  if (!values) return reading.lose(state.io, metrics);
+  if (state.previous.io) {
+    if (wants(state, process_metric::read_bytes_per_s))
+      reading.add(process_metric::read_bytes_per_s,
+                  per_second(values->read_bytes - state.previous.read_bytes, reading.elapsed_ns));
+    if (wants(state, process_metric::written_bytes_per_s))
+      reading.add(process_metric::written_bytes_per_s,
+                  per_second(values->written_bytes - state.previous.written_bytes, reading.elapsed_ns));
+  }
+  state.previous.io = true;
+  state.previous.read_bytes = values->read_bytes;
+  state.previous.written_bytes = values->written_bytes;
+}
+
+void read_threads_cpu(period_reading& reading) {
+  auto& state = reading.state;
+  if (!wants(state, process_metric::thread_cpu_percent)) return;
+  // The program's threads still running (kairos's own are not the program's).
+  state.threads_now.clear();
+  threads().for_each([&](thread_record& thread) {
+    if (!thread.kairos_owned && thread.running.load(std::memory_order_acquire))
+      state.threads_now.emplace_back(&thread, thread.tid);
+  });
+  for (const auto& [thread, tid] : state.threads_now) {
+    const auto cpu_ns = thread_cpu_ns(tid);
+    if (!cpu_ns) {
+      state.previous_thread_cpu_ns.erase(thread);
+      continue;
     }
+    const auto [previous, first] = state.previous_thread_cpu_ns.try_emplace(thread, *cpu_ns);
+    // A thread first seen: one that started in this period counts from its start; one that
+    // started before (it was registered late) only gives its total for the next period.
+    if (first && thread->start_ns < state.previous.time_ns) continue;
+    const auto from_cpu_ns = first ? 0 : previous->second;
+    const auto since_ns = first ? thread->start_ns : state.previous.time_ns;
+    reading.add(process_metric::thread_cpu_percent,
+                100.0 * static_cast<double>(*cpu_ns - from_cpu_ns) /
+                    static_cast<double>(std::max<std::int64_t>(1, reading.now_ns - since_ns)),
+                -1, thread);
+    previous->second = *cpu_ns;
   }
-  if (wants(state, process_metric::cpu_percent)) {
-    const auto cpu_ns = process_cpu_ns();
-    add(process_metric::cpu_percent, 100.0 * static_cast<double>(cpu_ns - state.previous.cpu_ns) / elapsed_ns);
-    state.previous.cpu_ns = cpu_ns;
-  }
-  if (wants(state, process_metric::context_switches_per_s) || wants(state, process_metric::page_faults_per_s)) {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    const std::int64_t switches = usage.ru_nvcsw + usage.ru_nivcsw, faults = usage.ru_minflt + usage.ru_majflt;
-    if (wants(state, process_metric::context_switches_per_s))
-      add(process_metric::context_switches_per_s, per_second(switches - state.previous.switches, elapsed_ns));
-    if (wants(state, process_metric::page_faults_per_s))
-      add(process_metric::page_faults_per_s, per_second(faults - state.previous.faults, elapsed_ns));
-    state.previous.switches = switches;
-    state.previous.faults = faults;
-  }
-  if (wants(state, process_metric::read_bytes_per_s) || wants(state, process_metric::written_bytes_per_s)) {
-    const auto text = state.io.read(buffer, sizeof buffer, error);
-    if (const auto values = parse_proc_io(text)) {
-      if (state.previous.io) {
-        if (wants(state, process_metric::read_bytes_per_s))
-          add(process_metric::read_bytes_per_s, per_second(values->read_bytes - state.previous.read_bytes, elapsed_ns));
-        if (wants(state, process_metric::written_bytes_per_s))
-          add(process_metric::written_bytes_per_s,
-              per_second(values->written_bytes - state.previous.written_bytes, elapsed_ns));
-      }
-      state.previous.io = true;
-      state.previous.read_bytes = values->read_bytes;
-      state.previous.written_bytes = values->written_bytes;
-    } else {
-      const auto lost = {process_metric::read_bytes_per_s, process_metric::written_bytes_per_s};
-      report(fmt::format("process sampling: reading {} failed ({}); {} are not sampled from here on", state.io.path,
-                         failure_text(error), names_of(lost)));
-      unwant(state, lost);
-      state.io.close();
+  std::erase_if(state.previous_thread_cpu_ns, [](const auto& entry) { return !entry.first->running.load(); });
+}
+
+void read_core_frequencies(period_reading& reading) {
+  auto& state = reading.state;
+  if (!wants(state, process_metric::cpu_frequency_mhz)) return;
+  std::erase_if(state.cores, [&](core_frequency& core) {
+    if (const auto mhz = parse_frequency_khz(core.file.read(reading.buffer, sizeof reading.buffer, reading.error))) {
+      reading.add(process_metric::cpu_frequency_mhz, *mhz, core.core);
+      return false;
     }
+    report(fmt::format(
+        "process sampling: reading {} failed ({}); cpu_frequency_mhz of core {} is not sampled from here on",
+        core.file.path, failure_text(reading.error), core.core));
+    core.file.close();
+    return true;
+  });
+}
+
+void read_gpus(period_reading& reading) {
+  auto& state = reading.state;
+  if (!state.gpu) return;
+  for (int device = 0; device < state.gpu->device_count(); ++device) {
+    const auto values = state.gpu->read(device);
+    auto add_gpu = [&](process_metric metric, const std::optional<double>& value) {
+      if (value && wants(state, metric)) reading.add(metric, *value, device);
+    };
+    add_gpu(process_metric::gpu_power_watts, values.power_watts);
+    add_gpu(process_metric::gpu_temperature_celsius, values.temperature_celsius);
+    add_gpu(process_metric::gpu_utilization_percent, values.utilization_percent);
+    add_gpu(process_metric::gpu_memory_used_bytes, values.memory_used_bytes);
   }
-  if (wants(state, process_metric::thread_cpu_percent)) {
-    // The program's threads still running (kairos's own are not the program's).
-    state.threads_now.clear();
-    threads().for_each([&](thread_record& thread) {
-      if (!thread.kairos_owned && thread.running.load(std::memory_order_acquire))
-        state.threads_now.emplace_back(&thread, thread.tid);
-    });
-    for (const auto& [thread, tid] : state.threads_now) {
-      const auto cpu_ns = thread_cpu_ns(tid);
-      if (!cpu_ns) {
-        state.previous_thread_cpu_ns.erase(thread);
-        continue;
-      }
-      const auto [previous, first] = state.previous_thread_cpu_ns.try_emplace(thread, *cpu_ns);
-      // A thread first seen: one that started in this period counts from its start; one that
-      // started before (it was registered late) only gives its total for the next period.
-      if (first && thread->start_ns < state.previous.time_ns) continue;
-      const auto from_cpu_ns = first ? 0 : previous->second;
-      const auto since_ns = first ? thread->start_ns : state.previous.time_ns;
-      add(process_metric::thread_cpu_percent,
-          100.0 * static_cast<double>(*cpu_ns - from_cpu_ns) / std::max<std::int64_t>(1, now_ns - since_ns), -1,
-          thread);
-      previous->second = *cpu_ns;
-    }
-    std::erase_if(state.previous_thread_cpu_ns, [](const auto& entry) { return !entry.first->running.load(); });
-  }
-  if (wants(state, process_metric::cpu_frequency_mhz)) {
-    std::erase_if(state.cores, [&](core_frequency& core) {
-      const auto text = core.file.read(buffer, sizeof buffer, error);
-      if (const auto mhz = parse_frequency_khz(text)) {
-        add(process_metric::cpu_frequency_mhz, *mhz, core.core);
-        return false;
-      }
-      report(fmt::format(
-          "process sampling: reading {} failed ({}); cpu_frequency_mhz of core {} is not sampled from here on",
-          core.file.path, failure_text(error), core.core));
-      core.file.close();
-      return true;
-    });
-  }
-  if (state.gpu) {
-    for (int device = 0; device < state.gpu->device_count(); ++device) {
-      const auto reading = state.gpu->read(device);
-      auto add_gpu = [&](process_metric metric, const std::optional<double>& value) {
-        if (value && wants(state, metric)) add(metric, *value, device);
-      };
-      add_gpu(process_metric::gpu_power_watts, reading.power_watts);
-      add_gpu(process_metric::gpu_temperature_celsius, reading.temperature_celsius);
-      add_gpu(process_metric::gpu_utilization_percent, reading.utilization_percent);
-      add_gpu(process_metric::gpu_memory_used_bytes, reading.memory_used_bytes);
-    }
-  }
-  state.previous.time_ns = now_ns;
+}
+
+// One period: every family's reading, then the rows handed to the pipeline's queue.
+void sample_once(sampler_state& state) {
+  own_cost_timer cost{own_cost::process_sampling};
+  state.read_now.clear();
+  period_reading reading{state};
+  reading.now_ns = steady_now_ns();
+  reading.elapsed_ns = std::max<std::int64_t>(1, reading.now_ns - state.previous.time_ns);
+  for (auto* read :
+       {read_memory, read_process_cpu, read_usage, read_io, read_threads_cpu, read_core_frequencies, read_gpus})
+    read(reading);
+  state.previous.time_ns = reading.now_ns;
   state.periods.fetch_add(1, std::memory_order_relaxed);
+  const auto& rows = state.read_now;
   std::lock_guard lock{state.mutex};
   const auto room = pending_rows_limit - std::min(pending_rows_limit, state.pending.size());
   const auto kept = std::min(room, rows.size());
