@@ -155,6 +155,9 @@ struct thread_row {
   std::optional<std::int64_t> rank;  // its process's MPI rank
 };
 
+// Every thread's thread_label, by thread.id.
+std::map<std::int64_t, std::string> thread_labels(connection& profile);
+
 // Every thread, process by process (by rank in a merged launch), each process's in sequent order,
 // with its samples in the windows.
 std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows);

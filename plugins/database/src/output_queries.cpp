@@ -36,6 +36,15 @@ std::vector<thread_row> sampled_threads(connection& profile, const window_range&
   return rows;
 }
 
+std::map<std::int64_t, std::string> thread_labels(connection& profile) {
+  std::map<std::int64_t, std::string> labels;
+  auto query = profile.prepare("SELECT id, sequent_id, tid, COALESCE(name, ''), rank FROM threads");
+  while (query.step())
+    labels.emplace(query.integer(0), thread_label(query.is_null(4) ? std::nullopt : std::optional{query.integer(4)},
+                                                  query.integer(1), query.integer(2), query.text(3)));
+  return labels;
+}
+
 std::int64_t earliest_event_ns(connection& profile) {
   return scalar(profile,
                 "SELECT MIN(t) FROM (SELECT MIN(first_ns) AS t FROM stack_total "
