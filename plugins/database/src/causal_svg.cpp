@@ -32,6 +32,43 @@ double tick_step(double span) {
 
 std::string percent_label(double fraction) { return fmt::format("{:g}%", std::round(fraction * 1000) / 10); }
 
+// The curve of one progress point, the `index`th of `curves`: its line, its points with their
+// intervals, its legend.
+template <class X, class Y>
+void write_curve(std::ostream& out, const causal_curve& curve, std::size_t index, std::size_t curves, const X& x_of,
+                 const Y& y_of) {
+  const auto color = colors[index % std::size(colors)];
+  // Each curve a few pixels aside, so that the interval bars of several at one speedup stay apart.
+  const double dodge = 4.0 * (static_cast<double>(index) - static_cast<double>(curves - 1) / 2);
+  std::string line;
+  for (const auto& point : curve.estimates)
+    line += fmt::format("{:.1f},{:.1f} ", x_of(point.line_speedup) + dodge, y_of(point.program_speedup));
+  out << fmt::format("<g class=\"curve\" stroke=\"{0}\" fill=\"{0}\">\n<polyline fill=\"none\" points=\"{1}\"/>\n",
+                     color, line);
+  for (const auto& point : curve.estimates) {
+    const double x = x_of(point.line_speedup) + dodge, y = y_of(point.program_speedup);
+    if (!std::isnan(point.interval)) {
+      const double y_low = y_of(point.program_speedup - point.interval),
+                   y_high = y_of(point.program_speedup + point.interval);
+      out << fmt::format(
+          "<path class=\"interval\" d=\"M{0:.1f},{1:.1f}V{2:.1f}M{3:.1f},{1:.1f}H{4:.1f}M{3:.1f},"
+          "{2:.1f}H{4:.1f}\"/>\n",
+          x, y_low, y_high, x - 4, x + 4);
+    }
+    out << fmt::format(
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\"><title>{}: line {} -> program {:+.1f}%{} "
+        "({} experiments, {} visits)</title></circle>\n",
+        x, y, xml_text(curve.progress_point), percent_label(point.line_speedup), point.program_speedup * 100,
+        std::isnan(point.interval) ? std::string{", no interval"} : fmt::format(" \u00b1 {:.1f}", point.interval * 100),
+        point.experiments, point.visits);
+  }
+  out << "</g>\n";
+  // Top left, where a rising curve leaves room; a style, since the stylesheet's text fill beats an attribute.
+  out << fmt::format("<text class=\"legend\" x=\"{:.1f}\" y=\"{:.1f}\" style=\"fill:{}\">{} ({})</text>\n",
+                     plot_left + 8, plot_top + 12 + 14.0 * static_cast<double>(index), color,
+                     xml_text(curve.progress_point), xml_text(curve.kind));
+}
+
 void write_chart(std::ostream& out, const causal_location& location, std::size_t rank, double left, double top) {
   // The y range holds every point and interval and 0, within coz's own sanity bounds (-100%..+200%).
   double low = 0, high = 0.05;
@@ -77,41 +114,8 @@ void write_chart(std::ostream& out, const causal_location& location, std::size_t
       "<text class=\"axis\" transform=\"translate(14,{:.1f}) rotate(-90)\" "
       "text-anchor=\"middle\">program speedup</text>\n",
       plot_top + height / 2);
-  std::size_t index = 0;
-  for (const auto& curve : location.curves) {
-    const auto color = colors[index % std::size(colors)];
-    // Each curve a few pixels aside, so that the interval bars of several at one speedup stay apart.
-    const double dodge = 4.0 * (static_cast<double>(index) - static_cast<double>(location.curves.size() - 1) / 2);
-    std::string line;
-    for (const auto& point : curve.estimates)
-      line += fmt::format("{:.1f},{:.1f} ", x_of(point.line_speedup) + dodge, y_of(point.program_speedup));
-    out << fmt::format("<g class=\"curve\" stroke=\"{0}\" fill=\"{0}\">\n<polyline fill=\"none\" points=\"{1}\"/>\n",
-                       color, line);
-    for (const auto& point : curve.estimates) {
-      const double x = x_of(point.line_speedup) + dodge, y = y_of(point.program_speedup);
-      if (!std::isnan(point.interval)) {
-        const double y_low = y_of(point.program_speedup - point.interval),
-                     y_high = y_of(point.program_speedup + point.interval);
-        out << fmt::format(
-            "<path class=\"interval\" d=\"M{0:.1f},{1:.1f}V{2:.1f}M{3:.1f},{1:.1f}H{4:.1f}M{3:.1f},"
-            "{2:.1f}H{4:.1f}\"/>\n",
-            x, y_low, y_high, x - 4, x + 4);
-      }
-      out << fmt::format(
-          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\"><title>{}: line {} -> program {:+.1f}%{} "
-          "({} experiments, {} visits)</title></circle>\n",
-          x, y, xml_text(curve.progress_point), percent_label(point.line_speedup), point.program_speedup * 100,
-          std::isnan(point.interval) ? std::string{", no interval"}
-                                     : fmt::format(" \u00b1 {:.1f}", point.interval * 100),
-          point.experiments, point.visits);
-    }
-    out << "</g>\n";
-    // Top left, where a rising curve leaves room; a style, since the stylesheet's text fill beats an attribute.
-    out << fmt::format("<text class=\"legend\" x=\"{:.1f}\" y=\"{:.1f}\" style=\"fill:{}\">{} ({})</text>\n",
-                       plot_left + 8, plot_top + 12 + 14.0 * static_cast<double>(index), color,
-                       xml_text(curve.progress_point), xml_text(curve.kind));
-    ++index;
-  }
+  for (std::size_t index = 0; index < location.curves.size(); ++index)
+    write_curve(out, location.curves[index], index, location.curves.size(), x_of, y_of);
   out << "</g>\n";
 }
 
