@@ -192,10 +192,14 @@ constexpr const char* script = R"js(
 ]]></script>
 )js";
 
-}  // namespace
+// One graph of the picture: all threads, or one thread's.
+struct graph {
+  std::string name;
+  tree_node root;
+};
 
-flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, const window_range& range,
-                                    double minimum_width_fraction) {
+// One tree for all threads and one per thread, from each (thread, stack)'s summed weight.
+std::vector<graph> sum_graphs(connection& profile, const window_range& range) {
   // The functions of every stack node, root first: built once from the trie (parents before children).
   std::unordered_map<std::int64_t, std::pair<std::int64_t, std::string>> nodes;  // id → (parent, function)
   auto stacks = profile.prepare(
@@ -203,32 +207,20 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
       "JOIN string AS function ON function.id = frame.function ORDER BY stack.id");
   while (stacks.step())
     nodes[stacks.integer(0)] = {stacks.is_null(1) ? -1 : stacks.integer(1), std::string{stacks.text(2)}};
-
-  // One tree for all threads and one per thread, from each (thread, stack)'s summed weight.
-  struct graph {
-    std::string name;
-    tree_node root;
-  };
   std::vector<graph> graphs(1);
   graphs[0].name = "all threads";
   graphs[0].root.name = "all";
+  const auto labels = thread_labels(profile);
   std::map<std::int64_t, std::optional<std::size_t>> graph_of_thread;  // none: a sample of no thread
-  auto thread_row = profile.prepare(
-      "SELECT thread.sequent_id, thread.tid, COALESCE(name.value, ''), process.rank FROM thread "
-      "JOIN process ON process.id = thread.process "
-      "LEFT JOIN string AS name ON name.id = thread.name WHERE thread.id = ?");
   std::vector<const std::string*> path;
   for (const auto& sum : stack_sums(profile, range)) {
     if (sum.stack == 0) continue;
     auto [entry, added] = graph_of_thread.try_emplace(sum.thread);
     if (added) {
-      thread_row.reset();
-      thread_row.bind(1, sum.thread);
-      if (thread_row.step()) {
+      if (const auto label = labels.find(sum.thread); label != labels.end()) {
         entry->second = graphs.size();
         graphs.emplace_back();
-        graphs.back().name = thread_label(thread_row.is_null(3) ? std::nullopt : std::optional{thread_row.integer(3)},
-                                          thread_row.integer(0), thread_row.integer(1), thread_row.text(2));
+        graphs.back().name = label->second;
         graphs.back().root.name = graphs.back().name;
       }
     }
@@ -247,11 +239,13 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
       node->self_ns += weight;
     }
   }
+  return graphs;
+}
 
-  flamegraph_summary summary;
-  summary.total_ns = graphs[0].root.total_ns;
-  // Each graph is laid out from its own root; its depth sets the picture's height.
-  std::ostringstream body;
+// Each graph laid out from its own root, in a group of its own; returns the deepest graph's depth,
+// which sets the picture's height.
+int lay_out_graphs(std::ostream& body, std::vector<graph>& graphs, double minimum_width_fraction,
+                   flamegraph_summary& summary) {
   int picture_depth = 0;
   for (std::size_t index = 0; index < graphs.size(); ++index) {
     auto& root = graphs[index].root;
@@ -273,9 +267,10 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
          << "\n"
          << frames.str() << "</g>\n";
   }
-  summary.graphs = graphs.size();
+  return picture_depth;
+}
 
-  const double height = top_margin + (picture_depth + 2) * frame_height + 24;
+void write_picture_head(std::ostream& out, double height) {
   out << fmt::format(
       R"(<?xml version="1.0" standalone="no"?>)"
       "\n"
@@ -293,10 +288,14 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
       "\n",
       picture_width, height, picture_width, height, picture_width - 200, picture_width - 150, picture_width - 95,
       picture_width - 150);
+}
+
+// A link to each graph that has frames: "thread 2" from "thread 2 (tid 4243, worker)" (the full
+// name is the graph's title).
+void write_graph_choices(std::ostream& out, const std::vector<graph>& graphs) {
   double x = 10;
   for (std::size_t index = 0; index < graphs.size(); ++index) {
     if (graphs[index].root.total_ns == 0) continue;
-    // "thread 2" from "thread 2 (tid 4243, worker)": the full name is the graph's title.
     const auto& name = graphs[index].name;
     const auto label = index == 0 ? name : name.substr(0, name.find(" ("));
     out << fmt::format(R"(<text class="choose" data-graph="g{}" x="{:.0f}" y="38">{}</text>)", index, x,
@@ -304,6 +303,21 @@ flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, cons
         << "\n";
     x += 8.0 * static_cast<double>(label.size()) + 12;
   }
+}
+
+}  // namespace
+
+flamegraph_summary write_flamegraph(connection& profile, std::ostream& out, const window_range& range,
+                                    double minimum_width_fraction) {
+  auto graphs = sum_graphs(profile, range);
+  flamegraph_summary summary;
+  summary.total_ns = graphs[0].root.total_ns;
+  std::ostringstream body;
+  const int picture_depth = lay_out_graphs(body, graphs, minimum_width_fraction, summary);
+  summary.graphs = graphs.size();
+  const double height = top_margin + (picture_depth + 2) * frame_height + 24;
+  write_picture_head(out, height);
+  write_graph_choices(out, graphs);
   out << body.str();
   out << fmt::format(
              R"(<text id="coverage" x="10" y="{:.0f}" style="font: 11px sans-serif">{:.3f} s of CPU time shown ({}); {} frames narrower than {:.2f}% merged ({:.2f}% of the time) into [narrow frames]</text>)",

@@ -3,9 +3,9 @@
 // settings, the top functions (a table sorted by clicking its headers), the flame graph
 // (write_flamegraph's SVG, inline), the regions' call graph with statistics, a per-thread timeline
 // of regions and CPU use, then the time windows and the GPU work where the profile has them.
-// Every section is built by streaming queries; each table and picture has a bounded size. None
-// reads the samples: weights come from stack_total, the timeline's CPU use from sample_timeline
-// (bin_cpu_time), so the page's cost does not grow with the run.
+// write_html is the list of those sections; each formats what a query returned (output_helpers.hpp)
+// and has a bounded size. None reads the samples: weights come from stack_total, the timeline's CPU
+// use from sample_timeline (bin_cpu_time), so the page's cost does not grow with the run.
 #include <kairos/plugins/database/outputs.hpp>
 
 #include <algorithm>
@@ -39,11 +39,6 @@ constexpr int timeline_bins = 255;  // CPU use drawn in 4-pixel columns
 constexpr int timeline_lanes = 4;   // region depths drawn; deeper regions are in the table
 constexpr double lane_height = 12, density_height = 16;
 constexpr std::int64_t kairos_threads_from = 1'000'000;  // sequent ids of kairos's own threads
-
-std::string metadata_value(const std::map<std::string, std::string, std::less<>>& metadata, std::string_view key) {
-  const auto found = metadata.find(key);
-  return found == metadata.end() ? std::string{} : found->second;
-}
 
 std::string milliseconds(std::int64_t ns) { return fmt::format("{:.3f}", ns * 1e-6); }
 
@@ -139,36 +134,6 @@ void write_region_rows(std::ostream& out, const region_node& node, int depth, st
 
 // --- the timeline ----------------------------------------------------------------------------
 
-}  // namespace
-
-cpu_timeline bin_cpu_time(connection& profile, const window_range& windows, std::int64_t origin_ns,
-                          std::int64_t span_ns, int bins, bool read_samples) {
-  cpu_timeline timeline;
-  span_ns = std::max<std::int64_t>(1, span_ns);
-  auto add = [&](std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns) {
-    auto& weights = timeline.weight_ns[thread];
-    if (weights.empty()) weights.resize(static_cast<std::size_t>(bins));
-    const auto offset = static_cast<__int128>(std::max<std::int64_t>(0, time_ns - origin_ns));
-    const auto bin = std::min<std::int64_t>(bins - 1, static_cast<std::int64_t>(offset * bins / span_ns));
-    weights[static_cast<std::size_t>(bin)] += weight_ns;
-  };
-  // A bucket of at most 1/16 of a bin: its samples are drawn at most half a bucket from their time.
-  const auto widest =
-      scalar(profile, "SELECT COALESCE(MAX(width_ns), 0) FROM sample_timeline WHERE 1" + in_windows(windows, "window"));
-  timeline.from_buckets = !read_samples && widest > 0 && static_cast<__int128>(widest) * 16 * bins <= span_ns;
-  if (timeline.from_buckets) {
-    auto buckets = profile.prepare("SELECT thread, start_ns + width_ns / 2, weight_ns FROM sample_timeline WHERE 1" +
-                                   in_windows(windows, "window"));
-    while (buckets.step()) add(buckets.integer(0), buckets.integer(1), buckets.integer(2));
-  } else {
-    for_each_sample(profile, windows,
-                    [&](const sample_fields& sample) { add(sample.thread, sample.time_ns, sample.weight_ns); });
-  }
-  return timeline;
-}
-
-namespace {
-
 // A process_metric series drawn above the threads: its values averaged into the timeline's bins.
 struct sparkline {
   std::string name;
@@ -194,28 +159,19 @@ std::string tick_label(std::int64_t ns) {
   return fmt::format("{} ms", ns / 1'000'000);
 }
 
-void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timeline>& timelines,
-                    const std::vector<sparkline>& sparklines, const std::vector<window_row>& windows,
-                    const time_span& span) {
-  // Each thread's row: its CPU use, then as many lanes as its regions' depths (at most timeline_lanes).
-  auto lanes_used = [](const thread_timeline& timeline) {
-    std::size_t used = 0;
-    for (std::size_t depth = 0; depth < timeline.lanes.size(); ++depth)
-      if (!timeline.lanes[depth].empty()) used = depth + 1;
-    return used;
-  };
-  auto row_height = [&](const thread_timeline& timeline) {
-    return std::max(30.0, density_height + 2 + static_cast<double>(lanes_used(timeline)) * lane_height) + 10;
-  };
-  const double sparklines_top = 24;
-  const double rows_top = sparklines_top + static_cast<double>(sparklines.size()) * (sparkline_height + 4);
-  double height = rows_top + 6;
-  for (const auto& [thread, timeline] : timelines) height += row_height(timeline);
-  out << fmt::format(R"(<svg class="timeline" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" )"
-                     R"(xmlns="http://www.w3.org/2000/svg" role="img" aria-label="per-thread timeline">)"
-                     "\n",
-                     timeline_width, height, timeline_width, height);
-  // Time axis: about eight ticks at a round step (1, 2 or 5 times a power of ten, in ms at least).
+// Each thread's row: its CPU use, then as many lanes as its regions' depths (at most timeline_lanes).
+std::size_t lanes_used(const thread_timeline& timeline) {
+  std::size_t used = 0;
+  for (std::size_t depth = 0; depth < timeline.lanes.size(); ++depth)
+    if (!timeline.lanes[depth].empty()) used = depth + 1;
+  return used;
+}
+double row_height(const thread_timeline& timeline) {
+  return std::max(30.0, density_height + 2 + static_cast<double>(lanes_used(timeline)) * lane_height) + 10;
+}
+
+// Time axis: about eight ticks at a round step (1, 2 or 5 times a power of ten, in ms at least).
+void write_time_axis(std::ostream& out, const time_span& span, double height) {
   const double raw_step = static_cast<double>(span.span_ns) / 8;
   const double magnitude = std::pow(10.0, std::floor(std::log10(std::max(raw_step, 1e6))));
   double step = magnitude;
@@ -228,6 +184,10 @@ void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timel
                        "\n",
                        x, x, height - 4, x + 2, tick_label(static_cast<std::int64_t>(t)));
   }
+}
+
+void write_window_spans(std::ostream& out, const std::vector<window_row>& windows, const time_span& span,
+                        double height) {
   for (const auto& window : windows) {
     if (!window.opened || window.end_ns <= window.start_ns) continue;
     const double x = span.x(window.start_ns), w = std::max(1.0, span.x(window.end_ns) - x);
@@ -238,8 +198,11 @@ void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timel
                        x, w, height - 20, window.ordinal, xml_text(window.spec),
                        duration(window.end_ns - window.start_ns), x + 2, height - 6, window.ordinal);
   }
-  // Process sampling's series: a line each, scaled from its minimum to its maximum.
-  double sparkline_y = sparklines_top;
+}
+
+// Process sampling's series: a line each, scaled from its minimum to its maximum.
+void write_sparklines(std::ostream& out, const std::vector<sparkline>& sparklines, double top) {
+  double sparkline_y = top;
   for (const auto& line : sparklines) {
     std::string points;
     const double range = line.maximum > line.minimum ? line.maximum - line.minimum : 1;
@@ -262,45 +225,69 @@ void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timel
                        short_number(line.maximum));
     sparkline_y += sparkline_height + 4;
   }
+}
+
+// CPU use: each column's sampled CPU time over its wall time (1 = the thread ran all along).
+void write_cpu_use(std::ostream& out, const thread_timeline& timeline, const time_span& span, double y) {
   const double bin_ns = static_cast<double>(span.span_ns) / timeline_bins;
+  out << fmt::format(R"(<rect class="track" x="{:.1f}" y="{:.0f}" width="{:.1f}" height="{:.0f}"/>)",
+                     timeline_label_width, y, timeline_plot_width, density_height);
+  for (int bin = 0; bin < timeline_bins; ++bin) {
+    const auto cpu = timeline.cpu_ns[static_cast<std::size_t>(bin)];
+    if (cpu == 0) continue;
+    const double share = std::min(1.0, static_cast<double>(cpu) / bin_ns);
+    const double h = std::max(1.0, share * density_height);
+    out << fmt::format(R"(<rect class="cpu" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}">)"
+                       R"(<title>{:.0f}% CPU</title></rect>)",
+                       timeline_label_width + bin * timeline_plot_width / timeline_bins, y + density_height - h,
+                       timeline_plot_width / timeline_bins, h, 100 * share);
+  }
+  out << "\n";
+}
+
+void write_region_lanes(std::ostream& out, const thread_timeline& timeline, const time_span& span, double y) {
+  for (std::size_t depth = 0; depth < lanes_used(timeline); ++depth) {
+    const double lane_y = y + density_height + 2 + static_cast<double>(depth) * lane_height;
+    for (const auto& run : timeline.lanes[depth]) {
+      const double x = span.x(run.start_ns), w = std::max(1.0, span.x(run.end_ns) - x);
+      const auto what = run.mixed       ? fmt::format("{} regions of several names", run.count)
+                        : run.count > 1 ? fmt::format("{} x {}", run.count, printable(run.name))
+                                        : std::string{printable(run.name)};
+      const auto fitted_chars = static_cast<std::size_t>(std::max(0.0, (w - 4) / 6));
+      out << fmt::format(R"(<g><rect class="region" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.0f}" )"
+                         R"(fill="{}"><title>{}: {} in {}</title></rect>)",
+                         x, lane_y, w, lane_height - 1, run.mixed ? "#b9b9b9" : "#8fb8de", xml_text(what),
+                         duration(run.busy_ns), duration(run.end_ns - run.start_ns));
+      if (!run.mixed && fitted_chars >= 3)
+        out << fmt::format(
+            R"(<text x="{:.1f}" y="{:.1f}" class="region-name">{}</text>)", x + 2, lane_y + lane_height - 3,
+            xml_text(run.name.size() <= fitted_chars ? run.name : run.name.substr(0, fitted_chars - 2) + ".."));
+      out << "</g>\n";
+    }
+  }
+}
+
+void write_timeline(std::ostream& out, const std::map<std::int64_t, thread_timeline>& timelines,
+                    const std::vector<sparkline>& sparklines, const std::vector<window_row>& windows,
+                    const time_span& span) {
+  const double sparklines_top = 24;
+  const double rows_top = sparklines_top + static_cast<double>(sparklines.size()) * (sparkline_height + 4);
+  double height = rows_top + 6;
+  for (const auto& [thread, timeline] : timelines) height += row_height(timeline);
+  out << fmt::format(R"(<svg class="timeline" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" )"
+                     R"(xmlns="http://www.w3.org/2000/svg" role="img" aria-label="per-thread timeline">)"
+                     "\n",
+                     timeline_width, height, timeline_width, height);
+  write_time_axis(out, span, height);
+  write_window_spans(out, windows, span, height);
+  write_sparklines(out, sparklines, sparklines_top);
   double y = rows_top;
   for (const auto& [thread, timeline] : timelines) {
     out << fmt::format(R"(<g class="thread"><text x="4" y="{:.0f}" class="label">{}</text>)"
                        R"(<text x="4" y="{:.0f}" class="detail">{}</text>)",
                        y + 12, xml_text(timeline.label), y + 26, xml_text(timeline.detail));
-    // CPU use: each column's sampled CPU time over its wall time (1 = the thread ran all along).
-    out << fmt::format(R"(<rect class="track" x="{:.1f}" y="{:.0f}" width="{:.1f}" height="{:.0f}"/>)",
-                       timeline_label_width, y, timeline_plot_width, density_height);
-    for (int bin = 0; bin < timeline_bins; ++bin) {
-      const auto cpu = timeline.cpu_ns[static_cast<std::size_t>(bin)];
-      if (cpu == 0) continue;
-      const double share = std::min(1.0, static_cast<double>(cpu) / bin_ns);
-      const double h = std::max(1.0, share * density_height);
-      out << fmt::format(R"(<rect class="cpu" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}">)"
-                         R"(<title>{:.0f}% CPU</title></rect>)",
-                         timeline_label_width + bin * timeline_plot_width / timeline_bins, y + density_height - h,
-                         timeline_plot_width / timeline_bins, h, 100 * share);
-    }
-    out << "\n";
-    for (std::size_t depth = 0; depth < lanes_used(timeline); ++depth) {
-      const double lane_y = y + density_height + 2 + static_cast<double>(depth) * lane_height;
-      for (const auto& run : timeline.lanes[depth]) {
-        const double x = span.x(run.start_ns), w = std::max(1.0, span.x(run.end_ns) - x);
-        const auto what = run.mixed       ? fmt::format("{} regions of several names", run.count)
-                          : run.count > 1 ? fmt::format("{} x {}", run.count, printable(run.name))
-                                          : std::string{printable(run.name)};
-        const auto fitted_chars = static_cast<std::size_t>(std::max(0.0, (w - 4) / 6));
-        out << fmt::format(R"(<g><rect class="region" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.0f}" )"
-                           R"(fill="{}"><title>{}: {} in {}</title></rect>)",
-                           x, lane_y, w, lane_height - 1, run.mixed ? "#b9b9b9" : "#8fb8de", xml_text(what),
-                           duration(run.busy_ns), duration(run.end_ns - run.start_ns));
-        if (!run.mixed && fitted_chars >= 3)
-          out << fmt::format(
-              R"(<text x="{:.1f}" y="{:.1f}" class="region-name">{}</text>)", x + 2, lane_y + lane_height - 3,
-              xml_text(run.name.size() <= fitted_chars ? run.name : run.name.substr(0, fitted_chars - 2) + ".."));
-        out << "</g>\n";
-      }
-    }
+    write_cpu_use(out, timeline, span, y);
+    write_region_lanes(out, timeline, span, y);
     out << "</g>\n";
     y += row_height(timeline);
   }
@@ -377,62 +364,38 @@ void write_function_table(std::ostream& out, const std::vector<function_row>& ro
   out << "</tbody></table>\n";
 }
 
-}  // namespace
+// --- the page's sections ---------------------------------------------------------------------
 
-void write_html(connection& profile, std::ostream& out, const window_range& range, std::string_view generator) {
-  std::map<std::string, std::string, std::less<>> metadata;
-  auto metadata_rows = profile.prepare("SELECT key, value FROM metadata ORDER BY key");
-  while (metadata_rows.step()) metadata[std::string{metadata_rows.text(0)}] = metadata_rows.text(1);
-  std::string command, host;
-  std::int64_t pid = 0, process_start = 0, process_end = 0;
-  auto process = profile.prepare(
-      "SELECT process.pid, COALESCE(command.value, ''), COALESCE(host.value, ''), COALESCE(process.start_ns, 0), "
-      "COALESCE(process.end_ns, 0) FROM process LEFT JOIN string AS command ON command.id = process.command "
-      "LEFT JOIN string AS host ON host.id = process.hostname ORDER BY process.id LIMIT 1");
-  if (process.step()) {
-    pid = process.integer(0);
-    command = process.text(1);
-    host = process.text(2);
-    process_start = process.integer(3);
-    process_end = process.integer(4);
-  }
-  if (command.empty()) command = metadata_value(metadata, "command");
-  if (host.empty()) host = metadata_value(metadata, "host");
-
-  const auto samples =
-      scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
-  const auto weight_ns =
-      scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
-  // The blocks know their rows' count; only a window filter needs the rows decoded (here, not
-  // through the view).
-  std::int64_t region_count = 0;
-  if (range.all)
-    region_count = scalar(profile, "SELECT COALESCE(SUM(count), 0) FROM region_block");
-  else
-    output_helpers::for_each_region(profile, range, [&](const output_helpers::region_visit&) { ++region_count; });
-  const auto threads = sampled_threads(profile, range);
-  const auto windows = windows_in(profile, range);
-
-  // The timeline spans the process and whatever was recorded (a database from an older kairos
-  // started its process row late).
+// What the page shows, from the queries (output_helpers.hpp), each read once.
+struct page_data {
+  metadata_map metadata;
+  run_process process;
+  sample_totals samples;  // in the windows shown
+  std::int64_t regions_recorded = 0;
+  std::vector<thread_row> threads;
+  std::vector<window_row> windows;
   time_span span;
-  const auto first_event = scalar(profile,
-                                  "SELECT MIN(t) FROM (SELECT MIN(first_ns) AS t FROM stack_total UNION ALL "
-                                  "SELECT MIN(start_ns) FROM region_block)");
-  const auto last_event = scalar(profile,
-                                 "SELECT MAX(t) FROM (SELECT MAX(last_ns) AS t FROM stack_total UNION ALL "
-                                 "SELECT MAX(end_ns) FROM region_block)");
-  span.origin_ns =
-      process_start > 0 ? std::min(process_start, first_event > 0 ? first_event : process_start) : first_event;
-  const std::int64_t end_ns = std::max(process_end, last_event);
-  span.span_ns = std::max<std::int64_t>(1, end_ns - span.origin_ns);
-
   std::map<std::int64_t, thread_timeline> timelines;  // by thread.id, in id order
   region_node regions;
-  read_regions(profile, range, span, regions, timelines);
-  for (auto& [thread, weights] : bin_cpu_time(profile, range, span.origin_ns, span.span_ns, timeline_bins).weight_ns)
-    timelines[thread].cpu_ns = std::move(weights);
   std::vector<sparkline> sparklines;  // by series ordinal
+  gpu_summary gpu;
+};
+
+// The timeline spans the process and whatever was recorded (a database from an older kairos
+// started its process row late).
+time_span timeline_span(connection& profile, const run_process& process) {
+  const auto recorded = samples_and_regions_extent(profile);
+  time_span span;
+  span.origin_ns = process.start_ns > 0
+                       ? std::min(process.start_ns, recorded.first_ns > 0 ? recorded.first_ns : process.start_ns)
+                       : recorded.first_ns;
+  span.span_ns = std::max<std::int64_t>(1, std::max(process.end_ns, recorded.last_ns) - span.origin_ns);
+  return span;
+}
+
+// Process sampling's series, each value averaged into its bin.
+std::vector<sparkline> read_sparklines(connection& profile, const window_range& range, const time_span& span) {
+  std::vector<sparkline> sparklines;
   for_each_metric_value(profile, range, [&](const metric_series& series, std::int64_t time_ns, double value) {
     if (static_cast<std::size_t>(series.ordinal) >= sparklines.size()) sparklines.resize(series.ordinal + 1);
     auto& line = sparklines[static_cast<std::size_t>(series.ordinal)];
@@ -445,36 +408,49 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
     line.minimum = std::min(line.minimum, value);
     line.maximum = std::max(line.maximum, value);
   });
-  std::int64_t program_threads = 0;
-  for (const auto& thread : threads) {
-    if (thread.sequent_id < kairos_threads_from) ++program_threads;
-    if (const auto found = timelines.find(thread.id); found != timelines.end())
+  return sparklines;
+}
+
+page_data read_page(connection& profile, const window_range& range) {
+  page_data page;
+  page.metadata = read_metadata(profile);
+  page.process = first_process(profile, page.metadata);
+  page.samples = sample_totals_in(profile, range);
+  page.regions_recorded = region_count(profile, range);
+  page.threads = sampled_threads(profile, range);
+  page.windows = windows_in(profile, range);
+  page.span = timeline_span(profile, page.process);
+  read_regions(profile, range, page.span, page.regions, page.timelines);
+  for (auto& [thread, weights] :
+       bin_cpu_time(profile, range, page.span.origin_ns, page.span.span_ns, timeline_bins).weight_ns)
+    page.timelines[thread].cpu_ns = std::move(weights);
+  page.sparklines = read_sparklines(profile, range, page.span);
+  for (const auto& thread : page.threads)
+    if (const auto found = page.timelines.find(thread.id); found != page.timelines.end())
       found->second.label = thread_name(thread.rank, thread.sequent_id),
       found->second.detail =
           fmt::format("tid {}{}{}", thread.tid, thread.name.empty() ? "" : ", ", printable(thread.name).substr(0, 24));
-  }
+  page.gpu = gpu_summary_of(profile, range);
+  return page;
+}
 
-  const auto executable = command.substr(0, command.find(' '));
+void write_head(std::ostream& out, const page_data& page, std::string_view generator) {
+  const auto executable = page.process.command.substr(0, page.process.command.find(' '));
   const auto title = fmt::format("kairos profile: {}", executable.substr(executable.rfind('/') + 1));
   out << fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta name=\"generator\" content=\"{}\">\n<title>{} (pid {})</title>\n<style>{}</style>\n</head>\n<body>\n"
       "<h1>{}</h1>\n",
-      xml_text(generator), xml_text(title), pid, style, xml_text(title));
+      xml_text(generator), xml_text(title), page.process.pid, style, xml_text(title));
   out << R"(<nav class="screen-only"><a href="#summary">summary</a><a href="#functions">top functions</a>)"
          R"(<a href="#flame-graph">flame graph</a><a href="#regions">regions</a><a href="#timeline">timeline</a>)";
-  if (!windows.empty()) out << R"(<a href="#windows">time windows</a>)";
-  const auto gpu = gpu_json(profile, range);
-  const bool have_gpu = !gpu["top_kernels"].empty() || !gpu["copies"].empty();
-  if (have_gpu) out << R"(<a href="#gpu">GPU</a>)";
+  if (!page.windows.empty()) out << R"(<a href="#windows">time windows</a>)";
+  if (page.gpu.any_work()) out << R"(<a href="#gpu">GPU</a>)";
   out << "<a href=\"#settings\">settings</a></nav>\n";
+}
 
-  // --- summary
-  out << "<section id=\"summary\">\n<h2>Summary</h2>\n<table class=\"summary\" id=\"summary-table\">\n";
-  auto row = [&](std::string_view name, const std::string& value) {
-    if (!value.empty()) out << fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", name, value);
-  };
-  // First: the shares below are of what was sampled, which may be far from all the program ran.
+// First: the shares below are of what was sampled, which may be far from all the program ran.
+void write_coverage_rows(std::ostream& out, connection& profile) {
   const auto coverage = coverage_of(profile);
   const bool partial = coverage.sampled_fraction() < 0.9 || coverage.dropped_regions > 0 || coverage.rows_lost > 0;
   out << fmt::format("<tr id=\"coverage\"{}><th>coverage</th><td>{}</td></tr>\n", partial ? R"( class="partial")" : "",
@@ -482,51 +458,67 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
   if (const auto children = unprofiled_children_text(unprofiled_children_of(profile), coverage.program_cpu_ns);
       !children.empty())
     out << fmt::format("<tr id=\"children\" class=\"partial\"><th>children</th><td>{}</td></tr>\n", xml_text(children));
-  row("command", fmt::format(R"(<span class="name">{}</span>)", xml_text(command)));
-  row("host", xml_text(host));
-  row("pid", std::to_string(pid));
-  const auto launch = metadata_value(metadata, "setting.KAIROS_LAUNCH_DATE");  // 20261123-111210
+}
+
+void write_summary(std::ostream& out, connection& profile, const page_data& page, const window_range& range,
+                   std::string_view generator) {
+  out << "<section id=\"summary\">\n<h2>Summary</h2>\n<table class=\"summary\" id=\"summary-table\">\n";
+  auto row = [&](std::string_view name, const std::string& value) {
+    if (!value.empty()) out << fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", name, value);
+  };
+  write_coverage_rows(out, profile);
+  const auto& process = page.process;
+  row("command", fmt::format(R"(<span class="name">{}</span>)", xml_text(process.command)));
+  row("host", xml_text(process.host));
+  row("pid", std::to_string(process.pid));
+  const auto launch = metadata_value(page.metadata, "setting.KAIROS_LAUNCH_DATE");  // 20261123-111210
   if (launch.size() == 15)
     row("started", fmt::format("{}-{}-{} {}:{}:{}", launch.substr(0, 4), launch.substr(4, 2), launch.substr(6, 2),
                                launch.substr(9, 2), launch.substr(11, 2), launch.substr(13, 2)));
-  if (process_end > process_start && process_start > 0) row("duration", duration(process_end - process_start));
-  row("ended by", xml_text(metadata_value(metadata, "end_reason")));
+  if (process.end_ns > process.start_ns && process.start_ns > 0)
+    row("duration", duration(process.end_ns - process.start_ns));
+  row("ended by", xml_text(metadata_value(page.metadata, "end_reason")));
   if (!range.all) row("shown", fmt::format("time windows {} to {} only", range.first, range.last));
-  row("threads",
-      fmt::format("{} of the program's, {} of them sampled", program_threads,
-                  std::count_if(threads.begin(), threads.end(), [](const thread_row& t) { return t.samples > 0; })));
-  const auto frequency = metadata_value(metadata, "setting.KAIROS_SAMPLING_FREQ");
-  const auto source = metadata_value(metadata, metadata_key::sampling_cpu_source);
+  const auto program_threads = std::count_if(page.threads.begin(), page.threads.end(),
+                                             [](const thread_row& t) { return t.sequent_id < kairos_threads_from; });
+  row("threads", fmt::format("{} of the program's, {} of them sampled", program_threads,
+                             std::count_if(page.threads.begin(), page.threads.end(),
+                                           [](const thread_row& t) { return t.samples > 0; })));
+  const auto frequency = metadata_value(page.metadata, "setting.KAIROS_SAMPLING_FREQ");
+  const auto source = metadata_value(page.metadata, metadata_key::sampling_cpu_source);
   row("samples",
-      fmt::format("{} standing for {} of CPU time{}", samples, duration(weight_ns),
+      fmt::format("{} standing for {} of CPU time{}", page.samples.samples, duration(page.samples.weight_ns),
                   source.empty() ? std::string{} : fmt::format(" ({}, {} Hz)", xml_text(source), xml_text(frequency))));
-  row("regions", std::to_string(region_count));
+  row("regions", std::to_string(page.regions_recorded));
   std::string lost;
-  for (const auto& [key, value] : metadata)
+  for (const auto& [key, value] : page.metadata)
     if ((key.starts_with("dropped.") || key == metadata_key::rows_lost) && value != "0")
       lost += fmt::format("{}{} {}", lost.empty() ? "" : ", ", xml_text(value), xml_text(key));
   // What was never sampled is not a loss of rows: the coverage row above says it.
   row("dropped", lost.empty() ? std::string{"no sample or row dropped"} : lost);
-  row("written by",
-      fmt::format("{}, database schema {}", xml_text(generator), xml_text(metadata_value(metadata, "schema_version"))));
+  row("written by", fmt::format("{}, database schema {}", xml_text(generator),
+                                xml_text(metadata_value(page.metadata, "schema_version"))));
   out << "</table>\n</section>\n";
+}
 
-  // --- top functions
+void write_top_functions(std::ostream& out, connection& profile, const page_data& page, const window_range& range) {
   out << "<section id=\"functions\">\n<h2>Top functions</h2>\n";
-  if (samples == 0) {
+  if (page.samples.samples == 0) {
     out << "<p>No samples were recorded.</p>\n";
   } else {
     out << fmt::format(
         "<p class=\"note\">By CPU time sampled, all threads; the {} heaviest by self time. Click a "
         "header to sort.</p>\n",
         functions_shown);
-    write_function_table(out, weigh_functions(profile, functions_shown, range).overall, weight_ns);
+    write_function_table(out, weigh_functions(profile, functions_shown, range).overall, page.samples.weight_ns);
   }
   out << "</section>\n";
+}
 
-  // --- flame graph
+void write_flame_graph_section(std::ostream& out, connection& profile, const page_data& page,
+                               const window_range& range) {
   out << "<section id=\"flame-graph\">\n<h2>Flame graph</h2>\n";
-  if (samples == 0) {
+  if (page.samples.samples == 0) {
     out << "<p>No samples were recorded.</p>\n";
   } else {
     out << "<p class=\"note screen-only\">Click a frame to zoom, <em>reset</em> to go back; <em>search</em> "
@@ -538,8 +530,9 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
     out << svg;
   }
   out << "</section>\n";
+}
 
-  // --- regions
+void write_regions_section(std::ostream& out, const region_node& regions) {
   out << "<section id=\"regions\">\n<h2>Regions</h2>\n";
   if (regions.children.empty()) {
     out << "<p>No regions were recorded (kairos_push_region / kairos_pop_region, or a component bundle, "
@@ -564,101 +557,119 @@ void write_html(connection& profile, std::ostream& out, const window_range& rang
           rows_cut);
   }
   out << "</section>\n";
+}
 
-  // --- timeline
+void write_timeline_section(std::ostream& out, const page_data& page) {
   out << "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
-  if (timelines.empty() && sparklines.empty()) {
+  if (page.timelines.empty() && page.sparklines.empty()) {
     out << "<p>Nothing was recorded over time.</p>\n";
   } else {
     out << fmt::format(
         "<p class=\"note\">{}Each thread's CPU use (orange, from the samples: full height is a "
         "thread that ran all along) and its regions by depth (blue; grey where regions of "
         "several names lie closer than a pixel). {} from the start of the process.</p>\n",
-        sparklines.empty() ? ""
-                           : "First the process's metrics (green, each from its least to its greatest value; "
-                             "table <code>process_metric</code>). ",
-        duration(span.span_ns));
-    write_timeline(out, timelines, sparklines, windows, span);
+        page.sparklines.empty() ? ""
+                                : "First the process's metrics (green, each from its least to its greatest value; "
+                                  "table <code>process_metric</code>). ",
+        duration(page.span.span_ns));
+    write_timeline(out, page.timelines, page.sparklines, page.windows, page.span);
   }
   out << "</section>\n";
+}
 
-  // --- time windows
-  if (!windows.empty()) {
-    const auto window_functions = functions_by_window(profile, 1, range);
-    out << "<section id=\"windows\">\n<h2>Time windows</h2>\n<table class=\"sortable\" "
-           "id=\"window-table\"><thead><tr><th>window</th>"
-           "<th>spec</th><th>clock</th><th>opened at</th><th>length</th><th>samples</th><th>CPU ms</th>"
-           "<th>top function</th></tr></thead><tbody>\n";
-    for (const auto& window : windows) {
-      const auto top = window_functions.find(window.ordinal);
-      out << "<tr>" << number_cell(static_cast<double>(window.ordinal), std::to_string(window.ordinal))
-          << fmt::format(R"(<td class="name">{}</td><td>{}</td>)", xml_text(window.spec), xml_text(window.clock))
-          << (window.opened ? number_cell(static_cast<double>(window.start_ns - span.origin_ns),
-                                          duration(window.start_ns - span.origin_ns)) +
-                                  number_cell(static_cast<double>(window.end_ns - window.start_ns),
-                                              duration(window.end_ns - window.start_ns))
-                            : std::string{R"(<td colspan="2">never opened</td>)"})
-          << number_cell(static_cast<double>(window.samples), std::to_string(window.samples))
-          << number_cell(window.weight_ns * 1e-6, milliseconds(window.weight_ns)) << R"(<td class="name">)"
-          << (top != window_functions.end() && !top->second.empty() ? xml_text(top->second.front().name) : "")
-          << "</td></tr>\n";
-    }
-    out << "</tbody></table>\n</section>\n";
+void write_windows_section(std::ostream& out, connection& profile, const page_data& page, const window_range& range) {
+  if (page.windows.empty()) return;
+  const auto window_functions = functions_by_window(profile, 1, range);
+  const auto origin_ns = page.span.origin_ns;
+  out << "<section id=\"windows\">\n<h2>Time windows</h2>\n<table class=\"sortable\" "
+         "id=\"window-table\"><thead><tr><th>window</th>"
+         "<th>spec</th><th>clock</th><th>opened at</th><th>length</th><th>samples</th><th>CPU ms</th>"
+         "<th>top function</th></tr></thead><tbody>\n";
+  for (const auto& window : page.windows) {
+    const auto top = window_functions.find(window.ordinal);
+    out << "<tr>" << number_cell(static_cast<double>(window.ordinal), std::to_string(window.ordinal))
+        << fmt::format(R"(<td class="name">{}</td><td>{}</td>)", xml_text(window.spec), xml_text(window.clock))
+        << (window.opened
+                ? number_cell(static_cast<double>(window.start_ns - origin_ns), duration(window.start_ns - origin_ns)) +
+                      number_cell(static_cast<double>(window.end_ns - window.start_ns),
+                                  duration(window.end_ns - window.start_ns))
+                : std::string{R"(<td colspan="2">never opened</td>)"})
+        << number_cell(static_cast<double>(window.samples), std::to_string(window.samples))
+        << number_cell(window.weight_ns * 1e-6, milliseconds(window.weight_ns)) << R"(<td class="name">)"
+        << (top != window_functions.end() && !top->second.empty() ? xml_text(top->second.front().name) : "")
+        << "</td></tr>\n";
   }
+  out << "</tbody></table>\n</section>\n";
+}
 
-  // --- GPU
-  if (have_gpu) {
-    out << "<section id=\"gpu\">\n<h2>GPU</h2>\n";
-    for (const auto& device : gpu["devices"])
-      out << fmt::format(
-          "<p>{} device {}: {} ({}, {} multiprocessors, {:.1f} GiB)</p>\n", xml_text(device["api"].get<std::string>()),
-          device["index"].get<std::int64_t>(), xml_text(device["name"].get<std::string>()),
-          xml_text(device["architecture"].get<std::string>()), device["multiprocessors"].get<std::int64_t>(),
-          device["memory_bytes"].get<std::int64_t>() / double(1 << 30));
-    if (!gpu["top_kernels"].empty()) {
-      out << fmt::format(
-          "<h3>Top kernels</h3>\n<p class=\"note\">The {} kernels with the most device time.</p>\n"
-          "<table class=\"sortable\" id=\"kernel-table\"><thead><tr><th>total ms</th><th>launches</th><th>mean µs</th>"
-          "<th>max µs</th><th>kernel</th></tr></thead><tbody>\n",
-          kernels_shown);
-      for (const auto& kernel : gpu["top_kernels"]) {
-        const auto total = kernel["total_ns"].get<std::int64_t>(), launches = kernel["launches"].get<std::int64_t>();
-        const double mean_us = total * 1e-3 / static_cast<double>(std::max<std::int64_t>(1, launches));
-        out << "<tr>" << number_cell(total * 1e-6, milliseconds(total))
-            << number_cell(static_cast<double>(launches), std::to_string(launches))
-            << number_cell(mean_us, fmt::format("{:.1f}", mean_us))
-            << number_cell(kernel["max_ns"].get<std::int64_t>() * 1e-3,
-                           fmt::format("{:.1f}", kernel["max_ns"].get<std::int64_t>() * 1e-3))
-            << R"(<td class="name">)" << xml_text(kernel["name"].get<std::string>()) << "</td></tr>\n";
-      }
-      out << "</tbody></table>\n";
-    }
-    if (!gpu["copies"].empty()) {
-      out << "<h3>Copies and memsets</h3>\n<table class=\"sortable\" "
-             "id=\"copy-table\"><thead><tr><th>kind</th><th>count</th>"
-             "<th>MB</th><th>total ms</th><th>GB/s</th></tr></thead><tbody>\n";
-      for (const auto& copy : gpu["copies"]) {
-        const auto bytes = copy["bytes"].get<std::int64_t>(), ns = copy["total_ns"].get<std::int64_t>();
-        const double rate = ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0.0;
-        out << fmt::format("<tr><td>{}</td>", xml_text(copy["kind"].get<std::string>()))
-            << number_cell(static_cast<double>(copy["count"].get<std::int64_t>()),
-                           std::to_string(copy["count"].get<std::int64_t>()))
-            << number_cell(bytes * 1e-6, fmt::format("{:.3f}", bytes * 1e-6))
-            << number_cell(ns * 1e-6, milliseconds(ns)) << number_cell(rate, ns > 0 ? fmt::format("{:.2f}", rate) : "-")
-            << "</tr>\n";
-      }
-      out << "</tbody></table>\n";
-    }
-    out << "</section>\n";
+// GPU names are shown as the json format stores them (printable), then escaped as every name.
+void write_kernel_table(std::ostream& out, const std::vector<gpu_summary::kernel>& kernels) {
+  out << fmt::format(
+      "<h3>Top kernels</h3>\n<p class=\"note\">The {} kernels with the most device time.</p>\n"
+      "<table class=\"sortable\" id=\"kernel-table\"><thead><tr><th>total ms</th><th>launches</th><th>mean µs</th>"
+      "<th>max µs</th><th>kernel</th></tr></thead><tbody>\n",
+      kernels_shown);
+  for (const auto& kernel : kernels) {
+    const double mean_us = kernel.total_ns * 1e-3 / static_cast<double>(std::max<std::int64_t>(1, kernel.launches));
+    out << "<tr>" << number_cell(kernel.total_ns * 1e-6, milliseconds(kernel.total_ns))
+        << number_cell(static_cast<double>(kernel.launches), std::to_string(kernel.launches))
+        << number_cell(mean_us, fmt::format("{:.1f}", mean_us))
+        << number_cell(kernel.max_ns * 1e-3, fmt::format("{:.1f}", kernel.max_ns * 1e-3)) << R"(<td class="name">)"
+        << xml_text(printable(kernel.name)) << "</td></tr>\n";
   }
+  out << "</tbody></table>\n";
+}
 
-  // --- settings
+void write_copy_table(std::ostream& out, const std::vector<gpu_summary::copies>& by_kind) {
+  out << "<h3>Copies and memsets</h3>\n<table class=\"sortable\" "
+         "id=\"copy-table\"><thead><tr><th>kind</th><th>count</th>"
+         "<th>MB</th><th>total ms</th><th>GB/s</th></tr></thead><tbody>\n";
+  for (const auto& copies : by_kind) {
+    const double rate =
+        copies.total_ns > 0 ? static_cast<double>(copies.bytes) / static_cast<double>(copies.total_ns) : 0.0;
+    out << fmt::format("<tr><td>{}</td>", xml_text(copies.kind))
+        << number_cell(static_cast<double>(copies.count), std::to_string(copies.count))
+        << number_cell(copies.bytes * 1e-6, fmt::format("{:.3f}", copies.bytes * 1e-6))
+        << number_cell(copies.total_ns * 1e-6, milliseconds(copies.total_ns))
+        << number_cell(rate, copies.total_ns > 0 ? fmt::format("{:.2f}", rate) : "-") << "</tr>\n";
+  }
+  out << "</tbody></table>\n";
+}
+
+void write_gpu_section(std::ostream& out, const gpu_summary& gpu) {
+  if (!gpu.any_work()) return;
+  out << "<section id=\"gpu\">\n<h2>GPU</h2>\n";
+  for (const auto& device : gpu.devices)
+    out << fmt::format("<p>{} device {}: {} ({}, {} multiprocessors, {:.1f} GiB)</p>\n", xml_text(device.api),
+                       device.index, xml_text(printable(device.name)), xml_text(device.architecture),
+                       device.multiprocessors, device.memory_bytes / double(1 << 30));
+  if (!gpu.top_kernels.empty()) write_kernel_table(out, gpu.top_kernels);
+  if (!gpu.by_kind.empty()) write_copy_table(out, gpu.by_kind);
+  out << "</section>\n";
+}
+
+void write_settings(std::ostream& out, const metadata_map& metadata) {
   out << "<section id=\"settings\">\n<h2>Settings</h2>\n<p class=\"note\">The run's settings that have a value "
          "(docs/settings.md).</p>\n<table class=\"summary\" id=\"settings-table\">\n";
   for (const auto& [key, value] : metadata)
     if (key.starts_with("setting.") && !value.empty())
       out << fmt::format("<tr><th>{}</th><td class=\"name\">{}</td></tr>\n", xml_text(key.substr(8)), xml_text(value));
   out << "</table>\n</section>\n";
+}
+
+}  // namespace
+
+void write_html(connection& profile, std::ostream& out, const window_range& range, std::string_view generator) {
+  const auto page = read_page(profile, range);
+  write_head(out, page, generator);
+  write_summary(out, profile, page, range, generator);
+  write_top_functions(out, profile, page, range);
+  write_flame_graph_section(out, profile, page, range);
+  write_regions_section(out, page.regions);
+  write_timeline_section(out, page);
+  write_windows_section(out, profile, page, range);
+  write_gpu_section(out, page.gpu);
+  write_settings(out, page.metadata);
   out << "<script>" << table_script << "</script>\n</body>\n</html>\n";
 }
 

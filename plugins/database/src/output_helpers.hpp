@@ -155,6 +155,9 @@ struct thread_row {
   std::optional<std::int64_t> rank;  // its process's MPI rank
 };
 
+// Every thread's thread_label, by thread.id.
+std::map<std::int64_t, std::string> thread_labels(connection& profile);
+
 // Every thread, process by process (by rank in a merged launch), each process's in sequent order,
 // with its samples in the windows.
 std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows);
@@ -173,6 +176,26 @@ std::int64_t earliest_event_ns(connection& profile);
 
 void for_each_sample(connection& profile, const window_range& windows,
                      const std::function<void(const sample_fields&)>& visit);
+
+// The same, until `visit` returns false.
+void for_each_sample_while(connection& profile, const window_range& windows,
+                           const std::function<bool(const sample_fields&)>& visit);
+
+// The samples' sums (stack_total) in the windows, one row a (thread, window): every output's
+// totals, per thread, per window or whole, are summed from these (threads x windows rows, however
+// many samples).
+struct sample_sum {
+  std::int64_t thread, window, samples, weight_ns, first_ns, last_ns;
+};
+std::vector<sample_sum> sample_sums(connection& profile, const window_range& windows);
+struct sample_totals {
+  std::int64_t samples = 0, weight_ns = 0;
+  std::optional<std::int64_t> first_ns, last_ns;  // none: no sample
+};
+sample_totals totals_of(const std::vector<sample_sum>& sums);
+inline sample_totals sample_totals_in(connection& profile, const window_range& windows) {
+  return totals_of(sample_sums(profile, windows));
+}
 
 // The samples of each (thread, window, stack), sorted by thread, then window, then stack.
 struct stack_sum {
@@ -303,11 +326,57 @@ struct metric_series {
 void for_each_metric_value(connection& profile, const window_range& windows,
                            const std::function<void(const metric_series&, std::int64_t time_ns, double value)>& visit);
 
+// --- the run ------------------------------------------------------------------------------------
+
+// The metadata table, by key.
+using metadata_map = std::map<std::string, std::string, std::less<>>;
+metadata_map read_metadata(connection& profile);
+// A key's value; "" when absent.
+std::string metadata_value(const metadata_map& metadata, std::string_view key);
+
+// The profile's first process (by row), its command and host from the metadata where the row has
+// none (a database from an older kairos).
+struct run_process {
+  std::int64_t pid = 0, start_ns = 0, end_ns = 0;  // 0: not known
+  std::string command, host;
+};
+run_process first_process(connection& profile, const metadata_map& metadata);
+
+// The regions' rows in the windows (the blocks' counts for every window; decoded otherwise).
+std::int64_t region_count(connection& profile, const window_range& windows);
+// The earliest start and latest end of any sample or region (every window); 0 when none.
+struct time_extent {
+  std::int64_t first_ns = 0, last_ns = 0;
+};
+time_extent samples_and_regions_extent(connection& profile);
+
 // --- GPU -------------------------------------------------------------------------------------
 
 constexpr std::int64_t kernels_shown = 20;
 
-// The GPU work as data: devices, the top kernels by total device time, copies by kind.
-nlohmann::json gpu_json(connection& profile, const window_range& windows);
+// The GPU work in the windows: devices, the top kernels by total device time, copies by kind.
+struct gpu_summary {
+  struct device {
+    std::string api;
+    std::int64_t index;
+    std::string name, architecture;
+    std::int64_t memory_bytes, multiprocessors;
+  };
+  struct kernel {
+    std::string name;
+    std::int64_t launches, total_ns, max_ns;
+  };
+  struct copies {
+    std::string kind;
+    std::int64_t count, bytes, total_ns;
+  };
+  std::vector<device> devices;
+  std::vector<kernel> top_kernels;  // at most kernels_shown, most device time first
+  std::vector<copies> by_kind;
+  bool any_work() const { return !top_kernels.empty() || !by_kind.empty(); }
+};
+gpu_summary gpu_summary_of(connection& profile, const window_range& windows);
+// The same as JSON (the json format's "gpu").
+nlohmann::json gpu_json(const gpu_summary& gpu);
 
 }  // namespace kairos::database::output_helpers

@@ -18,9 +18,10 @@ namespace kairos::database::output_helpers {
 
 std::vector<thread_row> sampled_threads(connection& profile, const window_range& windows) {
   std::unordered_map<std::int64_t, std::pair<std::int64_t, std::int64_t>> sums;  // thread -> samples, weight
-  auto totals = profile.prepare("SELECT thread, SUM(samples), SUM(weight_ns) FROM stack_total WHERE 1" +
-                                in_windows(windows, "window") + " GROUP BY thread");
-  while (totals.step()) sums[totals.integer(0)] = {totals.integer(1), totals.integer(2)};
+  for (const auto& sum : sample_sums(profile, windows)) {
+    sums[sum.thread].first += sum.samples;
+    sums[sum.thread].second += sum.weight_ns;
+  }
   std::vector<thread_row> rows;
   auto query = profile.prepare(
       "SELECT id, sequent_id, tid, pid, COALESCE(name, ''), process, rank FROM threads "
@@ -33,6 +34,15 @@ std::vector<thread_row> sampled_threads(connection& profile, const window_range&
                     query.is_null(6) ? std::nullopt : std::optional{query.integer(6)}});
   }
   return rows;
+}
+
+std::map<std::int64_t, std::string> thread_labels(connection& profile) {
+  std::map<std::int64_t, std::string> labels;
+  auto query = profile.prepare("SELECT id, sequent_id, tid, COALESCE(name, ''), rank FROM threads");
+  while (query.step())
+    labels.emplace(query.integer(0), thread_label(query.is_null(4) ? std::nullopt : std::optional{query.integer(4)},
+                                                  query.integer(1), query.integer(2), query.text(3)));
+  return labels;
 }
 
 std::int64_t earliest_event_ns(connection& profile) {
@@ -48,12 +58,42 @@ std::int64_t earliest_event_ns(connection& profile) {
                 "UNION ALL SELECT MIN(start_ns) FROM window)");
 }
 
-void for_each_sample(connection& profile, const window_range& windows,
-                     const std::function<void(const sample_fields&)>& visit) {
+void for_each_sample_while(connection& profile, const window_range& windows,
+                           const std::function<bool(const sample_fields&)>& visit) {
   auto query = profile.prepare("SELECT thread, window, COALESCE(stack, 0), time_ns, weight_ns FROM sample WHERE 1" +
                                in_windows(windows, "window"));
   while (query.step())
-    visit({query.integer(0), query.integer(1), query.integer(2), query.integer(3), query.integer(4)});
+    if (!visit({query.integer(0), query.integer(1), query.integer(2), query.integer(3), query.integer(4)})) return;
+}
+
+void for_each_sample(connection& profile, const window_range& windows,
+                     const std::function<void(const sample_fields&)>& visit) {
+  for_each_sample_while(profile, windows, [&](const sample_fields& sample) {
+    visit(sample);
+    return true;
+  });
+}
+
+std::vector<sample_sum> sample_sums(connection& profile, const window_range& windows) {
+  std::vector<sample_sum> rows;
+  auto query = profile.prepare(
+      "SELECT thread, window, SUM(samples), SUM(weight_ns), MIN(first_ns), MAX(last_ns) FROM stack_total WHERE 1" +
+      in_windows(windows, "window") + " GROUP BY thread, window");
+  while (query.step())
+    rows.push_back(
+        {query.integer(0), query.integer(1), query.integer(2), query.integer(3), query.integer(4), query.integer(5)});
+  return rows;
+}
+
+sample_totals totals_of(const std::vector<sample_sum>& sums) {
+  sample_totals totals;
+  for (const auto& sum : sums) {
+    totals.samples += sum.samples;
+    totals.weight_ns += sum.weight_ns;
+    totals.first_ns = std::min(totals.first_ns.value_or(sum.first_ns), sum.first_ns);
+    totals.last_ns = std::max(totals.last_ns.value_or(sum.last_ns), sum.last_ns);
+  }
+  return totals;
 }
 
 void for_each_metric_value(connection& profile, const window_range& windows,
@@ -224,7 +264,7 @@ sampling_coverage coverage_of(connection& profile) {
   const auto integer = [&](std::string_view key) {
     return static_cast<std::int64_t>(metadata_number(profile, key, true));
   };
-  coverage.sampled_ns = scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM stack_total");
+  coverage.sampled_ns = sample_totals_in(profile, {}).weight_ns;
   coverage.program_cpu_ns = integer(metadata_key::program_cpu_ns);
   coverage.blocked_ns = integer(metadata_key::unsampled_cpu_ns);
   coverage.blocked_threads = integer(metadata_key::unsampled_threads);
@@ -341,9 +381,10 @@ std::vector<window_row> windows_in(connection& profile, const window_range& wind
                     query.integer(9)});
   if (rows.empty()) return rows;
   std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> sums;  // window -> samples, weight
-  auto totals = profile.prepare("SELECT window, SUM(samples), SUM(weight_ns) FROM stack_total WHERE 1" +
-                                in_windows(windows, "window") + " GROUP BY window");
-  while (totals.step()) sums[totals.integer(0)] = {totals.integer(1), totals.integer(2)};
+  for (const auto& sum : sample_sums(profile, windows)) {
+    sums[sum.window].first += sum.samples;
+    sums[sum.window].second += sum.weight_ns;
+  }
   for (auto& row : rows)
     if (const auto found = sums.find(row.ordinal); found != sums.end())
       std::tie(row.samples, row.weight_ns) = found->second;
@@ -365,35 +406,91 @@ std::map<std::int64_t, std::vector<function_row>> functions_by_window(connection
   return by_window;
 }
 
-nlohmann::json gpu_json(connection& profile, const window_range& range) {
-  nlohmann::json gpu{{"devices", nlohmann::json::array()},
-                     {"top_kernels", nlohmann::json::array()},
-                     {"copies", nlohmann::json::array()}};
+gpu_summary gpu_summary_of(connection& profile, const window_range& range) {
+  gpu_summary gpu;
   auto devices = profile.prepare(
       "SELECT api, device_index, name, architecture, memory_bytes, multiprocessors FROM gpu_device ORDER BY id");
   while (devices.step())
-    gpu["devices"].push_back({{"api", devices.text(0)},
-                              {"index", devices.integer(1)},
-                              {"name", printable(devices.text(2))},
-                              {"architecture", devices.text(3)},
-                              {"memory_bytes", devices.integer(4)},
-                              {"multiprocessors", devices.integer(5)}});
+    gpu.devices.push_back({std::string{devices.text(0)}, devices.integer(1), std::string{devices.text(2)},
+                           std::string{devices.text(3)}, devices.integer(4), devices.integer(5)});
   auto kernels = profile.prepare("SELECT name, COUNT(*), SUM(duration_ns), MAX(duration_ns) FROM gpu_kernels WHERE 1" +
                                  in_windows(range, "window") + " GROUP BY name ORDER BY SUM(duration_ns) DESC LIMIT " +
                                  std::to_string(kernels_shown));
   while (kernels.step())
-    gpu["top_kernels"].push_back({{"name", printable(kernels.text(0))},
-                                  {"launches", kernels.integer(1)},
-                                  {"total_ns", kernels.integer(2)},
-                                  {"max_ns", kernels.integer(3)}});
+    gpu.top_kernels.push_back(
+        {std::string{kernels.text(0)}, kernels.integer(1), kernels.integer(2), kernels.integer(3)});
   auto copies = profile.prepare("SELECT kind, COUNT(*), SUM(bytes), SUM(end_ns - start_ns) FROM gpu_memcpy WHERE 1" +
                                 in_windows(range, "window") + " GROUP BY kind ORDER BY kind");
   while (copies.step())
-    gpu["copies"].push_back({{"kind", copies.text(0)},
-                             {"count", copies.integer(1)},
-                             {"bytes", copies.integer(2)},
-                             {"total_ns", copies.integer(3)}});
+    gpu.by_kind.push_back({std::string{copies.text(0)}, copies.integer(1), copies.integer(2), copies.integer(3)});
   return gpu;
+}
+
+nlohmann::json gpu_json(const gpu_summary& summary) {
+  nlohmann::json gpu{{"devices", nlohmann::json::array()},
+                     {"top_kernels", nlohmann::json::array()},
+                     {"copies", nlohmann::json::array()}};
+  for (const auto& device : summary.devices)
+    gpu["devices"].push_back({{"api", device.api},
+                              {"index", device.index},
+                              {"name", printable(device.name)},
+                              {"architecture", device.architecture},
+                              {"memory_bytes", device.memory_bytes},
+                              {"multiprocessors", device.multiprocessors}});
+  for (const auto& kernel : summary.top_kernels)
+    gpu["top_kernels"].push_back({{"name", printable(kernel.name)},
+                                  {"launches", kernel.launches},
+                                  {"total_ns", kernel.total_ns},
+                                  {"max_ns", kernel.max_ns}});
+  for (const auto& copies : summary.by_kind)
+    gpu["copies"].push_back(
+        {{"kind", copies.kind}, {"count", copies.count}, {"bytes", copies.bytes}, {"total_ns", copies.total_ns}});
+  return gpu;
+}
+
+metadata_map read_metadata(connection& profile) {
+  metadata_map metadata;
+  auto rows = profile.prepare("SELECT key, value FROM metadata ORDER BY key");
+  while (rows.step()) metadata[std::string{rows.text(0)}] = rows.text(1);
+  return metadata;
+}
+
+std::string metadata_value(const metadata_map& metadata, std::string_view key) {
+  const auto found = metadata.find(key);
+  return found == metadata.end() ? std::string{} : found->second;
+}
+
+run_process first_process(connection& profile, const metadata_map& metadata) {
+  run_process process;
+  auto query = profile.prepare(
+      "SELECT process.pid, COALESCE(command.value, ''), COALESCE(host.value, ''), COALESCE(process.start_ns, 0), "
+      "COALESCE(process.end_ns, 0) FROM process LEFT JOIN string AS command ON command.id = process.command "
+      "LEFT JOIN string AS host ON host.id = process.hostname ORDER BY process.id LIMIT 1");
+  if (query.step())
+    process = {query.integer(0), query.integer(3), query.integer(4), std::string{query.text(1)},
+               std::string{query.text(2)}};
+  if (process.command.empty()) process.command = metadata_value(metadata, "command");
+  if (process.host.empty()) process.host = metadata_value(metadata, "host");
+  return process;
+}
+
+std::int64_t region_count(connection& profile, const window_range& windows) {
+  // The blocks know their rows' count; only a window filter needs the rows decoded (here, not
+  // through the view).
+  if (windows.all) return scalar(profile, "SELECT COALESCE(SUM(count), 0) FROM region_block");
+  std::int64_t count = 0;
+  for_each_region(profile, windows, [&](const region_visit&) { ++count; });
+  return count;
+}
+
+time_extent samples_and_regions_extent(connection& profile) {
+  const auto samples = sample_totals_in(profile, {});
+  auto regions = profile.prepare("SELECT MIN(start_ns), MAX(end_ns) FROM region_block");
+  regions.step();
+  std::optional<std::int64_t> first = samples.first_ns, last = samples.last_ns;
+  if (!regions.is_null(0)) first = std::min(first.value_or(regions.integer(0)), regions.integer(0));
+  if (!regions.is_null(1)) last = std::max(last.value_or(regions.integer(1)), regions.integer(1));
+  return {first.value_or(0), last.value_or(0)};
 }
 
 void for_each_region(connection& profile, const window_range& windows,
@@ -568,3 +665,35 @@ nlohmann::json unprofiled_children_json(const unprofiled_children& children) {
 }
 
 }  // namespace kairos::database::output_helpers
+
+namespace kairos::database {
+
+using namespace output_helpers;
+
+cpu_timeline bin_cpu_time(connection& profile, const window_range& windows, std::int64_t origin_ns,
+                          std::int64_t span_ns, int bins, bool read_samples) {
+  cpu_timeline timeline;
+  span_ns = std::max<std::int64_t>(1, span_ns);
+  auto add = [&](std::int64_t thread, std::int64_t time_ns, std::int64_t weight_ns) {
+    auto& weights = timeline.weight_ns[thread];
+    if (weights.empty()) weights.resize(static_cast<std::size_t>(bins));
+    const auto offset = static_cast<__int128>(std::max<std::int64_t>(0, time_ns - origin_ns));
+    const auto bin = std::min<std::int64_t>(bins - 1, static_cast<std::int64_t>(offset * bins / span_ns));
+    weights[static_cast<std::size_t>(bin)] += weight_ns;
+  };
+  // A bucket of at most 1/16 of a bin: its samples are drawn at most half a bucket from their time.
+  const auto widest =
+      scalar(profile, "SELECT COALESCE(MAX(width_ns), 0) FROM sample_timeline WHERE 1" + in_windows(windows, "window"));
+  timeline.from_buckets = !read_samples && widest > 0 && static_cast<__int128>(widest) * 16 * bins <= span_ns;
+  if (timeline.from_buckets) {
+    auto buckets = profile.prepare("SELECT thread, start_ns + width_ns / 2, weight_ns FROM sample_timeline WHERE 1" +
+                                   in_windows(windows, "window"));
+    while (buckets.step()) add(buckets.integer(0), buckets.integer(1), buckets.integer(2));
+  } else {
+    for_each_sample(profile, windows,
+                    [&](const sample_fields& sample) { add(sample.thread, sample.time_ns, sample.weight_ns); });
+  }
+  return timeline;
+}
+
+}  // namespace kairos::database

@@ -22,7 +22,6 @@
 // (metadata clock.boottime_monotonic_ns): a reader places the trace beside a system trace of the
 // same boot. A database without the pair (written before kairos stored it) gives a trace with
 // neither, whose times a reader takes as its own clock's, as before.
-#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/plugins/database/outputs.hpp>
 
 #include <algorithm>
@@ -39,11 +38,13 @@
 
 #include "output_helpers.hpp"
 #include "perfetto_packets.hpp"
+#include "trace_queries.hpp"
 
 namespace kairos::database {
 namespace {
 
 using namespace output_helpers;
+using namespace trace_queries;
 
 using namespace perfetto;
 
@@ -51,29 +52,6 @@ using namespace perfetto;
 enum class track_kind : std::uint64_t { process = 1, thread, mpi, gpu_api, gpu_stream, windows, counter };
 std::uint64_t track_of(track_kind kind, std::int64_t number) {
   return (static_cast<std::uint64_t>(kind) << 48) | static_cast<std::uint64_t>(number);
-}
-
-// CLOCK_BOOTTIME and CLOCK_MONOTONIC as the run read them together: the profile's own, else (a
-// merged database) its first process's that has them.
-struct clock_pair {
-  std::int64_t boottime_ns, monotonic_ns;
-};
-std::optional<clock_pair> run_clocks(connection& profile) {
-  auto query = profile.prepare(
-      "SELECT COALESCE((SELECT value FROM metadata WHERE key = ?1), "
-      "(SELECT value FROM process_metadata WHERE key = ?1 ORDER BY process LIMIT 1))");
-  query.bind(1, metadata_key::clock_boottime_monotonic_ns);
-  if (!query.step() || query.is_null(0)) return std::nullopt;
-  const auto text = query.text(0);
-  clock_pair clocks{};
-  const auto* end = text.data() + text.size();
-  auto [boot_end, boot_error] = std::from_chars(text.data(), end, clocks.boottime_ns);
-  if (boot_error == std::errc{} && boot_end != end && *boot_end == ' ') {
-    auto [mono_end, mono_error] = std::from_chars(boot_end + 1, end, clocks.monotonic_ns);
-    if (mono_error == std::errc{} && mono_end == end) return clocks;
-  }
-  throw std::runtime_error{fmt::format("the profile's metadata {} is \"{}\": expected \"<boottime_ns> <monotonic_ns>\"",
-                                       metadata_key::clock_boottime_monotonic_ns, text)};
 }
 
 // The file: each packet as Trace's repeated field 1, out a megabyte at a time.
@@ -143,7 +121,7 @@ class event_names {
 
 class trace_writer {
  public:
-  trace_writer(connection& profile, std::ostream& out) : profile_{profile}, stream_{out} {}
+  trace_writer(connection& profile, std::ostream& out) : stacks_{profile}, stream_{out} {}
 
   void descriptor(const proto_message& track, std::int64_t time_ns) {
     proto_message packet;
@@ -237,44 +215,15 @@ class trace_writer {
   // packet of many megabytes.
   static constexpr std::size_t interned_packet_bytes = 1 << 20;
 
-  struct frame_row {
-    std::int64_t function = 0, module = 0, offset = 0, file = 0, line = 0;  // module, file, line 0: none
-    std::string language;
-  };
-
-  void load_stacks() {
-    if (stacks_loaded_) return;
-    stacks_loaded_ = true;
-    auto stacks = profile_.prepare("SELECT id, COALESCE(parent, 0), frame FROM stack");
-    while (stacks.step()) stack_nodes_.emplace(stacks.integer(0), std::pair{stacks.integer(1), stacks.integer(2)});
-    // The placeholder mapping's iid, and its path's: past every string's id.
-    auto strings = profile_.prepare("SELECT COALESCE(MAX(id), 0) + 1 FROM string");
-    strings.step();
-    unmapped_ = strings.integer(0);
+  // The placeholder mapping's iid, and its path's: past every string's id.
+  std::int64_t unmapped() {
+    if (!unmapped_) unmapped_ = stacks_.past_last_string();
+    return *unmapped_;
   }
 
   const frame_row& frame(std::int64_t id) {
     if (const auto found = frames_.find(id); found != frames_.end()) return found->second;
-    if (!frame_query_)
-      frame_query_.emplace(profile_.prepare(
-          "SELECT function, COALESCE(module, 0), COALESCE(offset, 0), COALESCE(file, 0), COALESCE(line, 0), language "
-          "FROM frame WHERE id = ?"));
-    auto& query = *frame_query_;
-    query.reset();
-    query.bind(1, id);
-    frame_row row;
-    if (query.step())
-      row = {query.integer(0), query.integer(1), query.integer(2),
-             query.integer(3), query.integer(4), std::string{query.text(5)}};
-    return frames_.emplace(id, row).first->second;
-  }
-
-  std::string text_of_string(std::int64_t id) {
-    if (!string_query_) string_query_.emplace(profile_.prepare("SELECT value FROM string WHERE id = ?"));
-    auto& query = *string_query_;
-    query.reset();
-    query.bind(1, id);
-    return query.step() ? std::string{query.text(0)} : std::string{};
+    return frames_.emplace(id, stacks_.frame(id)).first->second;
   }
 
   void intern_string(std::unordered_set<std::int64_t>& sent, std::uint32_t table, std::int64_t id,
@@ -282,11 +231,11 @@ class trace_writer {
     if (!sent.insert(id).second) return;
     proto_message entry;
     entry.varint(field::iid, static_cast<std::uint64_t>(id))
-        .bytes(field::interned_string_str, id == unmapped_ ? unmapped_path : text_of_string(id));
+        .bytes(field::interned_string_str, id == unmapped() ? std::string{unmapped_path} : stacks_.text(id));
     interned.message(table, entry);
   }
 
-  // The mapping `module` (a string's id; unmapped_, the placeholder), with its path, once.
+  // The mapping `module` (a string's id; unmapped(), the placeholder), with its path, once.
   void intern_mapping(std::int64_t module, proto_message& interned) {
     if (!sent_mappings_.insert(module).second) return;
     intern_string(sent_mapping_paths_, field::interned_mapping_paths, module, interned);
@@ -300,11 +249,11 @@ class trace_writer {
   // that the sequence has not had yet.
   void intern_callstack(std::int64_t stack, proto_message& interned) {
     if (sent_callstacks_.contains(stack)) return;
-    load_stacks();
+    const auto& stack_nodes = stacks_.nodes();
     std::vector<std::int64_t> frames;  // leaf first
     for (auto node = stack; node != 0;) {
-      const auto found = stack_nodes_.find(node);
-      if (found == stack_nodes_.end()) break;
+      const auto found = stack_nodes.find(node);
+      if (found == stack_nodes.end()) break;
       frames.push_back(found->second.second);
       node = found->second.first;
     }
@@ -320,7 +269,7 @@ class trace_writer {
       // Every frame has a mapping: a trace processor before Perfetto v53 drops a whole stack with
       // one frame of mapping_id 0 (stack_profile_sequence_state.cc, FindOrInsertFrame). Those with
       // no module share the placeholder, `[unknown]` as perf names one.
-      const auto module = row.module != 0 ? row.module : unmapped_;
+      const auto module = row.module != 0 ? row.module : unmapped();
       intern_mapping(module, interned);
       // A mapping's frames are told apart by rel_pc and name (virtual_memory_mapping.cc,
       // InternFrameImpl). A Python frame (its mapping its source file) has no address: its line
@@ -348,18 +297,69 @@ class trace_writer {
 
   static constexpr std::string_view unmapped_path = "[unknown]";
 
-  connection& profile_;
+  stack_reader stacks_;
   packet_stream stream_;
   packet_builder builder_;
   event_names names_;
-  bool stacks_loaded_ = false;
-  std::int64_t unmapped_ = 0;  // the placeholder mapping's iid (load_stacks)
-  std::unordered_map<std::int64_t, std::pair<std::int64_t, std::int64_t>> stack_nodes_;  // id → (parent, frame)
+  std::optional<std::int64_t> unmapped_;  // the placeholder mapping's iid, once asked
   std::unordered_map<std::int64_t, frame_row> frames_;
-  std::optional<statement> frame_query_, string_query_;
   std::unordered_set<std::int64_t> sent_callstacks_, sent_frames_, sent_function_names_, sent_mapping_paths_,
       sent_source_paths_, sent_mappings_;
 };
+
+// The tracks the trace's contents go on, and what every section needs to make more.
+struct trace_tracks {
+  std::int64_t origin_ns = 0;
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> pid_tid;  // thread.id → (pid, tid)
+  std::map<std::int64_t, std::int64_t> pid_of_process;                    // process.id → pid
+  std::int64_t first_process = 1;  // the lowest process.id: the windows' and stray counters' parent
+
+  // A named track under `parent`.
+  std::uint64_t child(trace_writer& trace, track_kind kind, std::int64_t number, std::uint64_t parent,
+                      std::string_view name) const {
+    proto_message track;
+    track.varint(field::track_uuid, track_of(kind, number))
+        .varint(field::track_parent_uuid, parent)
+        .bytes(field::track_name, name);
+    trace.descriptor(track, origin_ns);
+    return track_of(kind, number);
+  }
+};
+
+// Processes (a merged launch's named by rank first) and their threads.
+trace_tracks write_process_tracks(trace_writer& trace, connection& profile, std::int64_t origin_ns) {
+  trace_tracks tracks{origin_ns, {}, {}, 1};
+  for (const auto& row : process_tracks(profile)) {
+    tracks.pid_of_process[row.id] = row.pid;
+    proto_message process, track;
+    process.varint(field::process_pid, static_cast<std::uint64_t>(row.pid))
+        .bytes(field::process_name, row.track_name());
+    track.varint(field::track_uuid, track_of(track_kind::process, row.id)).message(field::track_process, process);
+    trace.descriptor(track, origin_ns);
+  }
+  for (const auto& row : thread_tracks(profile)) {
+    tracks.pid_tid[row.id] = {row.pid, row.tid};
+    proto_message thread, track;
+    thread.varint(field::thread_pid, static_cast<std::uint64_t>(row.pid))
+        .varint(field::thread_tid, static_cast<std::uint64_t>(row.tid))
+        .bytes(field::thread_name, row.track_name());
+    track.varint(field::track_uuid, track_of(track_kind::thread, row.id))
+        .varint(field::track_parent_uuid, track_of(track_kind::process, row.process))
+        .message(field::track_thread, thread);
+    trace.descriptor(track, origin_ns);
+  }
+  if (!tracks.pid_of_process.empty()) tracks.first_process = tracks.pid_of_process.begin()->first;
+  return tracks;
+}
+
+// The windows, on a track of their own under the first process.
+void write_windows(trace_writer& trace, const trace_tracks& tracks, const std::vector<window_row>& windows) {
+  if (windows.empty()) return;
+  const auto track = tracks.child(trace, track_kind::windows, tracks.first_process,
+                                  track_of(track_kind::process, tracks.first_process), "kairos time windows");
+  for (const auto& window : windows)
+    if (window.opened) trace.slice(track, window.start_ns, window.end_ns, fmt::format("window {}", window.ordinal));
+}
 
 // A region's begin, held back until no region still to come can end at or after its start: at one
 // timestamp a reader must see an end before the next begin, and a parent's begin before its child's
@@ -370,70 +370,8 @@ struct held_begin {
   std::string name;
 };
 
-// The tracks the trace's contents go on.
-struct trace_tracks {
-  std::int64_t origin_ns = 0;
-  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> pid_tid;  // thread.id → (pid, tid)
-};
-
-// Everything but the CPU samples: the sequence's start, the tracks, the windows, regions, calls,
-// GPU work and process sampling's counters.
-trace_tracks write_all_but_samples(trace_writer& trace, connection& profile, const window_range& range) {
-  const auto origin_ns = earliest_event_ns(profile);
-  trace.start_sequence(origin_ns, run_clocks(profile));
-
-  // Processes (a merged launch's named by rank first) and their threads.
-  std::map<std::int64_t, std::int64_t> pid_of_process;
-  auto processes = profile.prepare(
-      "SELECT process.id, process.pid, COALESCE(command.value, ''), process.rank FROM process "
-      "LEFT JOIN string AS command ON command.id = process.command");
-  while (processes.step()) {
-    pid_of_process[processes.integer(0)] = processes.integer(1);
-    const auto name = processes.is_null(3) ? std::string{processes.text(2)}
-                                           : fmt::format("rank {}: {}", processes.integer(3), processes.text(2));
-    proto_message process, track;
-    process.varint(field::process_pid, static_cast<std::uint64_t>(processes.integer(1)))
-        .bytes(field::process_name, name);
-    track.varint(field::track_uuid, track_of(track_kind::process, processes.integer(0)))
-        .message(field::track_process, process);
-    trace.descriptor(track, origin_ns);
-  }
-  trace_tracks tracks{origin_ns, {}};
-  auto& pid_tid = tracks.pid_tid;
-  auto threads = profile.prepare("SELECT id, process, pid, tid, COALESCE(name, ''), sequent_id FROM threads");
-  while (threads.step()) {
-    pid_tid[threads.integer(0)] = {threads.integer(2), threads.integer(3)};
-    const auto name =
-        threads.text(4).empty() ? fmt::format("thread {}", threads.integer(5)) : std::string{threads.text(4)};
-    proto_message thread, track;
-    thread.varint(field::thread_pid, static_cast<std::uint64_t>(threads.integer(2)))
-        .varint(field::thread_tid, static_cast<std::uint64_t>(threads.integer(3)))
-        .bytes(field::thread_name, name);
-    track.varint(field::track_uuid, track_of(track_kind::thread, threads.integer(0)))
-        .varint(field::track_parent_uuid, track_of(track_kind::process, threads.integer(1)))
-        .message(field::track_thread, thread);
-    trace.descriptor(track, origin_ns);
-  }
-  const auto first_process = pid_of_process.empty() ? 1 : pid_of_process.begin()->first;
-  auto child_track = [&](track_kind kind, std::int64_t number, std::uint64_t parent, std::string_view name) {
-    proto_message track;
-    track.varint(field::track_uuid, track_of(kind, number))
-        .varint(field::track_parent_uuid, parent)
-        .bytes(field::track_name, name);
-    trace.descriptor(track, origin_ns);
-    return track_of(kind, number);
-  };
-
-  // The windows, on a track of their own under the first process.
-  const auto windows = windows_in(profile, range);
-  if (!windows.empty()) {
-    const auto track = child_track(track_kind::windows, first_process, track_of(track_kind::process, first_process),
-                                   "kairos time windows");
-    for (const auto& window : windows)
-      if (window.opened) trace.slice(track, window.start_ns, window.end_ns, fmt::format("window {}", window.ordinal));
-  }
-
-  // Regions and instrumented functions on their thread's track, each begin held back (held_begin).
+// Regions and instrumented functions on their thread's track, each begin held back (held_begin).
+void write_regions(trace_writer& trace, const trace_tracks& tracks, connection& profile, const window_range& range) {
   std::int64_t current_thread = -1;
   std::uint64_t track = 0;
   std::vector<held_begin> held;
@@ -451,7 +389,7 @@ trace_tracks write_all_but_samples(trace_writer& trace, connection& profile, con
     if (region.thread != current_thread) {
       release_begins(std::nullopt);
       current_thread = region.thread;
-      track = pid_tid.contains(region.thread) ? track_of(track_kind::thread, region.thread) : 0;
+      track = tracks.pid_tid.contains(region.thread) ? track_of(track_kind::thread, region.thread) : 0;
     }
     if (track == 0) return;  // as the regions view's JOIN with threads
     release_begins(region.end_ns);
@@ -463,79 +401,76 @@ trace_tracks write_all_but_samples(trace_writer& trace, connection& profile, con
     held.push_back({region.start_ns, region.depth, std::string{region.name}});
   });
   release_begins(std::nullopt);
+}
 
-  // MPI calls and GPU API calls on a track under their thread's, in time order.
+// MPI calls and GPU API calls on a track under their thread's, in time order.
+void write_calls(trace_writer& trace, const trace_tracks& tracks, connection& profile, const window_range& range) {
   std::map<std::pair<track_kind, std::int64_t>, std::uint64_t> call_tracks;
-  auto call_track = [&](track_kind kind, std::int64_t thread) {
-    const auto [found, added] = call_tracks.try_emplace({kind, thread}, 0);
+  auto slice_on = [&](track_kind kind, const call_row& call) {
+    if (!tracks.pid_tid.contains(call.thread)) return;
+    const auto [found, added] = call_tracks.try_emplace({kind, call.thread}, 0);
     if (added)
-      found->second = child_track(kind, thread, track_of(track_kind::thread, thread),
-                                  kind == track_kind::mpi ? "MPI calls" : "GPU API calls");
-    return found->second;
+      found->second = tracks.child(trace, kind, call.thread, track_of(track_kind::thread, call.thread),
+                                   kind == track_kind::mpi ? "MPI calls" : "GPU API calls");
+    trace.slice(found->second, call.start_ns, call.end_ns, call.name);
   };
-  auto mpi_calls = profile.prepare("SELECT thread, name, start_ns, end_ns FROM mpi_calls WHERE 1" +
-                                   in_windows(range, "window") + " ORDER BY start_ns");
-  while (mpi_calls.step())
-    if (pid_tid.contains(mpi_calls.integer(0)))
-      trace.slice(call_track(track_kind::mpi, mpi_calls.integer(0)), mpi_calls.integer(2), mpi_calls.integer(3),
-                  mpi_calls.text(1));
-  auto gpu_calls = profile.prepare("SELECT thread, name, start_ns, end_ns FROM gpu_api_calls WHERE thread IS NOT NULL" +
-                                   in_windows(range, "window") + " ORDER BY start_ns");
-  while (gpu_calls.step())
-    if (pid_tid.contains(gpu_calls.integer(0)))
-      trace.slice(call_track(track_kind::gpu_api, gpu_calls.integer(0)), gpu_calls.integer(2), gpu_calls.integer(3),
-                  gpu_calls.text(1));
+  for_each_mpi_call(profile, range, [&](const call_row& call) { slice_on(track_kind::mpi, call); });
+  for_each_gpu_api_call(profile, range, [&](const call_row& call) { slice_on(track_kind::gpu_api, call); });
+}
 
-  // GPU kernels and copies: a track a (device, stream), under the process.
+// GPU kernels and copies: a track a (device, stream), under the process.
+void write_gpu_work(trace_writer& trace, const trace_tracks& tracks, connection& profile, const window_range& range) {
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::uint64_t> stream_tracks;
-  auto work = profile.prepare(
-      "SELECT gpu_kernel.process, COALESCE(gpu_kernel.device, -1), gpu_kernel.stream, string.value, "
-      "gpu_kernel.start_ns, gpu_kernel.end_ns, COALESCE(gpu_device.name, '?') "
-      "FROM gpu_kernel JOIN string ON string.id = gpu_kernel.name "
-      "LEFT JOIN gpu_device ON gpu_device.id = gpu_kernel.device WHERE 1" +
-      in_windows(range, "gpu_kernel.window") +
-      " UNION ALL SELECT gpu_memcpy.process, COALESCE(gpu_memcpy.device, -1), gpu_memcpy.stream, "
-      "'copy ' || gpu_memcpy.kind, gpu_memcpy.start_ns, gpu_memcpy.end_ns, COALESCE(gpu_device.name, '?') "
-      "FROM gpu_memcpy LEFT JOIN gpu_device ON gpu_device.id = gpu_memcpy.device WHERE 1" +
-      in_windows(range, "gpu_memcpy.window") + " ORDER BY 5");
-  while (work.step()) {
-    const auto key = std::tuple{work.integer(0), work.integer(1), work.integer(2)};
-    auto [found, added] = stream_tracks.try_emplace(key, 0);
-    if (added) {
-      const auto stream = work.integer(2);
-      found->second = child_track(track_kind::gpu_stream, static_cast<std::int64_t>(stream_tracks.size()),
-                                  track_of(track_kind::process, work.integer(0)),
-                                  fmt::format("GPU {} stream {}", work.text(6),
-                                              stream == 0 ? std::string{"default"} : fmt::format("{:#x}", stream)));
-    }
-    trace.slice(found->second, work.integer(4), work.integer(5), work.text(3));
-  }
+  for_each_gpu_work(profile, range, [&](const gpu_work_row& work) {
+    auto [found, added] = stream_tracks.try_emplace({work.process, work.device, work.stream}, 0);
+    if (added)
+      found->second = tracks.child(trace, track_kind::gpu_stream, static_cast<std::int64_t>(stream_tracks.size()),
+                                   track_of(track_kind::process, work.process), work.stream_name());
+    trace.slice(found->second, work.start_ns, work.end_ns,
+                work.kernel ? std::string{work.name} : fmt::format("copy {}", work.name));
+  });
+}
 
-  // Process sampling: a counter track a series, under its process.
+// The unit a metric's name ends in: memory_resident_bytes, cpu_percent, read_bytes_per_s.
+std::string_view unit_of(std::string_view metric) {
+  return metric.ends_with("_bytes_per_s") ? std::string_view{"bytes/s"}
+         : metric.ends_with("_per_s")     ? std::string_view{"1/s"}
+                                          : metric.substr(metric.rfind('_') + 1);
+}
+
+// Process sampling: a counter track a series, under its process.
+void write_counters(trace_writer& trace, const trace_tracks& tracks, connection& profile, const window_range& range) {
   std::map<std::int64_t, std::int64_t> process_of_pid;
-  for (const auto& [process, pid] : pid_of_process) process_of_pid.emplace(pid, process);
+  for (const auto& [process, pid] : tracks.pid_of_process) process_of_pid.emplace(pid, process);
   std::vector<std::uint64_t> counter_tracks;
   for_each_metric_value(profile, range, [&](const metric_series& series, std::int64_t time_ns, double value) {
     if (static_cast<std::size_t>(series.ordinal) >= counter_tracks.size()) {
       counter_tracks.resize(static_cast<std::size_t>(series.ordinal) + 1, 0);
       proto_message counter, descriptor;
-      // The unit the metric's name ends in: memory_resident_bytes, cpu_percent, read_bytes_per_s.
-      const std::string_view metric = series.metric;
-      const auto unit = metric.ends_with("_bytes_per_s") ? std::string_view{"bytes/s"}
-                        : metric.ends_with("_per_s")     ? std::string_view{"1/s"}
-                                                         : metric.substr(metric.rfind('_') + 1);
-      counter.bytes(field::counter_unit_name, unit);
-      const auto process = process_of_pid.contains(series.pid) ? process_of_pid.at(series.pid) : first_process;
+      counter.bytes(field::counter_unit_name, unit_of(series.metric));
+      const auto process = process_of_pid.contains(series.pid) ? process_of_pid.at(series.pid) : tracks.first_process;
       descriptor.varint(field::track_uuid, track_of(track_kind::counter, series.ordinal))
           .varint(field::track_parent_uuid, track_of(track_kind::process, process))
           .bytes(field::track_name, series.name)
           .message(field::track_counter, counter);
-      trace.descriptor(descriptor, origin_ns);
+      trace.descriptor(descriptor, tracks.origin_ns);
       counter_tracks[static_cast<std::size_t>(series.ordinal)] = track_of(track_kind::counter, series.ordinal);
     }
     trace.counter(counter_tracks[static_cast<std::size_t>(series.ordinal)], time_ns, value);
   });
+}
 
+// Everything but the CPU samples: the sequence's start, the tracks, the windows, regions, calls,
+// GPU work and process sampling's counters.
+trace_tracks write_all_but_samples(trace_writer& trace, connection& profile, const window_range& range) {
+  const auto origin_ns = earliest_event_ns(profile);
+  trace.start_sequence(origin_ns, run_clocks(profile));
+  const auto tracks = write_process_tracks(trace, profile, origin_ns);
+  write_windows(trace, tracks, windows_in(profile, range));
+  write_regions(trace, tracks, profile, range);
+  write_calls(trace, tracks, profile, range);
+  write_gpu_work(trace, tracks, profile, range);
+  write_counters(trace, tracks, profile, range);
   return tracks;
 }
 
@@ -558,10 +493,7 @@ void write_perfetto_with_streamed_samples(connection& profile, std::ostream& out
   const auto tracks = write_all_but_samples(trace, profile, {});
   // Every stack a sample was counted under (stack_total, as the samples' commits left it), then
   // the samples, as the writer encoded them in the order it stored them.
-  std::vector<std::int64_t> stacks;
-  auto used = profile.prepare("SELECT DISTINCT stack FROM stack_total WHERE stack > 0 ORDER BY stack");
-  while (used.step()) stacks.push_back(used.integer(0));
-  trace.intern_callstacks(stacks, tracks.origin_ns);
+  trace.intern_callstacks(sampled_stacks(profile), tracks.origin_ns);
   trace.append_samples(samples);
 }
 

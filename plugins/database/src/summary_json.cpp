@@ -57,8 +57,8 @@ using namespace output_helpers;
 
 void write_summary_json(connection& profile, std::ostream& out, const text_options& options) {
   const auto& range = options.windows;
-  const auto weight_ns =
-      scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
+  const auto totals = sample_totals_in(profile, range);
+  const auto weight_ns = totals.weight_ns;
   auto weights = weigh_functions(profile, options.functions, range);
   auto functions_json = [&](const std::vector<function_row>& ranked, std::int64_t whole) {
     nlohmann::json rows = nlohmann::json::array();
@@ -71,8 +71,7 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
     return rows;
   };
   nlohmann::json summary{{"schema_version", schema_version},
-                         {"samples", scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" +
-                                                         in_windows(range, "window"))},
+                         {"samples", totals.samples},
                          {"weight_ns", weight_ns},
                          {"coverage", coverage_json(coverage_of(profile))},
                          {"unprofiled_children", unprofiled_children_json(unprofiled_children_of(profile))},
@@ -102,7 +101,7 @@ void write_summary_json(connection& profile, std::ostream& out, const text_optio
   summary["call_graph"] =
       call_graph_json(region_call_graph(profile, range), call_graph_nodes_in_json, call_graph_left_out);
   summary["call_graph_left_out"] = call_graph_left_out;
-  summary["gpu"] = gpu_json(profile, range);
+  summary["gpu"] = gpu_json(gpu_summary_of(profile, range));
   auto metadata = profile.prepare("SELECT key, value FROM metadata ORDER BY key");
   while (metadata.step()) summary["metadata"][std::string{metadata.text(0)}] = metadata.text(1);
   for (const auto& thread : sampled_threads(profile, range)) {

@@ -436,10 +436,8 @@ using namespace output_helpers;
 
 void write_text(connection& profile, std::ostream& out, const text_options& options) {
   const auto& range = options.windows;
-  const auto samples =
-      scalar(profile, "SELECT COALESCE(SUM(samples), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
-  const auto weight_ns =
-      scalar(profile, "SELECT COALESCE(SUM(weight_ns), 0) FROM stack_total WHERE 1" + in_windows(range, "window"));
+  const auto totals = sample_totals_in(profile, range);
+  const auto samples = totals.samples, weight_ns = totals.weight_ns;
   const auto threads = sampled_threads(profile, range);
   out << fmt::format("kairos profile: {} samples standing for {:.3f} s of CPU time, {} threads{}\n", samples,
                      weight_ns * 1e-9, threads.size(),

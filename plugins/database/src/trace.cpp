@@ -1,21 +1,23 @@
 // The Chrome trace (`trace` format): samples, regions, MPI calls, GPU work and windows as
-// trace events, and process sampling's metrics as counter tracks ("ph":"C"), streamed.
+// trace events, and process sampling's metrics as counter tracks ("ph":"C"), streamed. A list of
+// sections (write_trace), each formatting what a query returns (trace_queries.hpp,
+// output_helpers.hpp).
 #include <kairos/plugins/database/outputs.hpp>
 
-#include <charconv>
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include "output_helpers.hpp"
+#include "trace_queries.hpp"
 
 namespace kairos::database {
 namespace {
 
 using namespace output_helpers;
+using namespace trace_queries;
 
 // `ns` in microseconds with three decimals, exactly what "{:.3f}" writes of ns * 1e-3, without
 // formatting a double: the trace's regions are millions of events, and two floats an event were
@@ -36,21 +38,301 @@ void append_microseconds(std::string& out, std::int64_t ns) {
   out.append(at, static_cast<std::size_t>(std::end(text) - at));
 }
 
-// The run's KAIROS_TRACE_MAX_BYTES, from the metadata (the setting's default for a database
-// written without it).
-std::int64_t size_limit(connection& profile) {
-  auto query = profile.prepare("SELECT value FROM metadata WHERE key = 'setting.KAIROS_TRACE_MAX_BYTES'");
-  std::int64_t limit = default_trace_max_bytes;
-  if (query.step()) {
-    const auto text = query.text(0);
-    std::from_chars(text.data(), text.data() + text.size(), limit);
+// Events go out a megabyte at a time: one stream write an event was a fifth of the trace's time.
+constexpr std::size_t written_at = 1 << 20;
+
+// What every section writes with: the stream, the time origin, the threads' ids and the comma
+// that goes before every event but the first of a list.
+struct trace_context {
+  std::ostream& out;
+  std::int64_t origin_ns;
+  std::int64_t first_pid;                                                 // the windows' and notes' pid
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> pid_tid;  // thread.id -> (pid, tid)
+  bool first = true;
+
+  std::string_view separator() {
+    const std::string_view text = first ? "" : ",\n";
+    first = false;
+    return text;
   }
-  return limit;
+  double microseconds(std::int64_t time_ns) const { return (time_ns - origin_ns) * 1e-3; }
+};
+
+// A process of an MPI launch is named by its rank first: a merged launch shows a track per rank.
+void write_names(trace_context& trace, const std::vector<process_track>& processes,
+                 const std::vector<thread_track>& threads) {
+  for (const auto& process : processes)
+    trace.out << trace.separator()
+              << fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})", process.pid,
+                             json_string(process.track_name()));
+  for (const auto& thread : threads)
+    trace.out << trace.separator()
+              << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", thread.pid,
+                             thread.tid, json_string(thread.track_name()));
+}
+
+// The windows on a track of their own (tid 0 is no thread's), so the gaps between them show.
+void write_windows(trace_context& trace, const std::vector<window_row>& windows) {
+  if (!windows.empty())
+    trace.out << trace.separator()
+              << fmt::format(
+                     R"({{"ph":"M","name":"thread_name","pid":{},"tid":0,"args":{{"name":"kairos time windows"}}}})",
+                     trace.first_pid);
+  for (const auto& window : windows) {
+    if (!window.opened) continue;
+    trace.out << trace.separator()
+              << fmt::format(
+                     R"({{"ph":"X","cat":"window","name":"window {}","pid":{},"tid":0,"ts":{:.3f},"dur":{:.3f},)"
+                     R"("args":{{"spec":{},"clock":"{}","planned_start":{},"planned_end":{},"actual_start":{},)"
+                     R"("actual_end":{},"samples":{}}}}})",
+                     window.ordinal, trace.first_pid, trace.microseconds(window.start_ns),
+                     (window.end_ns - window.start_ns) * 1e-3, json_string(window.spec), window.clock,
+                     window.planned_start, window.planned_end, window.actual_start, window.actual_end, window.samples);
+  }
+}
+
+// GPU work: each (device, stream) a track of its own, under the first process, with its kernels
+// and copies as slices; API calls as slices on the calling thread's track.
+void write_gpu(trace_context& trace, connection& profile, const window_range& range) {
+  constexpr std::int64_t first_gpu_track = 1'000'000'000;                // above any tid
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> tracks;  // (device row, stream) -> tid
+  for_each_gpu_work(profile, range, [&](const gpu_work_row& work) {
+    const auto [track, added] =
+        tracks.try_emplace({work.device, work.stream}, first_gpu_track + static_cast<std::int64_t>(tracks.size()));
+    if (added)
+      trace.out << trace.separator()
+                << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
+                               trace.first_pid, track->second, json_string(work.stream_name()));
+    trace.out << trace.separator()
+              << fmt::format(
+                     R"({{"ph":"X","cat":"gpu_{}","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
+                     work.kernel ? "kernel" : "copy", json_string(work.name), trace.first_pid, track->second,
+                     trace.microseconds(work.start_ns), (work.end_ns - work.start_ns) * 1e-3);
+    if (work.kernel)
+      trace.out << fmt::format(R"("grid":[{},{},{}],"block":[{},{},{}],"shared_bytes":{},)", work.grid[0], work.grid[1],
+                               work.grid[2], work.block[0], work.block[1], work.block[2], work.shared_bytes);
+    else
+      trace.out << fmt::format(R"("bytes":{},)", work.bytes);
+    trace.out << fmt::format(R"("correlation":{}}}}})", work.correlation);
+  });
+  for_each_gpu_api_call(profile, range, [&](const call_row& call) {
+    const auto owner = trace.pid_tid.find(call.thread);
+    if (owner == trace.pid_tid.end()) return;
+    trace.out << trace.separator()
+              << fmt::format(R"({{"ph":"X","cat":"gpu_api","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},)"
+                             R"("args":{{"correlation":{}}}}})",
+                             json_string(call.name), owner->second.first, owner->second.second,
+                             trace.microseconds(call.start_ns), (call.end_ns - call.start_ns) * 1e-3, call.correlation);
+  });
+}
+
+// A region's event up to its name: its kind's category for an annotation's regions (OpenMP,
+// NVTX, Kokkos: docs/openmp.md), "region" for the rest; each formatted once.
+class region_categories {
+ public:
+  explicit region_categories(connection& profile) : kinds_{region_kinds(profile)} {}
+  const std::string& of(std::string_view name) {
+    const auto kind = kinds_.find(name);
+    if (kind == kinds_.end()) return plain_;
+    auto start = categories_.find(kind->second);
+    if (start == categories_.end())
+      start =
+          categories_.emplace(kind->second, R"({"ph":"X","cat":)" + json_string(kind->second) + R"(,"name":)").first;
+    return start->second;
+  }
+
+ private:
+  std::map<std::string, std::string, std::less<>> kinds_;
+  std::map<std::string, std::string, std::less<>> categories_;  // kind -> its event's start
+  const std::string plain_ = R"({"ph":"X","cat":"region","name":)";
+};
+
+// Regions thread by thread, a parent before what it encloses (trace viewers order slices by
+// time themselves; a parent first keeps one that starts with its child above it).
+void write_regions(trace_context& trace, connection& profile, const window_range& range) {
+  region_categories categories{profile};
+  std::map<std::string, std::string, std::less<>> quoted;  // each name escaped once
+  const std::string* category = nullptr;
+  std::int64_t current_thread = -1;
+  std::string owner;  // the thread's ,"pid":..,"tid":.. (empty: no such thread)
+  std::string events;
+  events.reserve(written_at + 4096);
+  std::string_view last_name;
+  const std::string* quoted_name = nullptr;
+  for_each_region(profile, range, [&](const region_visit& region) {
+    if (region.thread != current_thread) {
+      current_thread = region.thread;
+      const auto found = trace.pid_tid.find(region.thread);
+      owner = found == trace.pid_tid.end()
+                  ? std::string{}
+                  : fmt::format(R"(,"pid":{},"tid":{})", found->second.first, found->second.second);
+    }
+    if (owner.empty()) return;                     // as the view's JOIN with threads
+    if (region.name.data() != last_name.data()) {  // names come in runs, each from one stable string
+      auto found = quoted.find(region.name);
+      if (found == quoted.end()) found = quoted.emplace(std::string{region.name}, json_string(region.name)).first;
+      quoted_name = &found->second;
+      last_name = region.name;
+      category = &categories.of(region.name);
+    }
+    events += trace.separator();
+    events += *category;
+    events += *quoted_name;
+    events += owner;
+    events += R"(,"ts":)";
+    append_microseconds(events, region.start_ns - trace.origin_ns);
+    events += R"(,"dur":)";
+    append_microseconds(events, region.end_ns - region.start_ns);
+    if (region.clipped != 0) {
+      events += R"(,"args":{"clipped":)";
+      events += fmt::format_int{region.clipped}.c_str();
+      events += '}';
+    }
+    events += '}';
+    if (events.size() >= written_at) {
+      trace.out << events;
+      events.clear();
+    }
+  });
+  trace.out << events;
+}
+
+// MPI calls as slices on the calling thread's track, with what they moved and with whom.
+void write_mpi_calls(trace_context& trace, connection& profile, const window_range& range) {
+  for_each_mpi_call(profile, range, [&](const call_row& call) {
+    const auto owner = trace.pid_tid.find(call.thread);
+    if (owner == trace.pid_tid.end()) return;
+    trace.out << trace.separator()
+              << fmt::format(R"({{"ph":"X","cat":"mpi","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
+                             json_string(call.name), owner->second.first, owner->second.second,
+                             trace.microseconds(call.start_ns), (call.end_ns - call.start_ns) * 1e-3);
+    if (call.bytes) trace.out << fmt::format(R"("bytes":{})", *call.bytes);
+    if (call.peer) trace.out << fmt::format(R"({}"peer":{})", call.bytes ? "," : "", *call.peer);
+    trace.out << "}}";
+  });
+}
+
+// Process sampling: a counter track per series, under its process.
+void write_metrics(trace_context& trace, connection& profile, const window_range& range) {
+  for_each_metric_value(profile, range, [&](const metric_series& series, std::int64_t time_ns, double value) {
+    trace.out << trace.separator()
+              << fmt::format(R"({{"ph":"C","cat":"process","name":{},"pid":{},"ts":{:.3f},"args":{{"value":{}}}}})",
+                             json_string(series.name), series.pid, trace.microseconds(time_ns), value);
+  });
+}
+
+// Ranges that need not nest (NVTX's start/end, Kokkos's sections) as async slices: one track
+// each, beside the thread that started it.
+void write_annotation_ranges(trace_context& trace, connection& profile, const window_range& range) {
+  for_each_annotation_range(profile, range, [&](const annotation_range_row& annotation) {
+    const auto owner = trace.pid_tid.find(annotation.thread);
+    if (owner == trace.pid_tid.end()) return;
+    const auto head =
+        fmt::format(R"("cat":{},"name":{},"id":{},"pid":{},"tid":{})", json_string(annotation.kind),
+                    json_string(annotation.name), annotation.id, owner->second.first, owner->second.second);
+    trace.out << trace.separator()
+              << fmt::format(R"({{"ph":"b",{},"ts":{:.3f}}})", head, trace.microseconds(annotation.start_ns));
+    trace.out << trace.separator()
+              << fmt::format(R"({{"ph":"e",{},"ts":{:.3f}}})", head, trace.microseconds(annotation.end_ns));
+  });
+}
+
+// A sample's event: its stack's leaf name and its thread's ids formatted once each.
+class sample_events {
+ public:
+  sample_events(connection& profile, const trace_context& trace) : stacks_{profile}, origin_ns_{trace.origin_ns} {
+    for (const auto& [thread, ids] : trace.pid_tid)
+      owners_.emplace(thread, fmt::format(R"(,"pid":{},"tid":{},"ts":)", ids.first, ids.second));
+  }
+  // False for a sample of no thread the trace has (as the view's JOIN with threads).
+  bool format(const sample_fields& sample, std::string& event) {
+    const auto owner = owners_.find(sample.thread);
+    if (owner == owners_.end()) return false;
+    event = head(sample.stack);
+    event += owner->second;
+    append_microseconds(event, sample.time_ns - origin_ns_);
+    if (sample.stack != 0) {
+      event += R"(,"sf":")";
+      event += fmt::format_int{sample.stack}.c_str();
+      event += '"';
+    }
+    event += R"(,"args":{"weight_ns":)";
+    event += fmt::format_int{sample.weight_ns}.c_str();
+    event += "}}";
+    return true;
+  }
+
+ private:
+  const std::string& head(std::int64_t stack) {
+    auto found = heads_.find(stack);
+    if (found != heads_.end()) return found->second;
+    const auto leaf = stack != 0 ? stacks_.leaf_function(stack) : std::nullopt;
+    return heads_
+        .emplace(stack, R"({"ph":"i","s":"t","cat":"sample","name":)" + json_string(leaf ? *leaf : "<no stack>"))
+        .first->second;
+  }
+
+  stack_reader stacks_;
+  std::int64_t origin_ns_;
+  std::unordered_map<std::int64_t, std::string> heads_;  // by stack: the event up to "pid"
+  std::map<std::int64_t, std::string> owners_;           // thread.id -> ,"pid":..,"tid":..,"ts":
+};
+
+// Samples in the order they were stored (each thread's in time order), as the slices: sorting
+// them by time made SQLite hold every sample (output_helpers.hpp, "samples"). Past the run's
+// KAIROS_TRACE_MAX_BYTES, no more: one event says where they all are, the Perfetto trace, and the
+// rest is counted from the samples' sums, not read.
+trace_summary write_samples(trace_context& trace, connection& profile, const window_range& range) {
+  const auto limit = trace_size_limit(profile);
+  std::int64_t written = std::max<std::int64_t>(0, static_cast<std::int64_t>(trace.out.tellp()));
+  std::int64_t left_out = 0, stopped_at_ns = 0, written_samples = 0;
+  sample_events formatter{profile, trace};
+  std::string events, event;
+  for_each_sample_while(profile, range, [&](const sample_fields& sample) {
+    if (!formatter.format(sample, event)) return true;
+    if (written + static_cast<std::int64_t>(event.size()) > limit) {
+      stopped_at_ns = sample.time_ns;
+      std::int64_t in_range = 0;
+      for (const auto& sum : sample_sums(profile, range))
+        if (trace.pid_tid.contains(sum.thread)) in_range += sum.samples;
+      left_out = std::max<std::int64_t>(1, in_range - written_samples);
+      return false;
+    }
+    const auto before = trace.separator();
+    written += static_cast<std::int64_t>(before.size() + event.size());
+    ++written_samples;
+    events += before;
+    events += event;
+    if (events.size() >= written_at) {
+      trace.out << events;
+      events.clear();
+    }
+    return true;
+  });
+  trace.out << events;
+  if (left_out > 0)
+    trace.out << trace.separator()
+              << fmt::format(R"({{"ph":"i","s":"g","cat":"kairos","name":{},"pid":{},"tid":0,"ts":{:.3f},)"
+                             R"("args":{{"samples_left_out":{},"perfetto_trace":{}}}}})",
+                             json_string(fmt::format("samples stop here: the trace reached KAIROS_TRACE_MAX_BYTES "
+                                                     "({}); the Perfetto trace has them all",
+                                                     limit)),
+                             trace.first_pid, trace.microseconds(stopped_at_ns), left_out,
+                             json_string(perfetto_path_of(profile.path())));
+  return {written_samples, left_out, limit};
+}
+
+// The call stacks the samples' "sf" name, each node once with its parent.
+void write_stack_frames(trace_context& trace, connection& profile) {
+  trace.first = true;
+  stack_reader{profile}.for_each_named_node([&](const stack_reader::named_node& node) {
+    trace.out << trace.separator() << fmt::format(R"("{}":{{"name":{})", node.id, json_string(node.function));
+    if (node.parent) trace.out << fmt::format(R"(,"parent":"{}")", *node.parent);
+    trace.out << '}';
+  });
 }
 
 }  // namespace
-
-using namespace output_helpers;
 
 std::string perfetto_path_of(std::string_view database_path) {
   std::string path{database_path};
@@ -64,306 +346,26 @@ std::string perfetto_samples_path_of(std::string_view database_path) {
   return path + ".perfetto-samples.part";
 }
 
-// GPU work in the trace: each (device, stream) a track of its own, under the process, with its
-// kernels and copies as slices; API calls as slices on the calling thread's track.
-template <class Separator>
-void write_gpu_tracks(connection& profile, std::ostream& out, const window_range& range, std::int64_t origin_ns,
-                      std::int64_t pid, Separator& separator) {
-  constexpr std::int64_t first_gpu_track = 1'000'000'000;                // above any tid
-  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> tracks;  // (device row, stream) → tid
-  auto track_of = [&](std::int64_t device, std::int64_t stream, std::string_view device_name) {
-    const auto [found, added] =
-        tracks.try_emplace({device, stream}, first_gpu_track + static_cast<std::int64_t>(tracks.size()));
-    if (added) {
-      out << separator();
-      out << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})", pid,
-                         found->second,
-                         json_string(fmt::format("GPU {} stream {}", device_name,
-                                                 stream == 0 ? std::string{"default"} : fmt::format("{:#x}", stream))));
-    }
-    return found->second;
-  };
-  auto work = profile.prepare(
-      "SELECT 'kernel', COALESCE(gpu_kernel.device, -1), gpu_kernel.stream, string.value, gpu_kernel.start_ns, "
-      "gpu_kernel.end_ns, COALESCE(gpu_device.name, '?'), gpu_kernel.grid_x, gpu_kernel.grid_y, gpu_kernel.grid_z, "
-      "gpu_kernel.block_x, gpu_kernel.block_y, gpu_kernel.block_z, gpu_kernel.shared_bytes, gpu_kernel.correlation "
-      "FROM gpu_kernel JOIN string ON string.id = gpu_kernel.name "
-      "LEFT JOIN gpu_device ON gpu_device.id = gpu_kernel.device WHERE 1" +
-      in_windows(range, "gpu_kernel.window") +
-      " UNION ALL SELECT 'copy', COALESCE(gpu_memcpy.device, -1), gpu_memcpy.stream, gpu_memcpy.kind, "
-      "gpu_memcpy.start_ns, gpu_memcpy.end_ns, COALESCE(gpu_device.name, '?'), gpu_memcpy.bytes, 0, 0, 0, 0, 0, 0, "
-      "gpu_memcpy.correlation FROM gpu_memcpy LEFT JOIN gpu_device ON gpu_device.id = gpu_memcpy.device WHERE 1" +
-      in_windows(range, "gpu_memcpy.window") + " ORDER BY 5");
-  while (work.step()) {
-    const auto tid = track_of(work.integer(1), work.integer(2), work.text(6));
-    const bool kernel = work.text(0) == "kernel";
-    out << separator();
-    out << fmt::format(R"({{"ph":"X","cat":"gpu_{}","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
-                       work.text(0), json_string(work.text(3)), pid, tid, (work.integer(4) - origin_ns) * 1e-3,
-                       (work.integer(5) - work.integer(4)) * 1e-3);
-    if (kernel)
-      out << fmt::format(R"("grid":[{},{},{}],"block":[{},{},{}],"shared_bytes":{},)", work.integer(7), work.integer(8),
-                         work.integer(9), work.integer(10), work.integer(11), work.integer(12), work.integer(13));
-    else
-      out << fmt::format(R"("bytes":{},)", work.integer(7));
-    out << fmt::format(R"("correlation":{}}}}})", work.integer(14));
-  }
-  auto calls = profile.prepare(
-      "SELECT gpu_api_calls.name, threads.pid, threads.tid, gpu_api_calls.start_ns, gpu_api_calls.duration_ns, "
-      "gpu_api_calls.correlation FROM gpu_api_calls JOIN threads ON threads.id = gpu_api_calls.thread WHERE 1" +
-      in_windows(range, "gpu_api_calls.window") + " ORDER BY gpu_api_calls.start_ns");
-  while (calls.step()) {
-    out << separator();
-    out << fmt::format(R"({{"ph":"X","cat":"gpu_api","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},)"
-                       R"("args":{{"correlation":{}}}}})",
-                       json_string(calls.text(0)), calls.integer(1), calls.integer(2),
-                       (calls.integer(3) - origin_ns) * 1e-3, calls.integer(4) * 1e-3, calls.integer(5));
-  }
-}
-
 trace_summary write_trace(connection& profile, std::ostream& out, const window_range& range) {
+  const auto processes = process_tracks(profile);
+  const auto threads = thread_tracks(profile);
   // Timestamps in microseconds from the earliest event, as the format expects.
-  const auto origin_ns = earliest_event_ns(profile);
+  trace_context trace{out, earliest_event_ns(profile), 0, {}};
+  if (!processes.empty()) trace.first_pid = std::ranges::min(processes, {}, &process_track::pid).pid;
+  for (const auto& thread : threads) trace.pid_tid.emplace(thread.id, std::pair{thread.pid, thread.tid});
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  bool first = true;
-  // What goes before the next event (or frame): a comma, except before the first.
-  auto separator = [&first]() -> std::string_view {
-    const std::string_view text = first ? "" : ",\n";
-    first = false;
-    return text;
-  };
-  // A process of an MPI launch is named by its rank first: a merged launch shows a track per rank.
-  auto processes = profile.prepare(
-      "SELECT process.pid, COALESCE(command.value, ''), process.rank FROM process "
-      "LEFT JOIN string AS command ON command.id = process.command");
-  while (processes.step()) {
-    out << separator();
-    const auto name = processes.is_null(2) ? std::string{processes.text(1)}
-                                           : fmt::format("rank {}: {}", processes.integer(2), processes.text(1));
-    out << fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})",
-                       processes.integer(0), json_string(name));
-  }
-  auto threads = profile.prepare("SELECT pid, tid, COALESCE(name, ''), sequent_id FROM threads");
-  while (threads.step()) {
-    out << separator();
-    const auto name =
-        threads.text(2).empty() ? fmt::format("thread {}", threads.integer(3)) : std::string{threads.text(2)};
-    out << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
-                       threads.integer(0), threads.integer(1), json_string(name));
-  }
-  // The windows on a track of their own (tid 0 is no thread's), so the gaps between them show.
-  const auto windows = windows_in(profile, range);
-  const auto first_pid = scalar(profile, "SELECT MIN(pid) FROM process");
-  if (!windows.empty()) {
-    out << separator();
-    out << fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":0,"args":{{"name":"kairos time windows"}}}})",
-                       first_pid);
-  }
-  for (const auto& window : windows) {
-    if (!window.opened) continue;
-    out << separator();
-    out << fmt::format(R"({{"ph":"X","cat":"window","name":"window {}","pid":{},"tid":0,"ts":{:.3f},"dur":{:.3f},)"
-                       R"("args":{{"spec":{},"clock":"{}","planned_start":{},"planned_end":{},"actual_start":{},)"
-                       R"("actual_end":{},"samples":{}}}}})",
-                       window.ordinal, first_pid, (window.start_ns - origin_ns) * 1e-3,
-                       (window.end_ns - window.start_ns) * 1e-3, json_string(window.spec), window.clock,
-                       window.planned_start, window.planned_end, window.actual_start, window.actual_end,
-                       window.samples);
-  }
-  write_gpu_tracks(profile, out, range, origin_ns, first_pid, separator);
-  // Regions thread by thread, a parent before what it encloses (trace viewers order slices by
-  // time themselves; a parent first keeps one that starts with its child above it).
-  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> pid_tid;  // thread.id -> (pid, tid)
-  auto owners = profile.prepare("SELECT id, pid, tid FROM threads");
-  while (owners.step()) pid_tid.emplace(owners.integer(0), std::pair{owners.integer(1), owners.integer(2)});
-  std::map<std::string, std::string, std::less<>> quoted;  // each name escaped once
-  // An annotation's regions (OpenMP, NVTX, Kokkos: docs/openmp.md) carry its kind as their category.
-  std::map<std::string, std::string, std::less<>> kinds;
-  auto kind_rows = profile.prepare(
-      "SELECT string.value, region_kind.kind FROM region_kind "
-      "JOIN string ON string.id = region_kind.name");
-  while (kind_rows.step()) kinds.emplace(std::string{kind_rows.text(0)}, std::string{kind_rows.text(1)});
-  const std::string region_category = R"({"ph":"X","cat":"region","name":)";
-  const std::string* category = &region_category;
-  std::map<std::string, std::string, std::less<>> categories;  // kind -> its event's start
-  std::int64_t current_thread = -1;
-  std::string owner;  // the thread's ,"pid":..,"tid":.. (empty: no such thread)
-  // Events go out a megabyte at a time: one stream write an event was a fifth of the trace's time.
-  constexpr std::size_t written_at = 1 << 20;
-  std::string events;
-  events.reserve(written_at + 4096);
-  std::string_view last_name;
-  const std::string* quoted_name = nullptr;
-  for_each_region(profile, range, [&](const region_visit& region) {
-    if (region.thread != current_thread) {
-      current_thread = region.thread;
-      const auto found = pid_tid.find(region.thread);
-      owner = found == pid_tid.end() ? std::string{}
-                                     : fmt::format(R"(,"pid":{},"tid":{})", found->second.first, found->second.second);
-    }
-    if (owner.empty()) return;                     // as the view's JOIN with threads
-    if (region.name.data() != last_name.data()) {  // names come in runs, each from one stable string
-      auto found = quoted.find(region.name);
-      if (found == quoted.end()) found = quoted.emplace(std::string{region.name}, json_string(region.name)).first;
-      quoted_name = &found->second;
-      last_name = region.name;
-      category = &region_category;
-      if (const auto kind = kinds.find(region.name); kind != kinds.end()) {
-        auto start = categories.find(kind->second);
-        if (start == categories.end())
-          start =
-              categories.emplace(kind->second, R"({"ph":"X","cat":)" + json_string(kind->second) + R"(,"name":)").first;
-        category = &start->second;
-      }
-    }
-    events += separator();
-    events += *category;
-    events += *quoted_name;
-    events += owner;
-    events += R"(,"ts":)";
-    append_microseconds(events, region.start_ns - origin_ns);
-    events += R"(,"dur":)";
-    append_microseconds(events, region.end_ns - region.start_ns);
-    if (region.clipped != 0) {
-      events += R"(,"args":{"clipped":)";
-      events += fmt::format_int{region.clipped}.c_str();
-      events += '}';
-    }
-    events += '}';
-    if (events.size() >= written_at) {
-      out << events;
-      events.clear();
-    }
-  });
-  out << events;
-  // MPI calls as slices on the calling thread's track, with what they moved and with whom.
-  auto mpi_calls = profile.prepare(
-      "SELECT mpi_calls.name, threads.pid, threads.tid, mpi_calls.start_ns, mpi_calls.duration_ns, mpi_calls.bytes, "
-      "mpi_calls.peer FROM mpi_calls JOIN threads ON threads.id = mpi_calls.thread WHERE 1" +
-      in_windows(range, "mpi_calls.window") + " ORDER BY mpi_calls.start_ns");
-  while (mpi_calls.step()) {
-    out << separator();
-    out << fmt::format(R"({{"ph":"X","cat":"mpi","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{)",
-                       json_string(mpi_calls.text(0)), mpi_calls.integer(1), mpi_calls.integer(2),
-                       (mpi_calls.integer(3) - origin_ns) * 1e-3, mpi_calls.integer(4) * 1e-3);
-    const char* comma = "";
-    if (!mpi_calls.is_null(5)) {
-      out << fmt::format(R"("bytes":{})", mpi_calls.integer(5));
-      comma = ",";
-    }
-    if (!mpi_calls.is_null(6)) out << fmt::format(R"({}"peer":{})", comma, mpi_calls.integer(6));
-    out << "}}";
-  }
-  // Process sampling: a counter track per series, under its process.
-  for_each_metric_value(profile, range, [&](const metric_series& series, std::int64_t time_ns, double value) {
-    out << separator();
-    out << fmt::format(R"({{"ph":"C","cat":"process","name":{},"pid":{},"ts":{:.3f},"args":{{"value":{}}}}})",
-                       json_string(series.name), series.pid, (time_ns - origin_ns) * 1e-3, value);
-  });
-  // Ranges that need not nest (NVTX's start/end, Kokkos's sections) as async slices: one track
-  // each, beside the thread that started it.
-  auto ranges = profile.prepare(
-      "SELECT annotation_ranges.id, annotation_ranges.name, annotation_ranges.kind, threads.pid, threads.tid, "
-      "annotation_ranges.start_ns, annotation_ranges.end_ns FROM annotation_ranges "
-      "JOIN threads ON threads.id = annotation_ranges.thread WHERE 1" +
-      in_windows(range, "annotation_ranges.window") + " ORDER BY annotation_ranges.start_ns");
-  while (ranges.step()) {
-    const auto head = fmt::format(R"("cat":{},"name":{},"id":{},"pid":{},"tid":{})", json_string(ranges.text(2)),
-                                  json_string(ranges.text(1)), ranges.integer(0), ranges.integer(3), ranges.integer(4));
-    out << separator();
-    out << fmt::format(R"({{"ph":"b",{},"ts":{:.3f}}})", head, (ranges.integer(5) - origin_ns) * 1e-3);
-    out << separator();
-    out << fmt::format(R"({{"ph":"e",{},"ts":{:.3f}}})", head, (ranges.integer(6) - origin_ns) * 1e-3);
-  }
-  // Samples in the order they were stored (each thread's in time order), as the slices: sorting
-  // them by time made SQLite hold every sample (output_helpers.hpp, "samples"). A stack's leaf
-  // name and a thread's ids are formatted once; the sample table is read alone, without the
-  // samples view's joins. Past the run's KAIROS_TRACE_MAX_BYTES, no more: one event says where
-  // they all are, the Perfetto trace, and the rest is counted from stack_total, not read.
-  const auto limit = size_limit(profile);
-  std::int64_t written = std::max<std::int64_t>(0, static_cast<std::int64_t>(out.tellp()));
-  std::int64_t left_out = 0, stopped_at_ns = 0, written_samples = 0;
-  std::unordered_map<std::int64_t, std::string> sample_heads;  // by stack: the event up to "pid"
-  auto leaf_of = profile.prepare(
-      "SELECT function.value FROM stack JOIN frame ON frame.id = stack.frame "
-      "JOIN string AS function ON function.id = frame.function WHERE stack.id = ?");
-  auto head_of = [&](std::int64_t stack) -> const std::string& {
-    auto found = sample_heads.find(stack);
-    if (found != sample_heads.end()) return found->second;
-    std::string leaf = "<no stack>";
-    if (stack != 0) {
-      leaf_of.reset();
-      leaf_of.bind(1, stack);
-      if (leaf_of.step()) leaf = leaf_of.text(0);
-    }
-    return sample_heads.emplace(stack, R"({"ph":"i","s":"t","cat":"sample","name":)" + json_string(leaf)).first->second;
-  };
-  std::map<std::int64_t, std::string> sample_owners;  // thread.id -> ,"pid":..,"tid":..,"ts":
-  for (const auto& [thread, ids] : pid_tid)
-    sample_owners.emplace(thread, fmt::format(R"(,"pid":{},"tid":{},"ts":)", ids.first, ids.second));
-  auto samples = profile.prepare("SELECT thread, time_ns, COALESCE(stack, 0), weight_ns FROM sample WHERE 1" +
-                                 in_windows(range, "window") + " ORDER BY id");
-  events.clear();
-  std::string event;
-  while (samples.step()) {
-    const auto owner_of = sample_owners.find(samples.integer(0));
-    if (owner_of == sample_owners.end()) continue;  // as the view's JOIN with threads
-    const auto stack = samples.integer(2);
-    event = head_of(stack);
-    event += owner_of->second;
-    append_microseconds(event, samples.integer(1) - origin_ns);
-    if (stack != 0) {
-      event += R"(,"sf":")";
-      event += fmt::format_int{stack}.c_str();
-      event += '"';
-    }
-    event += R"(,"args":{"weight_ns":)";
-    event += fmt::format_int{samples.integer(3)}.c_str();
-    event += "}}";
-    if (written + static_cast<std::int64_t>(event.size()) > limit) {
-      stopped_at_ns = samples.integer(1);
-      const auto in_range = scalar(profile,
-                                   "SELECT COALESCE(SUM(samples), 0) FROM stack_total JOIN thread ON thread.id = "
-                                   "stack_total.thread WHERE 1" +
-                                       in_windows(range, "stack_total.window"));
-      left_out = std::max<std::int64_t>(1, in_range - written_samples);
-      break;
-    }
-    const auto before = separator();
-    written += static_cast<std::int64_t>(before.size() + event.size());
-    ++written_samples;
-    events += before;
-    events += event;
-    if (events.size() >= written_at) {
-      out << events;
-      events.clear();
-    }
-  }
-  out << events;
-  if (left_out > 0) {
-    out << separator();
-    out << fmt::format(R"({{"ph":"i","s":"g","cat":"kairos","name":{},"pid":{},"tid":0,"ts":{:.3f},)"
-                       R"("args":{{"samples_left_out":{},"perfetto_trace":{}}}}})",
-                       json_string(fmt::format("samples stop here: the trace reached KAIROS_TRACE_MAX_BYTES ({}); "
-                                               "the Perfetto trace has them all",
-                                               limit)),
-                       first_pid, (stopped_at_ns - origin_ns) * 1e-3, left_out,
-                       json_string(perfetto_path_of(profile.path())));
-  }
+  write_names(trace, processes, threads);
+  write_windows(trace, windows_in(profile, range));
+  write_gpu(trace, profile, range);
+  write_regions(trace, profile, range);
+  write_mpi_calls(trace, profile, range);
+  write_metrics(trace, profile, range);
+  write_annotation_ranges(trace, profile, range);
+  const auto summary = write_samples(trace, profile, range);
   out << "\n],\"stackFrames\":{";
-  auto frames = profile.prepare(
-      "SELECT stack.id, stack.parent, function.value FROM stack "
-      "JOIN frame ON frame.id = stack.frame JOIN string AS function ON function.id = frame.function "
-      "ORDER BY stack.id");
-  first = true;
-  while (frames.step()) {
-    out << separator();
-    out << fmt::format(R"("{}":{{"name":{})", frames.integer(0), json_string(frames.text(2)));
-    if (!frames.is_null(1)) out << fmt::format(R"(,"parent":"{}")", frames.integer(1));
-    out << '}';
-  }
+  write_stack_frames(trace, profile);
   out << "}}\n";
-  return {written_samples, left_out, limit};
+  return summary;
 }
 
 }  // namespace kairos::database

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <ext/stdio_filebuf.h>
@@ -183,6 +184,109 @@ problem write_output(const std::string& path, Write&& write) {
   return failure;
 }
 
+// What an exit writer knows: the request, the regions read from memory, the file it writes, and
+// the database (opened once, by the first writer that reads it: each open parses the schema again).
+struct exit_output {
+  const report_request& request;
+  const kairos::report_data& regions;
+  std::string database_path;  // "" when the run wrote none
+  std::optional<database::connection>& opened;
+  std::string path;  // the file being written
+  written_report& written;
+
+  bool have_database() const { return !database_path.empty(); }
+  database::connection& profile() const {
+    if (!opened) opened.emplace(database::open_profile(database_path));
+    return *opened;
+  }
+};
+
+// The text report: what only the running process knows (its command, end, in-memory regions with
+// every component KAIROS_COMPONENTS measures, threads) around the database's (kairos-report's text,
+// whose call graph has the regions' wall time beside the instrumented functions).
+void write_text_report(const exit_output& output, std::ostream& file) {
+  const auto& request = output.request;
+  file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n", runtime_report_version,
+                      printable(request.command_line), getpid(), request.end_reason);
+  if (output.have_database()) {
+    database::write_text(output.profile(), file);
+    file << "\n";
+  }
+  file << region_tables(output.regions, request.region_kinds);
+  if (request.mismatched_pops > 0)
+    file << fmt::format("\nmismatched kairos_pop_region calls ignored: {}\n", request.mismatched_pops);
+  file << "\nthreads\n" << threads_text();
+}
+
+// The run's report as JSON: what only the running process knows, the profile's summary (the json
+// format of kairos-report) as its 'profile'.
+void write_json_report(const exit_output& output, std::ostream& file) {
+  const auto& request = output.request;
+  nlohmann::json document{
+      {"kairos_report_version", runtime_report_version},
+      {"command", printable(request.command_line)},
+      {"pid", getpid()},
+      {"ppid", getppid()},
+      {"end_reason", request.end_reason},
+      {"regions_recorded", request.regions_recorded},
+      {"mismatched_pops", request.mismatched_pops},
+      {"threads", threads_json()},
+      {"regions", kairos::to_json(output.regions)},
+      {"profile", output.have_database() ? profile_summary(output.profile()) : nlohmann::json(nullptr)}};
+  file << document.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+// The Chrome trace; where it reached KAIROS_TRACE_MAX_BYTES, the note says where every sample is.
+void write_chrome_trace(const exit_output& output, std::ostream& file) {
+  const auto trace = database::write_trace(output.profile(), file);
+  if (trace.samples_left_out == 0) return;
+  const auto& formats = output.request.formats;
+  const auto perfetto = database::perfetto_path_of(output.database_path);
+  const bool perfetto_written = std::find(formats.begin(), formats.end(), "perfetto") != formats.end();
+  output.written.note = fmt::format(
+      "the Chrome trace {} reached KAIROS_TRACE_MAX_BYTES ({} bytes) and left out {} of {} samples (the rest is "
+      "whole); {}",
+      output.path, trace.limit_bytes, trace.samples_left_out, trace.samples_written + trace.samples_left_out,
+      perfetto_written ? fmt::format("every sample is in the Perfetto trace {}", perfetto)
+                       : fmt::format("kairos-report {} -f perfetto -o {} writes every sample to a Perfetto trace",
+                                     output.database_path, perfetto));
+}
+
+// The Perfetto trace: when the samples' packets were written as the run went, only the rest is
+// written now, around them.
+void write_perfetto_trace(const exit_output& output, std::ostream& file) {
+  const auto& samples_path = output.request.perfetto_samples_path;
+  if (samples_path.empty()) {
+    database::write_perfetto(output.profile(), file);
+    return;
+  }
+  const int fd = move_above_floor(::open(samples_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd < 0) throw std::runtime_error{fmt::format("cannot read {}: {}", samples_path, std::strerror(errno))};
+  __gnu_cxx::stdio_filebuf<char> buffer{fd, std::ios::in | std::ios::binary};
+  std::istream samples{&buffer};
+  database::write_perfetto_with_streamed_samples(output.profile(), file, samples);
+  if (samples.bad()) throw std::runtime_error{fmt::format("reading {} failed", samples_path)};
+}
+
+using exit_writer = void (*)(const exit_output&, std::ostream&);
+struct exit_format {
+  exit_writer write = nullptr;    // nullptr: as kairos-report writes it (write_format)
+  bool without_database = false;  // says something when the run wrote no database
+};
+
+// The formats kairos-run writes its own way at exit, by formats.hpp's row; every other format with
+// at_exit is written as kairos-report writes it, and the one not written from a database (db) is
+// the database itself.
+constexpr auto exit_formats = [] {
+  std::array<exit_format, database::formats.size()> table{};
+  const auto row = [&](database::format_id id) -> exit_format& { return table[static_cast<std::size_t>(id)]; };
+  row(database::format_id::text) = {write_text_report, true};
+  row(database::format_id::json) = {write_json_report, true};
+  row(database::format_id::trace) = {write_chrome_trace, false};
+  row(database::format_id::perfetto) = {write_perfetto_trace, false};
+  return table;
+}();
+
 }  // namespace
 
 std::string output_file(const std::string& stem, const std::string& format) {
@@ -209,94 +313,35 @@ problem rename_without_replacing(const std::string& from, const std::string& to)
 
 written_report write_report(const report_request& request) {
   written_report written;
-  const auto data = kairos::report();
-  auto database_path = request.database_path;
-  written.database_path = database_path;
-  const bool have_database = !database_path.empty();
+  const auto regions = kairos::report();
+  written.database_path = request.database_path;
   // An exec snapshot: the database moves to the snapshot's name first; the other outputs read it
   // there.
-  if (have_database && output_file(request.stem, "db") != database_path) {
-    if ((written.failure = rename_without_replacing(database_path, output_file(request.stem, "db")))) return written;
-    database_path = output_file(request.stem, "db");
+  if (!request.database_path.empty() && output_file(request.stem, "db") != request.database_path) {
+    if ((written.failure = rename_without_replacing(request.database_path, output_file(request.stem, "db"))))
+      return written;
+    written.database_path = output_file(request.stem, "db");
   }
-  written.database_path = database_path;
-  // One connection for every output derived from the database: each open parses the schema again.
   std::optional<database::connection> opened;
-  auto profile_database = [&]() -> database::connection& {
-    if (!opened) opened.emplace(database::open_profile(database_path));
-    return *opened;
-  };
-  using database::format_id;
   for (const auto& name : request.formats) {
     const auto* format = database::find_format(name);
     if (format == nullptr || !format->at_exit) continue;  // the setting accepts none such
-    const auto path = output_file(request.stem, name);
-    if (format->id == format_id::db) {
-      if (have_database) written.files.push_back(path);
+    exit_output output{request, regions, written.database_path, opened, output_file(request.stem, name), written};
+    if (!format->from_database) {  // the database itself
+      if (output.have_database()) written.files.push_back(output.path);
       continue;
     }
-    // Only text and json say something without the database: the others derive from it.
-    if (!have_database && format->id != format_id::text && format->id != format_id::json) continue;
-    written.failure = write_output(path, [&](std::ostream& file) {
-      if (format->id == format_id::text) {
-        file << fmt::format("kairos report (version {})\ncommand: {}\npid: {}  ended by: {}\n\n",
-                            runtime_report_version, printable(request.command_line), getpid(), request.end_reason);
-        if (have_database) {
-          database::write_text(profile_database(), file);
-          file << "\n";
-        }
-        // The regions with every component KAIROS_COMPONENTS measures (the database's call graph
-        // above has their wall time, beside the instrumented functions).
-        file << region_tables(data, request.region_kinds);
-        if (request.mismatched_pops > 0)
-          file << fmt::format("\nmismatched kairos_pop_region calls ignored: {}\n", request.mismatched_pops);
-        file << "\nthreads\n" << threads_text();
-      } else if (format->id == format_id::json) {
-        // The run's report: what only the running process knows, the profile's summary (the
-        // json format of kairos-report) as its 'profile'.
-        nlohmann::json document{
-            {"kairos_report_version", runtime_report_version},
-            {"command", printable(request.command_line)},
-            {"pid", getpid()},
-            {"ppid", getppid()},
-            {"end_reason", request.end_reason},
-            {"regions_recorded", request.regions_recorded},
-            {"mismatched_pops", request.mismatched_pops},
-            {"threads", threads_json()},
-            {"regions", kairos::to_json(data)},
-            {"profile", have_database ? profile_summary(profile_database()) : nlohmann::json(nullptr)}};
-        file << document.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      } else if (format->id == format_id::trace) {
-        const auto trace = database::write_trace(profile_database(), file);
-        if (trace.samples_left_out > 0) {
-          const auto perfetto = database::perfetto_path_of(database_path);
-          const bool perfetto_written =
-              std::find(request.formats.begin(), request.formats.end(), "perfetto") != request.formats.end();
-          written.note = fmt::format(
-              "the Chrome trace {} reached KAIROS_TRACE_MAX_BYTES ({} bytes) and left out {} of {} samples (the "
-              "rest is whole); {}",
-              path, trace.limit_bytes, trace.samples_left_out, trace.samples_written + trace.samples_left_out,
-              perfetto_written ? fmt::format("every sample is in the Perfetto trace {}", perfetto)
-                               : fmt::format("kairos-report {} -f perfetto -o {} writes every sample to a Perfetto "
-                                             "trace",
-                                             database_path, perfetto));
-        }
-      } else if (format->id == format_id::perfetto && !request.perfetto_samples_path.empty()) {
-        // The samples' packets were written as the run went: only the rest is written now.
-        const int fd = move_above_floor(::open(request.perfetto_samples_path.c_str(), O_RDONLY | O_CLOEXEC));
-        if (fd < 0)
-          throw std::runtime_error{
-              fmt::format("cannot read {}: {}", request.perfetto_samples_path, std::strerror(errno))};
-        __gnu_cxx::stdio_filebuf<char> buffer{fd, std::ios::in | std::ios::binary};
-        std::istream samples{&buffer};
-        database::write_perfetto_with_streamed_samples(profile_database(), file, samples);
-        if (samples.bad()) throw std::runtime_error{fmt::format("reading {} failed", request.perfetto_samples_path)};
-      } else {
-        database::write_format(format->id, profile_database(), file);
-      }
+    const auto& exit = exit_formats[static_cast<std::size_t>(format->id)];
+    // Only formats that say something without the database are written when there is none.
+    if (!output.have_database() && !exit.without_database) continue;
+    written.failure = write_output(output.path, [&](std::ostream& file) {
+      if (exit.write != nullptr)
+        exit.write(output, file);
+      else
+        database::write_format(format->id, output.profile(), file);
     });
     if (written.failure) break;
-    written.files.push_back(path);
+    written.files.push_back(output.path);
   }
   if (written.failure)
     written.failure =
