@@ -8,8 +8,8 @@ line) holding the words "stays long", for example
 
 Usage: long_functions.py SOURCE_DIR [--limit 80] [--most N] [--check]
 Prints one line per long function: lines, path:line, name, and whether a comment explains it.
-With --check, exits 1 when a long function has no such comment (and is not in ALLOWED below), when
-more than --most functions stay long with a comment, or when an ALLOWED entry is no longer long.
+With --check, exits 1 when a long function has no such comment, or when more than --most functions
+stay long with a comment.
 
 How a function is found: comments and string literals are blanked, then each '{' outside a
 function body whose text since the previous ';', '{' or '}' reads as a function header (a name,
@@ -23,23 +23,6 @@ import subprocess
 import sys
 
 SUFFIXES = (".cpp", ".hpp", ".h", ".c", ".cu", ".cc")
-
-# Long functions allowed for now, each with who shortens it ("path:name": who). They are issue 52's
-# remaining work: files other engineers are changing in parallel, and functions not yet shortened.
-# --check fails on an entry no longer long, so that this list only shrinks.
-WRITERS = "issue 52, the writers' engineer (writers as sections over query results)"
-STAGES = "issue 52, the stages' engineer (a stage is an object)"
-OUTPUTS = "issue 52, the exit writer's engineer (dispatch from the formats table)"
-NOT_YET = "issue 52, not yet shortened: for the lead after the merge"
-ALLOWED = {
-    "plugins/database/src/html.cpp:write_html": WRITERS,
-    "plugins/database/src/html.cpp:write_timeline": WRITERS,
-    "plugins/database/src/trace.cpp:write_trace": WRITERS,
-    "plugins/database/src/perfetto.cpp:write_all_but_samples": WRITERS,
-    "plugins/runtime/src/preload/outputs/report.cpp:write_report": OUTPUTS,
-    "plugins/database/src/flamegraph.cpp:write_flamegraph": NOT_YET,
-    "plugins/database/src/speedscope.cpp:write_speedscope": NOT_YET,
-}
 
 CONTROL = re.compile(r"^(if|for|while|switch|catch|do|else|try|return|sizeof|alignof|decltype|requires|"
                      r"static_assert|noexcept|co_return|co_yield|co_await)$")
@@ -191,22 +174,15 @@ def main():
                       for length, first, function, why in long_functions(name, file.read(), options.limit)]
     every.sort(key=lambda entry: (-entry[0], entry[1], entry[2]))
     failures = []
-    seen = set()
     for length, name, first, function, why in every:
-        key = f"{name}:{function}"
-        seen.add(key)
-        status = "explained" if why else f"allowed for now: {ALLOWED[key]}" if key in ALLOWED else "NOT EXPLAINED"
-        print(f"{length:5} {name}:{first}: {function} ({status})")
-        if not why and key not in ALLOWED:
+        print(f"{length:5} {name}:{first}: {function} ({'explained' if why else 'NOT EXPLAINED'})")
+        if not why:
             failures.append(f"{name}:{first}: {function} is {length} lines (over {options.limit}): shorten it, "
                             "or say above it why it stays long")
     explained_count = sum(1 for entry in every if entry[4])
     print(f"{len(every)} functions over {options.limit} lines, {explained_count} with a comment saying why")
     if options.most is not None and explained_count > options.most:
         failures.append(f"{explained_count} functions stay long with a comment; at most {options.most} may")
-    for key in sorted(set(ALLOWED) - seen):
-        failures.append(f"{key} is no longer over {options.limit} lines: take it out of ALLOWED in "
-                        "scripts/long_functions.py")
     if options.check:
         for failure in failures:
             print(failure, file=sys.stderr)

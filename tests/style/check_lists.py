@@ -27,15 +27,6 @@ METADATA_KEYS_HPP = "plugins/database/include/kairos/plugins/database/metadata_k
 SETTINGS_CPP = "plugins/runtime/src/common/setting_definitions.cpp"
 OUTPUT_PATH_CPP = "plugins/runtime/src/common/output_path.cpp"
 
-# Files that still spell metadata keys, each with who removes them: the lead empties this after
-# merging the branches of issue 52 (a file listed here that no longer spells a key fails, so the
-# list only shrinks).
-METADATA_LITERALS_ALLOWED = {
-    "plugins/database/src/html.cpp": "the writers' engineer (issue 52)",
-    "plugins/database/src/output_queries.cpp": "the writers' engineer (issue 52)",
-    "plugins/database/src/trace.cpp": "the writers' engineer (issue 52)",
-    "plugins/runtime/src/preload/process/lifecycle.cpp": "the stages' engineer (issue 52)",
-}
 
 problems = []
 
@@ -209,14 +200,8 @@ def check_metadata_literals():
                 if found in keys and ("." in found or handles_metadata.search(line)):
                     spelt.setdefault(name, []).append(f"{name}:{number}: \"{found}\"")
     for name, lines in sorted(spelt.items()):
-        if name in METADATA_LITERALS_ALLOWED:
-            print(f"allowed for now ({METADATA_LITERALS_ALLOWED[name]}): " + "; ".join(lines))
-            continue
         for line in lines:
             problems.append(f"{line}: a metadata key spelt outside {METADATA_KEYS_HPP}: use metadata_key::")
-    for name in sorted(set(METADATA_LITERALS_ALLOWED) - set(spelt)):
-        problems.append(f"{name} spells no metadata key any more: take it out of METADATA_LITERALS_ALLOWED "
-                        "in tests/style/check_lists.py")
 
 
 def main():

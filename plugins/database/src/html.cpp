@@ -471,20 +471,20 @@ void write_summary(std::ostream& out, connection& profile, const page_data& page
   row("command", fmt::format(R"(<span class="name">{}</span>)", xml_text(process.command)));
   row("host", xml_text(process.host));
   row("pid", std::to_string(process.pid));
-  const auto launch = metadata_value(page.metadata, "setting.KAIROS_LAUNCH_DATE");  // 20261123-111210
+  const auto launch = metadata_value(page.metadata, metadata_key::setting_launch_date);  // 20261123-111210
   if (launch.size() == 15)
     row("started", fmt::format("{}-{}-{} {}:{}:{}", launch.substr(0, 4), launch.substr(4, 2), launch.substr(6, 2),
                                launch.substr(9, 2), launch.substr(11, 2), launch.substr(13, 2)));
   if (process.end_ns > process.start_ns && process.start_ns > 0)
     row("duration", duration(process.end_ns - process.start_ns));
-  row("ended by", xml_text(metadata_value(page.metadata, "end_reason")));
+  row("ended by", xml_text(metadata_value(page.metadata, metadata_key::end_reason)));
   if (!range.all) row("shown", fmt::format("time windows {} to {} only", range.first, range.last));
   const auto program_threads = std::count_if(page.threads.begin(), page.threads.end(),
                                              [](const thread_row& t) { return t.sequent_id < kairos_threads_from; });
   row("threads", fmt::format("{} of the program's, {} of them sampled", program_threads,
                              std::count_if(page.threads.begin(), page.threads.end(),
                                            [](const thread_row& t) { return t.samples > 0; })));
-  const auto frequency = metadata_value(page.metadata, "setting.KAIROS_SAMPLING_FREQ");
+  const auto frequency = metadata_value(page.metadata, metadata_key::setting_sampling_freq);
   const auto source = metadata_value(page.metadata, metadata_key::sampling_cpu_source);
   row("samples",
       fmt::format("{} standing for {} of CPU time{}", page.samples.samples, duration(page.samples.weight_ns),
@@ -497,7 +497,7 @@ void write_summary(std::ostream& out, connection& profile, const page_data& page
   // What was never sampled is not a loss of rows: the coverage row above says it.
   row("dropped", lost.empty() ? std::string{"no sample or row dropped"} : lost);
   row("written by", fmt::format("{}, database schema {}", xml_text(generator),
-                                xml_text(metadata_value(page.metadata, "schema_version"))));
+                                xml_text(metadata_value(page.metadata, metadata_key::schema_version))));
   out << "</table>\n</section>\n";
 }
 
@@ -652,8 +652,9 @@ void write_settings(std::ostream& out, const metadata_map& metadata) {
   out << "<section id=\"settings\">\n<h2>Settings</h2>\n<p class=\"note\">The run's settings that have a value "
          "(docs/settings.md).</p>\n<table class=\"summary\" id=\"settings-table\">\n";
   for (const auto& [key, value] : metadata)
-    if (key.starts_with("setting.") && !value.empty())
-      out << fmt::format("<tr><th>{}</th><td class=\"name\">{}</td></tr>\n", xml_text(key.substr(8)), xml_text(value));
+    if (key.starts_with(metadata_key::setting_prefix) && !value.empty())
+      out << fmt::format("<tr><th>{}</th><td class=\"name\">{}</td></tr>\n",
+                         xml_text(key.substr(metadata_key::setting_prefix.size())), xml_text(value));
   out << "</table>\n</section>\n";
 }
 

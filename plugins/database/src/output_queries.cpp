@@ -273,8 +273,8 @@ sampling_coverage coverage_of(connection& profile) {
   coverage.lost_ns = integer(metadata_key::lost_cpu_ns);
   coverage.dropped_regions = integer(metadata_key::dropped_region_rows);
   coverage.rows_lost = integer(metadata_key::rows_lost);
-  coverage.delay_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DELAY", false);
-  coverage.duration_s = metadata_number(profile, "setting.KAIROS_SAMPLING_DURATION", false);
+  coverage.delay_s = metadata_number(profile, metadata_key::setting_sampling_delay, false);
+  coverage.duration_s = metadata_number(profile, metadata_key::setting_sampling_duration, false);
   coverage.windows = scalar(profile, "SELECT COUNT(*) FROM window") > 0;
   coverage.before_sampling_ns = integer(metadata_key::before_sampling_cpu_ns);
   coverage.paused_ns = integer(metadata_key::paused_cpu_ns);
@@ -469,8 +469,8 @@ run_process first_process(connection& profile, const metadata_map& metadata) {
   if (query.step())
     process = {query.integer(0), query.integer(3), query.integer(4), std::string{query.text(1)},
                std::string{query.text(2)}};
-  if (process.command.empty()) process.command = metadata_value(metadata, "command");
-  if (process.host.empty()) process.host = metadata_value(metadata, "host");
+  if (process.command.empty()) process.command = metadata_value(metadata, metadata_key::command);
+  if (process.host.empty()) process.host = metadata_value(metadata, metadata_key::host);
   return process;
 }
 

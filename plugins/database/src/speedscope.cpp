@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <kairos/plugins/database/metadata_keys.hpp>
 #include <kairos/plugins/database/schema.hpp>
 
 #include "output_helpers.hpp"
@@ -90,7 +91,7 @@ std::vector<thread_stacks> threads_by_weight(connection& profile, const window_r
 
 void write_speedscope(connection& profile, std::ostream& out, const window_range& range, std::string_view exporter) {
   const shared_frames frames{profile};
-  const auto command = metadata_value(read_metadata(profile), "command");
+  const auto command = metadata_value(read_metadata(profile), metadata_key::command);
   out << R"({"$schema":"https://www.speedscope.app/file-format-schema.json","exporter":)" << json_string(exporter)
       << R"(,"name":)"
       // speedscope's title: the shares it shows are of what was sampled, so the title says how much that is.

@@ -109,7 +109,8 @@ std::map<std::string, std::string, std::less<>> region_kinds(connection& profile
 }
 
 std::int64_t trace_size_limit(connection& profile) {
-  auto query = profile.prepare("SELECT value FROM metadata WHERE key = 'setting.KAIROS_TRACE_MAX_BYTES'");
+  auto query = profile.prepare("SELECT value FROM metadata WHERE key = ?");
+  query.bind(1, metadata_key::setting_trace_max_bytes);
   std::int64_t limit = default_trace_max_bytes;
   if (query.step()) {
     const auto text = query.text(0);
