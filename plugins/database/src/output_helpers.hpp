@@ -168,18 +168,30 @@ std::vector<thread_row> sampled_threads(connection& profile, const window_range&
 // SQLite sort them or index them in its temporary store (tens of bytes a sample). Memory is
 // bounded by the groups, not by the samples.
 struct sample_fields {
-  std::int64_t thread, window, stack;  // stack 0: a sample with no stack
+  std::int64_t thread, stack;  // stack 0: a sample with no stack
   std::int64_t time_ns, weight_ns;
 };
 // The time of the profile's earliest event of any kind (0: none): the traces' origin.
 std::int64_t earliest_event_ns(connection& profile);
 
-void for_each_sample(connection& profile, const window_range& windows,
-                     const std::function<void(const sample_fields&)>& visit);
+// The sample rows in the windows, until `visit` returns false. A template, not a std::function:
+// the traces call it once a sample, and each column read and indirect call shows at a million
+// (the Chrome trace's writer took 10% longer with both).
+template <class Visit>
+void for_each_sample_while(connection& profile, const window_range& windows, Visit&& visit) {
+  auto query = profile.prepare("SELECT thread, COALESCE(stack, 0), time_ns, weight_ns FROM sample WHERE 1" +
+                               in_windows(windows, "window"));
+  while (query.step())
+    if (!visit(sample_fields{query.integer(0), query.integer(1), query.integer(2), query.integer(3)})) return;
+}
 
-// The same, until `visit` returns false.
-void for_each_sample_while(connection& profile, const window_range& windows,
-                           const std::function<bool(const sample_fields&)>& visit);
+template <class Visit>
+void for_each_sample(connection& profile, const window_range& windows, Visit&& visit) {
+  for_each_sample_while(profile, windows, [&](const sample_fields& sample) {
+    visit(sample);
+    return true;
+  });
+}
 
 // The samples' sums (stack_total) in the windows, one row a (thread, window): every output's
 // totals, per thread, per window or whole, are summed from these (threads x windows rows, however

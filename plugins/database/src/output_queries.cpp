@@ -58,22 +58,6 @@ std::int64_t earliest_event_ns(connection& profile) {
                 "UNION ALL SELECT MIN(start_ns) FROM window)");
 }
 
-void for_each_sample_while(connection& profile, const window_range& windows,
-                           const std::function<bool(const sample_fields&)>& visit) {
-  auto query = profile.prepare("SELECT thread, window, COALESCE(stack, 0), time_ns, weight_ns FROM sample WHERE 1" +
-                               in_windows(windows, "window"));
-  while (query.step())
-    if (!visit({query.integer(0), query.integer(1), query.integer(2), query.integer(3), query.integer(4)})) return;
-}
-
-void for_each_sample(connection& profile, const window_range& windows,
-                     const std::function<void(const sample_fields&)>& visit) {
-  for_each_sample_while(profile, windows, [&](const sample_fields& sample) {
-    visit(sample);
-    return true;
-  });
-}
-
 std::vector<sample_sum> sample_sums(connection& profile, const window_range& windows) {
   std::vector<sample_sum> rows;
   auto query = profile.prepare(
