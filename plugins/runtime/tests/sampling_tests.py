@@ -597,14 +597,14 @@ def test_outputs_and_kairos_report(directory):
 def test_speedscope_file(directory):
     """speedscope's format (its published schema's required fields), checked against the database and
     the program's own 75/25 CPU split."""
-    out, err, status = kairos(["split", "0.6"], directory, ["--freq", "500"],
+    out, err, status = kairos(["split", "1.2"], directory, ["--freq", "1000"],
                               KAIROS_OUTPUT_FORMATS="db,speedscope")
     check(status == 0, err)
     three, one = cpu_split(out)
     db_path = only("*.db", directory)
     document = json.load(open(only("*.speedscope.json", directory)))
     check(document["$schema"] == "https://www.speedscope.app/file-format-schema.json", "speedscope's schema")
-    check(re.search(rf"{os.path.basename(PROGRAM)} split 0\.6 \(samples stand for .* of CPU time", document["name"]),
+    check(re.search(rf"{os.path.basename(PROGRAM)} split 1\.2 \(samples stand for .* of CPU time", document["name"]),
           f"named after the command, with what the samples cover: {document['name']}")
     frames = document["shared"]["frames"]
     check(all(isinstance(frame.get("name"), str) for frame in frames), "every frame has a name")
@@ -647,9 +647,9 @@ def test_speedscope_file(directory):
 
 def test_flamegraph_file(directory):
     """The flame graph SVG, read as a browser's DOM would be: a graph for all threads and one per
-    thread, boxes as wide as their share (the 75/25 split within 3 points), tooltips, nothing fetched."""
+    thread, boxes as wide as their share (the 75/25 split within share_tolerance), tooltips, nothing fetched."""
     import xml.etree.ElementTree as ElementTree
-    out, err, status = kairos(["split", "0.6"], directory, ["--freq", "500"],
+    out, err, status = kairos(["split", "1.2"], directory, ["--freq", "1000"],
                               KAIROS_OUTPUT_FORMATS="db,flamegraph")
     check(status == 0, err)
     three, one = cpu_split(out)
@@ -673,7 +673,9 @@ def test_flamegraph_file(directory):
         return sum(float(f.get("data-w")) for f in frames if function in f.find(f"{svg}title").text)
     three_share, one_share = share("compute_three_quarters"), share("compute_one_quarter")
     truth = 100.0 * three / (three + one)
-    check(abs(100.0 * three_share - truth) <= 3.0 and abs(100.0 * one_share - (100.0 - truth)) <= 3.0,
+    samples = sqlite3.connect(only("*.db", directory)).execute("SELECT COUNT(*) FROM sample").fetchone()[0]
+    tolerance = share_tolerance(samples, truth)
+    check(abs(100.0 * three_share - truth) <= tolerance and abs(100.0 * one_share - (100.0 - truth)) <= tolerance,
           f"widths {100 * three_share:.1f}% / {100 * one_share:.1f}% of the root vs {truth:.1f}% by CPU time "
           f"({how_sampled(sqlite3.connect(only('*.db', directory)))})")
     for frame in frames:
@@ -691,7 +693,7 @@ def test_html_report(directory):
     """The HTML report, read without a browser: every section, the top functions by the program's
     75/25 CPU split, the flame graph inline, nothing fetched; kairos-report writes the same page."""
     import html_page
-    out, err, status = kairos(["split", "0.6"], directory, ["--freq", "500"], KAIROS_OUTPUT_FORMATS="db,html")
+    out, err, status = kairos(["split", "1.2"], directory, ["--freq", "1000"], KAIROS_OUTPUT_FORMATS="db,html")
     check(status == 0, err)
     check(re.search(r"outputs: \S+\.db, \S+\.html", err), f"the exit line names the page: {err!r}")
     three, one = cpu_split(out)
@@ -714,7 +716,7 @@ def test_html_report(directory):
     summary = dict((cells[0][0], cells[1][0]) for cells in page.tables["summary-table"])
     samples = sqlite3.connect(only("*.db", directory)).execute("SELECT COUNT(*) FROM sample").fetchone()[0]
     check(summary["samples"].startswith(f"{samples} standing for"), f"the summary counts the samples: {summary}")
-    check(summary["command"].endswith("split 0.6") and summary["ended by"] == "exit", f"{summary}")
+    check(summary["command"].endswith("split 1.2") and summary["ended by"] == "exit", f"{summary}")
     check("KAIROS_SAMPLING_FREQ" in dict((c[0][0], c[1][0]) for c in page.tables["settings-table"]), "the settings")
     report = run_process([KAIROS_REPORT, only("*.db", directory), "--format", "html"], TIMEOUT)
     check(report.returncode == 0 and report.stdout.decode() == open(path).read(),
