@@ -45,9 +45,16 @@ NOISE_INTERVALS = 3 / 1.96
 
 
 
-def disturbance(result):
-    """Why the profile whose kairos-causal `result` this is cannot be judged, or None: the toy's
-    threads waited too long for a core (its last line; causal/toy.hpp)."""
+def disturbance(result, directory):
+    """Why the profile whose kairos-causal `result` this is cannot be judged, or None: kairos's
+    report says the program's threads lacked cores (under 95% of their ready time: the hypervisor's
+    steal, which the toy's own measure does not see, or other processes), or the toy's threads
+    waited too long for a core (its last line; causal/toy.hpp). The report's line is what a user
+    reads at that load, so the skip hides nothing from them."""
+    with open(os.path.join(directory, "out", "causal.txt"), encoding="utf-8") as report:
+        lacked = re.search(r"the program's threads had a core [0-9]+% of the time they were ready to run[^\n]*", report.read())
+    if lacked:
+        return f"kairos-causal's report says: {lacked.group(0)}"
     waited = re.search(rb"waited for a core ([0-9.]+)%", result.stdout)
     check(waited is not None, f"the toy says how long its threads waited for a core: {result.stdout!r}")
     share = float(waited.group(1)) / 100
@@ -184,7 +191,7 @@ def predictions_match_real_speedups(directory, program, variants, expectations, 
     print(f"kairos: the toy's threads had a core {share[0] / 10:.1f}% of the time they were ready to run")
     predictions = predicted_speedups(db)
     real = real_speedups(program, variants, mode=mode)
-    check_predictions(predictions, real, expectations, disturbance(result), reported_intervals(directory))
+    check_predictions(predictions, real, expectations, disturbance(result, directory), reported_intervals(directory))
 
 
 def test_two_threads_predictions_match_real_speedups(directory):
@@ -240,7 +247,9 @@ def test_futex_waits_are_credited(directory):
     credited = db.execute("SELECT CAST(value AS INTEGER) FROM process_metadata "
                           "WHERE key = 'causal.wakeups_credited'").fetchone()
     print(f"{credited[0] if credited else None} wake-ups credited in {rounds} rounds")
-    check(credited is not None and credited[0] >= 50,
+    # At least 10: without the futex wrapper only the two joins are credited. Not hundreds: under load
+    # (a hypervisor taking a fifth of the cores) libstdc++'s spin met most rounds, and 27 of 998 rounds blocked.
+    check(credited is not None and credited[0] >= 10,
           f"the barrier's futex wake-ups are credited: {credited} for {rounds} rounds")
 
 
