@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,16 +23,24 @@ constexpr int team = 4;
 
 void sleep_units(int units, long unit_ms) { usleep(static_cast<useconds_t>(units * unit_ms * 1000)); }
 
+// On stderr, how long each thread really slept (a loaded machine wakes sleepers late): the
+// work the profile should show, where stdout must stay the same with and without kairos.
 int imbalance(long unit_ms, int instances) {
   long done = 0;
+  std::atomic<long long> slept_ns[team] = {};
   for (int instance = 0; instance < instances; ++instance) {
 #pragma omp parallel for schedule(static, 1) num_threads(team) reduction(+ : done)
     for (int thread = 0; thread < team; ++thread) {
+      const auto start = std::chrono::steady_clock::now();
       sleep_units(thread + 1, unit_ms);
+      slept_ns[thread] +=
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
       done += thread + 1;
     }
   }
   std::printf("units done: %ld\n", done);
+  std::fprintf(stderr, "slept ns: %lld %lld %lld %lld\n", slept_ns[0].load(), slept_ns[1].load(), slept_ns[2].load(),
+               slept_ns[3].load());
   return 0;
 }
 
