@@ -595,23 +595,23 @@ void causal_forget_after_fork_in_child() noexcept {
 // The wall time per CPU time of the thread's running since its handler last ended (2^-16 = 1):
 // what really speeding the sampled code up gives back per CPU time it saves, and so what its delays
 // are scaled by. A thread's CPU clock leaves out the time it waited for a core while runnable, and
-// in a VM the time the hypervisor gave its vCPU to another guest ("steal"). On this project's
-// 2-core VMs steal was 3 to 50% of the busy time, and delays sized by CPU time came out low by
-// that share (two_threads' a_work at 50% predicted +27.2% for +32.9% real, at 25% +17.4% for
-// +24.8%). Steal is not shared out evenly (a vCPU that idles and wakes loses more than one that
-// runs throughout), so each thread's own is measured: the wall time from its handler's end to its
+// in a VM the time the hypervisor gave its vCPU to another guest ("steal"): delays sized by CPU
+// time alone came out low by that share (docs/causal.md, "The delays"). Steal is not shared out
+// evenly (a vCPU that idles and wakes loses more than one that runs throughout), so each thread's
+// own is measured: the wall time from its handler's end to its
 // next start, less delays it paid meanwhile, over the CPU time it ran then. After a wait in a
 // wrapped call, or a stretch too long to be running (a wait kairos does not wrap), its recent
 // ratio stands in.
 std::int64_t wall_per_cpu(thread_delays& me, std::int64_t running_cpu_ns, std::int64_t now) noexcept {
   if (me.last_handler_end_ns == 0 || me.waits != me.waits_at_handler_end || running_cpu_ns <= 0) return me.wall_per_cpu;
-  const auto wall = now - me.last_handler_end_ns - (me.paid_ns - me.paid_at_handler_end);
+  // Never under the CPU time: the two clocks are read a few instructions apart.
+  const auto wall = std::max(now - me.last_handler_end_ns - (me.paid_ns - me.paid_at_handler_end), running_cpu_ns);
   if (wall > running_cpu_ns * 3) return me.wall_per_cpu;
   if (hot.experiment.load(std::memory_order_relaxed) != 0) {
-    hot.running_wall_ns.fetch_add(std::max(wall, running_cpu_ns), std::memory_order_relaxed);
+    hot.running_wall_ns.fetch_add(wall, std::memory_order_relaxed);
     hot.running_cpu_ns.fetch_add(running_cpu_ns, std::memory_order_relaxed);
   }
-  const auto ratio = (std::max(wall, running_cpu_ns) << 16) / running_cpu_ns;
+  const auto ratio = (wall << 16) / running_cpu_ns;
   me.wall_per_cpu += (ratio - me.wall_per_cpu) / 8;
   return ratio;
 }
